@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// Engine is one process's handle on the bus: it registers workers and their
+// functions, triggers functions, and owns the JetStream context every
+// primitive shares. One Engine per process and connection; it is safe for
+// concurrent use.
+type Engine struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	opts   options
+	tracer trace.Tracer
+
+	// base is cancelled by Close; handler contexts derive from it.
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	workers map[*Worker]struct{}
+	streams map[string]jetstream.Stream
+	closed  bool
+}
+
+// New returns an engine over nc. The connection stays the caller's: Close
+// stops the engine's workers but does not close nc.
+func New(nc *nats.Conn, opts ...Option) (*Engine, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("engine: jetstream: %w", err)
+	}
+	base, cancel := context.WithCancel(context.Background())
+	return &Engine{
+		nc:      nc,
+		js:      js,
+		opts:    o,
+		tracer:  o.tp.Tracer("github.com/iii-on-nats/iii/engine"),
+		base:    base,
+		cancel:  cancel,
+		workers: map[*Worker]struct{}{},
+		streams: map[string]jetstream.Stream{},
+	}, nil
+}
+
+// Conn is the engine's NATS connection.
+func (e *Engine) Conn() *nats.Conn { return e.nc }
+
+// JetStream is the engine's JetStream context.
+func (e *Engine) JetStream() jetstream.JetStream { return e.js }
+
+// Logger is the engine's logger, for packages built on the engine.
+func (e *Engine) Logger() *slog.Logger { return e.opts.logger }
+
+// Codec is the codec Go callers send with.
+func (e *Engine) Codec() wire.Codec { return e.opts.codec }
+
+// Replicas is the replica count for streams and buckets the engine's
+// primitives create.
+func (e *Engine) Replicas() int { return e.opts.replicas }
+
+// Tracer is the engine's tracer, for packages built on the engine.
+func (e *Engine) Tracer() trace.Tracer { return e.tracer }
+
+// Close stops every worker (draining in-flight handlers until ctx ends) and
+// cancels the contexts of handlers still running. It does not close the
+// connection.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	ws := make([]*Worker, 0, len(e.workers))
+	for w := range e.workers {
+		ws = append(ws, w)
+	}
+	e.mu.Unlock()
+	var first error
+	for _, w := range ws {
+		if err := w.Close(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	e.cancel()
+	return first
+}

@@ -1,0 +1,237 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+type echoReq struct {
+	Text  string         `json:"text"`
+	N     int            `json:"n"`
+	Extra map[string]any `json:"extra,omitempty"`
+}
+
+func (r echoReq) Validate() error {
+	if r.Text == "" {
+		return errors.New("text is required")
+	}
+	return nil
+}
+
+type echoResp struct {
+	Text  string         `json:"text"`
+	N     int            `json:"n"`
+	Extra map[string]any `json:"extra,omitempty"`
+}
+
+func echoWorker(t *testing.T, e *engine.Engine, name string, hits *atomic.Int64) *engine.Worker {
+	t.Helper()
+	w, err := e.Worker(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Register(engine.Function{
+		ID:            "test::echo",
+		Description:   "echo",
+		RequestSchema: `{"type":"object"}`,
+		Handler: engine.Typed(func(ctx context.Context, r echoReq) (echoResp, error) {
+			if hits != nil {
+				hits.Add(1)
+			}
+			return echoResp(r), nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestTriggerMsgpackAndJSON(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	echoWorker(t, e, "echo", nil)
+	ctx := context.Background()
+
+	got, err := engine.Call[echoResp](ctx, e, "test::echo", echoReq{Text: "hi", N: 3, Extra: map[string]any{"a": "b"}})
+	if err != nil || got.Text != "hi" || got.N != 3 || got.Extra["a"] != "b" {
+		t.Fatalf("msgpack call = %+v, %v", got, err)
+	}
+
+	// A plain JSON client, no Content-Type: what `nats req` sends.
+	nc := enginetest.Connect(t, ns)
+	reply, err := nc.Request("iii.fn.test.echo", []byte(`{"text":"yo","n":7}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := reply.Header.Get(wire.HeaderContentType); ct != wire.ContentJSON {
+		t.Fatalf("reply content type %q", ct)
+	}
+	if string(reply.Data) != `{"text":"yo","n":7}` {
+		t.Fatalf("json reply = %s", reply.Data)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(64<<10))
+	e := enginetest.NewEngine(t, ns)
+	w := echoWorker(t, e, "echo", nil)
+	if err := w.Register(engine.Function{ID: "test::panic", Handler: func(context.Context, *engine.Request) (any, error) {
+		panic("boom")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(engine.Function{ID: "test::slow", Handler: func(ctx context.Context, _ *engine.Request) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	nc := enginetest.Connect(t, ns)
+
+	tests := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"unknown function", func() error { return e.Trigger(ctx, "test::nobody", nil, nil) }, wire.ErrFunctionNotFound},
+		{"wildcard id", func() error { return e.Trigger(ctx, "test::*", nil, nil) }, wire.ErrFunctionNotFound},
+		{"invalid id", func() error { return e.Trigger(ctx, "a b", nil, nil) }, wire.ErrInvalidPayload},
+		{"validation", func() error { return e.Trigger(ctx, "test::echo", echoReq{}, nil) }, wire.ErrInvalidPayload},
+		{"wrong type", func() error { return e.Trigger(ctx, "test::echo", map[string]any{"text": 5}, nil) }, wire.ErrInvalidPayload},
+		{"oversized", func() error {
+			return e.Trigger(ctx, "test::echo", echoReq{Text: strings.Repeat("x", 100<<10)}, nil)
+		}, wire.ErrInvalidPayload},
+		{"panic", func() error { return e.Trigger(ctx, "test::panic", nil, nil) }, wire.ErrInternal},
+		{"timeout", func() error {
+			ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			return e.Trigger(ctx, "test::slow", nil, nil)
+		}, wire.ErrTimeout},
+		{"random bytes json", func() error {
+			m, err := nc.Request("iii.fn.test.echo", []byte{0xff, 0x00, 0x13}, 5*time.Second)
+			if err != nil {
+				return err
+			}
+			return wire.Decode(m)
+		}, wire.ErrInvalidPayload},
+		{"random bytes msgpack", func() error {
+			msg := nats.NewMsg("iii.fn.test.echo")
+			msg.Header.Set(wire.HeaderContentType, wire.ContentMsgpack)
+			msg.Data = []byte{0xc1, 0xff}
+			m, err := nc.RequestMsg(msg, 5*time.Second)
+			if err != nil {
+				return err
+			}
+			return wire.Decode(m)
+		}, wire.ErrInvalidPayload},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+
+	// The error reply is the SPEC envelope with service headers.
+	m, err := nc.Request("iii.fn.test.echo", []byte(`{"text":""}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get("Nats-Service-Error-Code") != "400" || !strings.Contains(string(m.Data), `"code":"invalid_payload"`) {
+		t.Fatalf("error reply headers %v body %s", m.Header, m.Data)
+	}
+}
+
+func TestReplicasShareLoad(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	var a, b atomic.Int64
+	echoWorker(t, enginetest.NewEngine(t, ns), "echo", &a)
+	echoWorker(t, enginetest.NewEngine(t, ns), "echo", &b)
+	caller := enginetest.NewEngine(t, ns)
+	var wg sync.WaitGroup
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := caller.Trigger(context.Background(), "test::echo", echoReq{Text: "x"}, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if a.Load()+b.Load() != 200 || a.Load() == 0 || b.Load() == 0 {
+		t.Fatalf("replicas served %d and %d of 200", a.Load(), b.Load())
+	}
+}
+
+func TestCatalogAndUnregister(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	if _, err := e.ServeCatalog(); err != nil {
+		t.Fatal(err)
+	}
+	w := echoWorker(t, e, "echo", nil)
+	if err := w.Register(engine.Function{ID: "test::other", Handler: func(context.Context, *engine.Request) (any, error) { return nil, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	// A foreign worker: a plain NATS service, no engine package.
+	nc := enginetest.Connect(t, ns)
+	sub, err := nc.QueueSubscribe("iii.fn.py.hello", "q", func(m *nats.Msg) { _ = m.Respond([]byte(`{}`)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	var got engine.FunctionsListResponse
+	if err := e.Trigger(context.Background(), "engine::functions::list", nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]engine.FunctionInfo{}
+	for _, f := range got.Functions {
+		ids[f.ID] = f
+	}
+	for _, want := range []string{"engine::functions::list", "engine::workers::list", "test::echo", "test::other"} {
+		if _, ok := ids[want]; !ok {
+			t.Fatalf("catalog lacks %s: %+v", want, got.Functions)
+		}
+	}
+	if ids["test::echo"].Worker != "echo" || string(ids["test::echo"].RequestSchema) != `{"type":"object"}` {
+		t.Fatalf("test::echo entry = %+v", ids["test::echo"])
+	}
+
+	if err := w.Unregister("test::other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Trigger(context.Background(), "test::other", nil, nil); !errors.Is(err, wire.ErrFunctionNotFound) {
+		t.Fatalf("after unregister: %v", err)
+	}
+	if err := e.Trigger(context.Background(), "test::echo", echoReq{Text: "still"}, nil); err != nil {
+		t.Fatalf("echo after unregistering another: %v", err)
+	}
+	var ws engine.WorkersListResponse
+	if err := e.Trigger(context.Background(), "engine::workers::list", nil, &ws); err != nil {
+		t.Fatal(err)
+	}
+	if len(ws.Workers) != 2 {
+		t.Fatalf("workers = %+v", ws.Workers)
+	}
+}

@@ -1,0 +1,114 @@
+package enginetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/iii-on-nats/iii/engine"
+)
+
+// ServerOption adjusts the server options before start.
+type ServerOption func(*server.Options)
+
+// WithMaxPayload sets the server's max payload.
+func WithMaxPayload(n int32) ServerOption {
+	return func(o *server.Options) { o.MaxPayload = n }
+}
+
+// WithStoreDir sets the JetStream store dir (to restart on the same data).
+func WithStoreDir(dir string) ServerOption {
+	return func(o *server.Options) { o.StoreDir = dir }
+}
+
+// WithPort fixes the client port (to restart on the same address).
+func WithPort(port int) ServerOption {
+	return func(o *server.Options) { o.Port = port }
+}
+
+// RunServer starts an embedded nats-server with JetStream: random port,
+// store in t.TempDir(), no logging, limits small enough for tests.
+func RunServer(t testing.TB, opts ...ServerOption) *server.Server {
+	t.Helper()
+	o := &server.Options{
+		ServerName:         "test",
+		Host:               "127.0.0.1",
+		Port:               server.RANDOM_PORT,
+		JetStream:          true,
+		StoreDir:           t.TempDir(),
+		JetStreamMaxMemory: 256 << 20,
+		JetStreamMaxStore:  1 << 30,
+		NoLog:              true,
+		NoSigs:             true,
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	ns, err := server.NewServer(o)
+	if err != nil {
+		t.Fatalf("enginetest: new server: %v", err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		t.Fatal("enginetest: server not ready in 10s")
+	}
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return ns
+}
+
+// Connect opens a client connection to ns, closed by t.Cleanup.
+func Connect(t testing.TB, ns *server.Server, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(ns.ClientURL(), append([]nats.Option{nats.MaxReconnects(-1)}, opts...)...)
+	if err != nil {
+		t.Fatalf("enginetest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// NewEngine returns an engine over a new connection to ns, closed by
+// t.Cleanup.
+func NewEngine(t testing.TB, ns *server.Server, opts ...engine.Option) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(Connect(t, ns), opts...)
+	if err != nil {
+		t.Fatalf("enginetest: engine: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Close(ctx)
+	})
+	return e
+}
+
+// Engine starts a server and returns an engine connected to it.
+func Engine(t testing.TB, opts ...engine.Option) *engine.Engine {
+	t.Helper()
+	return NewEngine(t, RunServer(t), opts...)
+}
+
+// Eventually retries check until it returns nil or the timeout passes, then
+// fails the test with the last error (nats-server's checkFor).
+func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = check(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("enginetest: condition not met in %v: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

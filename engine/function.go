@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// Endpoint metadata keys of a function on the NATS services framework.
+const (
+	MetaFunctionID     = "iii.function_id"
+	MetaDescription    = "description"
+	MetaRequestSchema  = "request_schema"
+	MetaResponseSchema = "response_schema"
+	MetaIdempotent     = "idempotent"
+)
+
+// HeaderTimeoutMs carries the caller's remaining time budget in
+// milliseconds, so a handler never works past the point its caller stopped
+// waiting.
+const HeaderTimeoutMs = "Iii-Timeout-Ms"
+
+// Handler serves one function call. The returned value is encoded in the
+// request's codec; a returned error is sent as a coded wire error (see
+// [wire.From]: errors that are not *wire.Error become internal).
+type Handler func(ctx context.Context, req *Request) (any, error)
+
+// Request is one call of a function.
+type Request struct {
+	FunctionID string
+	Data       []byte
+	Header     nats.Header
+	Codec      wire.Codec
+}
+
+// Validator is implemented by request types that check themselves; [Bind]
+// and [Typed] call it after decoding and answer invalid_payload on error.
+type Validator interface {
+	Validate() error
+}
+
+// Bind decodes the payload into v and validates it. Every failure is an
+// invalid_payload wire error.
+func (r *Request) Bind(v any) error {
+	if err := r.Codec.Unmarshal(r.Data, v); err != nil {
+		return wire.Wrap(wire.CodeInvalidPayload, nil, "payload does not decode as %s: %v", r.Codec.ContentType(), err)
+	}
+	if val, ok := v.(Validator); ok {
+		if err := val.Validate(); err != nil {
+			var we *wire.Error
+			if errors.As(err, &we) {
+				return we
+			}
+			return wire.Wrap(wire.CodeInvalidPayload, err, "")
+		}
+	}
+	return nil
+}
+
+// Typed adapts a function of typed request and response into a [Handler]:
+// the payload is decoded into Req (and validated if Req or *Req is a
+// [Validator]) before fn runs.
+func Typed[Req, Resp any](fn func(ctx context.Context, req Req) (Resp, error)) Handler {
+	return func(ctx context.Context, r *Request) (any, error) {
+		var req Req
+		if err := r.Bind(&req); err != nil {
+			return nil, err
+		}
+		return fn(ctx, req)
+	}
+}
+
+// Raw is a pre-encoded response body; a handler that returns it skips
+// encoding. Its codec must be the request's.
+type Raw []byte
+
+// Function is one function a worker serves.
+type Function struct {
+	// ID is the function id ("state::get").
+	ID string
+	// Description is a one-line summary shown in the catalog.
+	Description string
+	// RequestSchema and ResponseSchema are JSON Schema documents (optional).
+	RequestSchema, ResponseSchema string
+	// Idempotent declares that running a call twice is harmless; the turn
+	// loop may re-run an interrupted idempotent call after a crash.
+	Idempotent bool
+	// Timeout bounds one invocation; zero means the engine default. A
+	// caller's shorter remaining budget wins.
+	Timeout time.Duration
+	// Handler serves the calls.
+	Handler Handler
+}
+
+// Worker is one NATS service: a named group of functions whose endpoints
+// sit in a queue group, so replicas of the worker share the load.
+type Worker struct {
+	e           *Engine
+	name        string
+	version     string
+	description string
+
+	sem      chan struct{}
+	inflight atomic.Int64
+
+	mu     sync.Mutex
+	svc    micro.Service
+	fns    map[string]*Function
+	order  []string
+	closed bool
+}
+
+// WorkerOption configures a [Worker].
+type WorkerOption func(*Worker) error
+
+// WithVersion sets the worker's SemVer version (default "0.1.0").
+func WithVersion(v string) WorkerOption {
+	return func(w *Worker) error { w.version = v; return nil }
+}
+
+// WithDescription sets the worker's description.
+func WithDescription(d string) WorkerOption {
+	return func(w *Worker) error { w.description = d; return nil }
+}
+
+// Worker starts a worker named name (letters, digits, '-' and '_'). Its
+// functions are added with [Worker.Register].
+func (e *Engine) Worker(name string, opts ...WorkerOption) (*Worker, error) {
+	w := &Worker{
+		e:       e,
+		name:    name,
+		version: "0.1.0",
+		sem:     make(chan struct{}, e.opts.concurrency),
+		fns:     map[string]*Function{},
+	}
+	for _, opt := range opts {
+		if err := opt(w); err != nil {
+			return nil, err
+		}
+	}
+	svc, err := w.newService()
+	if err != nil {
+		return nil, err
+	}
+	w.svc = svc
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		_ = svc.Stop()
+		return nil, ErrClosed
+	}
+	e.workers[w] = struct{}{}
+	e.mu.Unlock()
+	return w, nil
+}
+
+// Name is the worker's service name.
+func (w *Worker) Name() string { return w.name }
+
+func (w *Worker) newService() (micro.Service, error) {
+	svc, err := micro.AddService(w.e.nc, micro.Config{
+		Name:        w.name,
+		Version:     w.version,
+		Description: w.description,
+		QueueGroup:  "iii",
+		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
+			w.e.opts.logger.Warn("worker subscription error", "worker", w.name, "subject", err.Subject, "error", err.Description)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrInvalidWorker, w.name, err)
+	}
+	return svc, nil
+}
+
+// Register adds fn to the worker. The function is reachable as soon as
+// Register returns.
+func (w *Worker) Register(fn Function) error {
+	subj, err := subjects.FunctionSubject(fn.ID)
+	if err != nil {
+		return err
+	}
+	if fn.Handler == nil {
+		return fmt.Errorf("%w: function %q has no handler", ErrInvalidOption, fn.ID)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	if _, ok := w.fns[fn.ID]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateFunction, fn.ID)
+	}
+	f := fn
+	if err := w.addEndpoint(w.svc, &f, subj); err != nil {
+		return err
+	}
+	w.fns[fn.ID] = &f
+	w.order = append(w.order, fn.ID)
+	return nil
+}
+
+// Unregister removes the function id. The NATS services framework cannot drop
+// one endpoint, so the worker restarts its service with the remaining
+// functions; replicas elsewhere keep serving meanwhile.
+func (w *Worker) Unregister(id string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	if _, ok := w.fns[id]; !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownFunction, id)
+	}
+	delete(w.fns, id)
+	for i, x := range w.order {
+		if x == id {
+			w.order = append(w.order[:i:i], w.order[i+1:]...)
+			break
+		}
+	}
+	if err := w.svc.Stop(); err != nil {
+		return fmt.Errorf("engine: stop service %q: %w", w.name, err)
+	}
+	svc, err := w.newService()
+	if err != nil {
+		return err
+	}
+	for _, fid := range w.order {
+		f := w.fns[fid]
+		subj, _ := subjects.FunctionSubject(fid)
+		if err := w.addEndpoint(svc, f, subj); err != nil {
+			_ = svc.Stop()
+			return err
+		}
+	}
+	w.svc = svc
+	return nil
+}
+
+// endpointName derives a micro endpoint name (letters, digits, '-', '_')
+// from a subject; the subject, not the name, identifies the function.
+func endpointName(subj string) string {
+	b := []byte(subj[len(subjects.FunctionPrefix):])
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func (w *Worker) addEndpoint(svc micro.Service, f *Function, subj string) error {
+	meta := map[string]string{MetaFunctionID: f.ID}
+	if f.Description != "" {
+		meta[MetaDescription] = f.Description
+	}
+	if f.RequestSchema != "" {
+		meta[MetaRequestSchema] = f.RequestSchema
+	}
+	if f.ResponseSchema != "" {
+		meta[MetaResponseSchema] = f.ResponseSchema
+	}
+	if f.Idempotent {
+		meta[MetaIdempotent] = "true"
+	}
+	err := svc.AddEndpoint(endpointName(subj), micro.HandlerFunc(func(r micro.Request) {
+		w.dispatch(f, r)
+	}), micro.WithEndpointSubject(subj), micro.WithEndpointMetadata(meta))
+	if err != nil {
+		return fmt.Errorf("engine: add endpoint %q: %w", f.ID, err)
+	}
+	return nil
+}
+
+// dispatch hands one request to a goroutine, so a slow call never holds up
+// the subscription; the semaphore bounds the worker's concurrency and pushes
+// back into the subscription's pending buffer when full.
+func (w *Worker) dispatch(f *Function, r micro.Request) {
+	w.sem <- struct{}{}
+	w.inflight.Add(1)
+	go func() {
+		defer func() {
+			<-w.sem
+			w.inflight.Add(-1)
+		}()
+		w.serve(f, r)
+	}()
+}
+
+func (w *Worker) serve(f *Function, r micro.Request) {
+	e := w.e
+	hdr := nats.Header(r.Headers())
+	codec := wire.ForContentType(hdr.Get(wire.HeaderContentType))
+	req := &Request{FunctionID: f.ID, Data: r.Data(), Header: hdr, Codec: codec}
+
+	timeout := f.Timeout
+	if timeout <= 0 {
+		timeout = e.opts.timeout
+	}
+	if ms, err := strconv.ParseInt(hdr.Get(HeaderTimeoutMs), 10, 64); err == nil && ms > 0 {
+		timeout = min(timeout, time.Duration(ms)*time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(e.base, timeout)
+	defer cancel()
+	ctx = e.Extract(ctx, hdr)
+	ctx, span := e.startHandlerSpan(ctx, f.ID, req)
+	defer span.End()
+
+	resp, err := w.call(ctx, f, req)
+	if err == nil {
+		err = w.respond(r, codec, resp)
+	}
+	if err != nil {
+		we := wire.From(err)
+		span.SetStatus(codes.Error, string(we.Code))
+		span.RecordError(we)
+		if we.Code == wire.CodeInternal {
+			e.opts.logger.Error("function failed", "function_id", f.ID, "error", err)
+		}
+		if r.Reply() == "" {
+			return // void call: nobody to tell
+		}
+		msg := wire.Reply(we, codec)
+		if rerr := r.Respond(msg.Data, micro.WithHeaders(micro.Headers(msg.Header))); rerr != nil {
+			e.opts.logger.Warn("error reply failed", "function_id", f.ID, "error", rerr)
+		}
+	}
+}
+
+// call runs the handler, turning a panic into an internal error.
+func (w *Worker) call(ctx context.Context, f *Function, req *Request) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.e.opts.logger.Error("function panicked", "function_id", f.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			resp, err = nil, wire.Errorf(wire.CodeInternal, "function %s panicked", f.ID)
+		}
+	}()
+	resp, err = f.Handler(ctx, req)
+	if err != nil && ctx.Err() != nil && !errors.As(err, new(*wire.Error)) {
+		err = wire.Wrap(wire.CodeTimeout, err, "function %s ran out of time", f.ID)
+	}
+	return resp, err
+}
+
+func (w *Worker) respond(r micro.Request, codec wire.Codec, resp any) error {
+	if r.Reply() == "" {
+		return nil
+	}
+	var body []byte
+	switch v := resp.(type) {
+	case Raw:
+		body = v
+	default:
+		b, err := codec.Marshal(resp)
+		if err != nil {
+			return wire.Wrap(wire.CodeInternal, err, "response does not encode")
+		}
+		body = b
+	}
+	if int64(len(body)) > w.e.nc.MaxPayload() {
+		return wire.Errorf(wire.CodeInternal, "response of %d bytes exceeds the server's max payload", len(body))
+	}
+	return r.Respond(body, micro.WithHeaders(micro.Headers{wire.HeaderContentType: []string{codec.ContentType()}}))
+}
+
+// Functions lists the ids the worker serves, in registration order.
+func (w *Worker) Functions() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.order...)
+}
+
+// Close stops the worker's endpoints and waits, until ctx ends, for handlers
+// in flight.
+func (w *Worker) Close(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	err := w.svc.Stop()
+	w.mu.Unlock()
+	w.e.mu.Lock()
+	delete(w.e.workers, w)
+	w.e.mu.Unlock()
+	// Stop drains the subscriptions asynchronously, so count rather than
+	// wait on a WaitGroup that late deliveries could still add to.
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for w.inflight.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("engine: worker %q: %d handlers still running: %w", w.name, w.inflight.Load(), ctx.Err())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("engine: stop worker %q: %w", w.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// ErrInvalidOption wraps every error an [Option] returns.
+var ErrInvalidOption = errors.New("engine: invalid option")
+
+// DefaultTimeout bounds a trigger whose context has no deadline.
+const DefaultTimeout = 30 * time.Second
+
+// Option configures an [Engine].
+type Option func(*options) error
+
+type options struct {
+	logger      *slog.Logger
+	tp          trace.TracerProvider
+	prop        propagation.TextMapPropagator
+	timeout     time.Duration
+	codec       wire.Codec
+	concurrency int
+	replicas    int
+}
+
+func defaultOptions() options {
+	return options{
+		logger:      slog.New(slog.DiscardHandler),
+		tp:          otel.GetTracerProvider(),
+		prop:        propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		timeout:     DefaultTimeout,
+		codec:       wire.Msgpack,
+		concurrency: 1024,
+		replicas:    1,
+	}
+}
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		o.logger = l
+		return nil
+	}
+}
+
+// WithTracerProvider sets the tracer provider for handler spans; the default
+// is the global provider at New time.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) error {
+		if tp == nil {
+			return fmt.Errorf("%w: nil tracer provider", ErrInvalidOption)
+		}
+		o.tp = tp
+		return nil
+	}
+}
+
+// WithPropagator sets the propagator that carries trace context and baggage
+// in NATS headers; the default is W3C trace context plus baggage.
+func WithPropagator(p propagation.TextMapPropagator) Option {
+	return func(o *options) error {
+		if p == nil {
+			return fmt.Errorf("%w: nil propagator", ErrInvalidOption)
+		}
+		o.prop = p
+		return nil
+	}
+}
+
+// WithDefaultTimeout bounds triggers whose context has no deadline, and
+// handlers whose function sets no timeout.
+func WithDefaultTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: timeout %v must be positive", ErrInvalidOption, d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithCodec sets the codec Go callers send; the default is msgpack.
+func WithCodec(c wire.Codec) Option {
+	return func(o *options) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
+		}
+		o.codec = c
+		return nil
+	}
+}
+
+// WithConcurrency bounds the handlers of one worker running at once; further
+// requests wait in the subscription's pending buffer.
+func WithConcurrency(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: concurrency %d must be at least 1", ErrInvalidOption, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// WithReplicas sets the replica count of the streams and buckets the engine
+// creates (1 on a single node, 3 on a cluster of three or more).
+func WithReplicas(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 5 {
+			return fmt.Errorf("%w: replicas %d must be 1..5", ErrInvalidOption, n)
+		}
+		o.replicas = n
+		return nil
+	}
+}

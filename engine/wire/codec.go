@@ -1,0 +1,173 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Content types and the header that carries them.
+const (
+	HeaderContentType = "Content-Type"
+	ContentMsgpack    = "application/msgpack"
+	ContentJSON       = "application/json"
+)
+
+// Codec encodes and decodes payloads. Both codecs read the same `json` struct
+// tags, so one Go type serves JSON and msgpack callers alike.
+type Codec interface {
+	// ContentType is the header value that names this codec.
+	ContentType() string
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// Msgpack is the default codec between Go workers.
+var Msgpack Codec = msgpackCodec{}
+
+// JSON is the codec for JSON callers and for messages with no Content-Type.
+var JSON Codec = jsonCodec{}
+
+// ForContentType picks the codec for a Content-Type header value: msgpack
+// for "application/msgpack" (or "application/x-msgpack"), JSON for anything
+// else, including "".
+func ForContentType(ct string) Codec {
+	if ct == "" {
+		return JSON
+	}
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	switch strings.ToLower(strings.TrimSpace(ct)) {
+	case ContentMsgpack, "application/x-msgpack":
+		return Msgpack
+	default:
+		return JSON
+	}
+}
+
+type msgpackCodec struct{}
+
+func (msgpackCodec) ContentType() string { return ContentMsgpack }
+
+var encPool = sync.Pool{New: func() any {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetCustomStructTag("json")
+	enc.SetOmitEmpty(false)
+	enc.UseCompactInts(true)
+	return &pooledEncoder{buf: &buf, enc: enc}
+}}
+
+type pooledEncoder struct {
+	buf *bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+func (msgpackCodec) Marshal(v any) ([]byte, error) {
+	pe := encPool.Get().(*pooledEncoder)
+	pe.buf.Reset()
+	err := pe.enc.Encode(v)
+	var out []byte
+	if err == nil {
+		out = bytes.Clone(pe.buf.Bytes())
+	}
+	if pe.buf.Cap() <= 64<<10 {
+		encPool.Put(pe)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("msgpack encode: %w", err)
+	}
+	return out, nil
+}
+
+type pooledDecoder struct {
+	r   *bytes.Reader
+	dec *msgpack.Decoder
+}
+
+var decPool = sync.Pool{New: func() any {
+	r := bytes.NewReader(nil)
+	dec := msgpack.NewDecoder(r)
+	dec.SetCustomStructTag("json")
+	dec.SetMapDecoder(decodeStringMap)
+	return &pooledDecoder{r: r, dec: dec}
+}}
+
+// decodeStringMap makes untyped maps decode as map[string]any (as JSON does),
+// so handlers see the same shapes from both codecs. Non-string keys are
+// formatted as strings.
+func decodeStringMap(d *msgpack.Decoder) (any, error) {
+	n, err := d.DecodeMapLen()
+	if err != nil {
+		return nil, err
+	}
+	if n == -1 {
+		return nil, nil
+	}
+	m := make(map[string]any, min(n, 1024))
+	for i := 0; i < n; i++ {
+		k, err := d.DecodeInterface()
+		if err != nil {
+			return nil, err
+		}
+		ks, ok := k.(string)
+		if !ok {
+			ks = fmt.Sprint(k)
+		}
+		v, err := d.DecodeInterface()
+		if err != nil {
+			return nil, err
+		}
+		m[ks] = v
+	}
+	return m, nil
+}
+
+func (msgpackCodec) Unmarshal(data []byte, v any) error {
+	pd := decPool.Get().(*pooledDecoder)
+	// The decoder reads pd.r directly (a bytes.Reader is a ByteScanner);
+	// Decoder.Reset would also drop the struct tag and map decoder.
+	pd.r.Reset(data)
+	err := pd.dec.Decode(v)
+	if err == nil && pd.r.Len() > 0 {
+		err = fmt.Errorf("%d bytes of trailing data after the value", pd.r.Len())
+	}
+	pd.r.Reset(nil)
+	decPool.Put(pd)
+	if err != nil {
+		return fmt.Errorf("msgpack decode: %w", err)
+	}
+	return nil
+}
+
+type jsonCodec struct{}
+
+func (jsonCodec) ContentType() string { return ContentJSON }
+
+func (jsonCodec) Marshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("json encode: %w", err)
+	}
+	return b, nil
+}
+
+func (jsonCodec) Unmarshal(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		// An empty body is the empty request: `nats req subj ''`.
+		data = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("json decode: %w", err)
+	}
+	if dec.More() {
+		return fmt.Errorf("json decode: trailing data after value")
+	}
+	return nil
+}

@@ -1,0 +1,18 @@
+// Package wire is iii's on-the-wire format: the payload codecs (msgpack and
+// JSON, chosen by the Content-Type header) and the one catalog of error
+// codes, with the error envelope every function answers with.
+//
+// Go workers send msgpack; any other client may send JSON, and a message
+// without a Content-Type is JSON, so `nats req iii.fn.models.list '{}'`
+// works. A reply uses the request's codec.
+//
+// Errors travel as the NATS services convention (headers
+// Nats-Service-Error and Nats-Service-Error-Code) plus a body
+//
+//	{"error":{"code":"invalid_payload","message":"...","retryable":false,"details":{}}}
+//
+// [Decode] is the single place that turns a reply back into a Go error; the
+// result matches the catalog's sentinels with errors.Is:
+//
+//	if errors.Is(err, wire.ErrFunctionNotFound) { ... }
+package wire

@@ -1,0 +1,106 @@
+package subjects
+
+// Streams, buckets and subjects of the engine. Every name lives here so that
+// an operator can read the whole NATS footprint of iii in one place.
+const (
+	// StateBucket is the KV bucket behind state::*; keys are
+	// "<scope>.<escaped key>" ([StateKVKey]).
+	StateBucket = "iii-state"
+
+	// QueueStream is the work-queue stream behind every durable queue; its
+	// subjects are [QueueSubject].
+	QueueStream = "III_QUEUE"
+	// QueueSubjectPrefix prefixes every durable queue's subject.
+	QueueSubjectPrefix = "iii.queue."
+	// DLQStream keeps dead-lettered queue messages for inspection and
+	// redrive; its subjects are [DLQSubject].
+	DLQStream = "III_DLQ"
+	// DLQSubjectPrefix prefixes every dead-letter subject.
+	DLQSubjectPrefix = "iii.dlq."
+
+	// TopicStream is the stream behind durable topics ([TopicSubject]).
+	TopicStream = "III_TOPIC"
+	// TopicSubjectPrefix prefixes every durable topic's subject.
+	TopicSubjectPrefix = "iii.topic."
+	// PubSubSubjectPrefix prefixes plain (non-durable) pub/sub topics.
+	PubSubSubjectPrefix = "iii.pubsub."
+
+	// ChannelSubjectPrefix prefixes channel subjects ([ChannelSubject]).
+	ChannelSubjectPrefix = "iii.ch."
+
+	// CronBucket holds cron leases, one key per cron id and tick.
+	CronBucket = "iii-cron"
+
+	// HTTPRoutesBucket holds the HTTP trigger gateway's routes.
+	HTTPRoutesBucket = "iii-http-routes"
+)
+
+// QueueSubject is the subject of queue name ("iii.queue.<name>").
+func QueueSubject(name string) (string, error) {
+	if err := ValidateID("queue", name); err != nil {
+		return "", err
+	}
+	return QueueSubjectPrefix + name, nil
+}
+
+// QueueConsumer is the durable consumer name of queue name.
+func QueueConsumer(name string) string { return "queue-" + name }
+
+// DLQSubject is the dead-letter subject of queue name ("iii.dlq.<name>").
+func DLQSubject(name string) (string, error) {
+	if err := ValidateID("queue", name); err != nil {
+		return "", err
+	}
+	return DLQSubjectPrefix + name, nil
+}
+
+// TopicSubject is the subject of durable topic name ("iii.topic.<name>").
+func TopicSubject(name string) (string, error) {
+	if err := ValidateID("topic", name); err != nil {
+		return "", err
+	}
+	return TopicSubjectPrefix + name, nil
+}
+
+// PubSubSubject is the core NATS subject of plain topic name.
+func PubSubSubject(name string) (string, error) {
+	if err := ValidateID("topic", name); err != nil {
+		return "", err
+	}
+	return PubSubSubjectPrefix + name, nil
+}
+
+// ConsumerName derives a durable consumer name from a function id, so that
+// every replica of one function binds the same consumer. The function id is
+// encoded like a subject with '.' replaced by '_'; '~' is kept (it is legal
+// in consumer names), so the name stays injective.
+func ConsumerName(prefix, functionID string) (string, error) {
+	subj, err := FunctionSubject(functionID)
+	if err != nil {
+		return "", err
+	}
+	tail := subj[len(FunctionPrefix):]
+	out := make([]byte, 0, len(prefix)+1+len(tail))
+	out = append(out, prefix...)
+	out = append(out, '_')
+	for i := 0; i < len(tail); i++ {
+		c := tail[i]
+		if c == '.' {
+			// '.' is illegal in consumer names. An encoded token never
+			// holds "~~" ('~' always starts a hex escape), so it marks the
+			// segment boundary without ambiguity.
+			out = append(out, '~', '~')
+			continue
+		}
+		out = append(out, c)
+	}
+	return string(out), nil
+}
+
+// ChannelSubject is the subject of channel id ("iii.ch.<id>").
+func ChannelSubject(id string) (string, error) {
+	if err := ValidateID("channel", id); err != nil {
+		return "", err
+	}
+	return ChannelSubjectPrefix + id, nil
+}
