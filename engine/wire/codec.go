@@ -129,6 +129,9 @@ func decodeStringMap(d *msgpack.Decoder) (any, error) {
 }
 
 func (msgpackCodec) Unmarshal(data []byte, v any) error {
+	if err := checkMsgpack(data); err != nil {
+		return fmt.Errorf("msgpack decode: %w", err)
+	}
 	pd := decPool.Get().(*pooledDecoder)
 	// The decoder reads pd.r directly (a bytes.Reader is a ByteScanner);
 	// Decoder.Reset would also drop the struct tag and map decoder.

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/iii-on-nats/iii/engine"
+)
+
+// globals are the flags every client command shares.
+type globals struct {
+	natsURL  string
+	timeout  time.Duration
+	logLevel string
+}
+
+func defaultNATSURL() string {
+	for _, k := range []string{"III_NATS_URL", "NATS_URL"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+func defaultHome() string {
+	if v := os.Getenv("III_HOME"); v != "" {
+		return v
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".iii"
+	}
+	return filepath.Join(home, ".iii")
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "iii",
+		Short:         "iii on NATS: a durable, distributed agent harness",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.natsURL, "nats", defaultNATSURL(), "NATS server URL (env III_NATS_URL or NATS_URL)")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "timeout of one call")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.AddCommand(newUpCmd(g), newTriggerCmd(g), newFunctionsCmd(g), newWorkersCmd(g))
+	return root
+}
+
+func (g *globals) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(strings.ToLower(g.logLevel))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", g.logLevel, err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+// connect opens a client connection and an engine over it.
+func (g *globals) connect() (*engine.Engine, func(), error) {
+	nc, err := nats.Connect(g.natsURL, nats.Name("iii-cli"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s (is `iii up` running? set --nats): %w", g.natsURL, err)
+	}
+	e, err := engine.New(nc, engine.WithDefaultTimeout(g.timeout), engine.WithCodec(jsonCodec()))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return e, nc.Close, nil
+}

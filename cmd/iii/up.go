@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/iii-on-nats/iii/cluster"
+	"github.com/iii-on-nats/iii/engine"
+)
+
+// upConfig is everything `iii up` needs.
+type upConfig struct {
+	home        string
+	listen      string
+	httpAddr    string
+	monitorPort int
+	logger      *slog.Logger
+}
+
+// app is one running node: server, connection, engine and what runs on it.
+type app struct {
+	node    *cluster.Node
+	nc      *nats.Conn
+	e       *engine.Engine
+	httpSrv *http.Server
+	httpLn  net.Listener
+	// closers run in reverse order on shutdown.
+	closers []func(context.Context) error
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("--listen %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("--listen %q: bad port", addr)
+	}
+	if port == 0 {
+		port = -1
+	}
+	return host, port, nil
+}
+
+// startApp brings a whole node up; on error everything started is stopped.
+func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
+	host, port, err := splitHostPort(cfg.listen)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.home, 0o700); err != nil {
+		return nil, fmt.Errorf("III_HOME %s: %w", cfg.home, err)
+	}
+	a := &app{}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = a.close(sctx)
+		}
+	}()
+	a.node, err = cluster.Start(ctx, cluster.Config{
+		Host: host, Port: port,
+		StoreDir:    filepath.Join(cfg.home, "jetstream"),
+		MonitorPort: cfg.monitorPort,
+		Logger:      cfg.logger.With("component", "nats-server"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.nc, err = a.node.Connect()
+	if err != nil {
+		return nil, err
+	}
+	a.e, err = engine.New(a.nc, engine.WithLogger(cfg.logger))
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.e.Close)
+	if _, err = a.e.ServeCatalog(); err != nil {
+		return nil, err
+	}
+	if err = a.startServices(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// close stops everything in reverse start order, then the server.
+func (a *app) close(ctx context.Context) error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	a.closers = nil
+	if a.nc != nil {
+		_ = a.nc.Drain()
+	}
+	if a.node != nil {
+		if err := a.node.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func newUpCmd(g *globals) *cobra.Command {
+	cfg := upConfig{}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a whole iii node in this process on an embedded NATS server",
+		Long: "Starts an embedded nats-server with JetStream (data under --home), the engine's functions\n" +
+			"(catalog, state, queues, topics, cron, HTTP gateway) and the worker stack. Any NATS client,\n" +
+			"the nats CLI included, can then call every function. Ctrl-C shuts down cleanly.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.logger = logger
+			ctx := cmd.Context()
+			a, err := startApp(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "iii is up\n  nats:  %s\n  data:  %s\n", a.node.ClientURL(), cfg.home)
+			if a.httpLn != nil {
+				fmt.Fprintf(out, "  http:  http://%s\n", a.httpLn.Addr())
+			}
+			fmt.Fprintf(out, "connect:\n  iii functions --nats %s\n  nats --server %s req iii.fn.engine.functions.list '{}'\nCtrl-C to stop.\n",
+				a.node.ClientURL(), a.node.ClientURL())
+			<-ctx.Done()
+			fmt.Fprintln(out, "shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			return a.close(sctx)
+		},
+	}
+	cmd.Flags().StringVar(&cfg.home, "home", defaultHome(), "data directory (env III_HOME, default ~/.iii)")
+	cmd.Flags().StringVar(&cfg.listen, "listen", "127.0.0.1:4222", "NATS client listen address (port 0 = random)")
+	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:3111", "HTTP trigger gateway listen address (empty = off)")
+	cmd.Flags().IntVar(&cfg.monitorPort, "monitor-port", 0, "nats-server monitoring port (0 = off)")
+	return cmd
+}

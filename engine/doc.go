@@ -1,0 +1,43 @@
+// Package engine is the bus for Go workers: it registers functions, triggers
+// them, and carries codecs, errors and trace context across NATS, so that a
+// worker is just a NATS client and any other NATS client (the nats CLI, a
+// Python script) can take part.
+//
+// # Lifecycle
+//
+//  1. [New] wraps a *nats.Conn; one Engine per process and connection.
+//  2. [Engine.Worker] starts a worker: one service of the NATS services
+//     framework (nats.go/micro), visible to `nats micro ls`.
+//  3. [Worker.Register] adds a [Function]: an endpoint on the subject its id
+//     maps to (subjects.FunctionSubject), in queue group "iii", so replicas
+//     share the load. Handlers run on their own goroutines, bounded by
+//     [WithConcurrency].
+//  4. Callers use [Engine.Trigger] / [Call] (request-reply), [Engine.Void]
+//     (fire-and-forget) or [Engine.Enqueue] (durable queue, consumed by
+//     package engine/queue).
+//  5. [Engine.Close] stops the workers, waiting for handlers in flight.
+//
+// Every handler runs in a span named after its function id with attribute
+// iii.function.id, and iii.session.id / iii.message.id taken from baggage or
+// from the payload's session_id / message_id fields. Every trigger injects
+// traceparent and baggage into the NATS headers ([HeaderCarrier]).
+//
+// The primitives built on the engine live in sub-packages: engine/state
+// (JetStream KV state, state::* functions, durable state triggers),
+// engine/queue and engine/topic (durable queues with dead letters, durable
+// and plain topics), engine/channel (ordered streams between functions),
+// engine/cron and engine/httpgw (cron and HTTP triggers). engine/wire holds
+// the codecs and the error catalog.
+//
+// # Example
+//
+//	e, _ := engine.New(nc)
+//	w, _ := e.Worker("greeter")
+//	_ = w.Register(engine.Function{
+//		ID: "greet::hello",
+//		Handler: engine.Typed(func(ctx context.Context, r HelloReq) (HelloResp, error) {
+//			return HelloResp{Text: "hello " + r.Name}, nil
+//		}),
+//	})
+//	resp, err := engine.Call[HelloResp](ctx, e, "greet::hello", HelloReq{Name: "ada"})
+package engine

@@ -1,0 +1,165 @@
+package wire_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+type sample struct {
+	A string         `json:"a"`
+	B int            `json:"b,omitempty"`
+	C []string       `json:"c"`
+	D map[string]any `json:"d"`
+}
+
+func TestCodecsRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := sample{A: "x", B: 3, C: []string{"p", "q"}, D: map[string]any{"k": "v", "n": map[string]any{"deep": true}}}
+	for _, c := range []wire.Codec{wire.Msgpack, wire.JSON} {
+		b, err := c.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out sample
+		if err := c.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("%s: %+v != %+v", c.ContentType(), out, in)
+		}
+		// Untyped decode gives the same shapes for both codecs.
+		var anyOut any
+		if err := c.Unmarshal(b, &anyOut); err != nil {
+			t.Fatal(err)
+		}
+		m, ok := anyOut.(map[string]any)
+		if !ok || m["a"] != "x" {
+			t.Fatalf("%s: untyped decode = %#v", c.ContentType(), anyOut)
+		}
+		if _, ok := m["d"].(map[string]any)["n"].(map[string]any); !ok {
+			t.Fatalf("%s: nested map type %T", c.ContentType(), m["d"].(map[string]any)["n"])
+		}
+	}
+}
+
+func TestCodecRejectsTrailingAndGarbage(t *testing.T) {
+	t.Parallel()
+	var v map[string]any
+	if err := wire.JSON.Unmarshal([]byte(`{} {}`), &v); err == nil {
+		t.Fatal("json trailing data accepted")
+	}
+	b, _ := wire.Msgpack.Marshal(map[string]any{"a": 1})
+	if err := wire.Msgpack.Unmarshal(append(b, 0x01), &v); err == nil {
+		t.Fatal("msgpack trailing data accepted")
+	}
+	if err := wire.Msgpack.Unmarshal([]byte{0xc1}, &v); err == nil {
+		t.Fatal("msgpack never-used code accepted")
+	}
+	if err := wire.JSON.Unmarshal(nil, &v); err != nil {
+		t.Fatalf("empty JSON body is the empty object: %v", err)
+	}
+}
+
+func TestForContentType(t *testing.T) {
+	t.Parallel()
+	for ct, want := range map[string]wire.Codec{
+		"": wire.JSON, "application/json": wire.JSON, "application/msgpack": wire.Msgpack,
+		"Application/MsgPack; charset=binary": wire.Msgpack, "application/x-msgpack": wire.Msgpack, "text/plain": wire.JSON,
+	} {
+		if got := wire.ForContentType(ct); got != want {
+			t.Errorf("ForContentType(%q) = %v", ct, got.ContentType())
+		}
+	}
+}
+
+func TestErrorsIsAndDecode(t *testing.T) {
+	t.Parallel()
+	for _, ent := range wire.Catalog {
+		e := wire.Errorf(ent.Code, "because %d", 7)
+		if e.Retryable != ent.Retryable || e.Status() != ent.Status {
+			t.Fatalf("%s: defaults not applied", ent.Code)
+		}
+		for _, c := range []wire.Codec{wire.Msgpack, wire.JSON} {
+			msg := wire.Reply(e, c)
+			got := wire.Decode(msg)
+			if got == nil || got.Code != ent.Code || got.Message != "because 7" {
+				t.Fatalf("%s via %s: decoded %+v", ent.Code, c.ContentType(), got)
+			}
+			if !errors.Is(fmt.Errorf("wrapped: %w", got), &wire.Error{Code: ent.Code}) {
+				t.Fatalf("errors.Is fails for %s", ent.Code)
+			}
+		}
+	}
+	// A plain NATS service error without our envelope.
+	m := nats.NewMsg("")
+	m.Header.Set("Nats-Service-Error", "nope")
+	m.Header.Set("Nats-Service-Error-Code", "404")
+	if got := wire.Decode(m); !errors.Is(got, wire.ErrNotFound) {
+		t.Fatalf("plain 404 decoded as %v", got)
+	}
+	// A success reply is not an error.
+	if wire.Decode(&nats.Msg{Data: []byte(`{}`)}) != nil {
+		t.Fatal("success decoded as error")
+	}
+	if errors.Is(wire.ErrTimeout, wire.ErrInternal) {
+		t.Fatal("different codes match")
+	}
+	cause := errors.New("disk on fire")
+	if w := wire.Wrap(wire.CodeUnavailable, cause, "kv"); !errors.Is(w, cause) || w.Message != "kv: disk on fire" {
+		t.Fatalf("Wrap = %v", w)
+	}
+}
+
+func FuzzCodecs(f *testing.F) {
+	b, _ := wire.Msgpack.Marshal(sample{A: "x", D: map[string]any{"k": []any{1, "2"}}})
+	f.Add(b, false)
+	f.Add([]byte(`{"a":"x","c":["1"],"d":{"k":null}}`), true)
+	f.Add([]byte{0xde, 0xff, 0xff}, false)
+	f.Fuzz(func(t *testing.T, data []byte, useJSON bool) {
+		c := wire.Msgpack
+		if useJSON {
+			c = wire.JSON
+		}
+		var v any
+		if err := c.Unmarshal(data, &v); err != nil {
+			return
+		}
+		again, err := c.Marshal(v)
+		if err != nil {
+			t.Fatalf("re-encode of decoded %#v: %v", v, err)
+		}
+		var v2 any
+		if err := c.Unmarshal(again, &v2); err != nil {
+			t.Fatalf("decode of re-encoded: %v", err)
+		}
+		var s sample
+		_ = c.Unmarshal(data, &s) // typed decode must not panic either
+	})
+}
+
+func FuzzDecodeReply(f *testing.F) {
+	f.Add("400", "bad", []byte(`{"error":{"code":"invalid_payload","message":"m"}}`), "")
+	f.Add("x", "", []byte{0x81}, "application/msgpack")
+	f.Fuzz(func(t *testing.T, code, desc string, body []byte, ct string) {
+		m := nats.NewMsg("")
+		m.Header.Set("Nats-Service-Error-Code", code)
+		m.Header.Set("Nats-Service-Error", desc)
+		m.Header.Set(wire.HeaderContentType, ct)
+		m.Data = body
+		e := wire.Decode(m)
+		if (code != "" || desc != "") && e == nil {
+			t.Fatal("error headers decoded as success")
+		}
+		if e != nil {
+			if _, ok := wire.Lookup(e.Code); !ok {
+				t.Fatalf("decoded code %q is not in the catalog", e.Code)
+			}
+		}
+	})
+}
