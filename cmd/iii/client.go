@@ -128,4 +128,3 @@ func newWorkersCmd(g *globals) *cobra.Command {
 		},
 	}
 }
-
