@@ -209,6 +209,11 @@ func (w *Worker) Register(fn Function) error {
 	}
 	w.fns[fn.ID] = &f
 	w.order = append(w.order, fn.ID)
+	// The subscription is only buffered client-side until flushed; a round
+	// trip makes the function reachable from other connections on return.
+	if err := w.e.nc.Flush(); err != nil {
+		return wire.FromNATS(err)
+	}
 	return nil
 }
 
@@ -247,6 +252,9 @@ func (w *Worker) Unregister(id string) error {
 		}
 	}
 	w.svc = svc
+	if err := w.e.nc.Flush(); err != nil {
+		return wire.FromNATS(err)
+	}
 	return nil
 }
 
