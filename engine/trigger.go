@@ -24,11 +24,7 @@ func (e *Engine) Trigger(ctx context.Context, id string, req, resp any) error {
 	}
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
-	if dl, ok := ctx.Deadline(); ok {
-		if ms := time.Until(dl).Milliseconds(); ms > 0 {
-			msg.Header.Set(HeaderTimeoutMs, strconv.FormatInt(ms, 10))
-		}
-	}
+	setTimeoutHeader(ctx, msg)
 	reply, err := e.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		return wire.FromNATS(err)
@@ -55,6 +51,7 @@ func (e *Engine) TriggerRaw(ctx context.Context, id string, body []byte, codec w
 	}
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
+	setTimeoutHeader(ctx, msg)
 	reply, err := e.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		return nil, nil, wire.FromNATS(err)
@@ -76,6 +73,15 @@ func (e *Engine) Void(ctx context.Context, id string, req any) error {
 		return wire.FromNATS(err)
 	}
 	return nil
+}
+
+// setTimeoutHeader tells the handler how long its caller will wait.
+func setTimeoutHeader(ctx context.Context, msg *nats.Msg) {
+	if dl, ok := ctx.Deadline(); ok {
+		if ms := time.Until(dl).Milliseconds(); ms > 0 {
+			msg.Header.Set(HeaderTimeoutMs, strconv.FormatInt(ms, 10))
+		}
+	}
 }
 
 func (e *Engine) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -6,6 +6,10 @@ const (
 	// StateBucket is the KV bucket behind state::*; keys are
 	// "<scope>.<escaped key>" ([StateKVKey]).
 	StateBucket = "iii-state"
+	// StateKVStream is the JetStream stream behind [StateBucket].
+	StateKVStream = "KV_" + StateBucket
+	// StateKVSubjectPrefix prefixes the subject of every state key.
+	StateKVSubjectPrefix = "$KV." + StateBucket + "."
 
 	// QueueStream is the work-queue stream behind every durable queue; its
 	// subjects are [QueueSubject].

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startTestApp runs a whole node in-process on a random port.
+func startTestApp(t *testing.T) *app {
+	t.Helper()
+	ctx := context.Background()
+	a, err := startApp(ctx, upConfig{
+		home:     t.TempDir(),
+		listen:   "127.0.0.1:0",
+		httpAddr: "127.0.0.1:0",
+		logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := a.close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return a
+}
+
+// runIII runs the iii command tree in-process with args.
+func runIII(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+var (
+	natsOnce sync.Once
+	natsPath string
+	natsErr  error
+)
+
+// natsCLIVersion is the natscli release the tests drive.
+const natsCLIVersion = "v0.5.0"
+
+// natsCLI finds the real nats CLI, installing it with `go install` into
+// GOPATH/bin when it is missing (minutes on a cold build cache; .ci/run
+// installs it first). It never skips: no CLI is a test failure that says why.
+func natsCLI(t *testing.T) string {
+	t.Helper()
+	natsOnce.Do(func() {
+		if p, err := exec.LookPath("nats"); err == nil {
+			natsPath = p
+			return
+		}
+		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		gopath, err := exec.Command(goBin, "env", "GOPATH").Output()
+		if err != nil {
+			natsErr = err
+			return
+		}
+		bin := filepath.Join(strings.TrimSpace(strings.Split(string(gopath), string(os.PathListSeparator))[0]), "bin")
+		if gobin, _ := exec.Command(goBin, "env", "GOBIN").Output(); strings.TrimSpace(string(gobin)) != "" {
+			bin = strings.TrimSpace(string(gobin))
+		}
+		p := filepath.Join(bin, "nats")
+		if _, err := os.Stat(p); err == nil {
+			natsPath = p
+			return
+		}
+		t.Logf("installing github.com/nats-io/natscli/nats@%s into %s", natsCLIVersion, bin)
+		out, err := exec.Command(goBin, "install", "github.com/nats-io/natscli/nats@"+natsCLIVersion).CombinedOutput()
+		if err != nil {
+			natsErr = err
+			t.Logf("%s", out)
+			return
+		}
+		natsPath = p
+	})
+	if natsErr != nil || natsPath == "" {
+		t.Fatalf("the nats CLI is needed and could not be found or installed (go install github.com/nats-io/natscli/nats@%s): %v", natsCLIVersion, natsErr)
+	}
+	return natsPath
+}
+
+func runNATS(t *testing.T, url string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, natsCLI(t), append([]string{"--server", url, "--no-context"}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("nats %v: %v\n%s%s", args, err, out, stderr)
+	}
+	return string(out)
+}
+
+func TestNATSCLI(t *testing.T) {
+	a := startTestApp(t)
+	url := a.node.ClientURL()
+
+	out := runNATS(t, url, "req", "iii.fn.engine.functions.list", "{}", "--raw")
+	var fl struct {
+		Functions []struct {
+			ID string `json:"id"`
+		} `json:"functions"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &fl); err != nil {
+		t.Fatalf("functions list via nats CLI: %v\n%s", err, out)
+	}
+	ids := map[string]bool{}
+	for _, f := range fl.Functions {
+		ids[f.ID] = true
+	}
+	for _, want := range wantFunctions {
+		if !ids[want] {
+			t.Errorf("catalog via nats CLI lacks %s", want)
+		}
+	}
+
+	out = runNATS(t, url, "req", "iii.fn.state.set", `{"scope":"demo","key":"greeting","value":"hello"}`, "--raw")
+	if !strings.Contains(out, `"new_value":"hello"`) {
+		t.Fatalf("state::set via nats CLI: %s", out)
+	}
+	out = runNATS(t, url, "req", "iii.fn.state.get", `{"scope":"demo","key":"greeting"}`, "--raw")
+	if !strings.Contains(out, `"value":"hello"`) {
+		t.Fatalf("state::get via nats CLI: %s", out)
+	}
+	out = runNATS(t, url, "micro", "ls")
+	if !strings.Contains(out, "engine") || !strings.Contains(out, "state") {
+		t.Fatalf("nats micro ls: %s", out)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	a := startTestApp(t)
+	url := a.node.ClientURL()
+	out, err := runIII(t, "functions", "--nats", url)
+	if err != nil || !strings.Contains(out, "engine::functions::list") {
+		t.Fatalf("iii functions: %v\n%s", err, out)
+	}
+	out, err = runIII(t, "trigger", "engine::workers::list", "{}", "--nats", url)
+	if err != nil || !strings.Contains(out, `"workers"`) {
+		t.Fatalf("iii trigger: %v\n%s", err, out)
+	}
+	if _, err := runIII(t, "trigger", "nope::nothing", "--nats", url); err == nil || !strings.Contains(err.Error(), "function_not_found") {
+		t.Fatalf("unknown function: %v", err)
+	}
+	if _, err := runIII(t, "trigger", "engine::workers::list", "{not json", "--nats", url); err == nil || !strings.Contains(err.Error(), "invalid_payload") {
+		t.Fatalf("bad JSON: %v", err)
+	}
+	if _, err := runIII(t, "functions", "--nats", "nats://127.0.0.1:1"); err == nil {
+		t.Fatal("no server: want an error")
+	}
+}

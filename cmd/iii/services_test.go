@@ -1,0 +1,7 @@
+package main
+
+// wantFunctions are the functions `iii up` must serve.
+var wantFunctions = []string{
+	"engine::functions::list", "engine::workers::list",
+	"state::get", "state::set", "state::update", "state::delete", "state::list",
+}
