@@ -108,3 +108,11 @@ func ChannelSubject(id string) (string, error) {
 	}
 	return ChannelSubjectPrefix + id, nil
 }
+
+// Channel side subjects: a channel's reader sends credit and cancel on
+// "<channel subject>.ack" and answers a writer's credit requests on
+// "<channel subject>.ping".
+const (
+	ChannelAckSuffix  = ".ack"
+	ChannelPingSuffix = ".ping"
+)

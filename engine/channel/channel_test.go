@@ -1,0 +1,872 @@
+package channel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+type event struct {
+	N    int    `json:"n"`
+	Text string `json:"text"`
+}
+
+// pair starts a server and returns two engines on separate connections:
+// one for the reader, one for the writer, as two processes would have.
+func pair(t *testing.T, sopts ...enginetest.ServerOption) (ns *server.Server, re, we *engine.Engine) {
+	t.Helper()
+	ns = enginetest.RunServer(t, sopts...)
+	return ns, enginetest.NewEngine(t, ns), enginetest.NewEngine(t, ns)
+}
+
+func open(t *testing.T, e *engine.Engine, opts ...channel.Option) *channel.Reader {
+	t.Helper()
+	r, err := channel.Open(context.Background(), e, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func writer(t *testing.T, e *engine.Engine, id string, opts ...channel.Option) *channel.Writer {
+	t.Helper()
+	w, err := channel.NewWriter(e, id, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return w
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestTenThousandFramesInOrder(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t)
+	ctx := testCtx(t)
+	r := open(t, re)
+	w := writer(t, we, r.ID())
+	const n = 10_000
+	errc := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := w.Write(ctx, event{N: i, Text: "tok"}); err != nil {
+				errc <- fmt.Errorf("write %d: %w", i, err)
+				return
+			}
+		}
+		errc <- w.Close(ctx)
+	}()
+	for i := range n {
+		f, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		var ev event
+		if err := f.Decode(&ev); err != nil {
+			t.Fatal(err)
+		}
+		if f.Seq != uint64(i+1) || f.Kind != channel.KindData || ev.N != i || ev.Text != "tok" {
+			t.Fatalf("frame %d = seq %d kind %v %+v", i, f.Seq, f.Kind, ev)
+		}
+		if f.Codec != wire.Msgpack {
+			t.Fatalf("frame codec %v, want msgpack", f.Codec.ContentType())
+		}
+	}
+	for range 2 { // the end is sticky
+		if _, err := r.Next(ctx); err != channel.ErrEnd || !errors.Is(err, io.EOF) {
+			t.Fatalf("after the last frame: %v, want ErrEnd", err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawFrame is a frame published by a plain NATS client, to forge what a
+// correct writer never sends.
+type rawFrame struct {
+	seq, kind string
+	header    nats.Header // replaces seq and kind when set
+}
+
+func TestBadSequences(t *testing.T) {
+	t.Parallel()
+	ns, re, _ := pair(t)
+	nc := enginetest.Connect(t, ns)
+	tests := []struct {
+		name   string
+		frames []rawFrame
+		good   int // data frames Next returns before the error
+		want   error
+	}{
+		{"gap", []rawFrame{{seq: "1", kind: "data"}, {seq: "3", kind: "data"}}, 1, channel.ErrGap},
+		{"gap before end", []rawFrame{{seq: "1", kind: "data"}, {seq: "2", kind: "data"}, {seq: "4", kind: "end"}}, 2, channel.ErrGap},
+		{"first frame missing", []rawFrame{{seq: "2", kind: "data"}}, 0, channel.ErrGap},
+		{"duplicate", []rawFrame{{seq: "1", kind: "data"}, {seq: "1", kind: "data"}}, 1, channel.ErrGap},
+		{"not a number", []rawFrame{{seq: "one", kind: "data"}}, 0, channel.ErrInvalidFrame},
+		{"zero", []rawFrame{{seq: "0", kind: "data"}}, 0, channel.ErrInvalidFrame},
+		{"leading zero", []rawFrame{{seq: "01", kind: "data"}}, 0, channel.ErrInvalidFrame},
+		{"negative", []rawFrame{{seq: "-1", kind: "data"}}, 0, channel.ErrInvalidFrame},
+		{"overflow", []rawFrame{{seq: "18446744073709551616", kind: "data"}}, 0, channel.ErrInvalidFrame},
+		{"unknown kind", []rawFrame{{seq: "1", kind: "chunk"}}, 0, channel.ErrInvalidFrame},
+		{"control kind on data subject", []rawFrame{{seq: "1", kind: "credit"}}, 0, channel.ErrInvalidFrame},
+		{"no headers", []rawFrame{{header: nats.Header{}}}, 0, channel.ErrInvalidFrame},
+		{"two seq values", []rawFrame{{header: nats.Header{channel.HeaderKind: {"data"}, channel.HeaderSeq: {"1", "2"}}}}, 0, channel.ErrInvalidFrame},
+		{"lower-case names are fine", []rawFrame{
+			{header: nats.Header{"iii-ch-kind": {"data"}, "iii-ch-seq": {"1"}}},
+			{header: nats.Header{"iii-ch-kind": {"end"}, "iii-ch-seq": {"2"}}},
+		}, 1, channel.ErrEnd},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			r := open(t, re, channel.WithIdleTimeout(5*time.Second))
+			subj, _ := subjects.ChannelSubject(r.ID())
+			ack, err := nc.SubscribeSync(subj + ".ack")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tt.frames {
+				h := f.header
+				if h == nil {
+					h = nats.Header{channel.HeaderSeq: {f.seq}, channel.HeaderKind: {f.kind}}
+				}
+				if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: h, Data: []byte(`{"n":1}`)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range tt.good {
+				if _, err := r.Next(ctx); err != nil {
+					t.Fatalf("frame %d: %v", i+1, err)
+				}
+			}
+			_, err = r.Next(ctx)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Next = %v, want %v", err, tt.want)
+			}
+			if _, again := r.Next(ctx); again != err {
+				t.Fatalf("error is not sticky: %v then %v", err, again)
+			}
+			if tt.want == channel.ErrEnd {
+				return
+			}
+			// A reader that fails tells the writer to stop.
+			for {
+				m, err := ack.NextMsgWithContext(ctx)
+				if err != nil {
+					t.Fatalf("no cancel on the ack subject: %v", err)
+				}
+				if m.Header.Get(channel.HeaderKind) == "cancel" {
+					break
+				}
+			}
+		})
+	}
+}
+
+func TestWriterError(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t, enginetest.WithMaxPayload(8<<10))
+	tests := []struct {
+		name    string
+		err     error
+		code    wire.Code
+		message string
+	}{
+		{"coded", wire.Errorf(wire.CodeUnavailable, "rate limited"), wire.CodeUnavailable, "rate limited"},
+		{"with details", wire.Errorf(wire.CodeBudgetExceeded, "over").WithDetails(map[string]any{"ceiling": 5}), wire.CodeBudgetExceeded, "over"},
+		{"plain error", errors.New("boom"), wire.CodeInternal, "boom"},
+		{"canceled", context.Canceled, wire.CodeCanceled, context.Canceled.Error()},
+		{"nil", nil, wire.CodeInternal, "writer failed"},
+		{"oversized message", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("x", 16<<10)), wire.CodeInternal, strings.Repeat("x", 1024)},
+		{"message filling half the payload", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("y", 5<<10)), wire.CodeInternal, strings.Repeat("y", 1024)},
+		{"message with line breaks", wire.Errorf(wire.CodeConflict, "line 1\r\nFake-Header: x\n"), wire.CodeConflict, "line 1\r\nFake-Header: x\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			r := open(t, re)
+			w := writer(t, we, r.ID(), channel.WithCodec(wire.JSON))
+			if err := w.Write(ctx, event{N: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Fail(ctx, tt.err); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(ctx); err != nil { // no-op after Fail
+				t.Fatal(err)
+			}
+			if _, err := r.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_, err := r.Next(ctx)
+			var werr *wire.Error
+			if !errors.Is(err, channel.ErrWriterFailed) || !errors.As(err, &werr) {
+				t.Fatalf("Next = %v, want ErrWriterFailed with a wire error", err)
+			}
+			if werr.Code != tt.code || werr.Message != tt.message {
+				t.Fatalf("wire error = %s %.40q, want %s %.40q", werr.Code, werr.Message, tt.code, tt.message)
+			}
+			if !errors.Is(err, &wire.Error{Code: tt.code}) {
+				t.Fatalf("%v does not match the catalog sentinel of %s", err, tt.code)
+			}
+		})
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t)
+	ctx := testCtx(t)
+
+	t.Run("silence", func(t *testing.T) {
+		t.Parallel()
+		r := open(t, re, channel.WithIdleTimeout(100*time.Millisecond))
+		w := writer(t, we, r.ID())
+		if err := w.Write(ctx, event{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := r.Next(ctx); !errors.Is(err, channel.ErrIdleTimeout) {
+			t.Fatalf("Next = %v, want ErrIdleTimeout", err)
+		}
+		if d := time.Since(start); d < 100*time.Millisecond || d > 3*time.Second {
+			t.Fatalf("idle timeout after %v", d)
+		}
+		// The reader gave up, so the writer is told to stop.
+		enginetest.Eventually(t, 3*time.Second, func() error {
+			if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
+				return fmt.Errorf("Write = %v", err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("progress resets it", func(t *testing.T) {
+		t.Parallel()
+		r := open(t, re, channel.WithIdleTimeout(time.Second))
+		w := writer(t, we, r.ID())
+		const n = 8 // 8 × 200 ms: longer than the idle timeout in total
+		go func() {
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for i := range n {
+				<-tick.C
+				if err := w.Write(ctx, event{N: i}); err != nil {
+					t.Errorf("write %d: %v", i, err)
+					return
+				}
+			}
+			_ = w.Close(ctx)
+		}()
+		for i := range n {
+			if _, err := r.Next(ctx); err != nil {
+				t.Fatalf("frame %d: %v", i, err)
+			}
+		}
+		if _, err := r.Next(ctx); err != channel.ErrEnd {
+			t.Fatalf("Next = %v, want ErrEnd", err)
+		}
+	})
+
+	t.Run("context ends first", func(t *testing.T) {
+		t.Parallel()
+		r := open(t, re)
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := r.Next(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Next = %v, want the context's error", err)
+		}
+		// A context error is not final.
+		w := writer(t, we, r.ID())
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Next(ctx); err != channel.ErrEnd {
+			t.Fatalf("Next = %v, want ErrEnd", err)
+		}
+	})
+}
+
+func TestBackpressure(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t)
+	ctx := testCtx(t)
+	const window, n = 8, 200
+	r := open(t, re, channel.WithWindow(window))
+	w := writer(t, we, r.ID())
+
+	// The writer may fill the window before the reader reads anything, and
+	// then it blocks.
+	for i := range window {
+		if err := w.Write(ctx, event{N: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := w.Write(short, event{N: window}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Write beyond the window = %v, want to block until the deadline", err)
+	}
+
+	var written atomic.Int64
+	written.Store(window)
+	errc := make(chan error, 1)
+	go func() {
+		for i := window; i < n; i++ {
+			if err := w.Write(ctx, event{N: i}); err != nil {
+				errc <- err
+				return
+			}
+			written.Add(1)
+		}
+		errc <- w.Close(ctx)
+	}()
+	for k := 1; k <= n; k++ {
+		f, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev event
+		if err := f.Decode(&ev); err != nil || ev.N != k-1 {
+			t.Fatalf("frame %d = %+v, %v (the blocked write must not have sent anything)", k, ev, err)
+		}
+		if got := written.Load(); got > int64(k+window) {
+			t.Fatalf("writer is %d frames ahead after %d consumed, window %d", got-int64(k), k, window)
+		}
+		if k == 1 {
+			// The grant after frame 1 lets the writer refill the window,
+			// and no further.
+			enginetest.Eventually(t, 5*time.Second, func() error {
+				if got := written.Load(); got != 1+window {
+					return fmt.Errorf("written %d, want %d", got, 1+window)
+				}
+				return nil
+			})
+		}
+	}
+	if _, err := r.Next(ctx); err != channel.ErrEnd {
+		t.Fatalf("Next = %v, want ErrEnd", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReaderCloseStopsWriter(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t)
+	ctx := testCtx(t)
+	r := open(t, re, channel.WithWindow(1))
+	w := writer(t, we, r.ID()) // default idle timeout: 60 s
+	if err := w.Write(ctx, event{N: 0}); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan error, 1)
+	go func() { blocked <- w.Write(ctx, event{N: 1}) }() // no credit: blocks
+
+	nextErr := make(chan error, 1)
+	go func() {
+		_, err := r.Next(ctx) // frame 0
+		if err == nil {
+			_, err = r.Next(ctx) // frame 1 or Close
+		}
+		nextErr <- err
+	}()
+	start := time.Now()
+	// Close once the blocked write has been released by the grant or not:
+	// either way the writer must learn promptly that the reader is gone.
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	select {
+	case err := <-blocked:
+		if err != nil && !errors.Is(err, channel.ErrReaderGone) {
+			t.Fatalf("blocked Write = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("blocked Write did not return after the reader closed")
+	}
+	enginetest.Eventually(t, 3*time.Second, func() error {
+		if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
+			return fmt.Errorf("Write = %v", err)
+		}
+		return nil
+	})
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("writer learned after %v", d)
+	}
+	if err := <-nextErr; err != nil && !errors.Is(err, channel.ErrClosed) {
+		t.Fatalf("Next racing Close = %v", err)
+	}
+	if _, err := r.Next(ctx); !errors.Is(err, channel.ErrClosed) {
+		t.Fatalf("Next after Close = %v, want ErrClosed", err)
+	}
+	if err := w.Close(ctx); !errors.Is(err, channel.ErrReaderGone) {
+		t.Fatalf("Close after the reader left = %v, want ErrReaderGone", err)
+	}
+}
+
+func TestReaderCloseWhileWriterBlocked(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t)
+	ctx := testCtx(t)
+	r := open(t, re)
+	w := writer(t, we, r.ID())
+	if err := w.Write(ctx, event{N: 0}); err != nil {
+		t.Fatal(err)
+	}
+	// Frame 2 waits for a grant that only Next would send.
+	blocked := make(chan error, 1)
+	go func() { blocked <- w.Write(ctx, event{N: 1}) }()
+	start := time.Now()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-blocked:
+		if !errors.Is(err, channel.ErrReaderGone) {
+			t.Fatalf("blocked Write = %v, want ErrReaderGone", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("ErrReaderGone after %v", d)
+		}
+	case <-ctx.Done():
+		t.Fatal("blocked Write did not return")
+	}
+}
+
+func TestCloseUnblocksNext(t *testing.T) {
+	t.Parallel()
+	_, re, _ := pair(t)
+	ctx := testCtx(t)
+	r := open(t, re)
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.Next(ctx)
+		got <- err
+	}()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, channel.ErrClosed) {
+		t.Fatalf("Next = %v, want ErrClosed", err)
+	}
+}
+
+func TestReaderGone(t *testing.T) {
+	t.Parallel()
+	ns, re, we := pair(t)
+	ctx := testCtx(t)
+
+	t.Run("nobody reads the channel", func(t *testing.T) {
+		t.Parallel()
+		// Default idle timeout (60 s): the server's no-responders answer to
+		// the writer's credit request tells it at once.
+		w := writer(t, we, "nobody-reads-this")
+		enginetest.Eventually(t, 3*time.Second, func() error {
+			if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
+				return fmt.Errorf("Write = %v", err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("reader never reads", func(t *testing.T) {
+		t.Parallel()
+		r := open(t, re, channel.WithWindow(2))
+		w := writer(t, we, r.ID(), channel.WithIdleTimeout(200*time.Millisecond))
+		for i := range 2 {
+			if err := w.Write(ctx, event{N: i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
+			t.Fatalf("Write = %v, want ErrReaderGone", err)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond {
+			t.Fatalf("gave up after %v, before the idle timeout", d)
+		}
+		if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
+			t.Fatalf("Write = %v, want a sticky ErrReaderGone", err)
+		}
+	})
+
+	t.Run("tiny idle timeout", func(t *testing.T) {
+		t.Parallel()
+		r := open(t, re, channel.WithWindow(2))
+		w := writer(t, we, r.ID(), channel.WithIdleTimeout(time.Nanosecond))
+		var err error
+		for i := 0; i < 10 && err == nil; i++ {
+			err = w.Write(ctx, event{N: i})
+		}
+		if !errors.Is(err, channel.ErrReaderGone) {
+			t.Fatalf("Write = %v, want ErrReaderGone", err)
+		}
+	})
+
+	t.Run("reader process dies", func(t *testing.T) {
+		t.Parallel()
+		// The reader's connection goes away without a cancel.
+		dying, err := engine.New(enginetest.Connect(t, ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := channel.Open(ctx, dying, channel.WithWindow(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := writer(t, we, r.ID()) // default idle timeout: 60 s
+		for i := range 2 {
+			if err := w.Write(ctx, event{N: i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dying.Conn().Close()
+		start := time.Now()
+		if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
+			t.Fatalf("Write = %v, want ErrReaderGone", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("writer learned after %v", d)
+		}
+	})
+}
+
+func TestInvalidIDs(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	for _, id := range []string{"", "a.b", "a*", ">", "a b", "ü", "a/b", strings.Repeat("x", subjects.MaxIDLen+1)} {
+		t.Run(fmt.Sprintf("%.12q", id), func(t *testing.T) {
+			w, err := channel.NewWriter(e, id)
+			if w != nil || !errors.Is(err, subjects.ErrInvalidID) || !errors.Is(err, wire.ErrInvalidPayload) {
+				t.Fatalf("NewWriter(%q) = %v, %v; want invalid_payload / ErrInvalidID", id, w, err)
+			}
+		})
+	}
+	r := open(t, e)
+	if err := subjects.ValidateID("channel", r.ID()); err != nil {
+		t.Fatalf("Open made an invalid id: %v", err)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	tests := []struct {
+		name string
+		opt  channel.Option
+	}{
+		{"window 0", channel.WithWindow(0)},
+		{"window too big", channel.WithWindow(channel.MaxWindow + 1)},
+		{"idle 0", channel.WithIdleTimeout(0)},
+		{"idle negative", channel.WithIdleTimeout(-time.Second)},
+		{"nil codec", channel.WithCodec(nil)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := channel.Open(context.Background(), e, tt.opt); !errors.Is(err, engine.ErrInvalidOption) {
+				t.Fatalf("Open = %v, want ErrInvalidOption", err)
+			}
+			if _, err := channel.NewWriter(e, "ok", tt.opt); !errors.Is(err, engine.ErrInvalidOption) {
+				t.Fatalf("NewWriter = %v, want ErrInvalidOption", err)
+			}
+		})
+	}
+	if _, err := channel.Open(context.Background(), nil); !errors.Is(err, engine.ErrInvalidOption) {
+		t.Fatalf("Open(nil engine) = %v", err)
+	}
+	if _, err := channel.NewWriter(nil, "ok"); !errors.Is(err, engine.ErrInvalidOption) {
+		t.Fatalf("NewWriter(nil engine) = %v", err)
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t, enginetest.WithMaxPayload(4<<10))
+	ctx := testCtx(t)
+	r := open(t, re)
+	w := writer(t, we, r.ID())
+
+	for name, data := range map[string]any{
+		"oversized":     event{Text: strings.Repeat("x", 8<<10)},
+		"oversized raw": []byte(strings.Repeat("x", 8<<10)),
+		"unencodable":   make(chan int),
+	} {
+		if err := w.Write(ctx, data); !errors.Is(err, wire.ErrInvalidPayload) {
+			t.Fatalf("%s: Write = %v, want invalid_payload", name, err)
+		}
+	}
+	// Nothing was sent and no sequence number was used.
+	if err := w.Write(ctx, event{N: 7}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := r.Next(ctx)
+	if err != nil || f.Seq != 1 {
+		t.Fatalf("Next = %+v, %v; want frame 1", f, err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := w.Write(done, event{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write with a done ctx = %v, want context.Canceled", err)
+	}
+	// A provider whose ctx has ended still ends the stream.
+	if err := w.Close(done); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrClosed) {
+		t.Fatalf("Write after Close = %v, want ErrClosed", err)
+	}
+	if _, err := r.Next(ctx); err != channel.ErrEnd {
+		t.Fatalf("Next = %v, want ErrEnd", err)
+	}
+}
+
+func TestRawAndJSON(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t)
+	ctx := testCtx(t)
+	r := open(t, re)
+	w := writer(t, we, r.ID(), channel.WithCodec(wire.JSON))
+	errc := make(chan error, 1)
+	go func() { // frame 2 waits for the credit that reading frame 1 sends
+		for _, data := range []any{[]byte(`{"n":1,"text":"raw"}`), engine.Raw(`{"n":2}`), event{N: 3}} {
+			if err := w.Write(ctx, data); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- w.Close(ctx)
+	}()
+	for i, want := range []string{`{"n":1,"text":"raw"}`, `{"n":2}`, `{"n":3,"text":""}`} {
+		f, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(f.Data) != want || f.Codec != wire.JSON {
+			t.Fatalf("frame %d = %s (%s), want %s as JSON", i+1, f.Data, f.Codec.ContentType(), want)
+		}
+		var ev event
+		if err := f.Decode(&ev); err != nil || ev.N != i+1 {
+			t.Fatalf("Decode = %+v, %v", ev, err)
+		}
+		var wrong []int
+		if err := f.Decode(&wrong); !errors.Is(err, wire.ErrInvalidPayload) {
+			t.Fatalf("Decode into the wrong type = %v, want invalid_payload", err)
+		}
+	}
+	if _, err := r.Next(ctx); err != channel.ErrEnd {
+		t.Fatalf("Next = %v, want ErrEnd", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The provider side as it is used: a function on another connection gets
+// the channel id in its payload and streams into it; the caller's trace
+// reaches the reader through the function call and the channel.
+func TestStreamingFunction(t *testing.T) {
+	t.Parallel()
+	_, caller, provider := pair(t)
+	ctx := testCtx(t)
+
+	type streamReq struct {
+		Channel string `json:"channel"`
+		N       int    `json:"n"`
+		FailAt  int    `json:"fail_at"`
+	}
+	wk, err := provider.Worker("provider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped atomic.Bool
+	err = wk.Register(engine.Function{
+		ID: "test::stream",
+		Handler: engine.Typed(func(ctx context.Context, req streamReq) (struct{}, error) {
+			w, err := channel.NewWriter(provider, req.Channel)
+			if err != nil {
+				return struct{}{}, err
+			}
+			defer w.Close(ctx)
+			for i := range req.N {
+				if req.FailAt > 0 && i == req.FailAt {
+					return struct{}{}, w.Fail(ctx, wire.Errorf(wire.CodeUnavailable, "provider overloaded"))
+				}
+				if err := w.Write(ctx, event{N: i}); err != nil {
+					if errors.Is(err, channel.ErrReaderGone) {
+						stopped.Store(true)
+					}
+					return struct{}{}, err
+				}
+			}
+			return struct{}{}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	trigger := func(req streamReq) chan error {
+		errc := make(chan error, 1)
+		go func() { errc <- caller.Trigger(ctx, "test::stream", req, nil) }()
+		return errc
+	}
+
+	t.Run("stream and trace", func(t *testing.T) {
+		traceID := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled})
+		tctx := engine.WithSession(trace.ContextWithSpanContext(ctx, sc), "s-1", "m-1")
+
+		r := open(t, caller)
+		if got := r.TraceContext(context.Background()); trace.SpanContextFromContext(got).IsValid() {
+			t.Fatal("trace context before the first frame")
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- caller.Trigger(tctx, "test::stream", streamReq{Channel: r.ID(), N: 100}, nil) }()
+		for i := range 100 {
+			f, err := r.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev event
+			if err := f.Decode(&ev); err != nil || ev.N != i {
+				t.Fatalf("frame %d = %+v, %v", i, ev, err)
+			}
+		}
+		if _, err := r.Next(ctx); err != channel.ErrEnd {
+			t.Fatalf("Next = %v, want ErrEnd", err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		got := r.TraceContext(context.Background())
+		if gsc := trace.SpanContextFromContext(got); gsc.TraceID() != traceID || !gsc.IsRemote() {
+			t.Fatalf("reader's trace context %v, want trace %v", gsc, traceID)
+		}
+		if sid := baggage.FromContext(got).Member(engine.AttrSessionID).Value(); sid != "s-1" {
+			t.Fatalf("baggage session id %q", sid)
+		}
+	})
+
+	t.Run("provider error", func(t *testing.T) {
+		r := open(t, caller)
+		errc := trigger(streamReq{Channel: r.ID(), N: 10, FailAt: 3})
+		for range 3 {
+			if _, err := r.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := r.Next(ctx); !errors.Is(err, channel.ErrWriterFailed) || !errors.Is(err, wire.ErrUnavailable) {
+			t.Fatalf("Next = %v, want the provider's unavailable error", err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("orchestrator aborts", func(t *testing.T) {
+		r := open(t, caller, channel.WithWindow(4))
+		errc := trigger(streamReq{Channel: r.ID(), N: 1_000_000})
+		if _, err := r.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errc:
+			// The provider's ErrReaderGone is not a wire error: internal.
+			if !errors.Is(err, wire.ErrInternal) || !stopped.Load() {
+				t.Fatalf("provider returned %v (stopped %v)", err, stopped.Load())
+			}
+		case <-ctx.Done():
+			t.Fatal("provider kept streaming after the reader closed")
+		}
+	})
+
+	t.Run("invalid channel id", func(t *testing.T) {
+		err := caller.Trigger(ctx, "test::stream", streamReq{Channel: "no.dots", N: 1}, nil)
+		if !errors.Is(err, wire.ErrInvalidPayload) {
+			t.Fatalf("Trigger = %v, want invalid_payload", err)
+		}
+	})
+}
+
+func TestConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	_, re, we := pair(t)
+	ctx := testCtx(t)
+	r := open(t, re)
+	w := writer(t, we, r.ID())
+	// Calls on one Writer from many goroutines are serialized: the reader
+	// sees every frame, in sequence order.
+	const goroutines, each = 8, 50
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := w.Write(ctx, event{N: g*each + i}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	seen := map[int]bool{}
+	for i := range goroutines * each {
+		f, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev event
+		if err := f.Decode(&ev); err != nil || seen[ev.N] || f.Seq != uint64(i+1) {
+			t.Fatalf("frame %d = %+v, %v (seen before: %v)", f.Seq, ev, err, seen[ev.N])
+		}
+		seen[ev.N] = true
+	}
+	wg.Wait()
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(ctx); err != channel.ErrEnd {
+		t.Fatalf("Next = %v, want ErrEnd", err)
+	}
+}

@@ -1,0 +1,94 @@
+// Package channel streams frames from one function to another over core
+// NATS: an ordered, one-way, flow-controlled stream with an explicit end.
+// A model provider writes its token events into a channel; the orchestrator
+// that called it reads them as they come. Nothing is persisted (no
+// JetStream), so a frame costs one publish.
+//
+// # Lifecycle
+//
+// The reader opens the channel with [Open]. Open picks a fresh id and
+// subscribes before returning, so the id can be handed to a writer (usually
+// in the payload of the function call that will write) without any frame
+// being missed. The writer attaches with [NewWriter], sends frames with
+// [Writer.Write], and ends the stream with [Writer.Close] (clean end) or
+// [Writer.Fail] (an error for the reader). The reader calls [Reader.Next]
+// until it returns an error: [ErrEnd] after a clean end, or the failure;
+// then it calls [Reader.Close]. Closing the reader early tells the writer
+// to stop: its next Write returns [ErrReaderGone].
+//
+//	r, err := channel.Open(ctx, e)
+//	defer r.Close()
+//	go e.Trigger(ctx, "provider::scripted::stream", Req{Channel: r.ID()}, nil)
+//	for {
+//		f, err := r.Next(ctx)
+//		if errors.Is(err, channel.ErrEnd) {
+//			break
+//		}
+//		if err != nil {
+//			return err // a gap, an idle timeout, or the writer's error
+//		}
+//		var ev Event
+//		if err := f.Decode(&ev); err != nil { ... }
+//	}
+//
+// and in the provider:
+//
+//	w, err := channel.NewWriter(e, req.Channel)
+//	if err != nil {
+//		return nil, err // invalid_payload
+//	}
+//	defer w.Close(ctx)
+//	for ev := range events {
+//		if err := w.Write(ctx, ev); err != nil {
+//			return nil, err // ErrReaderGone: the orchestrator gave up
+//		}
+//	}
+//
+// # Protocol
+//
+// A channel id is 1–128 characters of [A-Za-z0-9_-] (subjects.ValidateID).
+// A channel uses three subjects; any NATS client can take either side:
+//
+//	iii.ch.<id>        frames, writer → reader
+//	iii.ch.<id>.ack    credit and cancel, reader → writer
+//	iii.ch.<id>.ping   credit requests, writer → reader (request/reply)
+//
+// The rules:
+//
+//   - Every frame has headers [HeaderSeq] (1, 2, 3, … in canonical
+//     decimal, terminal frames included), [HeaderKind] ("data", "end" or
+//     "error") and Content-Type (application/msgpack or application/json;
+//     none means JSON). Frame 1 also carries the writer's trace context
+//     (traceparent, tracestate, baggage).
+//   - A "data" frame's body is one payload. An "end" frame has no body. An
+//     "error" frame carries the wire error envelope
+//     {"error":{"code","message","retryable","details"}} and the
+//     Nats-Service-Error / Nats-Service-Error-Code headers, as a function's
+//     error reply does. After "end" or "error" the writer sends nothing.
+//   - Flow control is by credit: {[HeaderKind]: "credit", [HeaderCredit]: N}
+//     on the ack subject means "you may send data frames up to sequence N".
+//     Credit is cumulative (a writer keeps the highest N it has seen), so a
+//     lost or repeated grant is harmless. Frame 1 needs no credit, and
+//     terminal frames need none. The reader grants consumed+window after
+//     frame 1 and whenever a quarter of its window ([WithWindow]) has been
+//     consumed since the last grant, so a writer is never more than window
+//     frames ahead of what the reader has consumed.
+//   - A writer subscribes to the ack subject, then publishes
+//     {[HeaderKind]: "ping"} on the ping subject with the ack subject as
+//     reply subject. The reader answers with its current credit (window,
+//     before it has consumed anything), or with cancel once it is done; when
+//     no reader listens, the server's no-responders status (503) arrives
+//     instead, which means the reader is gone. A Go writer pings when it
+//     attaches and again every quarter of its idle timeout (at most every
+//     500 ms) while it waits for credit, which recovers lost grants and
+//     notices a reader whose process died.
+//   - {[HeaderKind]: "cancel"} on the ack subject tells the writer that the
+//     reader is gone (closed, or failed on a gap or timeout); the writer
+//     stops. A writer that waits for credit longer than its idle timeout
+//     also treats the reader as gone.
+//   - The reader checks that sequence numbers increase by exactly one: a
+//     missing, repeated or out-of-order frame is [ErrGap], a frame whose
+//     headers do not parse is [ErrInvalidFrame], and no frame for the idle
+//     timeout ([WithIdleTimeout]) is [ErrIdleTimeout]. Loss is always an
+//     error, never silent.
+package channel

@@ -1,0 +1,299 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// Suffixes of a channel's control subjects, after its data subject
+// "iii.ch.<id>": the reader publishes credit and cancel on "….ack" (the
+// writer subscribes), and answers credit requests on "….ping".
+const (
+	ackSuffix  = subjects.ChannelAckSuffix
+	pingSuffix = subjects.ChannelPingSuffix
+)
+
+// openFlushTimeout bounds Open's flush when ctx has no deadline.
+const openFlushTimeout = 10 * time.Second
+
+// Reader is the receiving end of a channel. It is created by [Open], which
+// subscribes before the id exists anywhere else, so no frame can be missed.
+// Next must be called from one goroutine at a time; ID, TraceContext and
+// Close are safe from any goroutine.
+type Reader struct {
+	e      *engine.Engine
+	nc     *nats.Conn
+	id     string
+	ack    string
+	window uint64
+	idle   time.Duration
+	log    *slog.Logger
+
+	ch   chan *nats.Msg
+	sub  *nats.Subscription // frames
+	ping *nats.Subscription // credit requests
+	done chan struct{}      // closed by Close
+
+	closeOnce sync.Once
+	cancelled atomic.Bool // a cancel was sent, or the writer already ended
+	first     atomic.Pointer[nats.Header]
+	granted   atomic.Uint64 // highest sequence number granted so far; written under mu
+
+	// Guarded by mu (held for the whole of Next).
+	mu    sync.Mutex
+	next  uint64 // next expected sequence number
+	err   error  // sticky terminal error
+	timer *time.Timer
+}
+
+// Open creates a channel: a fresh id, subscribed on this engine's
+// connection and flushed to the server before Open returns. Hand r.ID() to
+// the writer (usually in a function call's payload), then call Next until
+// it returns an error. Options: [WithWindow], [WithIdleTimeout].
+func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
+	}
+	o, err := buildOptions(e, opts)
+	if err != nil {
+		return nil, err
+	}
+	id := nuid.Next()
+	subj, err := subjects.ChannelSubject(id)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "generated channel id")
+	}
+	r := &Reader{
+		e:      e,
+		nc:     e.Conn(),
+		id:     id,
+		ack:    subj + ackSuffix,
+		window: uint64(o.window),
+		idle:   o.idle,
+		log:    e.Logger(),
+		// A writer that honours credit has at most window data frames and
+		// one terminal frame in flight; the rest is slack for a sloppy one.
+		// A message that does not fit is dropped by the client and shows up
+		// as a gap, never as silent loss.
+		ch:   make(chan *nats.Msg, 2*o.window+16),
+		done: make(chan struct{}),
+		next: 1,
+	}
+	// The reader has room for a window before it consumes anything; a
+	// writer learns it by asking on the ping subject.
+	r.granted.Store(r.window)
+	r.sub, err = r.nc.ChanSubscribe(subj, r.ch)
+	if err != nil {
+		return nil, wire.FromNATS(err)
+	}
+	r.ping, err = r.nc.Subscribe(subj+pingSuffix, r.onPing)
+	if err != nil {
+		_ = r.sub.Unsubscribe()
+		return nil, wire.FromNATS(err)
+	}
+	fctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(ctx, openFlushTimeout)
+		defer cancel()
+	}
+	if err := r.nc.FlushWithContext(fctx); err != nil {
+		r.unsubscribe()
+		return nil, wire.FromNATS(err)
+	}
+	r.timer = time.NewTimer(o.idle)
+	r.timer.Stop()
+	return r, nil
+}
+
+// ID is the channel id to hand to the writer ([NewWriter]).
+func (r *Reader) ID() string { return r.id }
+
+// TraceContext returns ctx carrying the trace context and baggage the
+// writer sent with its first frame; before the first frame arrives it
+// returns ctx unchanged.
+func (r *Reader) TraceContext(ctx context.Context) context.Context {
+	h := r.first.Load()
+	if h == nil {
+		return ctx
+	}
+	return r.e.Extract(ctx, *h)
+}
+
+// Next returns the next data frame, in order. It returns [ErrEnd] after the
+// writer's end frame; an error wrapping [ErrWriterFailed] and the writer's
+// *wire.Error after an error frame; [ErrGap] when a frame is missing;
+// [ErrIdleTimeout] when no frame arrives in time; [ErrInvalidFrame] for a
+// frame that does not parse; [ErrClosed] after Close; ctx's error when ctx
+// ends first. All but ctx's error are final, and all final errors other than
+// the writer's own end or error tell the writer to stop (as Close does).
+func (r *Reader) Next(ctx context.Context) (Frame, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return Frame{}, r.err
+	}
+	var m *nats.Msg
+	select {
+	case <-r.done:
+		return Frame{}, r.fail(ErrClosed)
+	default:
+	}
+	select {
+	case m = <-r.ch: // fast path: a frame is already waiting
+	default:
+		r.timer.Reset(r.idle)
+		select {
+		case m = <-r.ch:
+			r.timer.Stop()
+		case <-ctx.Done():
+			r.timer.Stop()
+			return Frame{}, ctx.Err()
+		case <-r.done:
+			r.timer.Stop()
+			return Frame{}, r.fail(ErrClosed)
+		case <-r.timer.C:
+			if n, err := r.sub.Dropped(); err == nil && n > 0 {
+				return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
+			}
+			return Frame{}, r.fail(fmt.Errorf("%w: no frame for %v after frame %d", ErrIdleTimeout, r.idle, r.next-1))
+		}
+	}
+	return r.frame(m)
+}
+
+// frame checks and consumes one message. Lock held.
+func (r *Reader) frame(m *nats.Msg) (Frame, error) {
+	seq, kind, err := parseFrame(m.Header)
+	if err != nil {
+		return Frame{}, r.fail(err)
+	}
+	if seq != r.next {
+		return Frame{}, r.fail(fmt.Errorf("%w: expected frame %d, got %d", ErrGap, r.next, seq))
+	}
+	r.next++
+	if seq == 1 {
+		h := m.Header
+		r.first.Store(&h)
+	}
+	switch kind {
+	case KindEnd:
+		r.finish(ErrEnd)
+		return Frame{}, ErrEnd
+	case KindError:
+		werr := wire.Decode(m)
+		if werr == nil {
+			werr = wire.Errorf(wire.CodeInternal, "writer sent an error frame without an error")
+		}
+		err := fmt.Errorf("%w: %w", ErrWriterFailed, werr)
+		r.finish(err)
+		return Frame{}, err
+	}
+	r.grant(seq)
+	return Frame{
+		Seq:   seq,
+		Kind:  KindData,
+		Data:  m.Data,
+		Codec: wire.ForContentType(headerFirst(m.Header, wire.HeaderContentType)),
+	}, nil
+}
+
+// grant re-grants credit once the reader has consumed a quarter of its
+// window since the last grant, and always after frame 1 (the only frame a
+// writer may send without credit, so a writer that never asks still gets
+// going). Lock held.
+func (r *Reader) grant(consumed uint64) {
+	want := consumed + r.window
+	if want-r.granted.Load() < max(1, r.window/4) && consumed != 1 {
+		return
+	}
+	r.granted.Store(want)
+	err := r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Header: controlHeader(KindCredit, want)})
+	if err != nil {
+		// The writer stalls and the idle timeout reports it; the frame in
+		// hand is still good.
+		r.log.Warn("channel: credit not sent", "channel", r.id, "error", err)
+	}
+}
+
+// finish records the writer's own terminal frame: no cancel is needed.
+// Lock held.
+func (r *Reader) finish(err error) {
+	r.err = err
+	r.cancelled.Store(true)
+	r.unsubscribe()
+}
+
+// fail records a final reader-side error and tells the writer to stop.
+// Lock held.
+func (r *Reader) fail(err error) error {
+	r.err = err
+	r.cancel()
+	r.unsubscribe()
+	return err
+}
+
+func (r *Reader) unsubscribe() {
+	_ = r.sub.Unsubscribe()
+	_ = r.ping.Unsubscribe()
+}
+
+// onPing answers a writer's credit request on its reply subject: the
+// current grant, or cancel once the reader is done.
+func (r *Reader) onPing(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	h := controlHeader(KindCredit, r.granted.Load())
+	if r.cancelled.Load() {
+		h = controlHeader(KindCancel, 0)
+	}
+	_ = m.RespondMsg(&nats.Msg{Header: h})
+}
+
+// cancel sends the cancel signal once.
+func (r *Reader) cancel() {
+	if !r.cancelled.CompareAndSwap(false, true) {
+		return
+	}
+	err := r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Header: controlHeader(KindCancel, 0)})
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		r.log.Warn("channel: cancel not sent", "channel", r.id, "error", err)
+	}
+}
+
+// Close releases the channel. Unless the writer already ended the stream,
+// it tells the writer to stop ([ErrReaderGone]). A Next blocked in another
+// goroutine returns [ErrClosed]. Close is idempotent.
+func (r *Reader) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		close(r.done)
+		r.cancel()
+		for _, sub := range []*nats.Subscription{r.sub, r.ping} {
+			if uerr := sub.Unsubscribe(); uerr != nil && err == nil &&
+				!errors.Is(uerr, nats.ErrBadSubscription) && !errors.Is(uerr, nats.ErrConnectionClosed) {
+				err = wire.FromNATS(uerr)
+			}
+		}
+	})
+	return err
+}
+
+// headerFirst is the first value of key, matched exactly, then
+// case-insensitively.
+func headerFirst(h nats.Header, key string) string {
+	return engine.HeaderCarrier(h).Get(key)
+}

@@ -1,0 +1,391 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// closeFlushTimeout bounds the flush of Close and Fail when ctx has no
+// deadline.
+const closeFlushTimeout = 10 * time.Second
+
+// maxErrorMessage bounds the message of an error frame that would not fit
+// the server's max payload otherwise.
+const maxErrorMessage = 1024
+
+// Writer is the sending end of a channel. Its calls are safe for concurrent
+// use and are serialized: frames go out in call order.
+type Writer struct {
+	e     *engine.Engine
+	nc    *nats.Conn
+	id    string
+	subj  string
+	ack   string
+	ping  string
+	codec wire.Codec
+	idle  time.Duration
+	probe time.Duration
+	log   *slog.Logger
+	sub   *nats.Subscription
+
+	// Written by the control subscription, read by Write.
+	limit atomic.Uint64 // highest sequence number granted
+	gone  atomic.Bool   // the reader cancelled or stopped granting
+	wake  chan struct{} // signalled on every credit or cancel
+
+	// sem serializes frames; the fields below are guarded by it.
+	sem   chan struct{}
+	seq   uint64 // last sequence number sent
+	ended bool   // a terminal frame was sent (or the writer was released)
+	timer *time.Timer
+	tick  *time.Ticker
+	// hdr and msg are reused for data frames after the first: PublishMsg
+	// encodes them before it returns.
+	hdr nats.Header
+	msg nats.Msg
+}
+
+// maxProbeInterval bounds how long a writer waits for credit before it asks
+// the reader again.
+const maxProbeInterval = 500 * time.Millisecond
+
+// NewWriter returns a writer on channel id (from the reader's [Reader.ID],
+// usually received in a function call's payload). It subscribes to the
+// channel's control subject and asks the reader for credit at once, so the
+// window is usually open by the first Write; it does not wait for the
+// answer. An invalid id is an invalid_payload wire error that also matches
+// subjects.ErrInvalidID. Options: [WithCodec], [WithIdleTimeout].
+func NewWriter(e *engine.Engine, id string, opts ...Option) (*Writer, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
+	}
+	subj, err := subjects.ChannelSubject(id)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "")
+	}
+	o, err := buildOptions(e, opts)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{
+		e:     e,
+		nc:    e.Conn(),
+		id:    id,
+		subj:  subj,
+		ack:   subj + ackSuffix,
+		ping:  subj + pingSuffix,
+		codec: o.codec,
+		idle:  o.idle,
+		probe: max(min(o.idle/4, maxProbeInterval), time.Millisecond),
+		log:   e.Logger(),
+		wake:  make(chan struct{}, 1),
+		sem:   make(chan struct{}, 1),
+	}
+	w.limit.Store(1) // frame 1 needs no credit
+	w.sub, err = w.nc.Subscribe(w.ack, w.onControl)
+	if err != nil {
+		return nil, wire.FromNATS(err)
+	}
+	// The subscription goes out before the ping on this connection, so the
+	// answer cannot miss it.
+	if err := w.askCredit(); err != nil {
+		_ = w.sub.Unsubscribe()
+		return nil, err
+	}
+	w.timer = time.NewTimer(o.idle)
+	w.timer.Stop()
+	w.tick = time.NewTicker(w.probe)
+	w.tick.Stop()
+	w.hdr = frameHeader(1, KindData, w.codec.ContentType())
+	return w, nil
+}
+
+// askCredit sends a ping whose answer (credit, cancel, or the server's
+// no-responders status when no reader listens) arrives on the ack
+// subscription.
+func (w *Writer) askCredit() error {
+	err := w.nc.PublishMsg(&nats.Msg{Subject: w.ping, Reply: w.ack, Header: controlHeader(KindPing, 0)})
+	if err != nil {
+		return wire.FromNATS(err)
+	}
+	return nil
+}
+
+// ID is the channel id.
+func (w *Writer) ID() string { return w.id }
+
+// onControl applies a credit or cancel from the reader, or the server's
+// no-responders answer to a ping (nobody reads the channel any more).
+func (w *Writer) onControl(m *nats.Msg) {
+	if len(m.Data) == 0 && m.Header.Get(statusHeader) == statusNoResponders {
+		w.gone.Store(true)
+		w.signal()
+		return
+	}
+	kind, credit, err := parseControl(m.Header)
+	if err != nil {
+		w.log.Debug("channel: control message ignored", "channel", w.id, "error", err)
+		return
+	}
+	switch kind {
+	case KindCredit:
+		for {
+			old := w.limit.Load()
+			if credit <= old || w.limit.CompareAndSwap(old, credit) {
+				break
+			}
+		}
+	case KindCancel:
+		w.gone.Store(true)
+	}
+	w.signal()
+}
+
+// The status header of the server's no-responders answer.
+const (
+	statusHeader       = "Status"
+	statusNoResponders = "503"
+)
+
+func (w *Writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Write sends one data frame. data is encoded with the writer's codec,
+// except []byte and engine.Raw, which are sent as they are (pre-encoded in
+// that codec). Write blocks while the reader's credit is used up, until
+// credit arrives or ctx ends; it returns [ErrReaderGone] when the reader
+// closed the channel or granted nothing for the idle timeout, [ErrClosed]
+// after Close or Fail, an invalid_payload wire error for data that does not
+// encode or exceeds the server's max payload (nothing is sent), and ctx's
+// error when ctx ends first. A failed Write sends nothing and uses no
+// sequence number.
+func (w *Writer) Write(ctx context.Context, data any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	body, err := w.encode(data)
+	if err != nil {
+		return err
+	}
+	if err := w.lock(ctx); err != nil {
+		return err
+	}
+	defer w.unlock()
+	if w.ended {
+		return ErrClosed
+	}
+	seq := w.seq + 1
+	if err := w.awaitCredit(ctx, seq); err != nil {
+		return err
+	}
+	var h nats.Header
+	if seq == 1 {
+		h = frameHeader(seq, KindData, w.codec.ContentType()) // gets trace headers too
+	} else {
+		h = w.hdr
+		h[HeaderSeq][0] = strconv.FormatUint(seq, 10)
+	}
+	if err := w.publish(ctx, seq, h, body); err != nil {
+		return err
+	}
+	w.seq = seq
+	return nil
+}
+
+func (w *Writer) encode(data any) ([]byte, error) {
+	switch d := data.(type) {
+	case []byte:
+		return d, nil
+	case engine.Raw:
+		return d, nil
+	}
+	b, err := w.codec.Marshal(data)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "channel frame does not encode")
+	}
+	return b, nil
+}
+
+// lock takes the writer; a free writer is taken even when ctx is done, so
+// Close with an expired ctx still ends the stream.
+func (w *Writer) lock(ctx context.Context) error {
+	select {
+	case w.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case w.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *Writer) unlock() { <-w.sem }
+
+// awaitCredit blocks until frame seq is granted. sem held.
+func (w *Writer) awaitCredit(ctx context.Context, seq uint64) error {
+	if w.gone.Load() {
+		return ErrReaderGone
+	}
+	if seq <= w.limit.Load() {
+		return nil
+	}
+	// While it waits, the writer asks the reader for credit now and then:
+	// that recovers a lost grant, and the server's no-responders answer
+	// reveals a reader that vanished without a cancel.
+	w.timer.Reset(w.idle)
+	w.tick.Reset(w.probe)
+	defer w.timer.Stop()
+	defer w.tick.Stop()
+	for {
+		select {
+		case <-w.wake:
+		case <-w.tick.C:
+			if err := w.askCredit(); err != nil {
+				return err
+			}
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.timer.C:
+			w.gone.Store(true)
+			return fmt.Errorf("%w: no credit for %v after frame %d", ErrReaderGone, w.idle, seq-1)
+		}
+		if w.gone.Load() {
+			return ErrReaderGone
+		}
+		if seq <= w.limit.Load() {
+			return nil
+		}
+	}
+}
+
+// publish sends one frame; frame 1 also carries ctx's trace context.
+func (w *Writer) publish(ctx context.Context, seq uint64, h nats.Header, body []byte) error {
+	if seq == 1 {
+		w.e.Inject(ctx, h)
+	}
+	w.msg = nats.Msg{Subject: w.subj, Header: h, Data: body}
+	err := w.nc.PublishMsg(&w.msg)
+	w.msg = nats.Msg{}
+	if err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return wire.Errorf(wire.CodeInvalidPayload, "channel frame of %d bytes exceeds the server's max payload of %d bytes", len(body), w.nc.MaxPayload())
+		}
+		return wire.FromNATS(err)
+	}
+	return nil
+}
+
+// Close ends the stream cleanly: it sends the end frame (which needs no
+// credit) and flushes the connection within ctx, so the reader's Next
+// returns [ErrEnd] after the last data frame. An expired ctx still sends
+// the end frame, without waiting for the flush. If the reader is already gone it
+// sends nothing and returns [ErrReaderGone]. Close after Close or Fail is a
+// no-op returning nil, so `defer w.Close(ctx)` is safe.
+func (w *Writer) Close(ctx context.Context) error {
+	return w.terminate(ctx, func(seq uint64) (nats.Header, []byte) {
+		return frameHeader(seq, KindEnd, ""), nil
+	})
+}
+
+// Fail ends the stream with err: the reader's Next returns an error
+// wrapping [ErrWriterFailed] and err as a *wire.Error (err keeps its code
+// if it is one; context errors become canceled or timeout; anything else is
+// internal). Like Close, it needs no credit, flushes, and is a no-op after
+// Close or Fail.
+func (w *Writer) Fail(ctx context.Context, err error) error {
+	werr := wire.FromNATS(err)
+	if werr == nil {
+		werr = wire.Errorf(wire.CodeInternal, "writer failed")
+	}
+	return w.terminate(ctx, func(seq uint64) (nats.Header, []byte) {
+		return errorFrame(seq, werr, w.codec, w.nc.MaxPayload())
+	})
+}
+
+// errorFrame builds an error frame in codec: the wire error envelope and
+// the NATS services error headers (so wire.Decode reads it), shortened
+// when it would not fit maxPayload.
+func errorFrame(seq uint64, werr *wire.Error, codec wire.Codec, maxPayload int64) (nats.Header, []byte) {
+	m := wire.Reply(werr, codec)
+	// The message travels twice (header and body); leave room for the
+	// frame's own headers.
+	if int64(len(m.Data)+headerSize(m.Header))+1024 > maxPayload {
+		msg := werr.Message
+		if len(msg) > maxErrorMessage {
+			msg = msg[:maxErrorMessage]
+		}
+		short := wire.Errorf(werr.Code, "%s", msg)
+		short.Retryable = werr.Retryable
+		m = wire.Reply(short, codec)
+	}
+	h := frameHeader(seq, KindError, "")
+	for k, v := range m.Header {
+		h[k] = v
+	}
+	return h, m.Data
+}
+
+func headerSize(h nats.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// terminate sends a terminal frame once and releases the writer.
+func (w *Writer) terminate(ctx context.Context, build func(seq uint64) (nats.Header, []byte)) error {
+	if err := w.lock(ctx); err != nil {
+		return err
+	}
+	defer w.unlock()
+	if w.ended {
+		return nil
+	}
+	w.ended = true
+	defer func() { _ = w.sub.Unsubscribe() }()
+	if w.gone.Load() {
+		return ErrReaderGone
+	}
+	seq := w.seq + 1
+	h, body := build(seq)
+	if err := w.publish(ctx, seq, h, body); err != nil {
+		return err
+	}
+	w.seq = seq
+	if ctx.Err() != nil {
+		// Publishing does not block, so the frame is on its way; the
+		// connection's flusher sends it.
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, closeFlushTimeout)
+		defer cancel()
+	}
+	if err := w.nc.FlushWithContext(ctx); err != nil {
+		return wire.FromNATS(err)
+	}
+	return nil
+}
