@@ -174,3 +174,25 @@ func TestCommands(t *testing.T) {
 		t.Fatal("no server: want an error")
 	}
 }
+
+// The node consumes the default queue: an enqueued call runs.
+func TestDefaultQueue(t *testing.T) {
+	a := startTestApp(t)
+	url := a.node.ClientURL()
+	out, err := runIII(t, "trigger", "queue::enqueue",
+		`{"queue":"default","function_id":"state::set","data":{"scope":"demo","key":"queued","value":42}}`, "--nats", url)
+	if err != nil {
+		t.Fatalf("enqueue: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err = runIII(t, "trigger", "state::get", `{"scope":"demo","key":"queued"}`, "--nats", url)
+		if err == nil && strings.Contains(out, `"value": 42`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queued state::set never ran: %v\n%s", err, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -4,4 +4,6 @@ package main
 var wantFunctions = []string{
 	"engine::functions::list", "engine::workers::list",
 	"state::get", "state::set", "state::update", "state::delete", "state::list",
+	"queue::enqueue", "queue::dead_letters", "queue::redrive", "queue::stats",
+	"topic::publish",
 }

@@ -1,0 +1,412 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// Span attributes of a delivery, besides engine.AttrFunctionID.
+const (
+	AttrSubject  = "messaging.destination.name"
+	AttrDelivery = "iii.queue.delivery"
+)
+
+// dlqPublishTimeout bounds the dead-letter publish and the ack after it.
+const dlqPublishTimeout = 10 * time.Second
+
+// Consumer runs the calls of one durable JetStream consumer: for every
+// message it calls a function, acks on success, naks with backoff on a
+// retryable error, and dead-letters (or, without a dead-letter subject,
+// terminates) the message when its deliveries are used up. Any number of
+// Consumers in any number of processes may run on one JetStream consumer;
+// they share its messages.
+type Consumer struct {
+	e       *engine.Engine
+	opts    options
+	queue   string // dead-letter target; "" when attached without a queue
+	name    string // JetStream consumer name, for logs
+	hbEvery time.Duration
+
+	cc  jetstream.ConsumeContext
+	sem chan struct{}
+	// lastBlocked is when the receive callback last waited for a free slot;
+	// only the (serial) callback touches it.
+	lastBlocked time.Time
+
+	// base is the parent of every call's context; Stop cancels it.
+	base      context.Context
+	cancel    context.CancelFunc
+	stopped   chan struct{}
+	stopOnce  sync.Once
+	drainOnce sync.Once
+	done      chan struct{}
+
+	mu       sync.Mutex
+	finished bool // no more messages will be dispatched
+	wg       sync.WaitGroup
+
+	handled, retried, deadLettered, dropped, abandoned atomic.Int64
+}
+
+// Counters are what one [Consumer] did with the messages it received.
+type Counters struct {
+	// Handled messages were acked after their call succeeded.
+	Handled int64 `json:"handled"`
+	// Retried deliveries were nak'ed with a backoff delay.
+	Retried int64 `json:"retried"`
+	// DeadLettered messages were published to the dead-letter subject and
+	// removed from the queue.
+	DeadLettered int64 `json:"dead_lettered"`
+	// Dropped messages used up their deliveries on a consumer without a
+	// dead-letter subject ([Attach]) and were terminated.
+	Dropped int64 `json:"dropped"`
+	// Abandoned deliveries were left unanswered by [Consumer.Stop];
+	// JetStream redelivers them after AckWait.
+	Abandoned int64 `json:"abandoned"`
+}
+
+// Consume starts a consumer of the durable queue name: the durable
+// JetStream consumer subjects.QueueConsumer(name) on stream III_QUEUE,
+// filtered on the queue's subject, is created or updated (explicit ack,
+// AckWait from [WithAckWait]) and its messages are run. Every process that
+// calls Consume for one queue binds the same durable consumer, so they
+// share the work and each message runs once at a time. ctx bounds the
+// setup only; the consumer runs until [Consumer.Stop] or
+// [Consumer.Close].
+//
+// An invalid queue name is an invalid_payload *wire.Error; JetStream
+// failures are unavailable.
+func Consume(ctx context.Context, e *engine.Engine, name string, opts ...Option) (*Consumer, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	subj, err := subjects.QueueSubject(name)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "")
+	}
+	if _, err := e.EnsureStream(ctx, engine.QueueStreamConfig(e.Replicas())); err != nil {
+		return nil, err
+	}
+	if _, err := e.EnsureStream(ctx, engine.DLQStreamConfig(e.Replicas())); err != nil {
+		return nil, err
+	}
+	cons, err := e.JetStream().CreateOrUpdateConsumer(ctx, subjects.QueueStream, jetstream.ConsumerConfig{
+		Durable:       subjects.QueueConsumer(name),
+		Description:   "iii durable queue " + name,
+		FilterSubject: subj,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.consumerAckWait(),
+		// Deliveries are counted here, not by JetStream: a message that
+		// used them up must be dead-lettered, never parked in the stream.
+		MaxDeliver: -1,
+	})
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "consumer of queue %q", name)
+	}
+	return start(e, cons, o, name)
+}
+
+// Attach runs the calls of an existing JetStream consumer cons, which must
+// use explicit acks: each message calls the function named by [WithFunction]
+// or, without it, by the message's Iii-Function-Id header, with the same
+// retries as a queue. Messages that use up their deliveries are terminated
+// and logged, since there is no queue to dead-letter them to. Durable
+// topics run on Attach. The heartbeat interval follows cons's AckWait.
+func Attach(e *engine.Engine, cons jetstream.Consumer, opts ...Option) (*Consumer, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cons == nil {
+		return nil, fmt.Errorf("%w: nil consumer", engine.ErrInvalidOption)
+	}
+	return start(e, cons, o, "")
+}
+
+func start(e *engine.Engine, cons jetstream.Consumer, o options, queue string) (*Consumer, error) {
+	info := cons.CachedInfo()
+	if info.Config.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, fmt.Errorf("%w: consumer %q must use explicit acks", engine.ErrInvalidOption, info.Name)
+	}
+	ackWait := info.Config.AckWait
+	if ackWait <= 0 {
+		ackWait = 30 * time.Second // the server's default
+	}
+	c := &Consumer{
+		e:       e,
+		opts:    o,
+		queue:   queue,
+		name:    info.Name,
+		hbEvery: ackWait / 3,
+		sem:     make(chan struct{}, o.concurrency),
+		stopped: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	c.base, c.cancel = context.WithCancel(context.Background())
+	cc, err := cons.Consume(c.receive,
+		jetstream.PullMaxMessages(o.concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			e.Logger().Warn("queue consumer error", "consumer", c.name, "error", err)
+		}))
+	if err != nil {
+		c.cancel()
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume %q", info.Name)
+	}
+	c.cc = cc
+	closed := cc.Closed()
+	go func() {
+		<-closed
+		c.mu.Lock()
+		c.finished = true
+		c.mu.Unlock()
+		c.wg.Wait()
+		c.cancel()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// receive is the pull subscription's callback. nats.go calls it serially,
+// so a call runs in its own goroutine; the semaphore bounds them and holds
+// further messages in the small pull buffer.
+func (c *Consumer) receive(msg jetstream.Msg) {
+	hb := startHeartbeat(msg, c.hbEvery)
+	if !c.lastBlocked.IsZero() && time.Since(c.lastBlocked) < 3*c.hbEvery {
+		// The callback was recently blocked, so this message may have sat
+		// in the pull buffer for a while: reset its AckWait now.
+		_ = msg.InProgress()
+	}
+	select {
+	case c.sem <- struct{}{}:
+	default:
+		c.lastBlocked = time.Now()
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.stopped:
+			hb.stop()
+			c.abandoned.Add(1)
+			return
+		}
+		c.lastBlocked = time.Now()
+	}
+	c.mu.Lock()
+	if c.finished {
+		c.mu.Unlock()
+		<-c.sem
+		hb.stop()
+		c.abandoned.Add(1)
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			hb.stop()
+			<-c.sem
+			c.wg.Done()
+		}()
+		c.process(msg)
+	}()
+}
+
+// process runs one delivery to its end: ack, nak with delay, dead-letter,
+// or — when the consumer was stopped meanwhile — nothing at all.
+func (c *Consumer) process(msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		c.e.Logger().Error("queue message without JetStream metadata", "consumer", c.name, "error", err)
+		_ = msg.Term()
+		c.dropped.Add(1)
+		return
+	}
+	hdr := msg.Headers()
+	fnID := c.opts.function
+	if fnID == "" {
+		fnID = hdr.Get(engine.HeaderFunctionID)
+	}
+	if md.NumDelivered > uint64(c.opts.maxDeliver) {
+		// Only possible when an earlier last delivery never answered.
+		c.final(msg, md, fnID, wire.Errorf(wire.CodeTimeout,
+			"delivery %d exceeds max deliver %d: the previous delivery never finished (its consumer stopped or crashed, or the ack wait ran out)",
+			md.NumDelivered, c.opts.maxDeliver))
+		return
+	}
+	if err := subjects.ValidateFunctionID(fnID); err != nil {
+		c.final(msg, md, fnID, wire.Wrap(wire.CodeInvalidPayload, err, "message names no valid function in header %s", engine.HeaderFunctionID))
+		return
+	}
+
+	ctx := c.e.Extract(c.base, hdr)
+	ctx, span := c.e.Tracer().Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String(engine.AttrFunctionID, fnID),
+			attribute.String(AttrSubject, msg.Subject()),
+			attribute.Int64(AttrDelivery, int64(md.NumDelivered)),
+		))
+	defer span.End()
+	callCtx, cancel := context.WithTimeout(ctx, c.opts.callTimeout)
+	_, _, err = c.e.TriggerRaw(callCtx, fnID, msg.Data(), wire.ForContentType(hdr.Get(wire.HeaderContentType)))
+	cancel()
+	if err == nil {
+		if aerr := msg.Ack(); aerr != nil {
+			c.e.Logger().Warn("queue ack failed; the message will run again", "consumer", c.name, "function_id", fnID, "error", aerr)
+		}
+		c.handled.Add(1)
+		return
+	}
+	if c.base.Err() != nil {
+		// Stopped mid-call: leave the message to JetStream, exactly as a
+		// crashed process would.
+		c.abandoned.Add(1)
+		return
+	}
+	we := wire.From(err)
+	span.SetStatus(codes.Error, string(we.Code))
+	span.RecordError(we)
+	if c.opts.nonRetryable[we.Code] || md.NumDelivered >= uint64(c.opts.maxDeliver) {
+		c.final(msg, md, fnID, we)
+		return
+	}
+	delay := backoff(md.NumDelivered, c.opts.backoffBase, c.opts.backoffMax, c.opts.jitter)
+	if nerr := msg.NakWithDelay(delay); nerr != nil {
+		c.e.Logger().Warn("queue nak failed; the message comes back after ack wait", "consumer", c.name, "error", nerr)
+	}
+	c.retried.Add(1)
+	c.e.Logger().Debug("queue call failed; retrying", "consumer", c.name, "function_id", fnID,
+		"delivery", md.NumDelivered, "delay", delay, "code", we.Code, "error", we.Message)
+}
+
+// final ends a message that will not be tried again: dead-letter it (queue)
+// or terminate it (attached consumer).
+func (c *Consumer) final(msg jetstream.Msg, md *jetstream.MsgMetadata, fnID string, we *wire.Error) {
+	log := c.e.Logger()
+	if c.queue == "" {
+		if err := msg.TermWithReason("iii: deliveries used up: " + string(we.Code)); err != nil {
+			log.Warn("queue term failed", "consumer", c.name, "error", err)
+		}
+		c.dropped.Add(1)
+		log.Error("message dropped after its last delivery", "consumer", c.name, "function_id", fnID,
+			"deliveries", md.NumDelivered, "code", we.Code, "error", we.Message)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.base, dlqPublishTimeout)
+	defer cancel()
+	out := deadLetterMsg(c.queue, msg.Data(), msg.Headers(), md, fnID, we, time.Now())
+	if _, err := c.e.JetStream().PublishMsg(ctx, out); err != nil {
+		if c.base.Err() != nil {
+			c.abandoned.Add(1)
+			return
+		}
+		// The original stays; it comes back and is dead-lettered then.
+		delay := backoff(md.NumDelivered, c.opts.backoffBase, c.opts.backoffMax, c.opts.jitter)
+		_ = msg.NakWithDelay(delay)
+		c.retried.Add(1)
+		log.Error("dead-letter publish failed; the message stays on its queue", "queue", c.queue, "error", err)
+		return
+	}
+	// Removing the original only after JetStream stored the dead letter
+	// means a crash here leaves both; the redelivered original is
+	// dead-lettered again under the same Nats-Msg-Id and deduplicated.
+	if err := msg.DoubleAck(ctx); err != nil {
+		log.Warn("ack after dead-letter failed; the message will be dead-lettered again and deduplicated", "queue", c.queue, "error", err)
+	}
+	c.deadLettered.Add(1)
+	log.Warn("message dead-lettered", "queue", c.queue, "function_id", fnID,
+		"deliveries", md.NumDelivered, "code", we.Code, "error", we.Message)
+}
+
+// Counters returns what this Consumer has done so far.
+func (c *Consumer) Counters() Counters {
+	return Counters{
+		Handled:      c.handled.Load(),
+		Retried:      c.retried.Load(),
+		DeadLettered: c.deadLettered.Load(),
+		Dropped:      c.dropped.Load(),
+		Abandoned:    c.abandoned.Load(),
+	}
+}
+
+// Name is the JetStream consumer's name.
+func (c *Consumer) Name() string { return c.name }
+
+// Stop stops at once, as a crash would: no more messages are pulled,
+// buffered messages are dropped, and calls in flight have their contexts
+// cancelled and their messages left unanswered, so JetStream redelivers
+// them after AckWait. Use [Consumer.Close] to shut down gracefully.
+func (c *Consumer) Stop() {
+	c.stopOnce.Do(func() {
+		close(c.stopped)
+		c.cancel()
+		c.cc.Stop()
+	})
+}
+
+// Drain starts a graceful shutdown and returns: no more messages are
+// pulled, and those already buffered and in flight run to their end.
+// [Consumer.Closed] reports when it is over.
+func (c *Consumer) Drain() {
+	c.drainOnce.Do(c.cc.Drain)
+}
+
+// Closed is closed once the consumer has stopped and no call is in flight.
+func (c *Consumer) Closed() <-chan struct{} { return c.done }
+
+// Close drains the consumer and waits until it is closed or ctx ends; then
+// it stops it (see [Consumer.Stop]) and returns an error wrapping
+// [ErrNotDrained] and ctx's error.
+func (c *Consumer) Close(ctx context.Context) error {
+	c.Drain()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+	}
+	c.Stop()
+	<-c.done
+	return fmt.Errorf("%w: consumer %s: %w", ErrNotDrained, c.name, ctx.Err())
+}
+
+// heartbeat sends InProgress every interval while a message is held, so
+// that a call longer than AckWait keeps its message.
+type heartbeat struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+func startHeartbeat(msg jetstream.Msg, every time.Duration) *heartbeat {
+	h := &heartbeat{}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.t = time.AfterFunc(every, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.stopped {
+			return
+		}
+		_ = msg.InProgress()
+		h.t.Reset(every)
+	})
+	return h
+}
+
+func (h *heartbeat) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.t.Stop()
+	h.mu.Unlock()
+}

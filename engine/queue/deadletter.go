@@ -1,0 +1,317 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// Headers a dead letter carries besides the original message's own
+// (Content-Type, Iii-Function-Id, trace context). Iii-Enqueued-At and
+// Iii-Redrives also travel on a redriven queue message.
+const (
+	// HeaderQueue names the queue the message was dead-lettered from.
+	HeaderQueue = "Iii-Queue"
+	// HeaderErrorCode is the catalog code of the last delivery's error.
+	HeaderErrorCode = "Iii-Error-Code"
+	// HeaderErrorMessage is the last delivery's error message (one line,
+	// at most [MaxErrorMessage] bytes).
+	HeaderErrorMessage = "Iii-Error-Message"
+	// HeaderDeliveries is how many deliveries the message had.
+	HeaderDeliveries = "Iii-Deliveries"
+	// HeaderEnqueuedAt is when the message was first enqueued (RFC 3339,
+	// UTC), kept across redrives.
+	HeaderEnqueuedAt = "Iii-Enqueued-At"
+	// HeaderDeadLetteredAt is when it was dead-lettered (RFC 3339, UTC).
+	HeaderDeadLetteredAt = "Iii-Dead-Lettered-At"
+	// HeaderQueueSeq is its sequence in stream III_QUEUE.
+	HeaderQueueSeq = "Iii-Queue-Seq"
+	// HeaderOriginalMsgID keeps the producer's Nats-Msg-Id (dedup id):
+	// the dead letter and a redriven message get their own ids.
+	HeaderOriginalMsgID = "Iii-Original-Msg-Id"
+	// HeaderRedrives counts how often the message was redriven.
+	HeaderRedrives = "Iii-Redrives"
+)
+
+// MaxErrorMessage bounds the error message kept in a dead letter's header.
+const MaxErrorMessage = 1024
+
+// dlqOnly are the headers a dead letter adds and a redrive removes.
+var dlqOnly = []string{HeaderQueue, HeaderErrorCode, HeaderErrorMessage, HeaderDeliveries, HeaderDeadLetteredAt, HeaderQueueSeq}
+
+// DeadLetter is one message in the dead-letter subject of a queue.
+type DeadLetter struct {
+	// Sequence is the message's sequence in stream III_DLQ: the handle for
+	// [WithRedriveSequence].
+	Sequence     uint64    `json:"sequence"`
+	Queue        string    `json:"queue"`
+	FunctionID   string    `json:"function_id"`
+	ErrorCode    wire.Code `json:"error_code"`
+	ErrorMessage string    `json:"error_message"`
+	Deliveries   int       `json:"deliveries"`
+	Redrives     int       `json:"redrives,omitempty"`
+	EnqueuedAt   time.Time `json:"enqueued_at"`
+	DeadAt       time.Time `json:"dead_lettered_at"`
+	ContentType  string    `json:"content_type"`
+	// Data is the payload decoded with its codec (nil if it does not
+	// decode); Body is the payload as stored.
+	Data   any         `json:"data"`
+	Body   []byte      `json:"-"`
+	Header nats.Header `json:"-"`
+}
+
+// dlqMsgID is the Nats-Msg-Id of the dead letter of queue message seq, so
+// that dead-lettering the same message twice (a crash between the publish
+// and the ack) stores it once.
+func dlqMsgID(queue string, seq uint64) string {
+	return "iii-dlq-" + queue + "-" + strconv.FormatUint(seq, 10)
+}
+
+// redriveMsgID is the Nats-Msg-Id of the redrive of dead letter seq, so
+// that a redrive retried after a crash between publish and delete enqueues
+// it once (within the queue stream's duplicate window).
+func redriveMsgID(queue string, seq uint64) string {
+	return "iii-redrive-" + queue + "-" + strconv.FormatUint(seq, 10)
+}
+
+// copyHeader copies h without the Nats-* headers, which JetStream would
+// interpret on the next publish (dedup ids, expectations, TTLs).
+func copyHeader(h nats.Header, extra int) nats.Header {
+	out := make(nats.Header, len(h)+extra)
+	for k, v := range h {
+		if len(k) >= 5 && strings.EqualFold(k[:5], "Nats-") {
+			continue
+		}
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+// headerValue makes s a safe one-line header value of at most
+// MaxErrorMessage bytes, cut at a rune boundary.
+func headerValue(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r < 0x20 && r != '\t' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > MaxErrorMessage {
+		cut := MaxErrorMessage
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return strings.TrimSpace(s)
+}
+
+const timeLayout = time.RFC3339Nano
+
+// deadLetterMsg builds the dead letter of a queue message: the original
+// body and headers plus the Iii-* dead-letter headers.
+func deadLetterMsg(queue string, data []byte, hdr nats.Header, md *jetstream.MsgMetadata, fnID string, we *wire.Error, now time.Time) *nats.Msg {
+	subj, _ := subjects.DLQSubject(queue)
+	h := copyHeader(hdr, len(dlqOnly)+3)
+	if id := hdr.Get(nats.MsgIdHdr); id != "" && h.Get(HeaderOriginalMsgID) == "" {
+		h.Set(HeaderOriginalMsgID, headerValue(id))
+	}
+	h.Set(HeaderQueue, queue)
+	if fnID != "" {
+		h.Set(engine.HeaderFunctionID, headerValue(fnID))
+	}
+	h.Set(HeaderErrorCode, string(we.Code))
+	h.Set(HeaderErrorMessage, headerValue(we.Message))
+	h.Set(HeaderDeliveries, strconv.FormatUint(md.NumDelivered, 10))
+	if _, err := time.Parse(timeLayout, h.Get(HeaderEnqueuedAt)); err != nil {
+		h.Set(HeaderEnqueuedAt, md.Timestamp.UTC().Format(timeLayout))
+	}
+	h.Set(HeaderDeadLetteredAt, now.UTC().Format(timeLayout))
+	h.Set(HeaderQueueSeq, strconv.FormatUint(md.Sequence.Stream, 10))
+	h.Set(nats.MsgIdHdr, dlqMsgID(queue, md.Sequence.Stream))
+	return &nats.Msg{Subject: subj, Data: data, Header: h}
+}
+
+// parseDeadLetter reads a stored dead letter. Missing or malformed headers
+// leave their fields zero; it never fails.
+func parseDeadLetter(seq uint64, data []byte, h nats.Header) DeadLetter {
+	dl := DeadLetter{
+		Sequence:     seq,
+		Queue:        h.Get(HeaderQueue),
+		FunctionID:   h.Get(engine.HeaderFunctionID),
+		ErrorCode:    wire.Code(h.Get(HeaderErrorCode)),
+		ErrorMessage: h.Get(HeaderErrorMessage),
+		ContentType:  h.Get(wire.HeaderContentType),
+		Body:         data,
+		Header:       h,
+	}
+	if n, err := strconv.Atoi(h.Get(HeaderDeliveries)); err == nil && n >= 0 {
+		dl.Deliveries = n
+	}
+	if n, err := strconv.Atoi(h.Get(HeaderRedrives)); err == nil && n >= 0 {
+		dl.Redrives = n
+	}
+	if t, err := time.Parse(timeLayout, h.Get(HeaderEnqueuedAt)); err == nil {
+		dl.EnqueuedAt = t
+	}
+	if t, err := time.Parse(timeLayout, h.Get(HeaderDeadLetteredAt)); err == nil {
+		dl.DeadAt = t
+	}
+	var v any
+	if len(data) > 0 && wire.ForContentType(dl.ContentType).Unmarshal(data, &v) == nil {
+		dl.Data = v
+	}
+	return dl
+}
+
+// redriveMsg builds the queue message that puts dead letter dl back.
+func redriveMsg(queue string, dl *jetstream.RawStreamMsg) *nats.Msg {
+	subj, _ := subjects.QueueSubject(queue)
+	h := copyHeader(dl.Header, 2)
+	for _, k := range dlqOnly {
+		h.Del(k)
+	}
+	n, err := strconv.Atoi(dl.Header.Get(HeaderRedrives))
+	if err != nil || n < 0 || n >= 1<<30 {
+		n = 0
+	}
+	h.Set(HeaderRedrives, strconv.Itoa(n+1))
+	h.Set(nats.MsgIdHdr, redriveMsgID(queue, dl.Sequence))
+	return &nats.Msg{Subject: subj, Data: dl.Data, Header: h}
+}
+
+// MaxDeadLetters bounds one [DeadLetters] listing.
+const MaxDeadLetters = 1000
+
+// DeadLetters lists up to limit (1..[MaxDeadLetters]) dead letters of queue
+// name, oldest first.
+func DeadLetters(ctx context.Context, e *engine.Engine, name string, limit int) ([]DeadLetter, error) {
+	subj, err := subjects.DLQSubject(name)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "")
+	}
+	if limit < 1 || limit > MaxDeadLetters {
+		return nil, wire.Errorf(wire.CodeInvalidPayload, "limit %d must be 1..%d", limit, MaxDeadLetters)
+	}
+	dlq, err := e.EnsureStream(ctx, engine.DLQStreamConfig(e.Replicas()))
+	if err != nil {
+		return nil, err
+	}
+	out := []DeadLetter{}
+	for seq := uint64(1); len(out) < limit; {
+		m, err := dlq.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, wire.Wrap(wire.CodeUnavailable, err, "read dead letters of %q", name)
+		}
+		out = append(out, parseDeadLetter(m.Sequence, m.Data, m.Header))
+		seq = m.Sequence + 1
+	}
+	return out, nil
+}
+
+// Redrive moves dead letters of queue name back onto the queue, oldest
+// first, and returns how many it moved. Each is published (Nats-Msg-Id
+// "iii-redrive-<queue>-<dlq seq>") and acked by JetStream before it is
+// deleted from the dead-letter stream, so a crash in between never loses
+// it, and a retried Redrive within the queue stream's duplicate window
+// (2 minutes) does not enqueue it twice. A redriven message starts with
+// fresh deliveries and keeps its first enqueue time. Dead letters that
+// arrive while Redrive runs (a message that fails again at once) are left
+// for the next call. With [WithRedriveSequence] a missing sequence is
+// not_found.
+func Redrive(ctx context.Context, e *engine.Engine, name string, opts ...RedriveOption) (int, error) {
+	var o redriveOptions
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return 0, err
+		}
+	}
+	subj, err := subjects.DLQSubject(name)
+	if err != nil {
+		return 0, wire.Wrap(wire.CodeInvalidPayload, err, "")
+	}
+	if _, err := e.EnsureStream(ctx, engine.QueueStreamConfig(e.Replicas())); err != nil {
+		return 0, err
+	}
+	dlq, err := e.EnsureStream(ctx, engine.DLQStreamConfig(e.Replicas()))
+	if err != nil {
+		return 0, err
+	}
+	info, err := dlq.Info(ctx)
+	if err != nil {
+		return 0, wire.Wrap(wire.CodeUnavailable, err, "dead letters of %q", name)
+	}
+	last := info.State.LastSeq
+
+	if o.sequence != 0 {
+		m, err := dlq.GetMsg(ctx, o.sequence)
+		if errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Subject != subj {
+			return 0, wire.Errorf(wire.CodeNotFound, "queue %q has no dead letter %d", name, o.sequence)
+		}
+		if err != nil {
+			return 0, wire.Wrap(wire.CodeUnavailable, err, "dead letter %d of %q", o.sequence, name)
+		}
+		moved, err := redriveOne(ctx, e, dlq, name, m)
+		if err != nil || !moved {
+			return 0, err
+		}
+		return 1, nil
+	}
+
+	n := 0
+	for seq := uint64(1); seq <= last && (o.limit == 0 || n < o.limit); {
+		m, err := dlq.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return n, wire.Wrap(wire.CodeUnavailable, err, "read dead letters of %q", name)
+		}
+		if m.Sequence > last {
+			break
+		}
+		moved, err := redriveOne(ctx, e, dlq, name, m)
+		if err != nil {
+			return n, err
+		}
+		if moved {
+			n++
+		}
+		seq = m.Sequence + 1
+	}
+	return n, nil
+}
+
+// redriveOne moves one dead letter; moved is false when a concurrent
+// Redrive deleted it first.
+func redriveOne(ctx context.Context, e *engine.Engine, dlq jetstream.Stream, name string, m *jetstream.RawStreamMsg) (moved bool, err error) {
+	if _, err := e.JetStream().PublishMsg(ctx, redriveMsg(name, m)); err != nil {
+		return false, wire.Wrap(wire.CodeUnavailable, err, "redrive dead letter %d of %q", m.Sequence, name)
+	}
+	if err := dlq.DeleteMsg(ctx, m.Sequence); err != nil {
+		// Already gone means a concurrent Redrive moved it; its publish
+		// had the same Nats-Msg-Id, so the queue holds it once.
+		if _, gerr := dlq.GetMsg(ctx, m.Sequence); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		return false, wire.Wrap(wire.CodeUnavailable, err, "delete dead letter %d of %q", m.Sequence, name)
+	}
+	return true, nil
+}

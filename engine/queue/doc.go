@@ -1,0 +1,62 @@
+// Package queue is the consumer side of iii's durable queues (SPEC §3):
+// it runs the function calls that [engine.Engine.Enqueue] puts on stream
+// III_QUEUE, retries them with exponential backoff, dead-letters the ones
+// that keep failing onto "iii.dlq.<queue>" (stream III_DLQ), and lets an
+// operator inspect and redrive them.
+//
+// # Lifecycle
+//
+// A producer enqueues anywhere:
+//
+//	err := e.Enqueue(ctx, "emails", "mail::send", req, engine.WithDedupID(orderID))
+//
+// Any number of processes consume the queue; they bind one durable
+// consumer (subjects.QueueConsumer) and share its messages:
+//
+//	c, err := queue.Consume(ctx, e, "emails", queue.WithMaxDeliver(5))
+//	defer c.Close(ctx) // drain: finish what is in flight
+//
+// For each message the consumer calls the function named by its
+// Iii-Function-Id header through [engine.Engine.TriggerRaw], with the
+// message's codec and trace context, and then
+//
+//   - acks on success (the work-queue stream forgets the message);
+//   - on a retryable error naks with a delay of base·2^(n-1) after delivery
+//     n, capped, with jitter ([WithBackoff], [WithJitter]);
+//   - on a final error ([Retryable]: invalid_payload, forbidden, or a
+//     message with no valid function id) or when the deliveries reach
+//     max deliver ([WithMaxDeliver], default 5), publishes a dead letter —
+//     the original body and headers plus Iii-Queue, Iii-Error-Code,
+//     Iii-Error-Message, Iii-Deliveries, Iii-Enqueued-At,
+//     Iii-Dead-Lettered-At, Iii-Queue-Seq — and removes the original only
+//     after JetStream acked the dead letter. A crash in between leaves both;
+//     the original comes back and its second dead letter is dropped by
+//     JetStream's deduplication (Nats-Msg-Id "iii-dlq-<queue>-<seq>").
+//
+// Deliveries are counted by this package (the JetStream consumer has no
+// MaxDeliver), so a message whose last delivery never answered — its
+// consumer crashed — is dead-lettered with code timeout on the next
+// delivery instead of being parked in the stream forever.
+//
+// While a call runs the consumer sends in-progress heartbeats every
+// AckWait/3, so a long call keeps its message and the AckWait
+// ([WithAckWait]) only decides how soon a crashed consumer's messages are
+// redelivered. [Consumer.Stop] behaves like a crash (nothing is acked or
+// nak'ed); [Consumer.Drain] and [Consumer.Close] finish the calls in
+// flight first. Delivery is at least once: a call that succeeded but whose
+// ack was lost runs again, so queued functions should be idempotent.
+//
+// # Dead letters
+//
+// [DeadLetters] lists them, [Redrive] moves them back (publish, then
+// delete, idempotent under Nats-Msg-Id "iii-redrive-<queue>-<seq>"), and
+// [Inspect] reports a queue's counts. [Serve] exposes all of this as the
+// functions queue::enqueue, queue::dead_letters, queue::redrive and
+// queue::stats of worker "queue", so the nats CLI can drive it:
+//
+//	nats req iii.fn.queue.redrive '{"queue":"emails"}'
+//
+// [Attach] runs the same retry loop on any explicit-ack JetStream consumer
+// (durable topics use it); such a consumer has no dead-letter subject and
+// terminates a message that used up its deliveries.
+package queue
