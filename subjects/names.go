@@ -32,8 +32,11 @@ const (
 	// ChannelSubjectPrefix prefixes channel subjects ([ChannelSubject]).
 	ChannelSubjectPrefix = "iii.ch."
 
-	// CronBucket holds cron leases, one key per cron id and tick.
+	// CronBucket holds cron leases, one key "<job id>.<tick unix ms>" per
+	// job and tick.
 	CronBucket = "iii-cron"
+	// CronJobsBucket holds cron job definitions, one key per job id.
+	CronJobsBucket = "iii-cron-jobs"
 
 	// HTTPRoutesBucket holds the HTTP trigger gateway's routes.
 	HTTPRoutesBucket = "iii-http-routes"

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iii-on-nats/iii/engine"
 )
 
 // startTestApp runs a whole node in-process on a random port.
@@ -194,5 +198,48 @@ func TestDefaultQueue(t *testing.T) {
 			t.Fatalf("queued state::set never ran: %v\n%s", err, out)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The node serves the HTTP trigger gateway; routes are added over the bus.
+func TestHTTPGateway(t *testing.T) {
+	a := startTestApp(t)
+	w, err := a.e.Worker("hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type httpReq struct {
+		PathParams map[string]string `json:"path_params"`
+	}
+	type httpResp struct {
+		StatusCode int    `json:"status_code"`
+		Body       string `json:"body"`
+	}
+	if err := w.Register(engine.Function{ID: "hello::http", Handler: engine.Typed(func(_ context.Context, r httpReq) (httpResp, error) {
+		return httpResp{StatusCode: 200, Body: "hello " + r.PathParams["name"]}, nil
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	url := a.node.ClientURL()
+	if out, err := runIII(t, "trigger", "http::add_route", `{"method":"GET","path":"/hello/:name","function_id":"hello::http"}`, "--nats", url); err != nil {
+		t.Fatalf("add route: %v\n%s", err, out)
+	}
+	var body string
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + a.httpLn.Addr().String() + "/hello/ada")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		if resp.StatusCode == 200 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if body != "hello ada" {
+		t.Fatalf("GET /hello/ada = %q", body)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // every node parses cron time zones with the same rules
 
 	"github.com/iii-on-nats/iii/engine/wire"
 )

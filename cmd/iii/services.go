@@ -2,7 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
 
+	"github.com/iii-on-nats/iii/engine/cron"
+	"github.com/iii-on-nats/iii/engine/httpgw"
 	"github.com/iii-on-nats/iii/engine/queue"
 	"github.com/iii-on-nats/iii/engine/state"
 	"github.com/iii-on-nats/iii/engine/topic"
@@ -32,5 +39,43 @@ func (a *app) startServices(ctx context.Context, cfg upConfig) error {
 	if _, err := topic.Serve(ctx, a.e); err != nil {
 		return err
 	}
+	sched, err := cron.Start(ctx, a.e)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, sched.Close)
+	if _, err := cron.Serve(ctx, a.e, sched); err != nil {
+		return err
+	}
+	if cfg.httpAddr != "" {
+		return a.startGateway(ctx, cfg.httpAddr)
+	}
+	return nil
+}
+
+// startGateway serves the HTTP trigger gateway on addr.
+func (a *app) startGateway(ctx context.Context, addr string) error {
+	gw, err := httpgw.New(ctx, a.e)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, gw.Close)
+	if _, err := httpgw.Serve(ctx, a.e, gw); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", addr, err)
+	}
+	a.httpLn = ln
+	a.httpSrv = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := a.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.e.Logger().Error("http gateway stopped", "error", err)
+		}
+	}()
+	// Stop accepting requests first: it is the last closer added, so it
+	// runs before the gateway and the engine close.
+	a.closers = append(a.closers, a.httpSrv.Shutdown)
 	return nil
 }

@@ -6,4 +6,6 @@ var wantFunctions = []string{
 	"state::get", "state::set", "state::update", "state::delete", "state::list",
 	"queue::enqueue", "queue::dead_letters", "queue::redrive", "queue::stats",
 	"topic::publish",
+	"cron::schedule", "cron::unschedule", "cron::list",
+	"http::add_route", "http::remove_route", "http::list_routes",
 }

@@ -1,0 +1,44 @@
+// Package cron runs cron triggers on the bus: a job {id, expression,
+// function_id, data} calls its function at every tick of its expression,
+// once per tick across the whole cluster.
+//
+// # Expressions
+//
+// [Parse] reads standard five-field expressions ("minute hour dom month
+// dow"), six fields with a leading seconds field, lists, ranges, steps,
+// month and weekday names, the @hourly/@daily/@weekly/@monthly/@yearly
+// shorthands and "@every <duration>". [Expression.Next] is the first tick
+// strictly after a time, in UTC or the job's time zone. The parser is
+// hand-written on the standard library and fuzzed.
+//
+// # Jobs and schedulers
+//
+// Jobs live in the KV bucket [JobsBucket] ("iii-cron-jobs", JSON, one key
+// per job id), written by [Schedule] / [Unschedule] or by the functions
+// cron::schedule, cron::unschedule and cron::list that [Serve] registers.
+// Every node runs one [Scheduler] ([Start]); each watches the bucket, so all
+// of them run the same set and follow changes live.
+//
+// Every scheduler computes every tick. For a tick, each one tries to create
+// the lease key "<job id>.<tick unix ms>" in [subjects.CronBucket] with a
+// per-key TTL; KV create succeeds for exactly one of them, and that node
+// calls the function (a synchronous trigger, not retried) with an [Event]:
+//
+//	{"job_id":"nightly","tick":"2030-01-02T00:00:00.000Z","tick_ms":1893542400000,"data":{...}}
+//
+// So a tick fires at most once, and exactly once while any scheduler is up
+// and JetStream answers. Ticks missed while no scheduler ran are not caught
+// up; a scheduler that wakes later than its misfire grace skips the tick
+// ([WithMisfireGrace]). A function that must not lose a tick should enqueue
+// durable work and return at once.
+//
+// Lifecycle: Start → (jobs come and go through the bucket) → Close. Time
+// comes from a [Clock] ([WithClock]), so tests move a fake clock instead of
+// waiting for midnight.
+//
+//	sched, err := cron.Start(ctx, e)
+//	if err != nil { ... }
+//	defer sched.Close(ctx)
+//	err = cron.Schedule(ctx, e, cron.Job{ID: "nightly", Expression: "0 3 * * *",
+//		FunctionID: "reports::build", Data: map[string]any{"kind": "daily"}})
+package cron

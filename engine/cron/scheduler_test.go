@@ -1,0 +1,376 @@
+package cron_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/cron"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// fakeClock is a manual clock: After channels fire when Advance passes
+// their deadline.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock(now time.Time) *fakeClock { return &fakeClock{now: now} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	keep := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.now) {
+			keep = append(keep, w)
+			continue
+		}
+		w.ch <- c.now
+	}
+	c.waiters = keep
+}
+
+// Waiting is the number of After channels not yet fired.
+func (c *fakeClock) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+// tickRecorder is a function that counts its calls per tick.
+type tickRecorder struct {
+	mu     sync.Mutex
+	counts map[int64]int
+	events []cron.Event
+}
+
+func (r *tickRecorder) register(t *testing.T, e *engine.Engine, id string) {
+	t.Helper()
+	w, err := e.Worker("ticks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Register(engine.Function{ID: id, Handler: engine.Typed(func(_ context.Context, ev cron.Event) (engine.Empty, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.counts == nil {
+			r.counts = map[int64]int{}
+		}
+		r.counts[ev.TickMS]++
+		r.events = append(r.events, ev)
+		return engine.Empty{}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *tickRecorder) snapshot() (map[int64]int, []cron.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := make(map[int64]int, len(r.counts))
+	for k, v := range r.counts {
+		c[k] = v
+	}
+	return c, append([]cron.Event(nil), r.events...)
+}
+
+func start(t *testing.T, e *engine.Engine, opts ...cron.Option) *cron.Scheduler {
+	t.Helper()
+	s, err := cron.Start(context.Background(), e, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func TestEachTickFiresOnceAcrossThreeNodes(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	var rec tickRecorder
+	rec.register(t, enginetest.NewEngine(t, ns), "test::tick")
+	ctx := context.Background()
+
+	scheds := make([]*cron.Scheduler, 3)
+	for i := range scheds {
+		scheds[i] = start(t, enginetest.NewEngine(t, ns))
+	}
+	job := cron.Job{ID: "fast", Expression: "@every 200ms", FunctionID: "test::tick", Data: map[string]any{"n": 42}}
+	if err := cron.Schedule(ctx, enginetest.NewEngine(t, ns), job); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if c, _ := rec.snapshot(); len(c) < 8 {
+			return fmt.Errorf("%d ticks so far", len(c))
+		}
+		return nil
+	})
+	// Close waits for the calls in flight, so the counts are final.
+	for _, s := range scheds {
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts, events := rec.snapshot()
+	ticks := make([]int64, 0, len(counts))
+	for tick, n := range counts {
+		if n != 1 {
+			t.Errorf("tick %d fired %d times", tick, n)
+		}
+		if tick%200 != 0 {
+			t.Errorf("tick %d is not a multiple of 200ms", tick)
+		}
+		ticks = append(ticks, tick)
+	}
+	sort.Slice(ticks, func(a, b int) bool { return ticks[a] < ticks[b] })
+	for i := 1; i < len(ticks); i++ {
+		if ticks[i]-ticks[i-1] != 200 {
+			t.Errorf("gap between ticks %d and %d", ticks[i-1], ticks[i])
+		}
+	}
+	ev := events[0]
+	if ev.JobID != "fast" || fmt.Sprint(ev.Data.(map[string]any)["n"]) != "42" || ev.Time().UnixMilli() != ev.TickMS {
+		t.Fatalf("event = %+v", ev)
+	}
+	if tt, err := time.Parse(time.RFC3339Nano, ev.Tick); err != nil || !tt.Equal(ev.Time()) {
+		t.Fatalf("tick %q does not parse as %v: %v", ev.Tick, ev.Time(), err)
+	}
+}
+
+func TestLeasesExpire(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	var rec tickRecorder
+	rec.register(t, e, "test::tick")
+	// Grace 1s: leases live 2s.
+	s := start(t, e, cron.WithMisfireGrace(time.Second))
+	ctx := context.Background()
+	if err := s.Schedule(ctx, cron.Job{ID: "ttl", Expression: "@every 100ms", FunctionID: "test::tick"}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := e.JetStream().KeyValue(ctx, subjects.CronBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tick int64
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		c, _ := rec.snapshot()
+		for k := range c {
+			tick = k
+			return nil
+		}
+		return errors.New("no tick yet")
+	})
+	key := fmt.Sprintf("ttl.%d", tick)
+	if ent, err := kv.Get(ctx, key); err != nil || len(ent.Value()) == 0 {
+		t.Fatalf("lease %s: %v", key, err)
+	}
+	if _, err := s.Unschedule(ctx, "ttl"); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if _, err := kv.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			return fmt.Errorf("lease %s still there: %v", key, err)
+		}
+		return nil
+	})
+}
+
+func TestFakeClockDailyJob(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	var rec tickRecorder
+	rec.register(t, e, "test::daily")
+	clk := newFakeClock(time.Date(2030, 1, 1, 23, 59, 0, 0, time.UTC))
+	s := start(t, e, cron.WithClock(clk))
+	ctx := context.Background()
+	if err := s.Schedule(ctx, cron.Job{ID: "daily", Expression: "@daily", FunctionID: "test::daily"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Schedule(ctx, cron.Job{ID: "tokyo", Expression: "0 9 * * *", Timezone: "Asia/Tokyo", FunctionID: "test::daily"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		enginetest.Eventually(t, 5*time.Second, func() error {
+			if _, ev := rec.snapshot(); len(ev) != n {
+				return fmt.Errorf("%d events, want %d", len(ev), n)
+			}
+			if w := clk.Waiting(); w < 2 {
+				return fmt.Errorf("%d job loops waiting", w)
+			}
+			return nil
+		})
+	}
+	waitFor(0)
+	if next, ok := s.Next("daily"); !ok || !next.Equal(time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("Next(daily) = %v, %v", next, ok)
+	}
+
+	clk.Advance(time.Minute) // midnight UTC = 09:00 in Tokyo: both fire
+	waitFor(2)
+	clk.Advance(24 * time.Hour)
+	waitFor(4)
+	// Three days at once: the due ticks are far past the misfire grace, so
+	// they are skipped rather than caught up.
+	clk.Advance(72*time.Hour + time.Hour)
+	waitFor(4)
+
+	_, events := rec.snapshot()
+	got := map[string][]string{}
+	for _, ev := range events {
+		got[ev.JobID] = append(got[ev.JobID], ev.Tick)
+	}
+	want := []string{"2030-01-02T00:00:00.000Z", "2030-01-03T00:00:00.000Z"}
+	for _, id := range []string{"daily", "tokyo"} {
+		sort.Strings(got[id])
+		if fmt.Sprint(got[id]) != fmt.Sprint(want) {
+			t.Errorf("%s fired at %v, want %v", id, got[id], want)
+		}
+	}
+}
+
+func TestJobsFollowTheBucket(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx := context.Background()
+	// A stored job exists before the scheduler starts: Start loads it.
+	if err := cron.Schedule(ctx, e, cron.Job{ID: "a", Expression: "@hourly", FunctionID: "test::x"}); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, enginetest.NewEngine(t, ns))
+	if got := s.Jobs(); len(got) != 1 || got[0].ID != "a" {
+		t.Fatalf("jobs after start = %+v", got)
+	}
+	ids := func() string {
+		var out []string
+		for _, j := range s.Jobs() {
+			out = append(out, j.ID+"="+j.Expression)
+		}
+		return fmt.Sprint(out)
+	}
+	expect := func(want string) {
+		t.Helper()
+		enginetest.Eventually(t, 5*time.Second, func() error {
+			if got := ids(); got != want {
+				return fmt.Errorf("jobs %s, want %s", got, want)
+			}
+			return nil
+		})
+	}
+	// Replace, add, remove.
+	if err := cron.Schedule(ctx, e, cron.Job{ID: "a", Expression: "@daily", FunctionID: "test::x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cron.Schedule(ctx, e, cron.Job{ID: "b", Expression: "*/5 * * * *", FunctionID: "test::x"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("[a=@daily b=*/5 * * * *]")
+	// A hand-written entry that does not decode, or names another id, is
+	// ignored; one that replaces a running job stops it.
+	kv, err := e.JetStream().KeyValue(ctx, cron.JobsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, val := range map[string]string{
+		"junk": "not json",
+		"c":    `{"id":"other","expression":"@daily","function_id":"test::x"}`,
+		"b":    `{"id":"b","expression":"61 * * * *","function_id":"test::x"}`,
+	} {
+		if _, err := kv.Put(ctx, key, []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect("[a=@daily]")
+	if removed, err := cron.Unschedule(ctx, e, "a"); err != nil || !removed {
+		t.Fatalf("unschedule = %v, %v", removed, err)
+	}
+	if removed, err := cron.Unschedule(ctx, e, "a"); err != nil || removed {
+		t.Fatalf("second unschedule = %v, %v", removed, err)
+	}
+	expect("[]")
+	jobs, err := cron.List(ctx, e)
+	if err != nil || len(jobs) != 0 {
+		t.Fatalf("list = %+v, %v (hand-written junk must be skipped)", jobs, err)
+	}
+}
+
+func TestStartRefusesLeaseBucketWithoutTTL(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	ctx := context.Background()
+	if _, err := e.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: subjects.CronBucket}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cron.Start(ctx, e)
+	if !errors.Is(err, cron.ErrNoKeyTTL) || !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	for name, opt := range map[string]cron.Option{
+		"nil clock":     cron.WithClock(nil),
+		"nil location":  cron.WithLocation(nil),
+		"short grace":   cron.WithMisfireGrace(time.Millisecond),
+		"zero timeout":  cron.WithFireTimeout(0),
+		"negative time": cron.WithFireTimeout(-time.Second),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := cron.Start(context.Background(), e, opt); !errors.Is(err, engine.ErrInvalidOption) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+	if _, err := cron.Start(context.Background(), nil); !errors.Is(err, engine.ErrInvalidOption) {
+		t.Fatalf("nil engine: %v", err)
+	}
+}

@@ -1,0 +1,57 @@
+// Package httpgw is the HTTP trigger gateway: an http.Handler that turns
+// HTTP requests into function calls on the bus, by routes {method, path,
+// function_id}.
+//
+// # Routes
+//
+// Routes live in the KV bucket [subjects.HTTPRoutesBucket]
+// ("iii-http-routes"), one key per route shape, so two routes that would
+// match the same requests cannot both be stored: the second is a conflict.
+// Every [Gateway] watches the bucket, so any number of replicas behind a
+// load balancer serve the same routes and pick up changes live. Routes are
+// added with [Gateway.AddRoute] or the functions http::add_route,
+// http::remove_route and http::list_routes that [Serve] registers. Paths
+// take ":name" parameters and a trailing "*name" wildcard; the most
+// specific route wins ([Route]).
+//
+// # Requests and responses
+//
+// A matched request calls the route's function (a synchronous trigger in
+// the engine's codec) with a [Request]
+//
+//	{"method":"POST","path":"/users/42","route":"/users/:id","path_params":{"id":"42"},
+//	 "query":{"verbose":["1"]},"headers":{"content-type":["application/json"],...},
+//	 "body":"{\"name\":\"ada\"}"}
+//
+// where a textual body (JSON, text/*, form, XML, or no Content-Type) that
+// is UTF-8 is a string and any other body is base64 with "body_base64":
+// true. The function answers a [Response] {status_code, headers, body}.
+//
+// Status codes the gateway produces itself, each with the JSON error
+// envelope {"error":{"code",...}} as body:
+//
+//   - 404 no route matches the path; 405 (with Allow) a route matches the
+//     path but not the method;
+//   - 413 the body exceeds [WithMaxBodyBytes] (default 1 MiB) or the encoded
+//     request exceeds the NATS max payload; nothing is sent;
+//   - 400 a malformed path escape or query string;
+//   - the function's error code mapped by [StatusFor]: the catalog's status
+//     (invalid_payload 400, forbidden 403, not_found 404, conflict 409,
+//     internal 500, unavailable 503, timeout 504, ...), except
+//     function_not_found, which is 502;
+//   - 504 the function did not answer within [WithTimeout] (default 30 s);
+//   - 502 the reply is not a valid response (status outside 200-599, bad
+//     header, bad base64).
+//
+// Trace context: an incoming W3C traceparent/tracestate/baggage is the
+// parent of the gateway's server span, which the NATS request carries on to
+// the function.
+//
+// Lifecycle: New → serve HTTP → Close.
+//
+//	gw, err := httpgw.New(ctx, e)
+//	if err != nil { ... }
+//	defer gw.Close(ctx)
+//	err = gw.AddRoute(ctx, httpgw.Route{Method: "GET", Path: "/users/:id", FunctionID: "users::get"})
+//	http.ListenAndServe(":8080", gw)
+package httpgw

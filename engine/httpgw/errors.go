@@ -1,0 +1,18 @@
+package httpgw
+
+import "errors"
+
+// Sentinel errors. Errors that travel on the wire are *wire.Error values
+// (invalid_payload, conflict, unavailable) wrapping these, so both
+// errors.Is checks work on the Go side.
+var (
+	// ErrInvalidRoute is returned for a route with a bad method, path
+	// pattern or function id.
+	ErrInvalidRoute = errors.New("httpgw: invalid route")
+	// ErrRouteConflict is returned when a route matches exactly the same
+	// requests as an existing route of another function (or with other
+	// parameter names); remove that one first.
+	ErrRouteConflict = errors.New("httpgw: route conflicts with an existing route")
+	// ErrClosed is returned by calls on a closed [Gateway].
+	ErrClosed = errors.New("httpgw: gateway closed")
+)

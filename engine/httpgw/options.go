@@ -1,0 +1,54 @@
+package httpgw
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/iii-on-nats/iii/engine"
+)
+
+// Defaults of a [Gateway].
+const (
+	// DefaultMaxBodyBytes bounds a request body. The encoded request must
+	// also fit the NATS server's max payload (1 MiB by default), which
+	// base64 and the other fields eat into.
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultTimeout bounds one request's function call.
+	DefaultTimeout = 30 * time.Second
+)
+
+// Option configures a [Gateway].
+type Option func(*options) error
+
+type options struct {
+	maxBody int64
+	timeout time.Duration
+}
+
+func defaultOptions() options {
+	return options{maxBody: DefaultMaxBodyBytes, timeout: DefaultTimeout}
+}
+
+// WithMaxBodyBytes bounds a request body; a larger one is answered 413 and
+// nothing is sent to the function.
+func WithMaxBodyBytes(n int64) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("%w: max body bytes %d must not be negative", engine.ErrInvalidOption, n)
+		}
+		o.maxBody = n
+		return nil
+	}
+}
+
+// WithTimeout bounds one request's function call; when it passes the
+// gateway answers 504.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: timeout %v must be positive", engine.ErrInvalidOption, d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
