@@ -78,6 +78,7 @@ func benchCodec[T any](b *testing.B, c wire.Codec, p T) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
 // BenchmarkCodec is encode+decode of one payload: payload=step is a turn
