@@ -13,6 +13,8 @@ import (
 	"github.com/iii-on-nats/iii/engine/queue"
 	"github.com/iii-on-nats/iii/engine/state"
 	"github.com/iii-on-nats/iii/engine/topic"
+	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/std"
 )
 
 // DefaultQueue is the durable queue every `iii up` node consumes, so that
@@ -48,8 +50,15 @@ func (a *app) startServices(ctx context.Context, cfg upConfig) error {
 		return err
 	}
 	if cfg.httpAddr != "" {
-		return a.startGateway(ctx, cfg.httpAddr)
+		if err := a.startGateway(ctx, cfg.httpAddr); err != nil {
+			return err
+		}
 	}
+	run, err := workers.Global().Start(ctx, a.e, workers.Env{Home: cfg.home, Logger: cfg.logger}, std.Default...)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, run.Close)
 	return nil
 }
 

@@ -1,0 +1,103 @@
+package workers_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/workers"
+)
+
+type probe struct {
+	log       *[]string
+	name      string
+	failStart bool
+	failValid bool
+}
+
+var (
+	_ workers.Provisioner = (*probe)(nil)
+	_ workers.Validator   = (*probe)(nil)
+	_ workers.Closer      = (*probe)(nil)
+)
+
+func (p *probe) Provision(_ context.Context, env workers.Env) error {
+	*p.log = append(*p.log, p.name+".provision:"+env.Settings[p.name]["k"])
+	return nil
+}
+func (p *probe) Validate() error {
+	*p.log = append(*p.log, p.name+".validate")
+	if p.failValid {
+		return errors.New("bad config")
+	}
+	return nil
+}
+func (p *probe) Start(_ context.Context, e *engine.Engine) error {
+	*p.log = append(*p.log, p.name+".start")
+	if p.failStart {
+		return errors.New("cannot start")
+	}
+	w, err := e.Worker(p.name)
+	if err != nil {
+		return err
+	}
+	return w.Register(engine.Function{ID: p.name + "::ping", Handler: func(context.Context, *engine.Request) (any, error) { return map[string]string{"pong": p.name}, nil }})
+}
+func (p *probe) Close(context.Context) error {
+	*p.log = append(*p.log, p.name+".close")
+	return nil
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	var log []string
+	r := workers.NewRegistry()
+	for _, name := range []string{"a", "b", "bad"} {
+		name := name
+		if err := r.Register(workers.Module{Name: name, New: func() workers.Worker {
+			return &probe{log: &log, name: name, failStart: name == "bad"}
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Register(workers.Module{Name: "a", New: func() workers.Worker { return nil }}); !errors.Is(err, workers.ErrDuplicateModule) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if err := r.Register(workers.Module{Name: "a.b", New: func() workers.Worker { return nil }}); !errors.Is(err, workers.ErrInvalidModule) {
+		t.Fatalf("bad name: %v", err)
+	}
+	env := workers.Env{Settings: map[string]map[string]string{"a": {"k": "v"}}}
+	run, err := r.Start(context.Background(), e, env, "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp map[string]string
+	if err := e.Trigger(context.Background(), "b::ping", nil, &resp); err != nil || resp["pong"] != "b" {
+		t.Fatalf("b::ping = %v, %v", resp, err)
+	}
+	if err := run.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a.provision:v", "a.validate", "a.start", "b.provision:", "b.validate", "b.start", "b.close", "a.close"}
+	if len(log) != len(want) {
+		t.Fatalf("log %v, want %v", log, want)
+	}
+	for i := range want {
+		if log[i] != want[i] {
+			t.Fatalf("log %v, want %v", log, want)
+		}
+	}
+	log = nil
+	if _, err := r.Start(context.Background(), e, env, "a", "bad"); err == nil {
+		t.Fatal("a failing start must fail the node")
+	}
+	if log[len(log)-2] != "bad.close" || log[len(log)-1] != "a.close" {
+		t.Fatalf("started workers not closed after failure: %v", log)
+	}
+	if _, err := r.Start(context.Background(), e, env, "nope"); !errors.Is(err, workers.ErrUnknownModule) {
+		t.Fatalf("unknown: %v", err)
+	}
+}
