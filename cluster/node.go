@@ -151,23 +151,27 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 }
 
-// slogAdapter routes nats-server logging into slog. Fatalf is logged as an
-// error instead of exiting the process: the embedding program decides.
+// slogAdapter routes nats-server logging into slog: notices at debug level
+// (the server is chatty at start), warnings and errors as such. Fatalf is
+// logged as an error instead of exiting the process: the embedding program
+// decides.
 type slogAdapter struct{ l *slog.Logger }
 
 func (a slogAdapter) Noticef(f string, v ...any) {
-	a.l.Info("nats-server", "msg", fmt.Sprintf(f, v...))
+	a.l.Debug("nats-server", "text", fmt.Sprintf(f, v...))
 }
-func (a slogAdapter) Warnf(f string, v ...any) { a.l.Warn("nats-server", "msg", fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Warnf(f string, v ...any) {
+	a.l.Warn("nats-server", "text", fmt.Sprintf(f, v...))
+}
 func (a slogAdapter) Fatalf(f string, v ...any) {
-	a.l.Error("nats-server fatal", "msg", fmt.Sprintf(f, v...))
+	a.l.Error("nats-server fatal", "text", fmt.Sprintf(f, v...))
 }
 func (a slogAdapter) Errorf(f string, v ...any) {
-	a.l.Error("nats-server", "msg", fmt.Sprintf(f, v...))
+	a.l.Error("nats-server", "text", fmt.Sprintf(f, v...))
 }
 func (a slogAdapter) Debugf(f string, v ...any) {
-	a.l.Debug("nats-server", "msg", fmt.Sprintf(f, v...))
+	a.l.Debug("nats-server", "text", fmt.Sprintf(f, v...))
 }
 func (a slogAdapter) Tracef(f string, v ...any) {
-	a.l.Debug("nats-server trace", "msg", fmt.Sprintf(f, v...))
+	a.l.Debug("nats-server trace", "text", fmt.Sprintf(f, v...))
 }

@@ -119,3 +119,57 @@ const (
 	ChannelAckSuffix  = ".ack"
 	ChannelPingSuffix = ".ping"
 )
+
+// The turn loop's names (orchestrator worker).
+const (
+	// TurnStateBucket holds one TurnStateRecord per session (key = session
+	// id); every write is a compare-and-set on the key's revision.
+	TurnStateBucket = "iii-turn-state"
+	// RunsBucket remembers run::start idempotency keys
+	// ("<session id>.<key hash>") for a day.
+	RunsBucket = "iii-runs"
+	// InboxBucket holds the steering and follow-up inboxes
+	// ("<session id>.steering", "<session id>.followup").
+	InboxBucket = "iii-inbox"
+	// StepStream is the durable turn-step queue; subjects
+	// [StepSubject]. Its consumer [StepConsumer] wakes session grains.
+	StepStream = "III_TURN_STEPS"
+	// StepSubjectPrefix prefixes every session's step subject.
+	StepSubjectPrefix = "iii.turn.step."
+	// StepConsumer is the orchestrators' shared durable step consumer.
+	StepConsumer = "orchestrator"
+	// EventStream keeps every session's events; subjects [EventSubject].
+	EventStream = "III_EVENTS"
+	// EventSubjectPrefix prefixes every session's event subject.
+	EventSubjectPrefix = "iii.events."
+	// HistoryStream keeps every session's transcript, one message per
+	// stream message; subjects [HistorySubject].
+	HistoryStream = "III_HISTORY"
+	// HistorySubjectPrefix prefixes every session's transcript subject.
+	HistorySubjectPrefix = "iii.history."
+)
+
+// StepSubject is the step subject of session sid ("iii.turn.step.<sid>").
+func StepSubject(sid string) (string, error) {
+	if err := ValidateID("session_id", sid); err != nil {
+		return "", err
+	}
+	return StepSubjectPrefix + sid, nil
+}
+
+// EventSubject is the event subject of session sid ("iii.events.<sid>").
+func EventSubject(sid string) (string, error) {
+	if err := ValidateID("session_id", sid); err != nil {
+		return "", err
+	}
+	return EventSubjectPrefix + sid, nil
+}
+
+// HistorySubject is the transcript subject of session sid
+// ("iii.history.<sid>").
+func HistorySubject(sid string) (string, error) {
+	if err := ValidateID("session_id", sid); err != nil {
+		return "", err
+	}
+	return HistorySubjectPrefix + sid, nil
+}

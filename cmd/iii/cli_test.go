@@ -243,3 +243,21 @@ func TestHTTPGateway(t *testing.T) {
 		t.Fatalf("GET /hello/ada = %q", body)
 	}
 }
+
+// iii chat -m runs one turn against a running node and prints it.
+func TestChatOneShot(t *testing.T) {
+	a := startTestApp(t)
+	out, err := runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::set {"scope":"demo","key":"chat","value":1}`)
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, out)
+	}
+	for _, want := range []string{"→ state::set", "← call_", "function state::set returned"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("chat output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", "hello there")
+	if err != nil || !strings.Contains(out, "hello there") {
+		t.Fatalf("chat echo: %v\n%s", err, out)
+	}
+}

@@ -8,4 +8,7 @@ var wantFunctions = []string{
 	"topic::publish",
 	"cron::schedule", "cron::unschedule", "cron::list",
 	"http::add_route", "http::remove_route", "http::list_routes",
+	"run::start", "run::abort", "turn::get_state", "harness::trigger", "agent::trigger",
+	"session::inbox_push", "session::inbox_drain",
+	"provider::scripted::stream", "provider::scripted::complete",
 }

@@ -1,0 +1,32 @@
+// Package session is the session grain: one proto.actor actor per session
+// that drives the pure turn state machine (package actors/turn) and performs
+// its actions and effects through narrow [Ports] — it never touches NATS
+// itself. JetStream is the truth; the grain is a cache and a scheduler.
+//
+// # Lifecycle
+//
+//  1. A [Host] owns one actor system and activates a grain per session on
+//     the first message for it ([Host.Wake], [Host.Abort]).
+//  2. On activation the grain loads the record and its revision, and the
+//     session's transcript, once. Calls left "started" by a dead activation
+//     get [turn.Recover].
+//  3. The grain loops on [turn.Next]: provisioning and steering checks run
+//     inline; a model stream and function calls run on goroutines that send
+//     their outcome back as messages, so the mailbox stays free for aborts.
+//     Every accepted input is one compare-and-set write of the record
+//     ([Store.Write]); a write that loses the CAS means another activation
+//     owns the session, and this one stops without acking anything.
+//  4. Effects (events, transcript appends) are published asynchronously and
+//     their acks are awaited in one batch before the next write replaces
+//     the outbox they came from.
+//  5. When the run parks (approval) or ends, the grain writes the record
+//     once more if its outbox was delivered since the last write, then acks
+//     the step messages that woke it. Until then the wakes stay un-acked
+//     with in-progress heartbeats, so a crash anywhere in between
+//     redelivers them.
+//  6. After an idle period the grain passivates; the next wake activates it
+//     again from KV.
+//
+// Abort works in every state: it cancels the model stream or the calls in
+// flight and folds [turn.Abort] into the record.
+package session

@@ -1,0 +1,428 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+)
+
+// Results of asynchronous actions, sent back to the grain by their
+// goroutines. token ties a result to the action that was current when it
+// started; a result for an older action is dropped.
+type modelResult struct {
+	token uint64
+	in    turn.Input
+}
+
+type callResult struct {
+	token uint64
+	in    turn.CallDone
+}
+
+type heartbeat struct{}
+
+// grain is one session's actor. All fields are touched only from Receive.
+type grain struct {
+	host *Host
+	sid  string
+	self *actor.PID
+	root *actor.RootContext
+
+	base   context.Context
+	cancel context.CancelFunc
+
+	loaded  bool
+	rec     turn.Record
+	rev     uint64
+	dirty   bool // the in-memory record differs from the written one (outbox delivered)
+	history []agent.Message
+
+	wakes     []Wake
+	seen      uint64 // highest host message sequence received
+	token     uint64 // current asynchronous action
+	running   bool   // an asynchronous action is outstanding
+	stopModel context.CancelFunc
+	stopCalls context.CancelFunc
+	hbTimer   *time.Timer
+	stopped   bool
+}
+
+func (g *grain) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.self = ctx.Self()
+		g.root = ctx.ActorSystem().Root
+		g.base, g.cancel = context.WithCancel(context.Background())
+		ctx.SetReceiveTimeout(g.host.opts.idle)
+	case *actor.Stopping:
+		g.shutdown()
+	case *actor.ReceiveTimeout:
+		if !g.running && len(g.wakes) == 0 && g.host.passivate(g.sid, g.self, g.seen) {
+			ctx.Stop(g.self)
+		}
+	case *wakeMsg:
+		g.seen = max(g.seen, m.seq)
+		g.onWake(m.Wake)
+	case *abortMsg:
+		g.seen = max(g.seen, m.seq)
+		ctx.Respond(g.onAbort(m.reason))
+	case *modelResult:
+		if m.token == g.token && g.running {
+			g.running = false
+			g.stopModel = nil
+			if g.apply(m.in) {
+				g.drive()
+			}
+		}
+	case *callResult:
+		if m.token == g.token {
+			if g.apply(m.in) {
+				g.drive()
+			}
+		}
+	case heartbeat:
+		g.beat()
+	}
+}
+
+// shutdown cancels whatever runs; un-acked wakes are redelivered.
+func (g *grain) shutdown() {
+	g.stopped = true
+	if g.cancel != nil {
+		g.cancel()
+	}
+	if g.hbTimer != nil {
+		g.hbTimer.Stop()
+	}
+}
+
+// halt stops the activation without acking: another activation (or a
+// redelivery) carries on from the last written record.
+func (g *grain) halt(reason string, err error) {
+	if g.stopped {
+		return
+	}
+	g.host.opts.logger.Warn("session grain halted", "session_id", g.sid, "reason", reason, "error", err)
+	g.shutdown()
+	g.host.forget(g.sid, g.self)
+	g.root.Stop(g.self)
+}
+
+func (g *grain) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(g.base, 30*time.Second)
+}
+
+// load reads the record when the grain is idle (run::start may have
+// written a new run since), and the transcript once per activation, or
+// again when someone else wrote the record.
+func (g *grain) load() error {
+	if g.loaded && (g.running || len(g.wakes) > 0) {
+		return nil
+	}
+	ctx, cancel := g.ctx()
+	defer cancel()
+	rec, rev, err := g.host.ports.Store.Load(ctx, g.sid)
+	if err != nil {
+		return err
+	}
+	if g.loaded && rev == g.rev {
+		return nil
+	}
+	foreign := g.loaded && rec.RunID == g.rec.RunID
+	if !g.loaded || foreign {
+		hist, err := g.host.ports.History.Load(ctx, g.sid)
+		if err != nil {
+			return err
+		}
+		g.history = hist
+	}
+	g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
+	// Calls a dead activation started: re-run idempotent ones, give the
+	// others "interrupted: outcome unknown".
+	if ids := turn.InFlight(rec); len(ids) > 0 {
+		fns := g.host.ports.Functions
+		if !g.apply(turn.Recover{Idempotent: func(fn string) bool { return fns.Idempotent(ctx, fn) }}) {
+			return errors.New("recover failed")
+		}
+	}
+	return nil
+}
+
+func (g *grain) onWake(w Wake) {
+	if err := g.load(); err != nil {
+		if errors.Is(err, ErrNoRecord) {
+			_ = w.Ack() // a step for a session that has no record: nothing to do
+			return
+		}
+		g.host.opts.logger.Warn("session load failed", "session_id", g.sid, "error", err)
+		return // not acked: redelivered
+	}
+	if w.Step < g.rec.Step && (g.rec.State.Terminal() || g.running || len(g.wakes) > 0) {
+		_ = w.Ack() // stale, or a duplicate of a wake already being served
+		return
+	}
+	g.wakes = append(g.wakes, w)
+	g.armHeartbeat()
+	if !g.running {
+		g.drive()
+	}
+}
+
+func (g *grain) onAbort(reason string) any {
+	if err := g.load(); err != nil {
+		if errors.Is(err, ErrNoRecord) {
+			return AbortResult{Aborted: false, State: ""}
+		}
+		return err
+	}
+	if g.rec.State.Terminal() {
+		return AbortResult{Aborted: false, State: string(g.rec.State)}
+	}
+	var partial *agent.Message
+	if g.stopModel != nil {
+		g.stopModel()
+		g.stopModel = nil
+	}
+	if g.stopCalls != nil {
+		g.stopCalls()
+		g.stopCalls = nil
+	}
+	g.token++ // results of what was running are stale now
+	g.running = false
+	if !g.apply(turn.Abort{Reason: reason, Partial: partial}) {
+		return fmt.Errorf("abort of %s could not be recorded", g.sid)
+	}
+	g.drive()
+	return AbortResult{Aborted: true, State: string(g.rec.State)}
+}
+
+// apply folds in into the record and writes it (one CAS). It returns false
+// when the input was refused or the activation halted.
+func (g *grain) apply(in turn.Input) bool {
+	if g.stopped {
+		return false
+	}
+	next, _, err := turn.Apply(g.rec, in, g.host.opts.now().UnixMilli())
+	if err != nil {
+		if errors.Is(err, turn.ErrUnexpectedInput) {
+			g.host.opts.logger.Debug("input refused", "session_id", g.sid, "input", turn.InputName(in), "error", err)
+			return false
+		}
+		g.halt("apply", err)
+		return false
+	}
+	return g.write(next)
+}
+
+// write flushes the effects delivered so far (their outbox is about to be
+// replaced) and CAS-writes rec.
+func (g *grain) write(rec turn.Record) bool {
+	ctx, cancel := g.ctx()
+	defer cancel()
+	if err := g.host.ports.History.Flush(ctx, g.sid); err != nil {
+		g.halt("flush effects", err)
+		return false
+	}
+	rev, err := g.host.ports.Store.Write(ctx, rec, g.rev)
+	if err != nil {
+		g.halt("write record", err)
+		return false
+	}
+	g.rec, g.rev, g.dirty = rec, rev, false
+	return true
+}
+
+// drive runs the machine until it needs to wait.
+func (g *grain) drive() {
+	for !g.stopped {
+		act := turn.Next(g.rec)
+		switch act.Kind {
+		case turn.ActionDeliver:
+			if !g.deliver() {
+				return
+			}
+		case turn.ActionNone, turn.ActionPark:
+			g.settle()
+			return
+		case turn.ActionWait:
+			return
+		case turn.ActionProvision:
+			if !g.apply(turn.Provisioned{}) {
+				return
+			}
+		case turn.ActionStreamModel:
+			g.startModel()
+			return
+		case turn.ActionExecuteCalls:
+			if !g.startCalls(act.Calls) {
+				return
+			}
+		case turn.ActionCheckSteering:
+			ctx, cancel := g.ctx()
+			steering, followups, mark, err := g.host.ports.Inbox.Peek(ctx, g.sid)
+			if err != nil {
+				cancel()
+				g.halt("read inbox", err)
+				return
+			}
+			if !g.apply(turn.SteeringDrained{Steering: steering, Followups: followups}) {
+				cancel()
+				return
+			}
+			if mark != (InboxMark{}) {
+				if err := g.host.ports.Inbox.Ack(ctx, g.sid, mark); err != nil {
+					g.host.opts.logger.Warn("inbox ack failed; items will be seen again", "session_id", g.sid, "error", err)
+				}
+			}
+			cancel()
+		default:
+			g.halt("unknown action", fmt.Errorf("%s", act.Kind))
+			return
+		}
+	}
+}
+
+// deliver performs the outbox: events and transcript appends go out
+// asynchronously (awaited before the next write), Finish cleans up.
+func (g *grain) deliver() bool {
+	ctx, cancel := g.ctx()
+	defer cancel()
+	for _, eff := range g.rec.Outbox {
+		var err error
+		switch eff.Kind {
+		case turn.EffectEmit:
+			if eff.Event != nil {
+				err = g.host.ports.Events.Emit(ctx, *eff.Event, eff.ID)
+			}
+		case turn.EffectAppendHistory:
+			g.history = append(g.history, eff.Messages...)
+			err = g.host.ports.History.Append(ctx, g.sid, eff.ID, eff.Messages)
+		case turn.EffectFinish:
+			if eff.Finish != nil {
+				if g.stopCalls != nil {
+					g.stopCalls()
+					g.stopCalls = nil
+				}
+				if len(eff.Finish.Requeue) > 0 {
+					err = g.host.ports.Inbox.Requeue(ctx, g.sid, eff.Finish.Requeue)
+				}
+			}
+		}
+		if err != nil {
+			g.halt("deliver "+string(eff.Kind), err)
+			return false
+		}
+	}
+	g.rec = turn.Delivered(g.rec)
+	g.dirty = true
+	return true
+}
+
+// settle checkpoints a parked or finished session and acks its wakes.
+func (g *grain) settle() {
+	if g.dirty {
+		if !g.write(g.rec) {
+			return
+		}
+	} else {
+		ctx, cancel := g.ctx()
+		err := g.host.ports.History.Flush(ctx, g.sid)
+		cancel()
+		if err != nil {
+			g.halt("flush effects", err)
+			return
+		}
+	}
+	for _, w := range g.wakes {
+		_ = w.Ack()
+	}
+	g.wakes = nil
+	if g.hbTimer != nil {
+		g.hbTimer.Stop()
+		g.hbTimer = nil
+	}
+}
+
+func (g *grain) startModel() {
+	g.token++
+	tok := g.token
+	ctx, cancel := context.WithCancel(g.base)
+	g.stopModel = cancel
+	g.running = true
+	req := ModelRequest{
+		SessionID: g.sid,
+		RunID:     g.rec.RunID,
+		Step:      g.rec.Step,
+		Provider:  g.rec.Request.Provider,
+		Model:     g.rec.Request.Model,
+		System:    g.rec.Request.SystemPrompt,
+		Messages:  append([]agent.Message(nil), g.history...),
+	}
+	model, root, self := g.host.ports.Model, g.root, g.self
+	go func() {
+		defer cancel()
+		in := model.Stream(ctx, req)
+		root.Send(self, &modelResult{token: tok, in: in})
+	}()
+}
+
+// startCalls records the calls started (written before dispatch), then
+// runs them in parallel, bounded; results come back as callResult.
+func (g *grain) startCalls(calls []turn.Call) bool {
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.ID
+	}
+	if !g.apply(turn.CallsStarted{IDs: ids}) {
+		return false
+	}
+	tok := g.token
+	ctx, cancel := context.WithCancel(g.base)
+	if g.stopCalls != nil {
+		prev := g.stopCalls
+		g.stopCalls = func() { prev(); cancel() }
+	} else {
+		g.stopCalls = cancel
+	}
+	fns, root, self, sid := g.host.ports.Functions, g.root, g.self, g.sid
+	sem := make(chan struct{}, g.host.opts.parallel)
+	for _, c := range calls {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cctx, ccancel := context.WithTimeout(ctx, g.host.opts.callTimeout)
+			res := fns.Call(cctx, sid, c)
+			ccancel()
+			root.Send(self, &callResult{token: tok, in: turn.CallDone{ID: c.ID, Result: res}})
+		}()
+	}
+	return true
+}
+
+// armHeartbeat keeps held wakes from timing out while the grain works.
+func (g *grain) armHeartbeat() {
+	if g.hbTimer != nil {
+		return
+	}
+	root, self := g.root, g.self
+	g.hbTimer = time.AfterFunc(g.host.opts.heartbeat, func() { root.Send(self, heartbeat{}) })
+}
+
+func (g *grain) beat() {
+	g.hbTimer = nil
+	if len(g.wakes) == 0 || g.stopped {
+		return
+	}
+	for _, w := range g.wakes {
+		if w.InProgress != nil {
+			_ = w.InProgress()
+		}
+	}
+	g.armHeartbeat()
+}

@@ -1,0 +1,271 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Option configures a [Host].
+type Option func(*options) error
+
+type options struct {
+	logger      *slog.Logger
+	idle        time.Duration
+	callTimeout time.Duration
+	parallel    int
+	heartbeat   time.Duration
+	now         func() time.Time
+}
+
+// ErrInvalidOption wraps option errors.
+var ErrInvalidOption = errors.New("session: invalid option")
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error { o.logger = l; return nil }
+}
+
+// WithIdleTimeout sets how long a grain with nothing to do stays active
+// (default 2 minutes).
+func WithIdleTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: idle timeout %v", ErrInvalidOption, d)
+		}
+		o.idle = d
+		return nil
+	}
+}
+
+// WithParallelCalls bounds the function calls of one batch running at once
+// (default 8).
+func WithParallelCalls(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: parallel calls %d", ErrInvalidOption, n)
+		}
+		o.parallel = n
+		return nil
+	}
+}
+
+// WithHeartbeat sets how often a grain that holds un-acked step messages
+// marks them in progress (default 10 s; keep it well under the consumer's
+// ack wait).
+func WithHeartbeat(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: heartbeat %v", ErrInvalidOption, d)
+		}
+		o.heartbeat = d
+		return nil
+	}
+}
+
+// WithClock sets the clock for record timestamps (tests).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) error { o.now = now; return nil }
+}
+
+// Host activates one grain per session in its own proto.actor system.
+type Host struct {
+	system *actor.ActorSystem
+	ports  Ports
+	opts   options
+
+	mu     sync.Mutex
+	grains map[string]*activation
+	closed bool
+}
+
+// activation is a live grain's PID and the number of messages the host has
+// sent it, so passivation never drops a message already in the mailbox.
+type activation struct {
+	pid  *actor.PID
+	sent uint64
+}
+
+// NewHost starts the actor system.
+func NewHost(ports Ports, opts ...Option) (*Host, error) {
+	if err := ports.valid(); err != nil {
+		return nil, err
+	}
+	o := options{
+		logger:      slog.New(slog.DiscardHandler),
+		idle:        2 * time.Minute,
+		callTimeout: 5 * time.Minute,
+		parallel:    8,
+		heartbeat:   10 * time.Second,
+		now:         time.Now,
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	return &Host{system: sys, ports: ports, opts: o, grains: map[string]*activation{}}, nil
+}
+
+// Wake is a step message that woke a session: the grain acks it once the
+// session is checkpointed where it parks or finishes, and marks it in
+// progress while it works.
+type Wake struct {
+	Step       uint64
+	Ack        func() error
+	InProgress func() error
+}
+
+type wakeMsg struct {
+	seq uint64
+	Wake
+}
+
+type abortMsg struct {
+	seq    uint64
+	reason string
+}
+
+// AbortResult is what an abort found.
+type AbortResult struct {
+	Aborted bool
+	State   string
+}
+
+// send delivers msg (built with the activation's next sequence number) to
+// sid's grain, activating it when needed.
+func (h *Host) send(sid string, build func(seq uint64) any) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return errors.New("session: host closed")
+	}
+	a, ok := h.grains[sid]
+	if !ok {
+		g := &grain{host: h, sid: sid}
+		pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), "session-"+sid)
+		if err != nil {
+			return fmt.Errorf("session: activate %s: %w", sid, err)
+		}
+		a = &activation{pid: pid}
+		h.grains[sid] = a
+	}
+	a.sent++
+	h.system.Root.Send(a.pid, build(a.sent))
+	return nil
+}
+
+// request is send with a reply, bounded by ctx.
+func (h *Host) request(ctx context.Context, sid string, build func(seq uint64) any) (any, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, errors.New("session: host closed")
+	}
+	a, ok := h.grains[sid]
+	if !ok {
+		g := &grain{host: h, sid: sid}
+		pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), "session-"+sid)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("session: activate %s: %w", sid, err)
+		}
+		a = &activation{pid: pid}
+		h.grains[sid] = a
+	}
+	a.sent++
+	timeout := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	fut := h.system.Root.RequestFuture(a.pid, build(a.sent), timeout)
+	h.mu.Unlock()
+	return fut.Result()
+}
+
+// Wake wakes sid's grain with a step message.
+func (h *Host) Wake(sid string, w Wake) error {
+	return h.send(sid, func(seq uint64) any { return &wakeMsg{seq: seq, Wake: w} })
+}
+
+// Abort aborts sid's running turn, whatever its state.
+func (h *Host) Abort(ctx context.Context, sid, reason string) (AbortResult, error) {
+	res, err := h.request(ctx, sid, func(seq uint64) any { return &abortMsg{seq: seq, reason: reason} })
+	if err != nil {
+		return AbortResult{}, fmt.Errorf("session: abort %s: %w", sid, err)
+	}
+	switch r := res.(type) {
+	case AbortResult:
+		return r, nil
+	case error:
+		return AbortResult{}, r
+	}
+	return AbortResult{}, fmt.Errorf("session: abort %s: unexpected reply %T", sid, res)
+}
+
+// passivate removes sid's activation if the grain has seen every message
+// the host sent it; the grain stops only when it returns true.
+func (h *Host) passivate(sid string, pid *actor.PID, seen uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.grains[sid]
+	if !ok || a.pid != pid {
+		return true
+	}
+	if a.sent != seen {
+		return false
+	}
+	delete(h.grains, sid)
+	return true
+}
+
+// forget drops sid's activation (the grain stopped on its own: fenced or
+// failed).
+func (h *Host) forget(sid string, pid *actor.PID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a, ok := h.grains[sid]; ok && a.pid == pid {
+		delete(h.grains, sid)
+	}
+}
+
+// Active is the number of active grains.
+func (h *Host) Active() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.grains)
+}
+
+// Close stops every grain (un-acked wakes are redelivered to whoever runs
+// next) and the actor system.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	pids := make([]*actor.PID, 0, len(h.grains))
+	for _, a := range h.grains {
+		pids = append(pids, a.pid)
+	}
+	h.grains = map[string]*activation{}
+	h.mu.Unlock()
+	for _, pid := range pids {
+		wait := 5 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			wait = time.Until(dl)
+		}
+		_ = h.system.Root.StopFuture(pid).Wait()
+		_ = wait
+	}
+	h.system.Shutdown()
+	return nil
+}

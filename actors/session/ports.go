@@ -1,0 +1,108 @@
+package session
+
+import (
+	"context"
+	"errors"
+
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+)
+
+// ErrFenced is returned by [Store.Write] when the record's revision moved:
+// another activation wrote it, so this one must stop.
+var ErrFenced = errors.New("session: record written by another activation")
+
+// ErrNoRecord is returned by [Store.Load] when the session has no record.
+var ErrNoRecord = errors.New("session: no turn record")
+
+// Store keeps the turn record in KV.
+type Store interface {
+	// Load returns the record and its revision.
+	Load(ctx context.Context, sid string) (turn.Record, uint64, error)
+	// Write replaces the record if its revision is still rev, returning the
+	// new revision, or ErrFenced.
+	Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, error)
+}
+
+// History is the session's transcript.
+type History interface {
+	// Load returns the whole transcript, oldest first.
+	Load(ctx context.Context, sid string) ([]agent.Message, error)
+	// Append publishes msgs asynchronously; id makes a repeated append a
+	// no-op. The acks are awaited by Flush.
+	Append(ctx context.Context, sid, id string, msgs []agent.Message) error
+	// Flush waits for every append and event of sid published so far.
+	Flush(ctx context.Context, sid string) error
+}
+
+// Events publishes a session's events.
+type Events interface {
+	// Emit publishes ev asynchronously with message id id (deduplicated by
+	// the stream); the acks are awaited by History.Flush.
+	Emit(ctx context.Context, ev agent.Event, id string) error
+}
+
+// ModelRequest is what a model call needs.
+type ModelRequest struct {
+	SessionID string
+	RunID     string
+	Step      uint64
+	Provider  string
+	Model     string
+	System    string
+	Messages  []agent.Message
+}
+
+// Model calls the run's provider.
+type Model interface {
+	// Stream calls the provider and streams message_update events through
+	// the Events port; it returns [turn.ModelDone], [turn.ModelFailed] or,
+	// when ctx was cancelled by an abort, the partial message so far in a
+	// [turn.ModelFailed] with kind "" (the grain applies its own Abort).
+	Stream(ctx context.Context, req ModelRequest) turn.Input
+}
+
+// Functions runs the model's function calls: the chokepoint every call goes
+// through (policy, approval and hooks plug in here).
+type Functions interface {
+	// Call runs one call and returns its result; failures are error results.
+	Call(ctx context.Context, sid string, call turn.Call) agent.FunctionResult
+	// Idempotent reports whether re-running functionID after a crash is
+	// harmless.
+	Idempotent(ctx context.Context, functionID string) bool
+}
+
+// InboxMark says how many items of each inbox a [Inbox.Peek] returned.
+type InboxMark struct {
+	Steering, Followups int
+}
+
+// Inbox is the session's steering and follow-up inboxes. Draining is
+// peek, write the record, then ack: a crash in between redelivers the items
+// at the next steering check (at least once) instead of losing them.
+type Inbox interface {
+	// Peek returns both inboxes' items without removing them.
+	Peek(ctx context.Context, sid string) (steering, followups []agent.Message, mark InboxMark, err error)
+	// Ack removes the items a Peek returned (pushes only append, so they
+	// are the first ones).
+	Ack(ctx context.Context, sid string, mark InboxMark) error
+	// Requeue puts follow-ups back at the front of the follow-up inbox.
+	Requeue(ctx context.Context, sid string, msgs []agent.Message) error
+}
+
+// Ports are all the grain's effects.
+type Ports struct {
+	Store     Store
+	History   History
+	Events    Events
+	Model     Model
+	Functions Functions
+	Inbox     Inbox
+}
+
+func (p Ports) valid() error {
+	if p.Store == nil || p.History == nil || p.Events == nil || p.Model == nil || p.Functions == nil || p.Inbox == nil {
+		return errors.New("session: every port is required")
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package turn
+
+import "github.com/iii-on-nats/iii/agent"
+
+// Input is one fact the grain folds into the record with [Apply]: the
+// outcome of the action [Next] asked for, or a wake-up from outside
+// (approval, abort, recovery). The set of inputs is closed.
+type Input interface {
+	inputName() string
+}
+
+// Provisioned: provisioning (model catalog, skills, system prompt, budget
+// reservation) succeeded. Accepted in provisioning.
+type Provisioned struct{}
+
+// ProvisionFailed: provisioning failed for good (unknown model, no
+// credentials, ...). The run fails. Accepted in provisioning. An empty Kind
+// means permanent.
+type ProvisionFailed struct {
+	Kind    agent.ErrorKind
+	Message string
+}
+
+// BudgetExceeded: a budget reservation was refused. The run stops with
+// stop_reason budget_exceeded. Accepted in provisioning and
+// assistant_streaming (a reservation before a model call).
+type BudgetExceeded struct {
+	Message string
+}
+
+// ModelDone: the provider stream ended with done. Accepted in
+// assistant_streaming. A message that is not a valid assistant message
+// fails the run (kind permanent) rather than wedging the session.
+type ModelDone struct {
+	Message agent.Message
+}
+
+// ModelFailed: the provider stream ended with error, after whatever retries
+// the grain does for retryable kinds (rate limits, transient errors,
+// refreshed credentials, a compaction after a context overflow). The run
+// fails. Partial, if set, is what was streamed before the failure.
+// Accepted in assistant_streaming. An empty Kind means permanent.
+type ModelFailed struct {
+	Kind    agent.ErrorKind
+	Message string
+	Partial *agent.Message
+}
+
+// CallsStarted: the grain is about to dispatch these calls (the policy
+// allowed them, before-hooks ran). It must write the record with this
+// input applied before dispatching: that is the "started" effect record
+// recovery relies on. Accepted in function_execute for calls that are
+// prepared, not parked and have no effect record.
+type CallsStarted struct {
+	IDs []string
+}
+
+// CallDone: a call produced its result. Also used for a call the grain did
+// not run: a policy denial, a failed before-hook, a timeout. Accepted in
+// function_execute for a prepared call that is not parked and not done.
+// A result with a malformed content block is replaced by an error result.
+type CallDone struct {
+	ID     string
+	Result agent.FunctionResult
+}
+
+// CallParked: the policy answered needs_approval for a call; the grain
+// keeps running the rest of the batch. ArgsHash is the hash the approval
+// gate binds the decision to; the function id and arguments are the
+// prepared call's. Accepted in function_execute for a call that has no
+// effect record and was not approved already.
+type CallParked struct {
+	ID       string
+	ArgsHash string
+}
+
+// Decision is a human's answer to a parked call.
+type Decision string
+
+// Decisions of approval::resolve.
+const (
+	DecisionAllow   Decision = "allow"
+	DecisionDeny    Decision = "deny"
+	DecisionAborted Decision = "aborted"
+)
+
+// ApprovalResolved: a human decided on a parked call. allow makes the call
+// runnable again (marked approved); deny records a denial result
+// (denied_by "user"); aborted aborts the whole run, like [Abort]. Accepted
+// in function_execute and function_awaiting_approval for a parked call.
+type ApprovalResolved struct {
+	ID       string
+	Decision Decision
+	Reason   string
+}
+
+// SteeringDrained: the grain drained the session's inboxes at a steering
+// check. Steering wins over follow-ups: when both are present, the
+// follow-ups are kept in the record for a later check. Every message must
+// be a valid user message. Accepted in steering_check.
+type SteeringDrained struct {
+	Steering  []agent.Message
+	Followups []agent.Message
+}
+
+// Abort: run::abort, or the step's owner giving up. Accepted in every
+// non-terminal state; the run stops with stop_reason aborted. Partial, if
+// set while streaming, is what the model streamed so far: it is completed
+// with stop_reason aborted (function call blocks dropped) and, if it has
+// any content, appended to the transcript.
+type Abort struct {
+	Reason  string
+	Partial *agent.Message
+}
+
+// Recover: a fresh activation found calls started by an earlier one that
+// died ([InFlight]). A call whose function is idempotent goes back to not
+// started and runs again; any other gets the error result "interrupted:
+// outcome unknown". A nil Idempotent treats every function as not
+// idempotent. Accepted in function_execute while some call is started.
+type Recover struct {
+	Idempotent func(functionID string) bool
+}
+
+func (Provisioned) inputName() string      { return "Provisioned" }
+func (ProvisionFailed) inputName() string  { return "ProvisionFailed" }
+func (BudgetExceeded) inputName() string   { return "BudgetExceeded" }
+func (ModelDone) inputName() string        { return "ModelDone" }
+func (ModelFailed) inputName() string      { return "ModelFailed" }
+func (CallsStarted) inputName() string     { return "CallsStarted" }
+func (CallDone) inputName() string         { return "CallDone" }
+func (CallParked) inputName() string       { return "CallParked" }
+func (ApprovalResolved) inputName() string { return "ApprovalResolved" }
+func (SteeringDrained) inputName() string  { return "SteeringDrained" }
+func (Abort) inputName() string            { return "Abort" }
+func (Recover) inputName() string          { return "Recover" }
+
+// InputName returns the name of in's type ("CallDone"), for logs and
+// metrics; "" for nil.
+func InputName(in Input) string {
+	if in == nil {
+		return ""
+	}
+	return in.inputName()
+}

@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxIDLen bounds every id: session, message, workspace, agent, idempotency
+// and function call ids. It equals subjects.MaxIDLen.
+const MaxIDLen = 128
+
+// maxNameLen bounds free-form names that are not ids: model names and
+// function ids.
+const maxNameLen = 256
+
+// ValidateID checks an id that becomes a subject or key token: 1 to
+// [MaxIDLen] characters of [A-Za-z0-9_-] (the rule of
+// subjects.ValidateID, kept local so this package stays dependency free).
+// kind names the id in the error ("session_id").
+func ValidateID(kind, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: %s is empty", ErrInvalidID, kind)
+	}
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("%w: %s is longer than %d characters", ErrInvalidID, kind, MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %s %q may only contain A-Z a-z 0-9 _ -", ErrInvalidID, kind, id)
+		}
+	}
+	return nil
+}
+
+// ValidateCallID checks a function call id chosen by a model provider
+// ("toolu_01…", "call_…"). Providers use a wider alphabet than
+// [ValidateID] allows, so the rule is the one approval::resolve enforces:
+// 1 to [MaxIDLen] bytes of valid UTF-8 with no '/', '.', '*', '>',
+// whitespace or control character.
+func ValidateCallID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: function call id is empty", ErrInvalidID)
+	}
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("%w: function call id is longer than %d bytes", ErrInvalidID, MaxIDLen)
+	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("%w: function call id is not valid UTF-8", ErrInvalidID)
+	}
+	for _, r := range id {
+		switch {
+		case r == '/' || r == '.' || r == '*' || r == '>':
+			return fmt.Errorf("%w: function call id %q contains %q", ErrInvalidID, id, r)
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return fmt.Errorf("%w: function call id %q contains whitespace or a control character", ErrInvalidID, id)
+		}
+	}
+	return nil
+}
+
+// validName checks a free-form name (model, function id): 1 to 256 bytes
+// of valid UTF-8 with no whitespace or control character.
+func validName(kind, s string) error {
+	if s == "" {
+		return fmt.Errorf("%s is empty", kind)
+	}
+	if len(s) > maxNameLen {
+		return fmt.Errorf("%s is longer than %d bytes", kind, maxNameLen)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s is not valid UTF-8", kind)
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("%s %q contains whitespace or a control character", kind, s)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package agent
+
+import "fmt"
+
+// Mode selects the system prompt's mode paragraph and what the agent may do.
+type Mode string
+
+// Modes of SPEC §4. The empty mode means the deployment's default.
+const (
+	ModePlan  Mode = "plan"
+	ModeAsk   Mode = "ask"
+	ModeAgent Mode = "agent"
+)
+
+// Valid reports whether m is empty or one of the known modes.
+func (m Mode) Valid() bool { return m == "" || m == ModePlan || m == ModeAsk || m == ModeAgent }
+
+// RunStart is the request of run::start (SPEC §4): start a run of the
+// session on provider/model with the given new messages. MaxTurns bounds
+// the number of model calls of the run (0: the deployment's default).
+type RunStart struct {
+	SessionID      string    `json:"session_id"`
+	MessageID      string    `json:"message_id,omitempty"`
+	Provider       string    `json:"provider"`
+	Model          string    `json:"model"`
+	Mode           Mode      `json:"mode,omitempty"`
+	Messages       []Message `json:"messages"`
+	MaxTurns       int       `json:"max_turns,omitempty"`
+	SystemPrompt   string    `json:"system_prompt,omitempty"`
+	WorkspaceID    string    `json:"workspace_id,omitempty"`
+	AgentID        string    `json:"agent_id,omitempty"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+}
+
+// Validate checks r: a valid session id and, when set, valid message,
+// workspace, agent and idempotency ids ([ValidateID]); a provider that is an
+// id (it becomes a function id segment, provider::<name>::stream); a model
+// name; a known mode; max_turns ≥ 0; and at least one message, each valid.
+// Errors wrap [ErrInvalidRunStart], and [ErrInvalidID] or
+// [ErrInvalidMessage] when that is the cause.
+func (r RunStart) Validate() error {
+	if err := ValidateID("session_id", r.SessionID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRunStart, err)
+	}
+	for _, opt := range []struct{ kind, id string }{
+		{"message_id", r.MessageID},
+		{"workspace_id", r.WorkspaceID},
+		{"agent_id", r.AgentID},
+		{"idempotency_key", r.IdempotencyKey},
+	} {
+		if opt.id == "" {
+			continue
+		}
+		if err := ValidateID(opt.kind, opt.id); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRunStart, err)
+		}
+	}
+	if r.Provider == "" {
+		return fmt.Errorf("%w: provider is missing", ErrInvalidRunStart)
+	}
+	if err := ValidateID("provider", r.Provider); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRunStart, err)
+	}
+	if r.Model == "" {
+		return fmt.Errorf("%w: model is missing", ErrInvalidRunStart)
+	}
+	if err := validName("model", r.Model); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRunStart, err)
+	}
+	if !r.Mode.Valid() {
+		return fmt.Errorf("%w: unknown mode %q (want plan, ask or agent)", ErrInvalidRunStart, r.Mode)
+	}
+	if r.MaxTurns < 0 {
+		return fmt.Errorf("%w: max_turns is negative", ErrInvalidRunStart)
+	}
+	if len(r.Messages) == 0 {
+		return fmt.Errorf("%w: no messages", ErrInvalidRunStart)
+	}
+	for i, m := range r.Messages {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("%w: messages[%d]: %w", ErrInvalidRunStart, i, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/spf13/cobra"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/subjects"
+	"github.com/iii-on-nats/iii/workers/orchestrator"
+)
+
+type chatConfig struct {
+	session  string
+	provider string
+	model    string
+	message  string
+	embedded bool
+	home     string
+}
+
+func newChatCmd(g *globals) *cobra.Command {
+	cfg := chatConfig{}
+	cmd := &cobra.Command{
+		Use:   "chat",
+		Short: "Chat with an agent in plain line mode",
+		Long: "Sends each line you type as a user message, streams the answer's tokens and the function calls as they\n" +
+			"happen, and waits for the turn to end. With no node reachable at --nats (the default address), it starts\n" +
+			"one in this process. The default model is the offline scripted \"echo\": it echoes text, and a line\n" +
+			"`/call FUNCTION_ID {json}` makes it call that function.",
+		Example: `  iii chat
+  iii chat -m "/call state::get {\"scope\":\"demo\",\"key\":\"greeting\"}"
+  iii chat --provider openai --model gpt-4o`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			e, done, err := g.connect()
+			if err != nil {
+				if !cfg.embedded {
+					return err
+				}
+				a, serr := startApp(ctx, upConfig{home: cfg.home, listen: "127.0.0.1:0", logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				if serr != nil {
+					return fmt.Errorf("no node at %s and none could start here: %w", g.natsURL, serr)
+				}
+				defer func() {
+					sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+					defer cancel()
+					_ = a.close(sctx)
+				}()
+				fmt.Fprintf(cmd.ErrOrStderr(), "(started a node in this process: %s, data in %s)\n", a.node.ClientURL(), cfg.home)
+				e = a.e
+				done = func() {}
+			}
+			defer done()
+			if cfg.session == "" {
+				cfg.session = "chat_" + nuid.Next()
+			}
+			out := cmd.OutOrStdout()
+			if cfg.message != "" {
+				return chatTurn(ctx, e, cfg, cfg.message, out)
+			}
+			fmt.Fprintf(out, "session %s · %s/%s · Ctrl-D to quit\n", cfg.session, cfg.provider, cfg.model)
+			sc := bufio.NewScanner(cmd.InOrStdin())
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for {
+				fmt.Fprint(out, "> ")
+				if !sc.Scan() {
+					fmt.Fprintln(out)
+					return sc.Err()
+				}
+				line := strings.TrimSpace(sc.Text())
+				if line == "" {
+					continue
+				}
+				if err := chatTurn(ctx, e, cfg, line, out); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					fmt.Fprintln(out, "error:", err)
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&cfg.session, "session", "", "session id (default: a new one)")
+	cmd.Flags().StringVar(&cfg.provider, "provider", "scripted", "model provider")
+	cmd.Flags().StringVar(&cfg.model, "model", "echo", "model id")
+	cmd.Flags().StringVarP(&cfg.message, "message", "m", "", "send this one message, print the turn, and exit")
+	cmd.Flags().BoolVar(&cfg.embedded, "embedded", true, "start a node in this process when none answers at --nats")
+	cmd.Flags().StringVar(&cfg.home, "home", defaultHome(), "data directory of an embedded node")
+	return cmd
+}
+
+// chatTurn starts a run with text and prints its events until agent_end.
+func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer) error {
+	subj, err := subjects.EventSubject(cfg.session)
+	if err != nil {
+		return err
+	}
+	// Subscribe before starting, so no event is missed.
+	cons, err := e.JetStream().OrderedConsumer(ctx, subjects.EventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverNewPolicy,
+	})
+	if err != nil && errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("no orchestrator has run on this bus yet (stream %s missing): is `iii up` running?", subjects.EventStream)
+	}
+	if err != nil {
+		return err
+	}
+	var res orchestrator.RunStartResult
+	err = e.Trigger(ctx, "harness::trigger", orchestrator.HarnessTrigger{Payload: agent.RunStart{
+		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model,
+		Messages: []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentText, Text: text}}, Timestamp: time.Now().UnixMilli()}},
+	}}, &struct {
+		StatusCode int                          `json:"status_code"`
+		Body       *orchestrator.RunStartResult `json:"body"`
+	}{Body: &res})
+	if err != nil {
+		return err
+	}
+	if !res.Started {
+		return fmt.Errorf("session %s is busy (%s)", cfg.session, res.Reason)
+	}
+	streamed := false
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Minute))
+		if err != nil {
+			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+				return errors.New("no event for 5 minutes")
+			}
+			return err
+		}
+		var ev agent.Event
+		if json.Unmarshal(m.Data(), &ev) != nil {
+			continue
+		}
+		switch ev.Type {
+		case agent.EventMessageUpdate:
+			fmt.Fprint(out, ev.Delta)
+			streamed = true
+		case agent.EventMessageComplete:
+			if ev.Message == nil || ev.Message.Role != agent.RoleAssistant {
+				continue // the user's own messages
+			}
+			text := ""
+			for _, c := range ev.Message.Content {
+				if c.Type == agent.ContentText {
+					text += c.Text
+				}
+			}
+			if !streamed && text != "" {
+				fmt.Fprint(out, text)
+			}
+			if streamed || text != "" {
+				fmt.Fprintln(out)
+			}
+			streamed = false
+		case agent.EventFunctionExecutionStart:
+			args, _ := json.Marshal(ev.Args)
+			fmt.Fprintf(out, "→ %s %s\n", ev.FunctionID, args)
+		case agent.EventFunctionExecutionEnd:
+			status := "ok"
+			if ev.IsError {
+				status = "error"
+			}
+			var text string
+			if ev.Result != nil {
+				for _, c := range ev.Result.Content {
+					text += c.Text
+				}
+			}
+			fmt.Fprintf(out, "← %s (%s, %d ms) %s\n", ev.FunctionCallID, status, ev.DurationMs, clip(text, 200))
+		case agent.EventApprovalRequested:
+			fmt.Fprintf(out, "? approval needed for %s (call %s): iii trigger approval::resolve\n", ev.FunctionID, ev.FunctionCallID)
+		case agent.EventAgentEnd:
+			if ev.StopReason != agent.StopEnd {
+				fmt.Fprintf(out, "[%s]\n", ev.StopReason)
+			}
+			return nil
+		}
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

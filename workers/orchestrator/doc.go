@@ -1,0 +1,30 @@
+// Package orchestrator is the worker that runs turns: it registers
+// run::start, run::abort, turn::get_state, harness::trigger, agent::trigger
+// and the session inbox (session::inbox_push, session::inbox_drain), hosts
+// the session grains (package actors/session) and consumes the durable
+// turn-step stream that wakes them.
+//
+// # Names
+//
+//   - KV iii-turn-state: the TurnStateRecord of each session (JSON), key =
+//     session id; every write is a compare-and-set on the revision.
+//   - stream III_TURN_STEPS (work queue), subjects iii.turn.step.<sid>:
+//     {session_id, step, state}; one durable consumer "orchestrator" shared
+//     by every orchestrator replica.
+//   - stream III_EVENTS, subjects iii.events.<sid>: the session's events
+//     (SPEC §6), Nats-Msg-Id = the turn effect id, so a redelivered effect
+//     is deduplicated.
+//   - stream III_HISTORY, subjects iii.history.<sid>: the transcript, one
+//     message per agent message, appended once and read once per grain
+//     activation.
+//   - KV iii-inbox: "<sid>.steering" and "<sid>.followup", JSON arrays.
+//   - KV iii-runs: run::start idempotency keys (24 h).
+//
+// # Lifecycle
+//
+// Start ensures the buckets and streams, starts the grain host, registers
+// the functions, re-wakes sessions whose record is mid-run (a crash between
+// a record write and its step publish), then consumes steps. Close drains
+// the step consumer and stops the grains (un-acked steps are redelivered to
+// the next orchestrator).
+package orchestrator

@@ -1,0 +1,303 @@
+package orchestrator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/orchestrator"
+	"github.com/iii-on-nats/iii/workers/scripted"
+)
+
+// stack starts a scripted provider, a test tool and an orchestrator on ns.
+type stack struct {
+	e     *engine.Engine
+	orch  *orchestrator.Orchestrator
+	calls atomic.Int64
+}
+
+func startStack(t *testing.T, ns *server.Server, opts ...orchestrator.Option) *stack {
+	t.Helper()
+	ctx := context.Background()
+	s := &stack{e: enginetest.NewEngine(t, ns)}
+	p, err := scripted.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := scripted.NewWorker(p)
+	if err := sw.Start(ctx, s.e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sw.Close(context.Background()) })
+	w, err := s.e.Worker("tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type addReq struct {
+		A float64 `json:"a"`
+		B float64 `json:"b"`
+	}
+	if err := w.Register(engine.Function{ID: "math::add", Handler: engine.Typed(func(_ context.Context, r addReq) (map[string]any, error) {
+		s.calls.Add(1)
+		return map[string]any{"sum": r.A + r.B}, nil
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	s.orch = orchestrator.New(opts...)
+	if err := s.orch.Start(ctx, s.e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.orch.Close(context.Background()) })
+	return s
+}
+
+func userText(text string) agent.Message {
+	return agent.Message{Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentText, Text: text}}, Timestamp: time.Now().UnixMilli()}
+}
+
+// events reads a session's events until agent_end (or the timeout).
+func events(t *testing.T, e *engine.Engine, sid string, timeout time.Duration) []agent.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cons, err := e.JetStream().OrderedConsumer(ctx, "III_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"iii.events." + sid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []agent.Event
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Until(deadline(ctx))))
+		if err != nil {
+			t.Fatalf("events of %s after %d: %v (%v)", sid, len(out), err, types(out))
+		}
+		var ev agent.Event
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+		if ev.Type == agent.EventAgentEnd {
+			return out
+		}
+	}
+}
+
+func deadline(ctx context.Context) time.Time { d, _ := ctx.Deadline(); return d }
+
+func types(evs []agent.Event) []string {
+	var s []string
+	for _, ev := range evs {
+		if ev.Type == agent.EventTurnStateChanged {
+			s = append(s, string(ev.Type)+":"+string(ev.State))
+			continue
+		}
+		s = append(s, string(ev.Type))
+	}
+	return s
+}
+
+func TestTurnEndToEnd(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	var res orchestrator.RunStartResult
+	err := s.e.Trigger(ctx, "run::start", agent.RunStart{
+		SessionID: "s1", Provider: "scripted", Model: "echo",
+		Messages: []agent.Message{userText(`/call math::add {"a":2,"b":3}`)},
+	}, &res)
+	if err != nil || !res.Started {
+		t.Fatalf("run::start = %+v, %v", res, err)
+	}
+	evs := events(t, s.e, "s1", 20*time.Second)
+	seq := strings.Join(types(evs), " ")
+	t.Log(seq)
+	for _, want := range []string{"function_execution_start", "function_execution_end", "turn_end", "agent_end"} {
+		if !strings.Contains(seq, want) {
+			t.Fatalf("events lack %s: %s", want, seq)
+		}
+	}
+	last := evs[len(evs)-1]
+	if last.StopReason != agent.StopEnd {
+		t.Fatalf("agent_end stop_reason %q: %s", last.StopReason, seq)
+	}
+	var answer string
+	for _, ev := range evs {
+		if ev.Type == agent.EventMessageComplete && ev.Message != nil {
+			for _, c := range ev.Message.Content {
+				answer += c.Text
+			}
+		}
+	}
+	if !strings.Contains(answer, "5") {
+		t.Fatalf("final answer does not quote the result: %q (%s)", answer, seq)
+	}
+	if n := s.calls.Load(); n != 1 {
+		t.Fatalf("math::add ran %d times", n)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq <= evs[i-1].Seq {
+			t.Fatalf("event seq not increasing at %d: %d then %d", i, evs[i-1].Seq, evs[i].Seq)
+		}
+	}
+	var view *agent.TurnView
+	if err := s.e.Trigger(ctx, "turn::get_state", map[string]string{"session_id": "s1"}, &view); err != nil || view == nil || view.State != agent.StateStopped {
+		t.Fatalf("turn::get_state = %+v, %v", view, err)
+	}
+	// A second run on the same session continues its history.
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "s1", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("again")}}, &res); err != nil || !res.Started {
+		t.Fatalf("second run::start = %+v, %v", res, err)
+	}
+}
+
+func TestRunStartBadInput(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	good := func() agent.RunStart {
+		return agent.RunStart{SessionID: "ok", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("hi")}}
+	}
+	tests := []struct {
+		name string
+		mut  func(*agent.RunStart)
+		raw  []byte
+	}{
+		{name: "missing session", mut: func(r *agent.RunStart) { r.SessionID = "" }},
+		{name: "star", mut: func(r *agent.RunStart) { r.SessionID = "a*" }},
+		{name: "gt", mut: func(r *agent.RunStart) { r.SessionID = "a>" }},
+		{name: "dot", mut: func(r *agent.RunStart) { r.SessionID = "a.b" }},
+		{name: "space", mut: func(r *agent.RunStart) { r.SessionID = "a b" }},
+		{name: "unknown provider", mut: func(r *agent.RunStart) { r.Provider = "nope" }},
+		{name: "empty messages", mut: func(r *agent.RunStart) { r.Messages = nil }},
+		{name: "2 MiB", mut: func(r *agent.RunStart) { r.Messages = []agent.Message{userText(strings.Repeat("x", 2<<20))} }},
+	}
+	for _, tt := range tests {
+		rs := good()
+		tt.mut(&rs)
+		err := s.e.Trigger(ctx, "run::start", rs, nil)
+		if !errors.Is(err, wire.ErrInvalidPayload) {
+			t.Errorf("%s: err = %v, want invalid_payload", tt.name, err)
+		}
+	}
+	// Nothing persisted.
+	kv, err := s.e.JetStream().KeyValue(ctx, "iii-turn-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := kv.ListKeys(ctx); keys != nil {
+		for k := range keys.Keys() {
+			t.Errorf("record persisted for %q", k)
+		}
+	}
+}
+
+func TestBusyAndIdempotent(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	rs := agent.RunStart{SessionID: "b1", Provider: "scripted", Model: "echo", IdempotencyKey: "k1", Messages: []agent.Message{userText("/sleep 1500\nslow")}}
+	var first, again, busy orchestrator.RunStartResult
+	if err := s.e.Trigger(ctx, "run::start", rs, &first); err != nil || !first.Started {
+		t.Fatalf("start: %+v %v", first, err)
+	}
+	if err := s.e.Trigger(ctx, "run::start", rs, &again); err != nil || !again.Started || again.RunID != first.RunID {
+		t.Fatalf("idempotent retry: %+v %v (first %+v)", again, err, first)
+	}
+	rs.IdempotencyKey = ""
+	if err := s.e.Trigger(ctx, "run::start", rs, &busy); err != nil || busy.Started || busy.Reason != "session_busy" {
+		t.Fatalf("busy: %+v %v", busy, err)
+	}
+	events(t, s.e, "b1", 20*time.Second)
+}
+
+func TestAbortMidStream(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "a1", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("/sleep 5000\nnever")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		var v *agent.TurnView
+		if err := s.e.Trigger(ctx, "turn::get_state", map[string]string{"session_id": "a1"}, &v); err != nil {
+			return err
+		}
+		if v == nil || v.State != agent.StateAssistantStreaming {
+			return errors.New("not streaming yet")
+		}
+		return nil
+	})
+	var ab orchestrator.AbortResult
+	if err := s.e.Trigger(ctx, "run::abort", map[string]string{"session_id": "a1"}, &ab); err != nil || !ab.Aborted {
+		t.Fatalf("abort = %+v, %v", ab, err)
+	}
+	evs := events(t, s.e, "a1", 10*time.Second)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopAborted {
+		t.Fatalf("stop reason %q: %v", last.StopReason, types(evs))
+	}
+}
+
+func TestSteeringDuringFunctionExecution(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	w, _ := s.e.Worker("slow")
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	_ = w.Register(engine.Function{ID: "slow::wait", Handler: func(ctx context.Context, _ *engine.Request) (any, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return map[string]any{"ok": true}, nil
+	}})
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "st1", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("/call slow::wait")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("slow::wait never started")
+	}
+	var pushed orchestrator.InboxPushResult
+	if err := s.e.Trigger(ctx, "session::inbox_push", orchestrator.InboxPushRequest{SessionID: "st1", Name: "steering", Item: userText("steer me")}, &pushed); err != nil || pushed.Queued != 1 {
+		t.Fatalf("inbox_push = %+v, %v", pushed, err)
+	}
+	if err := s.e.Trigger(ctx, "session::inbox_push", orchestrator.InboxPushRequest{SessionID: "st1", Name: "bogus", Item: userText("x")}, nil); !errors.Is(err, wire.ErrInvalidPayload) {
+		t.Fatalf("bad inbox name: %v", err)
+	}
+	close(release)
+	evs := events(t, s.e, "st1", 20*time.Second)
+	sawSteer := false
+	for _, ev := range evs {
+		if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.Role == agent.RoleUser {
+			for _, c := range ev.Message.Content {
+				if c.Text == "steer me" {
+					sawSteer = true
+				}
+			}
+		}
+	}
+	if !sawSteer {
+		t.Fatalf("steering message never reached the turn: %v", types(evs))
+	}
+	var drained orchestrator.InboxDrainResult
+	if err := s.e.Trigger(ctx, "session::inbox_drain", orchestrator.InboxDrainRequest{SessionID: "st1", Name: "steering"}, &drained); err != nil || len(drained.Items) != 0 {
+		t.Fatalf("inbox not emptied: %+v %v", drained, err)
+	}
+}

@@ -1,0 +1,190 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// SessionRequest names a session.
+type SessionRequest struct {
+	SessionID string `json:"session_id"`
+}
+
+// Validate checks the session id.
+func (r SessionRequest) Validate() error { return agent.ValidateID("session_id", r.SessionID) }
+
+// AbortResult is run::abort's response.
+type AbortResult struct {
+	SessionID string          `json:"session_id"`
+	Aborted   bool            `json:"aborted"`
+	State     agent.TurnState `json:"state"`
+}
+
+// HarnessTrigger is harness::trigger's request.
+type HarnessTrigger struct {
+	SessionID string         `json:"session_id,omitempty"`
+	MessageID string         `json:"message_id,omitempty"`
+	Payload   agent.RunStart `json:"payload"`
+}
+
+// HarnessResult is harness::trigger's response.
+type HarnessResult struct {
+	StatusCode int            `json:"status_code"`
+	Body       RunStartResult `json:"body"`
+}
+
+// AgentTrigger is agent::trigger's request: one function call through the
+// same chokepoint as the model's calls.
+type AgentTrigger struct {
+	SessionID string         `json:"session_id"`
+	Function  string         `json:"function"`
+	Payload   map[string]any `json:"payload"`
+}
+
+// Validate checks the request.
+func (r AgentTrigger) Validate() error {
+	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+		return err
+	}
+	if r.Function == "" {
+		return errors.New("function is required")
+	}
+	return nil
+}
+
+// InboxPushResult is session::inbox_push's response.
+type InboxPushResult struct {
+	Queued int `json:"queued"`
+}
+
+// InboxDrainResult is session::inbox_drain's response.
+type InboxDrainResult struct {
+	Items []agent.Message `json:"items"`
+}
+
+func (o *Orchestrator) register() error {
+	w, err := o.e.Worker("orchestrator", engine.WithDescription("iii turn loop: runs, aborts, turn state, session inbox"))
+	if err != nil {
+		return err
+	}
+	fns := []engine.Function{
+		{
+			ID:            "run::start",
+			Description:   "Start a run on a session: persist the request, seed the turn record, enqueue the first step. Returns at once.",
+			RequestSchema: runStartSchema,
+			Handler: engine.Typed(func(ctx context.Context, rs agent.RunStart) (RunStartResult, error) {
+				return o.runStart(ctx, rs)
+			}),
+		},
+		{
+			ID:            "run::abort",
+			Description:   "Abort the session's running turn in any state (streaming, executing functions, parked).",
+			RequestSchema: sessionSchema,
+			Handler: engine.Typed(func(ctx context.Context, r SessionRequest) (AbortResult, error) {
+				res, err := o.host.Abort(ctx, r.SessionID, "aborted by run::abort")
+				if err != nil {
+					return AbortResult{}, wire.Wrap(wire.CodeUnavailable, err, "")
+				}
+				return AbortResult{SessionID: r.SessionID, Aborted: res.Aborted, State: agent.TurnState(res.State)}, nil
+			}),
+		},
+		{
+			ID:            "turn::get_state",
+			Description:   "The session's turn state (state, step, turn count, pending approvals), or null.",
+			RequestSchema: sessionSchema,
+			Idempotent:    true,
+			Handler: engine.Typed(func(ctx context.Context, r SessionRequest) (*agent.TurnView, error) {
+				rec, _, err := store{kv: o.turns}.Load(ctx, r.SessionID)
+				if errors.Is(err, session.ErrNoRecord) {
+					return nil, nil
+				}
+				if err != nil {
+					return nil, wire.Wrap(wire.CodeUnavailable, err, "")
+				}
+				v := turn.View(rec)
+				return &v, nil
+			}),
+		},
+		{
+			ID:          "harness::trigger",
+			Description: "Entry point: seeds trace baggage (iii.session.id, iii.message.id) and starts a run; status_code 409 when the session is busy.",
+			Handler: engine.Typed(func(ctx context.Context, r HarnessTrigger) (HarnessResult, error) {
+				rs := r.Payload
+				if rs.SessionID == "" {
+					rs.SessionID = r.SessionID
+				}
+				if rs.SessionID == "" {
+					rs.SessionID = "s_" + nuid.Next()
+				}
+				if rs.MessageID == "" {
+					rs.MessageID = r.MessageID
+				}
+				if err := rs.Validate(); err != nil {
+					return HarnessResult{}, wire.Wrap(wire.CodeInvalidPayload, err, "")
+				}
+				ctx = engine.WithSession(ctx, rs.SessionID, rs.MessageID)
+				var res RunStartResult
+				if err := o.e.Trigger(ctx, "run::start", rs, &res); err != nil {
+					return HarnessResult{}, err
+				}
+				code := 200
+				if !res.Started {
+					code = 409
+				}
+				return HarnessResult{StatusCode: code, Body: res}, nil
+			}),
+		},
+		{
+			ID:          "agent::trigger",
+			Description: "Call a function through the same chokepoint the model's calls go through; returns a FunctionResult.",
+			Handler: engine.Typed(func(ctx context.Context, r AgentTrigger) (agent.FunctionResult, error) {
+				return functions{e: o.e, catalog: o.catalog}.Call(ctx, r.SessionID, turn.Call{ID: "agent_" + nuid.Next(), FunctionID: r.Function, Args: r.Payload}), nil
+			}),
+		},
+		{
+			ID:          "session::inbox_push",
+			Description: "Queue a user message for a running session: name steering (read at the next steering check) or followup (after the run would end).",
+			Handler: engine.Typed(func(ctx context.Context, r InboxPushRequest) (InboxPushResult, error) {
+				if r.Item.Timestamp == 0 {
+					r.Item.Timestamp = time.Now().UnixMilli()
+				}
+				n, err := o.inbox.push(ctx, r.SessionID, r.Name, r.Item)
+				return InboxPushResult{Queued: n}, err
+			}),
+		},
+		{
+			ID:          "session::inbox_drain",
+			Description: "Remove and return every item of a session inbox (steering or followup).",
+			Handler: engine.Typed(func(ctx context.Context, r InboxDrainRequest) (InboxDrainResult, error) {
+				items, err := o.inbox.drain(ctx, r.SessionID, r.Name)
+				if items == nil {
+					items = []agent.Message{}
+				}
+				return InboxDrainResult{Items: items}, err
+			}),
+		},
+	}
+	for _, fn := range fns {
+		if err := w.Register(fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const sessionSchema = `{"type":"object","properties":{"session_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"}},"required":["session_id"]}`
+
+const runStartSchema = `{"type":"object","required":["session_id","provider","model","messages"],"properties":{` +
+	`"session_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"},"message_id":{"type":"string"},` +
+	`"provider":{"type":"string"},"model":{"type":"string"},"mode":{"enum":["plan","ask","agent"]},` +
+	`"messages":{"type":"array","minItems":1},"max_turns":{"type":"integer","minimum":0},"system_prompt":{"type":"string"},` +
+	`"workspace_id":{"type":"string"},"agent_id":{"type":"string"},"idempotency_key":{"type":"string"}}}`

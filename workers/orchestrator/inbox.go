@@ -1,0 +1,184 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// Inbox names.
+const (
+	InboxSteering = "steering"
+	InboxFollowup = "followup"
+	// maxInboxItems bounds one inbox.
+	maxInboxItems = 256
+)
+
+// inbox keeps each session's steering and follow-up messages in KV as a
+// JSON array, changed by compare-and-set.
+type inbox struct{ kv jetstream.KeyValue }
+
+func inboxKey(sid, name string) string { return sid + "." + name }
+
+// update applies fn to the inbox under CAS, retrying on conflict.
+func (b inbox) update(ctx context.Context, key string, fn func([]agent.Message) ([]agent.Message, error)) ([]agent.Message, error) {
+	for attempt := 0; attempt < 64; attempt++ {
+		var (
+			cur []agent.Message
+			rev uint64
+		)
+		ent, err := b.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, wire.Wrap(wire.CodeUnavailable, err, "inbox")
+		default:
+			rev = ent.Revision()
+			if len(ent.Value()) > 0 {
+				if err := json.Unmarshal(ent.Value(), &cur); err != nil {
+					return nil, wire.Wrap(wire.CodeInternal, err, "inbox %s does not decode", key)
+				}
+			}
+		}
+		next, err := fn(cur)
+		if err != nil {
+			return nil, err
+		}
+		if rev == 0 && len(next) == 0 {
+			return cur, nil
+		}
+		data, _ := json.Marshal(next)
+		if rev == 0 {
+			_, err = b.kv.Create(ctx, key, data)
+		} else if len(next) == 0 {
+			err = b.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		} else {
+			_, err = b.kv.Update(ctx, key, data, rev)
+		}
+		if err == nil {
+			return cur, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSeq(err) {
+			return nil, wire.Wrap(wire.CodeUnavailable, err, "inbox")
+		}
+	}
+	return nil, wire.Errorf(wire.CodeConflict, "inbox %s: too many concurrent writers", key)
+}
+
+func (b inbox) push(ctx context.Context, sid, name string, msg agent.Message) (int, error) {
+	var n int
+	_, err := b.update(ctx, inboxKey(sid, name), func(cur []agent.Message) ([]agent.Message, error) {
+		if len(cur) >= maxInboxItems {
+			return nil, wire.Errorf(wire.CodeConflict, "inbox %s of %s is full (%d items)", name, sid, maxInboxItems)
+		}
+		n = len(cur) + 1
+		return append(cur, msg), nil
+	})
+	return n, err
+}
+
+func (b inbox) drain(ctx context.Context, sid, name string) ([]agent.Message, error) {
+	return b.update(ctx, inboxKey(sid, name), func([]agent.Message) ([]agent.Message, error) { return nil, nil })
+}
+
+func (b inbox) peek(ctx context.Context, key string) ([]agent.Message, error) {
+	ent, err := b.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "inbox")
+	}
+	var cur []agent.Message
+	if len(ent.Value()) > 0 {
+		if err := json.Unmarshal(ent.Value(), &cur); err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "inbox %s does not decode", key)
+		}
+	}
+	return cur, nil
+}
+
+// Peek implements session.Inbox.
+func (b inbox) Peek(ctx context.Context, sid string) ([]agent.Message, []agent.Message, session.InboxMark, error) {
+	steering, err := b.peek(ctx, inboxKey(sid, InboxSteering))
+	if err != nil {
+		return nil, nil, session.InboxMark{}, err
+	}
+	followups, err := b.peek(ctx, inboxKey(sid, InboxFollowup))
+	if err != nil {
+		return nil, nil, session.InboxMark{}, err
+	}
+	return steering, followups, session.InboxMark{Steering: len(steering), Followups: len(followups)}, nil
+}
+
+// Ack implements session.Inbox: it drops the first items a Peek returned.
+func (b inbox) Ack(ctx context.Context, sid string, mark session.InboxMark) error {
+	for _, x := range []struct {
+		name string
+		n    int
+	}{{InboxSteering, mark.Steering}, {InboxFollowup, mark.Followups}} {
+		if x.n == 0 {
+			continue
+		}
+		n := x.n
+		if _, err := b.update(ctx, inboxKey(sid, x.name), func(cur []agent.Message) ([]agent.Message, error) {
+			return cur[min(n, len(cur)):], nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Requeue implements session.Inbox.
+func (b inbox) Requeue(ctx context.Context, sid string, msgs []agent.Message) error {
+	_, err := b.update(ctx, inboxKey(sid, InboxFollowup), func(cur []agent.Message) ([]agent.Message, error) {
+		return append(append([]agent.Message(nil), msgs...), cur...), nil
+	})
+	return err
+}
+
+// InboxPushRequest is session::inbox_push's request.
+type InboxPushRequest struct {
+	SessionID string        `json:"session_id"`
+	Name      string        `json:"name"`
+	Item      agent.Message `json:"item"`
+}
+
+// Validate checks the request.
+func (r InboxPushRequest) Validate() error {
+	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+		return err
+	}
+	if r.Name != InboxSteering && r.Name != InboxFollowup {
+		return fmt.Errorf("name must be %q or %q", InboxSteering, InboxFollowup)
+	}
+	if r.Item.Role != agent.RoleUser {
+		return errors.New("item must be a user message")
+	}
+	return r.Item.Validate()
+}
+
+// InboxDrainRequest is session::inbox_drain's request.
+type InboxDrainRequest struct {
+	SessionID string `json:"session_id"`
+	Name      string `json:"name"`
+}
+
+// Validate checks the request.
+func (r InboxDrainRequest) Validate() error {
+	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+		return err
+	}
+	if r.Name != InboxSteering && r.Name != InboxFollowup {
+		return fmt.Errorf("name must be %q or %q", InboxSteering, InboxFollowup)
+	}
+	return nil
+}

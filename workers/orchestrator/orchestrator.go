@@ -1,0 +1,286 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+	"github.com/iii-on-nats/iii/workers"
+)
+
+func init() {
+	workers.Register(workers.Module{
+		Name:        "orchestrator",
+		Description: "runs turns: run::start, run::abort, turn::get_state, harness::trigger, agent::trigger, session inbox; hosts the session grains",
+		New:         func() workers.Worker { return New() },
+	})
+}
+
+var (
+	_ workers.Provisioner = (*Orchestrator)(nil)
+	_ workers.Closer      = (*Orchestrator)(nil)
+)
+
+// Step is a turn-step message (SPEC §6).
+type Step struct {
+	SessionID string          `json:"session_id"`
+	Step      uint64          `json:"step"`
+	State     agent.TurnState `json:"state"`
+}
+
+// Orchestrator is the turn-running worker.
+type Orchestrator struct {
+	logger      *slog.Logger
+	maxTurns    int
+	ackWait     time.Duration
+	eventMaxAge time.Duration
+	hostOpts    []session.Option
+
+	e       *engine.Engine
+	turns   jetstream.KeyValue
+	runs    jetstream.KeyValue
+	inbox   inbox
+	pub     *publisher
+	host    *session.Host
+	catalog *catalogCache
+	consume jetstream.ConsumeContext
+}
+
+// Option configures an Orchestrator built in code (tests, bench).
+type Option func(*Orchestrator)
+
+// WithHostOptions passes options to the grain host.
+func WithHostOptions(opts ...session.Option) Option {
+	return func(o *Orchestrator) { o.hostOpts = append(o.hostOpts, opts...) }
+}
+
+// WithAckWait sets the step consumer's ack wait (default 60 s); grains mark
+// held steps in progress well within it.
+func WithAckWait(d time.Duration) Option { return func(o *Orchestrator) { o.ackWait = d } }
+
+// WithDefaultMaxTurns bounds runs that set no max_turns (default 50).
+func WithDefaultMaxTurns(n int) Option { return func(o *Orchestrator) { o.maxTurns = n } }
+
+// New returns an unstarted orchestrator.
+func New(opts ...Option) *Orchestrator {
+	o := &Orchestrator{logger: slog.New(slog.DiscardHandler), maxTurns: 50, ackWait: 60 * time.Second, eventMaxAge: 7 * 24 * time.Hour}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+// Provision takes the logger and settings (max_turns).
+func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
+	if env.Logger != nil {
+		o.logger = env.Logger.With("worker", "orchestrator")
+	}
+	return nil
+}
+
+// Start ensures the state, registers the functions and consumes steps.
+func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
+	o.e = e
+	var err error
+	if o.turns, err = e.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: subjects.TurnStateBucket, History: 1, Storage: jetstream.FileStorage}); err != nil {
+		return err
+	}
+	if o.runs, err = e.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: subjects.RunsBucket, TTL: 24 * time.Hour, Storage: jetstream.FileStorage}); err != nil {
+		return err
+	}
+	ib, err := e.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: subjects.InboxBucket, History: 1, Storage: jetstream.FileStorage})
+	if err != nil {
+		return err
+	}
+	o.inbox = inbox{kv: ib}
+	for _, cfg := range []jetstream.StreamConfig{stepStreamConfig(e.Replicas()), eventStreamConfig(e.Replicas(), o.eventMaxAge), historyStreamConfig(e.Replicas())} {
+		if _, err := e.EnsureStream(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	o.pub = newPublisher(e.JetStream())
+	o.catalog = &catalogCache{e: e, ttl: time.Second}
+	o.host, err = session.NewHost(session.Ports{
+		Store:     store{kv: o.turns},
+		History:   historyPort{o.pub},
+		Events:    o.pub,
+		Model:     model{e: e, pub: o.pub, coalesce: 60 * time.Millisecond},
+		Functions: functions{e: e, catalog: o.catalog},
+		Inbox:     o.inbox,
+	}, append([]session.Option{session.WithLogger(o.logger), session.WithHeartbeat(o.ackWait / 4)}, o.hostOpts...)...)
+	if err != nil {
+		return err
+	}
+	if err := o.register(); err != nil {
+		return err
+	}
+	if err := o.sweep(ctx); err != nil {
+		return err
+	}
+	return o.consumeSteps(ctx)
+}
+
+// Close stops consuming steps and stops the grains.
+func (o *Orchestrator) Close(ctx context.Context) error {
+	if o.consume != nil {
+		o.consume.Stop()
+	}
+	if o.host != nil {
+		return o.host.Close(ctx)
+	}
+	return nil
+}
+
+// Host is the grain host (tests, metrics).
+func (o *Orchestrator) Host() *session.Host { return o.host }
+
+func (o *Orchestrator) consumeSteps(ctx context.Context) error {
+	js := o.e.JetStream()
+	cons, err := js.CreateOrUpdateConsumer(ctx, subjects.StepStream, jetstream.ConsumerConfig{
+		Durable:       subjects.StepConsumer,
+		FilterSubject: subjects.StepSubjectPrefix + ">",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.ackWait,
+		MaxAckPending: 20000,
+	})
+	if err != nil {
+		return wire.Wrap(wire.CodeUnavailable, err, "step consumer")
+	}
+	o.consume, err = cons.Consume(func(m jetstream.Msg) {
+		var st Step
+		if err := json.Unmarshal(m.Data(), &st); err != nil || agent.ValidateID("session_id", st.SessionID) != nil {
+			o.logger.Warn("bad turn step dropped", "subject", m.Subject(), "error", err)
+			_ = m.Term()
+			return
+		}
+		if err := o.host.Wake(st.SessionID, session.Wake{Step: st.Step, Ack: m.Ack, InProgress: m.InProgress}); err != nil {
+			_ = m.NakWithDelay(time.Second)
+		}
+	}, jetstream.PullMaxMessages(512))
+	if err != nil {
+		return wire.Wrap(wire.CodeUnavailable, err, "consume steps")
+	}
+	return nil
+}
+
+// enqueueStep publishes the wake for rec (deduplicated per run and step).
+func (o *Orchestrator) enqueueStep(ctx context.Context, rec turn.Record) error {
+	subj, err := subjects.StepSubject(rec.SessionID)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(Step{SessionID: rec.SessionID, Step: rec.Step, State: rec.State})
+	_, err = o.e.JetStream().Publish(ctx, subj, data, jetstream.WithMsgID(fmt.Sprintf("%s:%d", rec.RunID, rec.Step)))
+	return err
+}
+
+// sweep re-wakes every session whose run is mid-flight: covers a crash
+// between a record write and its step publish (the dedup id makes a wake
+// that did go out harmless).
+func (o *Orchestrator) sweep(ctx context.Context) error {
+	lister, err := o.turns.ListKeys(ctx)
+	if err != nil {
+		return nil // empty bucket
+	}
+	st := store{kv: o.turns}
+	for key := range lister.Keys() {
+		rec, _, err := st.Load(ctx, key)
+		if err != nil || rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval {
+			continue
+		}
+		if err := o.enqueueStep(ctx, rec); err != nil {
+			return wire.Wrap(wire.CodeUnavailable, err, "re-wake %s", key)
+		}
+	}
+	return nil
+}
+
+// RunStartResult is run::start's response.
+type RunStartResult struct {
+	SessionID string `json:"session_id"`
+	Started   bool   `json:"started"`
+	Reason    string `json:"reason,omitempty"`
+	RunID     string `json:"run_id,omitempty"`
+}
+
+// runStart persists the run request, seeds the record and enqueues its
+// first step; it returns at once.
+func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStartResult, error) {
+	if !o.providerKnown(ctx, rs.Provider) {
+		return RunStartResult{}, wire.Errorf(wire.CodeInvalidPayload, "unknown provider %q: no worker serves provider::%s::stream", rs.Provider, rs.Provider)
+	}
+	if rs.MaxTurns == 0 {
+		rs.MaxTurns = o.maxTurns
+	}
+	var idemKey string
+	if rs.IdempotencyKey != "" {
+		h := sha256.Sum256([]byte(rs.IdempotencyKey))
+		idemKey = rs.SessionID + "." + hex.EncodeToString(h[:12])
+		if ent, err := o.runs.Get(ctx, idemKey); err == nil {
+			var prev RunStartResult
+			if json.Unmarshal(ent.Value(), &prev) == nil {
+				return prev, nil
+			}
+		}
+	}
+	st := store{kv: o.turns}
+	cur, rev, err := st.Load(ctx, rs.SessionID)
+	switch {
+	case errors.Is(err, session.ErrNoRecord):
+		rev = 0
+	case err != nil:
+		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "load turn record")
+	case !cur.State.Terminal():
+		if rs.IdempotencyKey != "" && cur.Request.IdempotencyKey == rs.IdempotencyKey {
+			return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: cur.RunID}, nil // a retry of the run in flight
+		}
+		return RunStartResult{SessionID: rs.SessionID, Started: false, Reason: "session_busy"}, nil
+	}
+	runID := nuid.Next()
+	rec, _, err := turn.New(rs, runID, time.Now().UnixMilli())
+	if err != nil {
+		return RunStartResult{}, wire.Wrap(wire.CodeInvalidPayload, err, "")
+	}
+	newRev, err := st.Write(ctx, rec, rev)
+	if errors.Is(err, session.ErrFenced) {
+		return RunStartResult{SessionID: rs.SessionID, Started: false, Reason: "session_busy"}, nil
+	}
+	if err != nil {
+		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "write turn record")
+	}
+	if err := o.enqueueStep(ctx, rec); err != nil {
+		// Take the record back so nothing half-started is left; if that
+		// fails too, the sweep on the next start re-wakes it.
+		if rev == 0 {
+			_ = o.turns.Delete(ctx, rs.SessionID, jetstream.LastRevision(newRev))
+		} else if data, merr := json.Marshal(cur); merr == nil {
+			_, _ = o.turns.Update(ctx, rs.SessionID, data, newRev)
+		}
+		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "enqueue turn step")
+	}
+	res := RunStartResult{SessionID: rs.SessionID, Started: true, RunID: runID}
+	if idemKey != "" {
+		data, _ := json.Marshal(res)
+		_, _ = o.runs.Put(ctx, idemKey, data)
+	}
+	return res, nil
+}
+
+func (o *Orchestrator) providerKnown(ctx context.Context, provider string) bool {
+	_, ok := o.catalog.lookup(ctx, "provider::"+provider+"::stream")
+	return ok
+}

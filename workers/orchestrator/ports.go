@@ -1,0 +1,414 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// store keeps turn records in KV as JSON.
+type store struct{ kv jetstream.KeyValue }
+
+func (s store) Load(ctx context.Context, sid string) (turn.Record, uint64, error) {
+	ent, err := s.kv.Get(ctx, sid)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return turn.Record{}, 0, session.ErrNoRecord
+	}
+	if err != nil {
+		return turn.Record{}, 0, err
+	}
+	var rec turn.Record
+	if err := json.Unmarshal(ent.Value(), &rec); err != nil {
+		return turn.Record{}, 0, fmt.Errorf("turn record of %s does not decode: %w", sid, err)
+	}
+	return rec, ent.Revision(), nil
+}
+
+func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	if rev == 0 {
+		n, err = s.kv.Create(ctx, rec.SessionID, data)
+	} else {
+		n, err = s.kv.Update(ctx, rec.SessionID, data, rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSeq(err) {
+		return 0, fmt.Errorf("%w: %v", session.ErrFenced, err)
+	}
+	return n, err
+}
+
+func isWrongSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// publisher publishes events and transcript appends asynchronously and
+// waits for their acks per session in one batch (Flush).
+type publisher struct {
+	js jetstream.JetStream
+
+	mu      sync.Mutex
+	pending map[string][]jetstream.PubAckFuture
+	seq     map[string]uint64
+}
+
+func newPublisher(js jetstream.JetStream) *publisher {
+	return &publisher{js: js, pending: map[string][]jetstream.PubAckFuture{}, seq: map[string]uint64{}}
+}
+
+func (p *publisher) publish(sid, subj, id string, data []byte) error {
+	msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+	msg.Header.Set(wire.HeaderContentType, wire.ContentJSON)
+	f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.pending[sid] = append(p.pending[sid], f)
+	p.mu.Unlock()
+	return nil
+}
+
+// nextSeq numbers a session's events, continuing from the last event in the
+// stream when the process has not seen the session yet.
+func (p *publisher) nextSeq(ctx context.Context, sid string) uint64 {
+	p.mu.Lock()
+	n, ok := p.seq[sid]
+	p.mu.Unlock()
+	if !ok {
+		subj, _ := subjects.EventSubject(sid)
+		if s, err := p.js.Stream(ctx, subjects.EventStream); err == nil {
+			if m, err := s.GetLastMsgForSubject(ctx, subj); err == nil {
+				var ev agent.Event
+				if json.Unmarshal(m.Data, &ev) == nil {
+					n = ev.Seq
+				}
+			}
+		}
+	}
+	n++
+	p.mu.Lock()
+	if cur := p.seq[sid]; cur >= n {
+		n = cur + 1
+	}
+	p.seq[sid] = n
+	p.mu.Unlock()
+	return n
+}
+
+func (p *publisher) Emit(ctx context.Context, ev agent.Event, id string) error {
+	subj, err := subjects.EventSubject(ev.SessionID)
+	if err != nil {
+		return err
+	}
+	ev.Seq = p.nextSeq(ctx, ev.SessionID)
+	if ev.TS == 0 {
+		ev.TS = time.Now().UnixMilli()
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return p.publish(ev.SessionID, subj, "ev:"+ev.SessionID+":"+id, data)
+}
+
+func (p *publisher) Append(ctx context.Context, sid, id string, msgs []agent.Message) error {
+	subj, err := subjects.HistorySubject(sid)
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		data, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		if err := p.publish(sid, subj, "h:"+sid+":"+id+":"+strconv.Itoa(i), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *publisher) Flush(ctx context.Context, sid string) error {
+	p.mu.Lock()
+	fs := p.pending[sid]
+	delete(p.pending, sid)
+	p.mu.Unlock()
+	for _, f := range fs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (p *publisher) Load(ctx context.Context, sid string) ([]agent.Message, error) {
+	subj, err := subjects.HistorySubject(sid)
+	if err != nil {
+		return nil, err
+	}
+	s, err := p.js.Stream(ctx, subjects.HistoryStream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return nil, err
+	}
+	n := int(info.State.Subjects[subj])
+	if n == 0 {
+		return nil, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.Message, 0, n)
+	for len(out) < n {
+		batch, err := cons.Fetch(min(n-len(out), 1000), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			var msg agent.Message
+			if err := json.Unmarshal(m.Data(), &msg); err != nil {
+				return nil, fmt.Errorf("transcript of %s: %w", sid, err)
+			}
+			out = append(out, msg)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, err
+		}
+		if got == 0 {
+			return nil, fmt.Errorf("transcript of %s: %d of %d messages read", sid, len(out), n)
+		}
+	}
+	return out, nil
+}
+
+// historyPort adapts the publisher to session.History.
+type historyPort struct{ *publisher }
+
+// model streams a provider through a channel.
+type model struct {
+	e   *engine.Engine
+	pub *publisher
+	// coalesce bounds message_update batching (SPEC: ~60 ms / 4 KiB).
+	coalesce time.Duration
+}
+
+// providerRequest is provider::<name>::stream's request (SPEC §4).
+type providerRequest struct {
+	Channel      string          `json:"channel"`
+	SystemPrompt string          `json:"system_prompt,omitempty"`
+	Model        string          `json:"model"`
+	Messages     []agent.Message `json:"messages"`
+	Tools        []any           `json:"tools,omitempty"`
+}
+
+func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input {
+	r, err := channel.Open(ctx, m.e)
+	if err != nil {
+		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "open channel: " + err.Error()}
+	}
+	defer r.Close()
+	fnID := "provider::" + req.Provider + "::stream"
+	callErr := make(chan error, 1)
+	go func() {
+		err := m.e.Trigger(ctx, fnID, providerRequest{Channel: r.ID(), SystemPrompt: req.System, Model: req.Model, Messages: req.Messages}, nil)
+		if err != nil {
+			_ = r.Close() // unblock Next
+		}
+		callErr <- err
+	}()
+
+	var (
+		final   *agent.Message
+		failed  *turn.ModelFailed
+		buf     strings.Builder
+		lastPub = time.Now()
+		updates int
+	)
+	flush := func() {
+		if buf.Len() == 0 {
+			return
+		}
+		updates++
+		ev := agent.Event{Type: agent.EventMessageUpdate, SessionID: req.SessionID, Delta: buf.String(), TS: time.Now().UnixMilli()}
+		_ = m.pub.Emit(ctx, ev, fmt.Sprintf("%s:%d:u%d", req.RunID, req.Step, updates))
+		buf.Reset()
+		lastPub = time.Now()
+	}
+	for final == nil && failed == nil {
+		f, err := r.Next(ctx)
+		if err != nil {
+			if errors.Is(err, channel.ErrEnd) {
+				break
+			}
+			if ctx.Err() != nil {
+				return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "aborted"}
+			}
+			select {
+			case cerr := <-callErr:
+				if cerr != nil {
+					return providerCallFailed(req.Provider, cerr)
+				}
+			default:
+			}
+			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream: " + err.Error()}
+		}
+		var ev agent.ModelEvent
+		if err := f.Decode(&ev); err != nil {
+			return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: "provider sent an undecodable event: " + err.Error()}
+		}
+		switch ev.Type {
+		case agent.ModelTextDelta:
+			buf.WriteString(ev.Delta)
+			if buf.Len() >= 4096 || time.Since(lastPub) >= m.coalesce {
+				flush()
+			}
+		case agent.ModelDone:
+			final = ev.Message
+		case agent.ModelError:
+			failed = &turn.ModelFailed{Kind: ev.Kind, Message: ev.Error, Partial: ev.Message}
+		}
+	}
+	flush()
+	if cerr := <-callErr; cerr != nil && final == nil && failed == nil {
+		return providerCallFailed(req.Provider, cerr)
+	}
+	if failed != nil {
+		return *failed
+	}
+	if final == nil {
+		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream ended without a message"}
+	}
+	return turn.ModelDone{Message: *final}
+}
+
+func providerCallFailed(provider string, err error) turn.Input {
+	if errors.Is(err, wire.ErrFunctionNotFound) {
+		return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: fmt.Sprintf("provider %q is not registered", provider)}
+	}
+	we := wire.From(err)
+	kind := agent.ErrorPermanent
+	if we.Retryable {
+		kind = agent.ErrorTransient
+	}
+	return turn.ModelFailed{Kind: kind, Message: "provider call failed: " + we.Error()}
+}
+
+// functions is the call chokepoint. Policy, approval and hooks plug in
+// here (their own issue); today every call runs.
+type functions struct {
+	e       *engine.Engine
+	catalog *catalogCache
+}
+
+func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.FunctionResult {
+	ctx = engine.WithSession(ctx, sid, "")
+	var reply engine.Raw
+	args := c.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	start := time.Now()
+	err := f.e.Trigger(ctx, c.FunctionID, args, &reply)
+	if err != nil {
+		we := wire.From(err)
+		return agent.FunctionResult{
+			Content: []agent.Content{{Type: agent.ContentText, Text: we.Error()}},
+			Details: map[string]any{"code": string(we.Code), "duration_ms": time.Since(start).Milliseconds()},
+			IsError: true,
+		}
+	}
+	return toResult(f.e.Codec(), reply)
+}
+
+// toResult reads a reply as a FunctionResult when it has that shape, and
+// otherwise wraps it as text content with the value in details.
+func toResult(codec wire.Codec, reply []byte) agent.FunctionResult {
+	var v any
+	if err := codec.Unmarshal(reply, &v); err != nil {
+		return agent.FunctionResult{Content: []agent.Content{{Type: agent.ContentText, Text: string(reply)}}}
+	}
+	if m, ok := v.(map[string]any); ok {
+		if _, has := m["content"]; has {
+			var fr agent.FunctionResult
+			if codec.Unmarshal(reply, &fr) == nil && len(fr.Content) > 0 {
+				return fr
+			}
+		}
+	}
+	text, _ := json.Marshal(v)
+	details, _ := v.(map[string]any)
+	if details == nil {
+		details = map[string]any{"value": v}
+	}
+	return agent.FunctionResult{Content: []agent.Content{{Type: agent.ContentText, Text: string(text)}}, Details: details}
+}
+
+func (f functions) Idempotent(ctx context.Context, fn string) bool {
+	info, ok := f.catalog.lookup(ctx, fn)
+	return ok && info.Idempotent
+}
+
+// catalogCache remembers the live catalog for a while (discovery costs a
+// quiet period on the bus).
+type catalogCache struct {
+	e   *engine.Engine
+	ttl time.Duration
+
+	mu   sync.Mutex
+	at   time.Time
+	byID map[string]engine.FunctionInfo
+}
+
+func (c *catalogCache) lookup(ctx context.Context, id string) (engine.FunctionInfo, bool) {
+	c.mu.Lock()
+	recent := time.Since(c.at) < c.ttl
+	info, ok := c.byID[id]
+	c.mu.Unlock()
+	if ok || recent {
+		return info, ok // a miss refreshes at most once per ttl
+	}
+	fns, err := c.e.FunctionsList(ctx)
+	if err != nil {
+		return engine.FunctionInfo{}, false
+	}
+	m := make(map[string]engine.FunctionInfo, len(fns))
+	for _, f := range fns {
+		m[f.ID] = f
+	}
+	c.mu.Lock()
+	c.byID, c.at = m, time.Now()
+	c.mu.Unlock()
+	info, ok = m[id]
+	return info, ok
+}

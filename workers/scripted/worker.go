@@ -1,0 +1,219 @@
+package scripted
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers"
+)
+
+// WorkerName is the name of the module and of its engine worker.
+const WorkerName = "provider-scripted"
+
+// FunctionTimeout bounds one call of either function (the caller's shorter
+// budget wins); it leaves room for [MaxSleep].
+const FunctionTimeout = 5 * time.Minute
+
+// Settings of the module (workers.Env.Settings["provider-scripted"]).
+const (
+	// SettingDeltaSize is [WithDeltaSize] in bytes ("8").
+	SettingDeltaSize = "delta_size"
+	// SettingDeltaInterval is [WithDeltaInterval] as a Go duration ("20ms").
+	SettingDeltaInterval = "delta_interval"
+)
+
+func init() {
+	workers.Register(workers.Module{
+		Name:        WorkerName,
+		Description: "deterministic offline model provider: provider::scripted::stream and ::complete, model \"echo\"",
+		New:         func() workers.Worker { return &Worker{} },
+	})
+}
+
+var (
+	_ workers.Worker      = (*Worker)(nil)
+	_ workers.Provisioner = (*Worker)(nil)
+	_ workers.Closer      = (*Worker)(nil)
+)
+
+// errShuttingDown cancels the calls in flight when the worker closes; a
+// stream ends with it as its error frame.
+var errShuttingDown = wire.Errorf(wire.CodeUnavailable, "%s is shutting down", WorkerName)
+
+// Worker serves a [Provider] on the bus as the functions
+// provider::scripted::stream and provider::scripted::complete of the engine
+// worker "provider-scripted".
+type Worker struct {
+	p *Provider
+
+	mu     sync.Mutex
+	ew     *engine.Worker
+	done   chan struct{} // closed by Close: calls in flight stop
+	closed bool
+}
+
+// NewWorker returns a worker serving p. With a nil p the worker builds a
+// provider from its settings at Provision (or with the defaults at Start):
+// that is what the module registry does.
+func NewWorker(p *Provider) *Worker { return &Worker{p: p} }
+
+// Provision builds the provider from the worker's settings
+// ([SettingDeltaSize], [SettingDeltaInterval]); an unknown setting is an
+// error. A worker given a provider by [NewWorker] keeps it.
+func (w *Worker) Provision(_ context.Context, env workers.Env) error {
+	if w.p != nil {
+		return nil
+	}
+	settings := env.Settings[WorkerName]
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var opts []Option
+	for _, k := range keys {
+		v := settings[k]
+		switch k {
+		case SettingDeltaSize:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%w: %s %s=%q is not an integer", engine.ErrInvalidOption, WorkerName, k, v)
+			}
+			opts = append(opts, WithDeltaSize(n))
+		case SettingDeltaInterval:
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%w: %s %s=%q is not a duration", engine.ErrInvalidOption, WorkerName, k, v)
+			}
+			opts = append(opts, WithDeltaInterval(d))
+		default:
+			return fmt.Errorf("%w: %s has no setting %q (want %s or %s)", engine.ErrInvalidOption, WorkerName, k, SettingDeltaSize, SettingDeltaInterval)
+		}
+	}
+	p, err := New(opts...)
+	if err != nil {
+		return err
+	}
+	w.p = p
+	return nil
+}
+
+// Start registers both functions on e. It returns [ErrStarted] when called
+// twice and engine.ErrClosed after Close.
+func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return engine.ErrClosed
+	}
+	if w.ew != nil {
+		return ErrStarted
+	}
+	if w.p == nil {
+		p, err := New()
+		if err != nil {
+			return err
+		}
+		w.p = p
+	}
+	ew, err := e.Worker(WorkerName, engine.WithDescription("deterministic offline model provider"))
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	fns := []engine.Function{
+		{
+			ID:             StreamFunction,
+			Description:    "Stream the scripted model's answer to messages into a channel as model events; replies {stop_reason} once the stream has ended.",
+			RequestSchema:  streamRequestSchema,
+			ResponseSchema: streamResponseSchema,
+			Timeout:        FunctionTimeout,
+			Handler:        w.streamHandler(e, done),
+		},
+		{
+			ID:             CompleteFunction,
+			Description:    "Answer messages with the scripted model's final assistant message.",
+			RequestSchema:  completeRequestSchema,
+			ResponseSchema: completeResponseSchema,
+			Idempotent:     true,
+			Timeout:        FunctionTimeout,
+			Handler:        w.completeHandler(done),
+		},
+	}
+	for _, fn := range fns {
+		if err := ew.Register(fn); err != nil {
+			_ = ew.Close(ctx)
+			return err
+		}
+	}
+	w.ew, w.done = ew, done
+	return nil
+}
+
+// Close stops the calls in flight (a stream ends with an unavailable error
+// frame) and the worker's endpoints, waiting for the handlers until ctx
+// ends. Close is idempotent.
+func (w *Worker) Close(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	ew := w.ew
+	if w.done != nil {
+		close(w.done)
+	}
+	w.mu.Unlock()
+	if ew == nil {
+		return nil
+	}
+	return ew.Close(ctx)
+}
+
+// streamHandler decodes a stream request and writes its frames in the
+// request's codec.
+func (w *Worker) streamHandler(e *engine.Engine, done <-chan struct{}) engine.Handler {
+	return func(ctx context.Context, r *engine.Request) (any, error) {
+		var req StreamRequest
+		if err := r.Bind(&req); err != nil {
+			return nil, err
+		}
+		ctx, release := untilDone(ctx, done)
+		defer release()
+		return w.p.Stream(ctx, e, req, channel.WithCodec(r.Codec))
+	}
+}
+
+func (w *Worker) completeHandler(done <-chan struct{}) engine.Handler {
+	return engine.Typed(func(ctx context.Context, req CompleteRequest) (CompleteResponse, error) {
+		ctx, release := untilDone(ctx, done)
+		defer release()
+		return w.p.Complete(ctx, req)
+	})
+}
+
+// untilDone derives a context that also ends, with errShuttingDown as its
+// cause, when done closes.
+func untilDone(ctx context.Context, done <-chan struct{}) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			cancel(errShuttingDown)
+		case <-stop:
+		}
+	}()
+	return ctx, func() {
+		close(stop)
+		cancel(nil)
+	}
+}
