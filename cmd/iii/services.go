@@ -54,7 +54,7 @@ func (a *app) startServices(ctx context.Context, cfg upConfig) error {
 			return err
 		}
 	}
-	run, err := workers.Global().Start(ctx, a.e, workers.Env{Home: cfg.home, Logger: cfg.logger}, std.Default...)
+	run, err := workers.Global().Start(ctx, a.e, workers.Env{Home: cfg.home, Logger: cfg.logger, Settings: cfg.settings}, std.Default...)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +27,25 @@ type upConfig struct {
 	httpAddr    string
 	monitorPort int
 	logger      *slog.Logger
+	// settings are per-worker settings from --set WORKER.KEY=VALUE.
+	settings map[string]map[string]string
+}
+
+// parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings.
+func parseSettings(pairs []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for _, p := range pairs {
+		kv, val, ok := strings.Cut(p, "=")
+		worker, key, ok2 := strings.Cut(kv, ".")
+		if !ok || !ok2 || worker == "" || key == "" {
+			return nil, fmt.Errorf("--set %q: want WORKER.KEY=VALUE", p)
+		}
+		if out[worker] == nil {
+			out[worker] = map[string]string{}
+		}
+		out[worker][key] = val
+	}
+	return out, nil
 }
 
 // app is one running node: server, connection, engine and what runs on it.
@@ -120,6 +140,7 @@ func (a *app) close(ctx context.Context) error {
 
 func newUpCmd(g *globals) *cobra.Command {
 	cfg := upConfig{}
+	var sets []string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole iii node in this process on an embedded NATS server",
@@ -133,6 +154,9 @@ func newUpCmd(g *globals) *cobra.Command {
 				return err
 			}
 			cfg.logger = logger
+			if cfg.settings, err = parseSettings(sets); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			a, err := startApp(ctx, cfg)
 			if err != nil {
@@ -156,5 +180,6 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.listen, "listen", "127.0.0.1:4222", "NATS client listen address (port 0 = random)")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:3111", "HTTP trigger gateway listen address (empty = off)")
 	cmd.Flags().IntVar(&cfg.monitorPort, "monitor-port", 0, "nats-server monitoring port (0 = off)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,10 +85,45 @@ func New(opts ...Option) *Orchestrator {
 	return o
 }
 
-// Provision takes the logger and settings (max_turns).
+// Settings the orchestrator reads from workers.Env (`iii up --set
+// orchestrator.KEY=VALUE`).
+const (
+	SettingAckWait     = "ack_wait"      // step consumer ack wait, a Go duration (default 60s)
+	SettingMaxTurns    = "max_turns"     // default max_turns of a run (default 50)
+	SettingEventMaxAge = "event_max_age" // how long events are kept (default 168h)
+	SettingIdle        = "idle_timeout"  // grain passivation after idle (default 2m)
+)
+
+// Provision takes the logger and the settings above; an unknown setting or
+// a bad value is an error.
 func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 	if env.Logger != nil {
 		o.logger = env.Logger.With("worker", "orchestrator")
+	}
+	for k, v := range env.Settings["orchestrator"] {
+		switch k {
+		case SettingAckWait, SettingEventMaxAge, SettingIdle:
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("orchestrator.%s=%q: want a positive duration", k, v)
+			}
+			switch k {
+			case SettingAckWait:
+				o.ackWait = d
+			case SettingEventMaxAge:
+				o.eventMaxAge = d
+			default:
+				o.hostOpts = append(o.hostOpts, session.WithIdleTimeout(d))
+			}
+		case SettingMaxTurns:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("orchestrator.%s=%q: want a positive integer", k, v)
+			}
+			o.maxTurns = n
+		default:
+			return fmt.Errorf("orchestrator: unknown setting %q", k)
+		}
 	}
 	return nil
 }
