@@ -109,13 +109,22 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	if err != nil {
 		return err
 	}
-	// Subscribe before starting, so no event is missed.
-	cons, err := e.JetStream().OrderedConsumer(ctx, subjects.EventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverNewPolicy,
-	})
-	if err != nil && errors.Is(err, jetstream.ErrStreamNotFound) {
+	// Read from just after the stream's current end: an ordered consumer is
+	// created lazily, so DeliverNew could start after the first events.
+	stream, err := e.JetStream().Stream(ctx, subjects.EventStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("no orchestrator has run on this bus yet (stream %s missing): is `iii up` running?", subjects.EventStream)
 	}
+	if err != nil {
+		return err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: info.State.LastSeq + 1,
+	})
 	if err != nil {
 		return err
 	}
