@@ -232,7 +232,12 @@ type providerRequest struct {
 	Tools        []any           `json:"tools,omitempty"`
 }
 
+// modelTimeout bounds one model call (a long answer streams for minutes).
+const modelTimeout = 15 * time.Minute
+
 func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input {
+	ctx, cancel := context.WithTimeout(ctx, modelTimeout)
+	defer cancel()
 	r, err := channel.Open(ctx, m.e)
 	if err != nil {
 		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "open channel: " + err.Error()}
