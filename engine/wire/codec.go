@@ -60,6 +60,9 @@ var encPool = sync.Pool{New: func() any {
 	enc.SetCustomStructTag("json")
 	enc.SetOmitEmpty(false)
 	enc.UseCompactInts(true)
+	// Whole floats travel as integers: a JSON caller's 400 decodes as
+	// float64 and must still decode into a Go int field downstream.
+	enc.UseCompactFloats(true)
 	return &pooledEncoder{buf: &buf, enc: enc}
 }}
 

@@ -163,3 +163,30 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 	})
 }
+
+// A number that arrived as JSON (float64) must decode into an int field
+// after a msgpack hop, as it would from JSON.
+func TestMsgpackWholeFloatsDecodeIntoInts(t *testing.T) {
+	t.Parallel()
+	var fromJSON map[string]any
+	if err := wire.JSON.Unmarshal([]byte(`{"ms":400,"ratio":0.5}`), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	b, err := wire.Msgpack.Marshal(fromJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Ms    int     `json:"ms"`
+		Ratio float64 `json:"ratio"`
+	}
+	if err := wire.Msgpack.Unmarshal(b, &out); err != nil || out.Ms != 400 || out.Ratio != 0.5 {
+		t.Fatalf("got %+v, %v", out, err)
+	}
+	var f struct {
+		F float64 `json:"ms"`
+	}
+	if err := wire.Msgpack.Unmarshal(b, &f); err != nil || f.F != 400 {
+		t.Fatalf("int into float: %+v, %v", f, err)
+	}
+}

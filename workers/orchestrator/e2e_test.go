@@ -301,3 +301,88 @@ func TestSteeringDuringFunctionExecution(t *testing.T) {
 		t.Fatalf("inbox not emptied: %+v %v", drained, err)
 	}
 }
+
+// Calls of one answer run in parallel; results keep the model's order.
+func TestParallelCallsKeepOrder(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	w, _ := s.e.Worker("pace")
+	var running, peak atomic.Int64
+	_ = w.Register(engine.Function{ID: "pace::sleep", Handler: engine.Typed(func(_ context.Context, r struct {
+		Ms  int    `json:"ms"`
+		Tag string `json:"tag"`
+	}) (map[string]string, error) {
+		n := running.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(time.Duration(r.Ms) * time.Millisecond)
+		running.Add(-1)
+		return map[string]string{"tag": r.Tag}, nil
+	})})
+	text := "/call pace::sleep {\"ms\":400,\"tag\":\"first\"}\n/call pace::sleep {\"ms\":10,\"tag\":\"second\"}"
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "par1", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText(text)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, s.e, "par1", 20*time.Second)
+	if peak.Load() < 2 {
+		for _, ev := range evs {
+			if ev.Type == agent.EventFunctionExecutionEnd && ev.Result != nil {
+				t.Logf("result %s: %+v", ev.FunctionCallID, ev.Result.Content)
+			}
+		}
+		t.Fatalf("calls did not overlap (peak %d)", peak.Load())
+	}
+	var ends []string
+	for _, ev := range evs {
+		if ev.Type == agent.EventTurnEnd && len(ev.FunctionResults) == 2 {
+			for _, r := range ev.FunctionResults {
+				for _, c := range r.Content {
+					ends = append(ends, c.Text)
+				}
+			}
+		}
+	}
+	if len(ends) != 2 || !strings.Contains(ends[0], "first") || !strings.Contains(ends[1], "second") {
+		t.Fatalf("results not in the model's order: %q (%v)", ends, types(evs))
+	}
+}
+
+func TestAbortDuringFunctionExecution(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	w, _ := s.e.Worker("block")
+	started := make(chan struct{}, 1)
+	_ = w.Register(engine.Function{ID: "block::forever", Handler: func(ctx context.Context, _ *engine.Request) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}})
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "ab2", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("/call block::forever")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("call never started")
+	}
+	var ab orchestrator.AbortResult
+	if err := s.e.Trigger(ctx, "run::abort", map[string]string{"session_id": "ab2"}, &ab); err != nil || !ab.Aborted || ab.State != agent.StateStopped {
+		t.Fatalf("abort = %+v, %v", ab, err)
+	}
+	evs := events(t, s.e, "ab2", 10*time.Second)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopAborted {
+		t.Fatalf("stop reason %q: %v", last.StopReason, types(evs))
+	}
+	// Aborting a finished run is a no-op.
+	if err := s.e.Trigger(ctx, "run::abort", map[string]string{"session_id": "ab2"}, &ab); err != nil || ab.Aborted {
+		t.Fatalf("second abort = %+v, %v", ab, err)
+	}
+}
