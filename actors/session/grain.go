@@ -163,7 +163,9 @@ func (g *grain) onWake(w Wake) {
 		g.host.opts.logger.Warn("session load failed", "session_id", g.sid, "error", err)
 		return // not acked: redelivered
 	}
-	if w.Step < g.rec.Step && (g.rec.State.Terminal() || g.running || len(g.wakes) > 0) {
+	// A terminal record whose outbox a dead activation did not deliver
+	// (agent_end among it) is not stale: deliver it, then ack.
+	if w.Step < g.rec.Step && ((g.rec.State.Terminal() && len(g.rec.Outbox) == 0) || g.running || len(g.wakes) > 0) {
 		_ = w.Ack() // stale, or a duplicate of a wake already being served
 		return
 	}

@@ -157,6 +157,10 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		}
 		switch ev.Type {
 		case agent.EventMessageUpdate:
+			if ev.Partial != nil && streamed {
+				// A stream that restarted after a crash starts over.
+				fmt.Fprint(out, "\n[stream restarted]\n")
+			}
 			fmt.Fprint(out, ev.Delta)
 			streamed = true
 		case agent.EventMessageComplete:

@@ -235,7 +235,8 @@ func (o *Orchestrator) sweep(ctx context.Context) error {
 	st := store{kv: o.turns}
 	for key := range lister.Keys() {
 		rec, _, err := st.Load(ctx, key)
-		if err != nil || rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval {
+		settled := rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval
+		if err != nil || (settled && len(rec.Outbox) == 0) {
 			continue
 		}
 		if err := o.enqueueStep(ctx, rec); err != nil {

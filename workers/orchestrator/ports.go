@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/actors/turn"
@@ -167,6 +168,12 @@ func (p *publisher) Flush(ctx context.Context, sid string) error {
 }
 
 func (p *publisher) Load(ctx context.Context, sid string) ([]agent.Message, error) {
+	// A grain loads the transcript when it activates: another process may
+	// have emitted this session's events since this one last did, so the
+	// next seq is read from the stream again.
+	p.mu.Lock()
+	delete(p.seq, sid)
+	p.mu.Unlock()
 	subj, err := subjects.HistorySubject(sid)
 	if err != nil {
 		return nil, err
@@ -259,6 +266,9 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		buf     strings.Builder
 		lastPub = time.Now()
 		updates int
+		// attempt keeps a restarted stream's updates apart from those of
+		// the stream a crash interrupted.
+		attempt = nuid.Next()
 	)
 	flush := func() {
 		if buf.Len() == 0 {
@@ -266,7 +276,13 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		}
 		updates++
 		ev := agent.Event{Type: agent.EventMessageUpdate, SessionID: req.SessionID, Delta: buf.String(), TS: time.Now().UnixMilli()}
-		_ = m.pub.Emit(ctx, ev, fmt.Sprintf("%s:%d:u%d", req.RunID, req.Step, updates))
+		if updates == 1 {
+			// The first update of a stream carries the message so far: a
+			// client drops what an earlier, interrupted stream of this step
+			// sent.
+			ev.Partial = &agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text(buf.String())}}
+		}
+		_ = m.pub.Emit(ctx, ev, fmt.Sprintf("%s:%d:%s:u%d", req.RunID, req.Step, attempt, updates))
 		buf.Reset()
 		lastPub = time.Now()
 	}

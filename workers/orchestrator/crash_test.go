@@ -1,0 +1,444 @@
+package orchestrator_test
+
+// Crash tests with real processes: the node (`iii up`) runs as a child
+// process and is killed with SIGKILL (a) while the model streams, (b) while
+// a function call is recorded started but not done, (c) at random moments
+// of a run; after a restart on the same data the run completes (or fails
+// with a clear reason), no function call runs twice unless it is declared
+// idempotent, no event is stored twice, and every record decodes and
+// validates. The tools the model calls live in the test process (see
+// crash_node_test.go), so they outlive the node and count their runs.
+//
+// The in-process tests at the end force two activations of one session and
+// replay states a crash leaves behind.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/workers/orchestrator"
+)
+
+// (a) Killed while the answer streams: the restarted node streams the
+// model again and the run ends with the whole answer.
+func TestCrashMidStream(t *testing.T) {
+	t.Parallel()
+	n := startCrashNode(t, "provider-scripted.delta_interval=25ms")
+	tl := newCrashTools(t, n.url())
+	js := tl.e.JetStream()
+	const sid = "crash_a"
+	text := strings.TrimSpace(strings.Repeat("the quick brown fox jumps over the lazy dog; ", 6))
+	crashStartRun(t, tl.e, sid, text)
+	enginetest.Eventually(t, 15*time.Second, func() error {
+		typ, err := crashLastEventType(js, sid)
+		if err != nil {
+			return err
+		}
+		if typ != agent.EventMessageUpdate {
+			return fmt.Errorf("last event %q: not streaming yet", typ)
+		}
+		return nil
+	})
+	if v, err := crashTurnState(tl.e, sid); err != nil || v == nil || v.State != agent.StateAssistantStreaming {
+		t.Fatalf("before the kill: turn::get_state = %+v, %v", v, err)
+	}
+	n.restart()
+
+	evs := crashWaitAgentEnds(t, js, sid, 1, 20*time.Second)
+	t.Log(crashTypes(evs))
+	crashCheckEvents(t, sid, evs)
+	if sr := crashStopReason(evs); sr != agent.StopEnd {
+		t.Fatalf("stop reason %q", sr)
+	}
+	if got := crashAnswer(evs); got != text {
+		t.Fatalf("answer %q, want %q", got, text)
+	}
+	rec := crashSettled(t, js, sid)
+	if rec.TurnCount != 1 || rec.StopReason != agent.StopEnd {
+		t.Fatalf("record: turn_count %d, stop_reason %q", rec.TurnCount, rec.StopReason)
+	}
+	crashCheckTranscript(t, js, sid, agent.RoleUser, agent.RoleAssistant)
+	crashQuiesce(t, js, 10*time.Second)
+}
+
+// A client that prints message_update deltas (iii chat does) must see the
+// answer once. The restarted stream reuses the update ids of the killed one
+// ("<run>:<step>:u<n>"), and the stream drops the ones it already holds, so
+// what a client reads is the killed stream's first updates followed by the
+// restarted stream's later ones. A model never chunks (or even words) an
+// answer the same way twice; the restart here streams at another pace to
+// say so.
+func TestCrashMidStreamDeltas(t *testing.T) {
+	t.Parallel()
+	n := startCrashNode(t, "provider-scripted.delta_interval=25ms")
+	tl := newCrashTools(t, n.url())
+	js := tl.e.JetStream()
+	const sid = "crash_a2"
+	text := strings.TrimSpace(strings.Repeat("pack my box with five dozen liquor jugs; ", 6))
+	crashStartRun(t, tl.e, sid, text)
+	enginetest.Eventually(t, 15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		evs, err := crashReadEvents(ctx, js, sid)
+		if err != nil {
+			return err
+		}
+		if crashCount(evs, agent.EventMessageUpdate) < 3 {
+			return errors.New("fewer than 3 updates yet")
+		}
+		return nil
+	})
+	n.sets = []string{"provider-scripted.delta_interval=5ms"}
+	n.restart()
+	evs := crashWaitAgentEnds(t, js, sid, 1, 20*time.Second)
+	if got := crashAnswer(evs); got != text {
+		t.Fatalf("answer %q, want %q", got, text)
+	}
+	// A client appends each delta; an update that carries partial (the
+	// message so far) replaces what it has.
+	var streamed strings.Builder
+	for _, ev := range evs {
+		if ev.Type != agent.EventMessageUpdate {
+			continue
+		}
+		if ev.Partial != nil {
+			streamed.Reset()
+			for _, c := range ev.Partial.Content {
+				if c.Type == agent.ContentText {
+					streamed.WriteString(c.Text)
+				}
+			}
+			continue
+		}
+		streamed.WriteString(ev.Delta)
+	}
+	if streamed.String() != text {
+		t.Fatalf("the deltas a client reads do not spell the crashAnswer after a crash mid-stream:\n got  %q\n want %q", streamed.String(), text)
+	}
+}
+
+// (b) Killed while calls are recorded started: a call not declared
+// idempotent is not run again and ends "interrupted: outcome unknown"; an
+// idempotent one runs again and its result is used (turn.Recover).
+func TestCrashCallStarted(t *testing.T) {
+	t.Parallel()
+	n := startCrashNode(t)
+	tl := newCrashTools(t, n.url())
+	js := tl.e.JetStream()
+	crashStartRun(t, tl.e, "crash_b1", `/call crash::slow {"tag":"b1"}`)
+	crashStartRun(t, tl.e, "crash_b2", `/call crash::idem {"tag":"b2"}`)
+	enginetest.Eventually(t, 15*time.Second, func() error {
+		if tl.count("crash::slow", "b1", 0) != 1 || tl.count("crash::idem", "b2", 0) != 1 {
+			return fmt.Errorf("calls not started: %v", tl.counts())
+		}
+		return nil
+	})
+	// The record says started (it is written before the call is sent).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, sid := range []string{"crash_b1", "crash_b2"} {
+		rec, err := crashLoadRecord(ctx, js, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids := turn.InFlight(rec); rec.State != agent.StateFunctionExecute || len(ids) != 1 {
+			t.Fatalf("%s before the kill: state %s, in flight %v", sid, rec.State, ids)
+		}
+	}
+	n.kill()
+	// Released now, a re-run would return at once: a wrong re-run of b1
+	// shows in the count instead of blocking the turn.
+	tl.release("b1")
+	tl.release("b2")
+	n.start()
+
+	evs := crashWaitAgentEnds(t, js, "crash_b1", 1, 20*time.Second)
+	t.Log("b1: ", crashTypes(evs))
+	ends := crashCheckEvents(t, "crash_b1", evs)
+	if len(ends) != 1 {
+		t.Fatalf("b1: %d calls ended", len(ends))
+	}
+	for _, end := range ends {
+		if !end.IsError || crashResultText(end) != "interrupted: outcome unknown" {
+			t.Fatalf("b1: result %+v, want the error \"interrupted: outcome unknown\"", end.Result)
+		}
+	}
+	if sr := crashStopReason(evs); sr != agent.StopEnd {
+		t.Fatalf("b1: stop reason %q", sr)
+	}
+	if a := crashAnswer(evs); !strings.Contains(a, "crash::slow returned an error: interrupted: outcome unknown") {
+		t.Fatalf("b1: crashAnswer %q does not quote the interruption", a)
+	}
+
+	evs = crashWaitAgentEnds(t, js, "crash_b2", 1, 20*time.Second)
+	t.Log("b2: ", crashTypes(evs))
+	ends = crashCheckEvents(t, "crash_b2", evs)
+	if len(ends) != 1 {
+		t.Fatalf("b2: %d calls ended", len(ends))
+	}
+	for _, end := range ends {
+		if end.IsError || !strings.Contains(crashResultText(end), `"run":2`) {
+			t.Fatalf("b2: result %+v, want the re-run's (run 2)", end.Result)
+		}
+	}
+	if sr := crashStopReason(evs); sr != agent.StopEnd {
+		t.Fatalf("b2: stop reason %q", sr)
+	}
+
+	for _, sid := range []string{"crash_b1", "crash_b2"} {
+		crashSettled(t, js, sid)
+		crashCheckTranscript(t, js, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleAssistant)
+	}
+	// Once every step is acked nothing runs any more: the counts are final.
+	crashQuiesce(t, js, 10*time.Second)
+	if c := tl.count("crash::slow", "b1", 0); c != 1 {
+		t.Fatalf("crash::slow (not idempotent) ran %d times", c)
+	}
+	if c := tl.count("crash::idem", "b2", 0); c != 2 {
+		t.Fatalf("crash::idem (idempotent) ran %d times, want 2 (once before the kill, once after)", c)
+	}
+}
+
+// (c) Killed at random moments of runs with two parallel calls: every run
+// ends, every call ran at most once, every record is valid. A first run,
+// not killed, measures how long a run takes here; the kills land anywhere
+// in that time.
+func TestCrashBetweenSteps(t *testing.T) {
+	t.Parallel()
+	n := startCrashNode(t, "provider-scripted.delta_interval=10ms")
+	tl := newCrashTools(t, n.url())
+	js := tl.e.JetStream()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>7))
+	prompt := func(tag string) string {
+		return fmt.Sprintf("/call crash::fast {\"tag\":%q,\"n\":1}\n/call crash::fast {\"tag\":%q,\"n\":2}", tag, tag)
+	}
+	crashStartRun(t, tl.e, "crash_c_ref", prompt("ref"))
+	ref := crashWaitAgentEnds(t, js, "crash_c_ref", 1, 20*time.Second)
+	span := time.Duration(ref[len(ref)-1].TS-ref[0].TS+10) * time.Millisecond
+	t.Logf("a run takes %v", span)
+	const runs = 8
+	for i := range runs {
+		sid := fmt.Sprintf("crash_c%d", i)
+		tag := fmt.Sprintf("c%d", i)
+		crashStartRun(t, tl.e, sid, prompt(tag))
+		// The point of the test is a kill at an arbitrary moment of the run.
+		time.Sleep(time.Duration(rng.Int64N(int64(span))))
+		typ, _ := crashLastEventType(js, sid)
+		n.restart()
+		evs := crashWaitAgentEnds(t, js, sid, 1, 20*time.Second)
+		ends := crashCheckEvents(t, sid, evs)
+		if sr := crashStopReason(evs); sr != agent.StopEnd {
+			t.Errorf("%s: stop reason %q", sid, sr)
+		}
+		if len(ends) != 2 {
+			t.Errorf("%s: %d calls ended, want 2: %s", sid, len(ends), crashTypes(evs))
+		}
+		var results []string
+		for _, ev := range evs {
+			if ev.Type == agent.EventFunctionExecutionEnd {
+				results = append(results, fmt.Sprintf("error=%v %s", ev.IsError, crashResultText(ev)))
+			}
+		}
+		t.Logf("%s: killed after %q; results %v", sid, typ, results)
+		crashSettled(t, js, sid)
+		crashCheckTranscript(t, js, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleFunctionResult, agent.RoleAssistant)
+	}
+	crashQuiesce(t, js, 10*time.Second)
+	for k, c := range tl.counts() {
+		if c > 1 {
+			t.Errorf("%s ran %d times", k, c)
+		}
+	}
+}
+
+// Two activations of one session (forced: the second host is woken by hand
+// while the first waits for a call): they cannot both write. The one that
+// writes second loses its compare-and-set and halts; the run completes once
+// and the call ran once.
+func TestTwoActivationsOneWriter(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	logs := [2]*crashHaltLog{{}, {}}
+	opts := func(i int) []orchestrator.Option {
+		return []orchestrator.Option{
+			orchestrator.WithAckWait(time.Second),
+			orchestrator.WithHostOptions(session.WithLogger(slog.New(logs[i]))),
+		}
+	}
+	s := startStack(t, ns, opts(0)...)
+	orchs := [2]*orchestrator.Orchestrator{s.orch, orchestrator.New(opts(1)...)}
+	if err := orchs[1].Start(context.Background(), enginetest.NewEngine(t, ns)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orchs[1].Close(context.Background()) })
+
+	var runs atomic.Int64
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	w, err := s.e.Worker("block")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(engine.Function{ID: "crash::block", Handler: func(ctx context.Context, _ *engine.Request) (any, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return map[string]any{"ok": true}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	const sid = "two1"
+	crashStartRun(t, s.e, sid, "/call crash::block")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("crash::block never started")
+	}
+	// Whichever orchestrator consumed the step holds the session.
+	holder := -1
+	for i, o := range orchs {
+		if o.Host().Active() == 1 {
+			holder = i
+		}
+	}
+	if holder < 0 || orchs[1-holder].Host().Active() != 0 {
+		t.Fatalf("active grains: %d and %d", orchs[0].Host().Active(), orchs[1].Host().Active())
+	}
+	other := 1 - holder
+	v, err := crashTurnState(s.e, sid)
+	if err != nil || v == nil || v.State != agent.StateFunctionExecute {
+		t.Fatalf("turn::get_state = %+v, %v", v, err)
+	}
+	if err := orchs[other].Host().Wake(sid, session.Wake{Step: v.Step, Ack: func() error { return nil }, InProgress: func() error { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	// The forced activation takes the call for a dead one's: it records the
+	// call interrupted and finishes the run.
+	evs := crashWaitAgentEnds(t, s.e.JetStream(), sid, 1, 15*time.Second)
+	close(release)
+	// The first activation's result now loses the compare-and-set.
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if len(logs[holder].halts()) == 0 {
+			return errors.New("the first activation has not halted")
+		}
+		return nil
+	})
+	// Its un-acked step is redelivered after the ack wait and found stale.
+	crashQuiesce(t, s.e.JetStream(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if evs, err = crashReadEvents(ctx, s.e.JetStream(), sid); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(crashTypes(evs))
+	ends := crashCheckEvents(t, sid, evs)
+	if h0, h1 := logs[holder].halts(), logs[other].halts(); len(h0) != 1 || h0[0] != "write record" || len(h1) != 0 {
+		t.Fatalf("halts: first activation %v, forced one %v; want exactly one, the first's, on its write", h0, h1)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("crash::block ran %d times", n)
+	}
+	for _, end := range ends {
+		if !end.IsError || crashResultText(end) != "interrupted: outcome unknown" {
+			t.Fatalf("result %+v: want interrupted (the forced activation recovered the call)", end.Result)
+		}
+	}
+	if orchs[holder].Host().Active() != 0 {
+		t.Fatal("the halted activation is still registered")
+	}
+	crashSettled(t, s.e.JetStream(), sid)
+
+	// The loser's process runs the session's next run: its events must
+	// continue the session's seq, not the loser's stale count.
+	t.Run("next run on the loser's node", func(t *testing.T) {
+		if err := orchs[other].Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		crashStartRun(t, s.e, sid, "hello again")
+		evs := crashWaitAgentEnds(t, s.e.JetStream(), sid, 2, 15*time.Second)
+		t.Log(crashTypes(evs))
+		crashCheckEvents(t, sid, evs)
+	})
+}
+
+// A kill between the write of a run's last record (state stopped, outbox
+// turn_state_changed + agent_end + finish) and the delivery of its outbox
+// leaves that record in KV and the step that woke the session un-acked. The
+// redelivered step must deliver the outbox: otherwise agent_end is never
+// published and clients wait forever. The record is built with the turn
+// machine as the dead activation left it; the step is the run's first one,
+// as the consumer redelivers it.
+func TestRedeliveredStepDeliversFinalOutbox(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns, orchestrator.WithAckWait(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const sid, runID = "undelivered1", "run1"
+	now := time.Now().UnixMilli()
+	rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", MaxTurns: 5, Messages: []agent.Message{userText("hi")}}, runID, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []turn.Input{
+		turn.Provisioned{},
+		turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("hi")}}},
+		turn.SteeringDrained{},
+	} {
+		if rec, _, err = turn.Apply(turn.Delivered(rec), in, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec.State != agent.StateStopped || len(rec.Outbox) == 0 {
+		t.Fatalf("built record: state %s, outbox %d", rec.State, len(rec.Outbox))
+	}
+	data, _ := json.Marshal(rec)
+	kv, err := s.e.JetStream().KeyValue(ctx, "iii-turn-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, sid, data); err != nil {
+		t.Fatal(err)
+	}
+	step, _ := json.Marshal(orchestrator.Step{SessionID: sid, Step: 1, State: agent.StateProvisioning})
+	if _, err := s.e.JetStream().Publish(ctx, "iii.turn.step."+sid, step); err != nil {
+		t.Fatal(err)
+	}
+	crashQuiesce(t, s.e.JetStream(), 10*time.Second)
+	typ, err := crashLastEventType(s.e.JetStream(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := crashLoadRecord(ctx, s.e.JetStream(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typ != agent.EventAgentEnd || len(got.Outbox) > 0 {
+		t.Fatalf("step acked, but the run's last outbox was not delivered: last event %q, %d effects left in the record", typ, len(got.Outbox))
+	}
+}
