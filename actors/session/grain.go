@@ -102,13 +102,21 @@ func (g *grain) shutdown() {
 	}
 }
 
-// halt stops the activation without acking: another activation (or a
-// redelivery) carries on from the last written record.
+// halt stops the activation without acking: it cancels the model stream
+// and calls in flight and naks the wakes it holds (redelivered a second
+// later to a fresh activation that reloads from KV). A lost CAS (another
+// activation wrote) or a failed write ends here: the loser stops.
 func (g *grain) halt(reason string, err error) {
 	if g.stopped {
 		return
 	}
 	g.host.opts.logger.Warn("session grain halted", "session_id", g.sid, "reason", reason, "error", err)
+	for _, w := range g.wakes {
+		if w.Nak != nil {
+			_ = w.Nak(time.Second)
+		}
+	}
+	g.wakes = nil
 	g.shutdown()
 	g.host.forget(g.sid, g.self)
 	g.root.Stop(g.self)
@@ -328,11 +336,32 @@ func (g *grain) deliver() bool {
 
 // settle checkpoints a parked or finished session and acks its wakes.
 func (g *grain) settle() {
-	if g.dirty {
+	switch {
+	case g.dirty && g.rec.State.Terminal():
+		// The run is over and agent_end is out: a client may already have
+		// started the next run. Losing this CAS to that run is fine.
+		ctx, cancel := g.ctx()
+		err := g.host.ports.History.Flush(ctx, g.sid)
+		if err == nil {
+			var rev uint64
+			if rev, err = g.host.ports.Store.Write(ctx, g.rec, g.rev); err == nil {
+				g.rev, g.dirty = rev, false
+			} else if errors.Is(err, ErrFenced) {
+				if cur, crev, lerr := g.host.ports.Store.Load(ctx, g.sid); lerr == nil && cur.RunID != g.rec.RunID {
+					g.rec, g.rev, g.dirty, err = cur, crev, false, nil
+				}
+			}
+		}
+		cancel()
+		if err != nil {
+			g.halt("write record", err)
+			return
+		}
+	case g.dirty:
 		if !g.write(g.rec) {
 			return
 		}
-	} else {
+	default:
 		ctx, cancel := g.ctx()
 		err := g.host.ports.History.Flush(ctx, g.sid)
 		cancel()

@@ -121,6 +121,8 @@ type Wake struct {
 	Step       uint64
 	Ack        func() error
 	InProgress func() error
+	// Nak asks for redelivery after delay (the grain gave the wake up).
+	Nak func(delay time.Duration) error
 }
 
 type wakeMsg struct {

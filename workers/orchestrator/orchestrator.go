@@ -203,7 +203,7 @@ func (o *Orchestrator) consumeSteps(ctx context.Context) error {
 			_ = m.Term()
 			return
 		}
-		if err := o.host.Wake(st.SessionID, session.Wake{Step: st.Step, Ack: m.Ack, InProgress: m.InProgress}); err != nil {
+		if err := o.host.Wake(st.SessionID, session.Wake{Step: st.Step, Ack: m.Ack, InProgress: m.InProgress, Nak: m.NakWithDelay}); err != nil {
 			_ = m.NakWithDelay(time.Second)
 		}
 	}, jetstream.PullMaxMessages(512))
@@ -275,6 +275,27 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 		}
 	}
 	st := store{kv: o.turns}
+	for attempt := 0; ; attempt++ {
+		res, err := o.runStartOnce(ctx, rs, st)
+		if errors.Is(err, session.ErrFenced) {
+			if attempt < 8 {
+				continue // the grain checkpointed in between: look again
+			}
+			return RunStartResult{SessionID: rs.SessionID, Started: false, Reason: "session_busy"}, nil
+		}
+		if err != nil {
+			return RunStartResult{}, err
+		}
+		if idemKey != "" && res.Started {
+			data, _ := json.Marshal(res)
+			_, _ = o.runs.Put(ctx, idemKey, data)
+		}
+		return res, nil
+	}
+}
+
+// runStartOnce is one attempt of runStart; a lost CAS is session.ErrFenced.
+func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st store) (RunStartResult, error) {
 	cur, rev, err := st.Load(ctx, rs.SessionID)
 	switch {
 	case errors.Is(err, session.ErrNoRecord):
@@ -293,10 +314,10 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 		return RunStartResult{}, wire.Wrap(wire.CodeInvalidPayload, err, "")
 	}
 	newRev, err := st.Write(ctx, rec, rev)
-	if errors.Is(err, session.ErrFenced) {
-		return RunStartResult{SessionID: rs.SessionID, Started: false, Reason: "session_busy"}, nil
-	}
 	if err != nil {
+		if errors.Is(err, session.ErrFenced) {
+			return RunStartResult{}, err
+		}
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "write turn record")
 	}
 	if err := o.enqueueStep(ctx, rec); err != nil {
@@ -309,12 +330,7 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 		}
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "enqueue turn step")
 	}
-	res := RunStartResult{SessionID: rs.SessionID, Started: true, RunID: runID}
-	if idemKey != "" {
-		data, _ := json.Marshal(res)
-		_, _ = o.runs.Put(ctx, idemKey, data)
-	}
-	return res, nil
+	return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: runID}, nil
 }
 
 func (o *Orchestrator) providerKnown(ctx context.Context, provider string) bool {

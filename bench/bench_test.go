@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunSmall runs the whole suite small: 3 sessions × 2 turns, a short KV
+// phase and a short idle phase, and checks the figures are sane.
+func TestRunSmall(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Config{
+		Sessions: 3, Turns: 2,
+		KVWriters: 4, KVPuts: 200,
+		Idle: 5, IdleTimeout: 200 * time.Millisecond, IdleWorkers: 5,
+		Dir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	tr := res.Turns
+	if tr == nil || tr.Turns != 6 || tr.Failed != 0 {
+		t.Fatalf("turns = %+v", tr)
+	}
+	if tr.TurnsPerSec <= 0 || tr.P50Ms <= 0 || tr.P99Ms < tr.P50Ms || tr.MaxMs < tr.P99Ms {
+		t.Errorf("turn figures: %+v", tr)
+	}
+	c := tr.PerTurn
+	// One turn: the record written several times, a step published, the
+	// transcript (user, assistant, function result, assistant) appended
+	// and at least a dozen events.
+	if c.StreamWrites["KV_iii-turn-state"] < 2 || c.StreamWrites["III_TURN_STEPS"] < 1 ||
+		c.StreamWrites["III_HISTORY"] < 4 || c.StreamWrites["III_EVENTS"] < 5 || c.Events < 5 || c.Acks < 1 || c.MsgsIn < c.Writes {
+		t.Errorf("per-turn cost: %+v", c)
+	}
+	if res.KV == nil || res.KV.PutsPerSec <= 0 || res.KVPutsPerTurn <= 0 {
+		t.Errorf("kv: %+v, kv puts/turn %v", res.KV, res.KVPutsPerTurn)
+	}
+	if i := res.Idle; i == nil || i.Sessions != 5 || i.StillActive != 0 || i.ActiveGrains < 5 {
+		t.Errorf("idle: %+v", res.Idle)
+	}
+	var table strings.Builder
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"turns/s", "kv puts/s", "kv-put equivalents", "per 10k sessions"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	body, err := json.Marshal(res)
+	if err != nil || !strings.Contains(string(body), `"turns_per_s"`) {
+		t.Errorf("json: %s, %v", body, err)
+	}
+	t.Logf("\n%s", table.String())
+}
+
+// BenchmarkTurns is the turn-loop suite: Sessions × Turns turns of
+// "/call bench::noop {}" on an embedded single node with file storage, and
+// raw KV puts on the same server. One iteration is one whole [Run]; the
+// figures are the last iteration's. Run with -benchtime=1x for one run of
+// each:
+//
+//	go test -run '^$' -bench 'Turns' -benchtime 1x ./bench/
+func BenchmarkTurns(b *testing.B) {
+	for _, c := range []struct{ sessions, turns int }{
+		{10, 5},   // quick
+		{100, 10}, // target: ≥ 2,000 turns/s, p99 < 100 ms
+		{1, 500},  // target: ≥ 400 turns/s, no quadratic re-reads
+	} {
+		b.Run(fmt.Sprintf("sessions=%d,turns=%d", c.sessions, c.turns), func(b *testing.B) {
+			b.ReportAllocs()
+			var res Result
+			for b.Loop() {
+				var err error
+				res, err = Run(b.Context(), Config{Sessions: c.sessions, Turns: c.turns, Dir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			t := res.Turns
+			b.ReportMetric(t.TurnsPerSec, "turns/s")
+			b.ReportMetric(t.P50Ms, "p50-ms")
+			b.ReportMetric(t.P99Ms, "p99-ms")
+			b.ReportMetric(MiB(t.PeakRSS), "peak-rss-MiB")
+			b.ReportMetric(res.KV.PutsPerSec, "kv-puts/s")
+			b.ReportMetric(res.KVPutsPerTurn, "kv-puts/turn")
+			b.ReportMetric(t.PerTurn.Writes, "writes/turn")
+			b.ReportMetric(t.PerTurn.MsgsIn, "msgs/turn")
+			b.ReportMetric(t.CPUPerTurnUs, "cpu-µs/turn")
+			b.ReportMetric(float64(t.BusyRetries), "busy-retries")
+			b.ReportMetric(float64(t.Warnings["session grain halted"]), "grain-halts")
+			b.Logf("load average %s → %s", res.Env.LoadStart, res.Env.LoadEnd)
+		})
+	}
+}
+
+// BenchmarkIdleSessions activates sessions that each run one turn and then
+// sit idle, and reports the memory they hold (RSS and Go heap, per 10,000
+// sessions, extrapolated) while active and after they passivate.
+func BenchmarkIdleSessions(b *testing.B) {
+	for _, n := range []int{2000} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var res Result
+			for b.Loop() {
+				var err error
+				res, err = Run(b.Context(), Config{Idle: n, IdleTimeout: 5 * time.Second, Dir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			i := res.Idle
+			b.ReportMetric(i.RSSPer10kActiveMiB, "rss-active-MiB/10k")
+			b.ReportMetric(i.RSSPer10kPassiveMiB, "rss-passive-MiB/10k")
+			b.ReportMetric(i.HeapPer10kActiveMiB, "heap-active-MiB/10k")
+			b.ReportMetric(i.HeapPer10kPassiveMiB, "heap-passive-MiB/10k")
+			b.ReportMetric(i.GrainsHeapPer10kMiB, "grains-heap-MiB/10k")
+			b.ReportMetric(float64(i.Sessions)/i.ActivationS, "activations/s")
+			b.Logf("load average %s → %s", res.Env.LoadStart, res.Env.LoadEnd)
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Defaults of a [Config].
+const (
+	DefaultKVWriters   = 100
+	DefaultKVPuts      = 20_000
+	DefaultKVValueSize = 256
+	DefaultIdleTimeout = 10 * time.Second
+	DefaultIdleWorkers = 100
+	DefaultTurnTimeout = 30 * time.Second
+	DefaultAckWait     = 2 * time.Second
+	// Prompt is the user message of every turn: the scripted model "echo"
+	// calls bench::noop, then answers quoting its result — 2 model calls
+	// and 1 function call per turn.
+	Prompt = "/call " + NoopFunction + " {}"
+	// NoopFunction is the tool every turn calls.
+	NoopFunction = "bench::noop"
+	// MaxSessions bounds Sessions, Turns and Idle.
+	MaxSessions = 1_000_000
+	// MaxTotalTurns bounds Sessions × Turns.
+	MaxTotalTurns = 10_000_000
+)
+
+// Config is one bench run. The zero value runs nothing; set Sessions and
+// Turns for the turns phase, Idle for the idle-sessions phase.
+type Config struct {
+	// Sessions × Turns: each session runs its turns one after the other
+	// (run::start, wait for agent_end), the sessions concurrently. Zero
+	// Sessions skips the turns phase (and the KV phase with it).
+	Sessions, Turns int
+	// KVWriters concurrent writers put KVPuts values of KVValueSize bytes in
+	// all into a scratch bucket (file storage) on the same server, after
+	// the turns phase; zero means the defaults. SkipKV skips the phase.
+	KVWriters, KVPuts, KVValueSize int
+	SkipKV                         bool
+	// Idle > 0 runs the idle phase: Idle more sessions each run one turn
+	// and then sit idle; RSS and Go heap are measured before, with the
+	// grains active, and after they passivate. IdleTimeout is the grains'
+	// passivation timeout; it must outlast the activation of all Idle
+	// sessions, so the default is 10 s plus 5 ms per idle session.
+	// IdleWorkers bounds the sessions activated at once (default 100).
+	Idle        int
+	IdleTimeout time.Duration
+	IdleWorkers int
+	// TurnTimeout bounds one turn (default 30 s).
+	TurnTimeout time.Duration
+	// AckWait is the orchestrator's turn-step ack wait (default 2 s, not
+	// the production 60 s): a grain that halts (fenced by a concurrent
+	// record write) leaves its wakes un-acked until then, and the bench
+	// would rather see such a stall than time out.
+	AckWait time.Duration
+	// DeltaSize is the scripted provider's largest delta in bytes (0: its
+	// default, 8).
+	DeltaSize int
+	// TCP connects the stack and the client over loopback TCP instead of
+	// in-process connections (net.Pipe), as `iii up` does.
+	TCP bool
+	// ConnPerWorker gives the provider and the tool their own connections
+	// instead of sharing the orchestrator's, as `iii up` does.
+	ConnPerWorker bool
+	// CPUProfile, when set, receives a CPU profile (pprof) of the turns
+	// phase alone.
+	CPUProfile io.Writer
+	// Dir is the JetStream store directory; empty means a fresh temporary
+	// directory, removed at the end.
+	Dir string
+	// Logger receives the stack's and the server's warnings; nil discards.
+	Logger *slog.Logger
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"sessions", c.Sessions}, {"turns", c.Turns}, {"kv writers", c.KVWriters}, {"kv puts", c.KVPuts},
+		{"kv value size", c.KVValueSize}, {"idle", c.Idle}, {"idle workers", c.IdleWorkers}, {"delta size", c.DeltaSize},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s %d is negative", ErrInvalidConfig, f.name, f.v)
+		}
+	}
+	if c.Sessions > 0 && c.Turns == 0 {
+		return fmt.Errorf("%w: %d sessions with 0 turns", ErrInvalidConfig, c.Sessions)
+	}
+	if c.Sessions > MaxSessions || c.Idle > MaxSessions || c.Turns > MaxSessions {
+		return fmt.Errorf("%w: sessions, turns and idle are bounded by %d", ErrInvalidConfig, MaxSessions)
+	}
+	if c.Sessions*c.Turns > MaxTotalTurns {
+		return fmt.Errorf("%w: %d × %d turns exceed %d", ErrInvalidConfig, c.Sessions, c.Turns, MaxTotalTurns)
+	}
+	if c.KVValueSize > 1<<20 {
+		return fmt.Errorf("%w: kv value size %d exceeds 1 MiB", ErrInvalidConfig, c.KVValueSize)
+	}
+	if c.IdleTimeout < 0 || c.TurnTimeout < 0 || c.AckWait < 0 {
+		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
+	}
+	if c.Sessions == 0 && c.Idle == 0 {
+		return fmt.Errorf("%w: nothing to run (sessions and idle are 0)", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// withDefaults fills in the zero values.
+func (c Config) withDefaults() Config {
+	if c.KVWriters == 0 {
+		c.KVWriters = DefaultKVWriters
+	}
+	if c.KVPuts == 0 {
+		c.KVPuts = DefaultKVPuts
+	}
+	if c.KVValueSize == 0 {
+		c.KVValueSize = DefaultKVValueSize
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout + time.Duration(c.Idle)*5*time.Millisecond
+	}
+	if c.IdleWorkers == 0 {
+		c.IdleWorkers = DefaultIdleWorkers
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.TurnTimeout == 0 {
+		c.TurnTimeout = DefaultTurnTimeout
+	}
+	c.KVWriters = min(c.KVWriters, max(c.KVPuts, 1))
+	return c
+}

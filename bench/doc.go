@@ -1,0 +1,54 @@
+// Package bench is the turn-loop benchmark suite: it runs sessions × turns
+// through the whole harness on an embedded single node with durable
+// (file) storage and reports turns/s, turn latency, peak RSS and — on the
+// same server, in the same run — raw JetStream KV puts/s, so that a turn
+// reads as so many "KV-put equivalents". It also measures what idle
+// sessions cost in memory.
+//
+// The suite is one function, [Run], used by the Go benchmarks of this
+// package (go test -bench) and by `iii bench turns`.
+//
+// # What a turn is
+//
+// One user message "/call bench::noop {}" to the scripted provider's model
+// "echo": model call 1 answers with a call of bench::noop, the function
+// runs, model call 2 answers quoting its result, the run ends. Each
+// session runs its turns one after the other — run::start with a fresh
+// RunStart on the same session id, then wait for that run's agent_end —
+// and the sessions run concurrently. Latency is from the run::start call to
+// the agent_end event arriving; events are watched with one core NATS
+// subscription on iii.events.> demultiplexed by session id. run::start
+// answers "session_busy" when it races the previous run's last checkpoint;
+// the bench retries (and counts it) within the turn's latency.
+//
+// # Phases of a Run
+//
+//  1. Start: a temporary store directory, the server (cluster.Start), an
+//     engine with the scripted provider (no delta pacing), the tool
+//     bench::noop and the orchestrator; a client engine and the event
+//     watcher on a second connection; one warm-up turn.
+//  2. Turns (Sessions × Turns): throughput, latency percentiles, CPU per
+//     turn, peak RSS (VmHWM, reset at the phase start), and the server's
+//     work per turn from its counters: messages stored per stream, acks,
+//     JetStream API calls, messages received.
+//  3. KV: KVWriters writers put KVPuts values into a scratch bucket (file
+//     storage, History 1) on the same server.
+//  4. Idle (Idle > 0): Idle more sessions run one turn each, then sit idle;
+//     RSS and the live Go heap are read before, with the grains active, and
+//     once they have passivated (IdleTimeout), per 10,000 sessions.
+//
+// Memory figures cover the whole process: the embedded server, the
+// grains, the provider, the tool and the bench's client share it.
+//
+// # Example
+//
+//	res, err := bench.Run(ctx, bench.Config{Sessions: 100, Turns: 10})
+//	if err != nil { ... }
+//	res.WriteTable(os.Stdout)
+//
+// and from the command line:
+//
+//	go test -run '^$' -bench . -benchtime 1x ./bench/ | tee new.txt
+//	benchstat old.txt new.txt
+//	iii bench turns --sessions 100 --turns 10 --idle 2000
+package bench

@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Result is what one [Run] measured. Memory figures are of the whole
+// process: the embedded nats-server, the orchestrator's grains, the
+// provider, the tool and the bench's client share it.
+type Result struct {
+	Env   Env          `json:"env"`
+	Turns *TurnsResult `json:"turns,omitempty"`
+	KV    *KVResult    `json:"kv,omitempty"`
+	Idle  *IdleResult  `json:"idle,omitempty"`
+	// KVPutsPerTurn is kv puts/s ÷ turns/s: what one turn costs in raw
+	// JetStream KV puts on the same server (0 without both phases).
+	KVPutsPerTurn float64 `json:"kv_puts_per_turn,omitempty"`
+}
+
+// Env describes the machine during the run.
+type Env struct {
+	GoVersion  string  `json:"go_version"`
+	GOMAXPROCS int     `json:"gomaxprocs"`
+	NumCPU     int     `json:"num_cpu"`
+	LoadStart  LoadAvg `json:"load_start"`
+	LoadEnd    LoadAvg `json:"load_end"`
+}
+
+// TurnsResult is the turns phase: Sessions × TurnsPerSession turns, each
+// "/call bench::noop {}" (model call, function call, model call).
+type TurnsResult struct {
+	Sessions        int     `json:"sessions"`
+	TurnsPerSession int     `json:"turns_per_session"`
+	Turns           int     `json:"turns"`
+	Failed          int     `json:"failed"`
+	ElapsedS        float64 `json:"elapsed_s"`
+	TurnsPerSec     float64 `json:"turns_per_s"`
+	// CPUPercent is the process's CPU use during the phase (100 = one core
+	// busy); CPUPerTurnUs is CPU time per turn in µs. Both cover the whole
+	// process: server, stack and the bench's client.
+	CPUPercent   float64 `json:"cpu_percent"`
+	CPUPerTurnUs float64 `json:"cpu_per_turn_us"`
+	// Turn latency: run::start call to agent_end received, in ms.
+	P50Ms  float64 `json:"p50_ms"`
+	P90Ms  float64 `json:"p90_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+	MeanMs float64 `json:"mean_ms"`
+	// FirstHalfTurnsPerSec and SecondHalfTurnsPerSec are the rates of the
+	// turns whose index within their session is in the first and second
+	// half: with growing histories a quadratic cost shows as a drop.
+	FirstHalfTurnsPerSec  float64 `json:"first_half_turns_per_s"`
+	SecondHalfTurnsPerSec float64 `json:"second_half_turns_per_s"`
+	// PeakRSS is the process's peak RSS (VmHWM) during the phase, in
+	// bytes; PeakRSSSinceStart says the peak could not be reset, so it is
+	// the peak since the process started.
+	PeakRSS           int64 `json:"peak_rss_bytes"`
+	PeakRSSSinceStart bool  `json:"peak_rss_since_start,omitempty"`
+	// PerTurn is what one turn cost the server, from its counters.
+	PerTurn Cost `json:"per_turn"`
+	// BusyRetries counts run::start calls answered session_busy and
+	// retried: the previous run's agent_end was out before its grain's
+	// last checkpoint. Over1s counts turns that took a second or more.
+	BusyRetries int `json:"busy_retries"`
+	Over1s      int `json:"over_1s"`
+	// Warnings counts the stack's warnings by message ("session grain
+	// halted" …).
+	Warnings map[string]int `json:"warnings,omitempty"`
+}
+
+// Cost is the server's work per turn, from its counters before and after
+// the turns phase (the warm-up turn excluded).
+type Cost struct {
+	// StreamWrites are the messages stored per turn in each stream (KV
+	// buckets are streams "KV_<bucket>"); Writes is their sum.
+	StreamWrites map[string]float64 `json:"stream_writes"`
+	Writes       float64            `json:"writes"`
+	// Acks are the deliveries acknowledged on the consumers that ack (the
+	// turn-step consumer; redeliveries count again); each ack is a
+	// consumer-state write.
+	Acks float64 `json:"acks"`
+	// JSAPI are JetStream API requests (stream info, consumer create, msg
+	// get …; direct gets, as KV reads are, are not counted there).
+	JSAPI float64 `json:"js_api"`
+	// MsgsIn are all messages the server received (publishes, requests,
+	// replies, acks, channel frames, direct gets).
+	MsgsIn float64 `json:"msgs_in"`
+	// Events are session events seen by the bench's watcher.
+	Events float64 `json:"events"`
+}
+
+// KVResult is the raw KV put phase.
+type KVResult struct {
+	Writers    int     `json:"writers"`
+	Puts       int     `json:"puts"`
+	ValueSize  int     `json:"value_size"`
+	ElapsedS   float64 `json:"elapsed_s"`
+	PutsPerSec float64 `json:"puts_per_s"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+}
+
+// IdleResult is the idle-sessions phase: Sessions sessions each ran one
+// turn and sat idle. RSS figures are VmRSS after a forced GC that returns
+// freed memory to the OS; heap figures are the Go heap's live objects.
+type IdleResult struct {
+	Sessions    int     `json:"sessions"`
+	ActivationS float64 `json:"activation_s"`
+	// ActiveGrains were active after the activation, of which
+	// GrainsBefore already were before it (the turns phase's sessions).
+	ActiveGrains int `json:"active_grains"`
+	GrainsBefore int `json:"grains_before"`
+	// PassivationS is how long after activation the grains took to
+	// passivate (IdleTimeoutS after their last message); StillActive the
+	// grains left when the bench gave up waiting.
+	IdleTimeoutS float64 `json:"idle_timeout_s"`
+	PassivationS float64 `json:"passivation_s"`
+	StillActive  int     `json:"still_active"`
+
+	// Per 10,000 sessions in MiB, extrapolated linearly from Sessions.
+	RSSPer10kActiveMiB   float64 `json:"rss_per_10k_active_mib"`
+	RSSPer10kPassiveMiB  float64 `json:"rss_per_10k_passive_mib"`
+	HeapPer10kActiveMiB  float64 `json:"heap_per_10k_active_mib"`
+	HeapPer10kPassiveMiB float64 `json:"heap_per_10k_passive_mib"`
+	// GrainsHeapPer10kMiB is the heap the active grains themselves held
+	// (active minus passivated), per 10,000 grains active at the
+	// measurement (grains that passivated during a long activation do not
+	// count): the rest of the
+	// growth is the server's state for what the sessions just wrote
+	// (per-subject indexes, Nats-Msg-Id duplicate windows of 2–10 min,
+	// block caches) and the stack's per-session maps.
+	GrainsHeapPer10kMiB float64 `json:"grains_heap_per_10k_mib"`
+	// Warnings counts the stack's warnings during the phase by message.
+	Warnings map[string]int `json:"warnings,omitempty"`
+	// BusyRetries counts run::start calls answered session_busy.
+	BusyRetries int `json:"busy_retries"`
+	// Bytes: the raw figures.
+	Bytes IdleBytes `json:"bytes"`
+}
+
+// IdleBytes are the idle phase's raw memory figures in bytes.
+type IdleBytes struct {
+	RSSBase     int64 `json:"rss_base"`
+	RSSActive   int64 `json:"rss_active"`
+	RSSPassive  int64 `json:"rss_passive"`
+	HeapBase    int64 `json:"heap_base"`
+	HeapActive  int64 `json:"heap_active"`
+	HeapPassive int64 `json:"heap_passive"`
+}
+
+// MiB is bytes in MiB.
+func MiB(b int64) float64 { return float64(b) / (1 << 20) }
+
+// WriteTable writes r as an aligned, human-readable table.
+func (r Result) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k string, format string, args ...any) {
+		fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...))
+	}
+	row("machine", "%s, GOMAXPROCS %d, %d CPUs, load %s → %s", r.Env.GoVersion, r.Env.GOMAXPROCS, r.Env.NumCPU, r.Env.LoadStart, r.Env.LoadEnd)
+	if t := r.Turns; t != nil {
+		row("turns", "%d sessions × %d turns = %d turns in %.2f s (%d failed)", t.Sessions, t.TurnsPerSession, t.Turns, t.ElapsedS, t.Failed)
+		row("turns/s", "%.0f (first half %.0f, second half %.0f)", t.TurnsPerSec, t.FirstHalfTurnsPerSec, t.SecondHalfTurnsPerSec)
+		row("cpu", "%.0f%% of one core (GOMAXPROCS %d), %.0f µs per turn", t.CPUPercent, r.Env.GOMAXPROCS, t.CPUPerTurnUs)
+		row("turn latency", "p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, mean %.2f ms", t.P50Ms, t.P90Ms, t.P99Ms, t.MaxMs, t.MeanMs)
+		since := ""
+		if t.PeakRSSSinceStart {
+			since = " (since process start)"
+		}
+		row("anomalies", "%d run::start session_busy retries, %d turns ≥ 1 s, warnings %s", t.BusyRetries, t.Over1s, formatCounts(t.Warnings))
+		row("peak RSS", "%.1f MiB%s", MiB(t.PeakRSS), since)
+		c := t.PerTurn
+		row("per turn", "%.1f stored writes, %.1f acks, %.1f JS API calls, %.1f server msgs in, %.1f events", c.Writes, c.Acks, c.JSAPI, c.MsgsIn, c.Events)
+		names := slices.Sorted(maps.Keys(c.StreamWrites))
+		parts := make([]string, 0, len(names))
+		for _, n := range names {
+			parts = append(parts, fmt.Sprintf("%s %.1f", n, c.StreamWrites[n]))
+		}
+		row("writes by stream", "%s", strings.Join(parts, ", "))
+	}
+	if k := r.KV; k != nil {
+		row("kv puts/s", "%.0f (%d writers, %d puts of %d B, p50 %.2f ms, p99 %.2f ms)", k.PutsPerSec, k.Writers, k.Puts, k.ValueSize, k.P50Ms, k.P99Ms)
+	}
+	if r.KVPutsPerTurn > 0 {
+		row("turn cost", "%.1f kv-put equivalents (kv puts/s ÷ turns/s)", r.KVPutsPerTurn)
+	}
+	if i := r.Idle; i != nil {
+		if len(i.Warnings) > 0 {
+			row("idle warnings", "%s", formatCounts(i.Warnings))
+		}
+		if i.ActiveGrains-i.GrainsBefore < i.Sessions {
+			row("note", "%d idle sessions passivated before the activation ended: raise the idle timeout", i.Sessions-(i.ActiveGrains-i.GrainsBefore))
+		}
+		row("idle sessions", "%d activated in %.2f s, %d grains active; passivated %.1f s later (idle timeout %.1f s, %d still active)",
+			i.Sessions, i.ActivationS, i.ActiveGrains, i.PassivationS, i.IdleTimeoutS, i.StillActive)
+		row("idle RSS", "base %.1f MiB, active %.1f MiB, passivated %.1f MiB", MiB(i.Bytes.RSSBase), MiB(i.Bytes.RSSActive), MiB(i.Bytes.RSSPassive))
+		row("idle heap", "base %.1f MiB, active %.1f MiB, passivated %.1f MiB", MiB(i.Bytes.HeapBase), MiB(i.Bytes.HeapActive), MiB(i.Bytes.HeapPassive))
+		row("per 10k sessions", "RSS %.1f MiB active, %.1f MiB passivated; heap %.1f MiB active, %.1f MiB passivated, grains alone %.1f MiB (extrapolated from %d)",
+			i.RSSPer10kActiveMiB, i.RSSPer10kPassiveMiB, i.HeapPer10kActiveMiB, i.HeapPer10kPassiveMiB, i.GrainsHeapPer10kMiB, i.Sessions)
+	}
+	return tw.Flush()
+}
+
+// formatCounts is "none" or "msg ×n, …" in message order.
+func formatCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%q ×%d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iii-on-nats/iii/bench"
+)
+
+// newBenchCmd is `iii bench`: benchmarks that run a whole node in this
+// process. Hook it in with root.AddCommand(newBenchCmd(g)).
+func newBenchCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark the turn loop on an embedded node",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newBenchTurnsCmd(g))
+	return cmd
+}
+
+func newBenchTurnsCmd(g *globals) *cobra.Command {
+	var (
+		cfg     bench.Config
+		asJSON  bool
+		quiet   bool
+		profile string
+	)
+	cmd := &cobra.Command{
+		Use:   "turns",
+		Short: "Run sessions × turns through the turn loop and report turns/s, latency, memory and KV puts/s",
+		Long: "Starts an embedded single node (file storage, in a temporary directory unless --dir) with the scripted\n" +
+			"provider, a no-op tool bench::noop and the orchestrator, all in this process. Each of --sessions sessions\n" +
+			"runs --turns turns one after the other; a turn is the user message \"/call bench::noop {}\": a model call\n" +
+			"that calls the tool, the function call, and a model call that answers. Then it measures raw JetStream KV\n" +
+			"puts/s on the same server, so a turn reads as so many KV-put equivalents. With --idle K it also activates\n" +
+			"K sessions of one turn each and reports the memory they hold while idle and after they passivate.\n" +
+			"Memory figures are of the whole process (server included). The machine's load average is reported: on a\n" +
+			"shared machine, compare runs taken under the same load.",
+		Example: `  iii bench turns --sessions 100 --turns 10
+  iii bench turns --sessions 1 --turns 500 --json
+  iii bench turns --sessions 100 --turns 10 --idle 2000 --idle-timeout 5s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !quiet {
+				logger, err := g.logger()
+				if err != nil {
+					return err
+				}
+				cfg.Logger = logger
+			}
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				cfg.CPUProfile = f
+			}
+			res, err := bench.Run(cmd.Context(), cfg)
+			if err != nil && !errors.Is(err, bench.ErrTurnFailed) {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				body, merr := json.MarshalIndent(res, "", "  ")
+				if merr != nil {
+					return merr
+				}
+				if _, werr := fmt.Fprintln(out, string(body)); werr != nil {
+					return werr
+				}
+			} else if werr := res.WriteTable(out); werr != nil {
+				return werr
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Sessions, "sessions", 100, "sessions running turns concurrently (0: skip the turns and KV phases)")
+	f.IntVar(&cfg.Turns, "turns", 10, "turns per session, one after the other")
+	f.IntVar(&cfg.Idle, "idle", 0, "sessions to activate for the idle-memory phase (0: skip)")
+	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "grain passivation after idle (default 10s + 5ms per --idle session)")
+	f.IntVar(&cfg.KVWriters, "kv-writers", bench.DefaultKVWriters, "concurrent writers of the KV put phase")
+	f.IntVar(&cfg.KVPuts, "kv-puts", bench.DefaultKVPuts, "puts of the KV put phase in all")
+	f.IntVar(&cfg.KVValueSize, "kv-value-size", bench.DefaultKVValueSize, "bytes per KV put")
+	f.BoolVar(&cfg.SkipKV, "no-kv", false, "skip the KV put phase")
+	f.DurationVar(&cfg.AckWait, "ack-wait", bench.DefaultAckWait, "the orchestrator's turn-step ack wait")
+	f.DurationVar(&cfg.TurnTimeout, "turn-timeout", bench.DefaultTurnTimeout, "give up on a turn after this long")
+	f.IntVar(&cfg.DeltaSize, "delta-size", 0, "largest delta of the scripted provider in bytes (0: its default)")
+	f.BoolVar(&cfg.TCP, "tcp", false, "connect over loopback TCP instead of in-process connections")
+	f.BoolVar(&cfg.ConnPerWorker, "conn-per-worker", false, "one connection each for the orchestrator, the provider and the tool")
+	f.StringVar(&cfg.Dir, "dir", "", "JetStream store directory (default: a temporary one, removed afterwards)")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the turns phase to this file")
+	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	f.BoolVarP(&quiet, "quiet", "q", false, "drop the stack's log (warnings are still counted)")
+	return cmd
+}
