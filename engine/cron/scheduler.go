@@ -136,42 +136,15 @@ func Start(ctx context.Context, e *engine.Engine, opts ...Option) (*Scheduler, e
 func (s *Scheduler) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
 	defer close(s.watchDone)
 	defer s.stopAll()
-	log := s.e.Logger()
-	loaded := false
-	for {
-		select {
-		case <-ctx.Done():
-			_ = w.Stop()
-			// Let nats.go's delivery goroutine finish a blocked send.
-			drain := time.After(time.Second)
-			for {
-				select {
-				case _, ok := <-w.Updates():
-					if !ok {
-						return
-					}
-				case <-drain:
-					return
-				}
-			}
-		case ent, ok := <-w.Updates():
-			if !ok {
-				log.Error("cron jobs watch closed; the job set no longer follows the bucket", "bucket", JobsBucket)
-				return
-			}
-			if ent == nil {
-				if !loaded {
-					loaded = true
-					close(ready)
-				}
-				continue
-			}
-			if ent.Operation() == jetstream.KeyValuePut {
-				s.apply(ent.Key(), ent.Value())
-			} else {
-				s.remove(ent.Key())
-			}
+	err := engine.FollowKV(ctx, w, func(ent jetstream.KeyValueEntry) {
+		if ent.Operation() == jetstream.KeyValuePut {
+			s.apply(ent.Key(), ent.Value())
+		} else {
+			s.remove(ent.Key())
 		}
+	}, func() { close(ready) })
+	if err != nil {
+		s.e.Logger().Error("cron jobs watch closed; the job set no longer follows the bucket", "bucket", JobsBucket)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -109,47 +108,25 @@ func New(ctx context.Context, e *engine.Engine, opts ...Option) (*Gateway, error
 func (g *Gateway) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
 	defer close(g.watchDone)
 	loaded := false
-	for {
-		select {
-		case <-ctx.Done():
-			_ = w.Stop()
-			// Let nats.go's delivery goroutine finish a blocked send.
-			drain := time.After(time.Second)
-			for {
-				select {
-				case _, ok := <-w.Updates():
-					if !ok {
-						return
-					}
-				case <-drain:
-					return
-				}
-			}
-		case ent, ok := <-w.Updates():
-			if !ok {
-				g.e.Logger().Error("http routes watch closed; routes no longer follow the bucket", "bucket", subjects.HTTPRoutesBucket)
-				return
-			}
-			if ent == nil {
-				if !loaded {
-					loaded = true
-					g.rebuild()
-					close(ready)
-				}
-				continue
-			}
-			if ent.Operation() != jetstream.KeyValuePut {
-				g.apply(ent.Key(), nil, ent.Revision(), loaded)
-				continue
-			}
-			c, err := decodeRoute(ent.Key(), ent.Value())
-			if err != nil {
-				// Written by hand: serve nothing under that key rather
-				// than a stale route.
-				g.e.Logger().Error("http route ignored: bad definition", "key", ent.Key(), "error", err)
-			}
-			g.apply(ent.Key(), c, ent.Revision(), loaded)
+	err := engine.FollowKV(ctx, w, func(ent jetstream.KeyValueEntry) {
+		if ent.Operation() != jetstream.KeyValuePut {
+			g.apply(ent.Key(), nil, ent.Revision(), loaded)
+			return
 		}
+		c, err := decodeRoute(ent.Key(), ent.Value())
+		if err != nil {
+			// Written by hand: serve nothing under that key rather than a
+			// stale route.
+			g.e.Logger().Error("http route ignored: bad definition", "key", ent.Key(), "error", err)
+		}
+		g.apply(ent.Key(), c, ent.Revision(), loaded)
+	}, func() {
+		loaded = true
+		g.rebuild()
+		close(ready)
+	})
+	if err != nil {
+		g.e.Logger().Error("http routes watch closed; routes no longer follow the bucket", "bucket", subjects.HTTPRoutesBucket)
 	}
 }
 
