@@ -2,34 +2,27 @@ package agent
 
 import (
 	"fmt"
+
+	"github.com/iii-on-nats/iii/subjects"
 	"unicode"
 	"unicode/utf8"
 )
 
 // MaxIDLen bounds every id: session, message, workspace, agent, idempotency
 // and function call ids. It equals subjects.MaxIDLen.
-const MaxIDLen = 128
+const MaxIDLen = subjects.MaxIDLen
 
 // maxNameLen bounds free-form names that are not ids: model names and
 // function ids.
 const maxNameLen = 256
 
 // ValidateID checks an id that becomes a subject or key token: 1 to
-// [MaxIDLen] characters of [A-Za-z0-9_-] (the rule of
-// subjects.ValidateID, kept local so this package stays dependency free).
-// kind names the id in the error ("session_id").
+// [MaxIDLen] characters of [A-Za-z0-9_-] (subjects.ValidateID, the one
+// rule; the error also wraps [ErrInvalidID]). kind names the id in the
+// error ("session_id").
 func ValidateID(kind, id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: %s is empty", ErrInvalidID, kind)
-	}
-	if len(id) > MaxIDLen {
-		return fmt.Errorf("%w: %s is longer than %d characters", ErrInvalidID, kind, MaxIDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %s %q may only contain A-Z a-z 0-9 _ -", ErrInvalidID, kind, id)
-		}
+	if err := subjects.ValidateID(kind, id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidID, err)
 	}
 	return nil
 }
