@@ -16,7 +16,7 @@
 //   - [Event]: one event of a session's event stream, and [TurnView], the
 //     client's view of a run ([TurnState]).
 //
-// The package is pure: standard library only, no I/O. Each request type has
+// The package is pure: no I/O, and nothing of ours but the subjects id rule. Each request type has
 // a Validate method whose errors wrap a sentinel of errors.go
 // ([ErrInvalidRunStart], [ErrInvalidMessage], [ErrInvalidID],
 // [ErrInvalidModelEvent]), so a function registered with engine.Typed
