@@ -261,3 +261,40 @@ func TestChatOneShot(t *testing.T) {
 		t.Fatalf("chat echo: %v\n%s", err, out)
 	}
 }
+
+// iii worker run starts a module against a running node: a second
+// scripted provider replica joins the first.
+func TestWorkerRun(t *testing.T) {
+	a := startTestApp(t)
+	url := a.node.ClientURL()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	cmd := newRootCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"worker", "run", "provider-scripted", "--nats", url, "--home", t.TempDir(), "--log-level", "error"})
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := runIII(t, "workers", "--nats", url)
+		if err == nil && strings.Count(res, "provider-scripted") >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second provider-scripted never appeared:\n%s", res)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("worker run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker run did not stop")
+	}
+	if out, err := runIII(t, "worker", "run", "no-such-worker", "--nats", url); err == nil {
+		t.Fatalf("unknown module accepted:\n%s", out)
+	}
+}

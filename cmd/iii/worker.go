@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/workers"
+)
+
+func newWorkerCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run or list harness worker modules",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the worker modules this binary can run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, m := range workers.Modules() {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-20s %s\n", m.Name, m.Description)
+			}
+			return nil
+		},
+	})
+	var sets []string
+	var home string
+	run := &cobra.Command{
+		Use:   "run NAME [NAME...]",
+		Short: "Run worker modules against an existing NATS deployment (--nats) until Ctrl-C",
+		Long: "Connects to --nats and runs the named worker modules there, the same code `iii up` runs in-process:\n" +
+			"one binary, many shapes. Replicas of a worker share its load through NATS queue groups.",
+		Example: `  iii worker run provider-scripted --nats nats://10.0.0.5:4222
+  iii worker run orchestrator --set orchestrator.max_turns=20`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			logger, err := g.logger()
+			if err != nil {
+				return err
+			}
+			settings, err := parseSettings(sets)
+			if err != nil {
+				return err
+			}
+			nc, err := nats.Connect(g.natsURL, nats.Name("iii-worker"), nats.MaxReconnects(-1))
+			if err != nil {
+				return fmt.Errorf("connect to %s: %w", g.natsURL, err)
+			}
+			defer nc.Close()
+			e, err := engine.New(nc, engine.WithLogger(logger))
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			running, err := workers.Global().Start(ctx, e, workers.Env{Home: home, Logger: logger, Settings: settings}, names...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "running %v on %s; Ctrl-C to stop\n", running.Names(), g.natsURL)
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			werr := running.Close(sctx)
+			if err := e.Close(sctx); err != nil && werr == nil {
+				werr = err
+			}
+			_ = nc.Drain()
+			return werr
+		},
+	}
+	run.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable)")
+	run.Flags().StringVar(&home, "home", defaultHome(), "data directory handed to the workers")
+	cmd.AddCommand(run)
+	return cmd
+}
