@@ -64,6 +64,9 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.shutdown()
 	case *actor.ReceiveTimeout:
 		if !g.running && len(g.wakes) == 0 && g.host.passivate(g.sid, g.self, g.seen) {
+			if f, ok := g.host.ports.Events.(Forgetter); ok {
+				f.Forget(g.sid)
+			}
 			ctx.Stop(g.self)
 		}
 	case *wakeMsg:

@@ -42,6 +42,13 @@ type Events interface {
 	Emit(ctx context.Context, ev agent.Event, id string) error
 }
 
+// Forgetter is implemented by ports that keep per-session memory (an
+// event sequence cache); the grain calls Forget when it passivates, so a
+// long-running node does not grow with every session it ever served.
+type Forgetter interface {
+	Forget(sid string)
+}
+
 // ModelRequest is what a model call needs.
 type ModelRequest struct {
 	SessionID string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
@@ -385,4 +387,58 @@ func TestAbortDuringFunctionExecution(t *testing.T) {
 	if err := s.e.Trigger(ctx, "run::abort", map[string]string{"session_id": "ab2"}, &ab); err != nil || ab.Aborted {
 		t.Fatalf("second abort = %+v, %v", ab, err)
 	}
+}
+
+// Idle grains passivate; the next run reactivates the session from KV and
+// its transcript, and event seq continues.
+func TestPassivateAndReactivate(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns, orchestrator.WithHostOptions(session.WithIdleTimeout(200*time.Millisecond)))
+	ctx := context.Background()
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "pz", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("one")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	first := events(t, s.e, "pz", 10*time.Second)
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if n := s.orch.Host().Active(); n != 0 {
+			return fmt.Errorf("%d grains still active", n)
+		}
+		return nil
+	})
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "pz", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("two")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	all := eventsUntil(t, s.e, "pz", 2, 10*time.Second)
+	if len(all) <= len(first) || all[len(all)-1].Seq <= first[len(first)-1].Seq {
+		t.Fatalf("second run's events do not continue the first's: %v", types(all))
+	}
+}
+
+// eventsUntil reads a session's events until the n-th agent_end.
+func eventsUntil(t *testing.T, e *engine.Engine, sid string, n int, timeout time.Duration) []agent.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cons, err := e.JetStream().OrderedConsumer(ctx, "III_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"iii.events." + sid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []agent.Event
+	ends := 0
+	for ends < n {
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Until(deadline(ctx))))
+		if err != nil {
+			t.Fatalf("events of %s: %v (%v)", sid, err, types(out))
+		}
+		var ev agent.Event
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+		if ev.Type == agent.EventAgentEnd {
+			ends++
+		}
+	}
+	return out
 }

@@ -117,6 +117,14 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) uint64 {
 	return n
 }
 
+// Forget drops sid's cached event sequence (the grain passivated); the
+// next activation reads it from the stream again.
+func (p *publisher) Forget(sid string) {
+	p.mu.Lock()
+	delete(p.seq, sid)
+	p.mu.Unlock()
+}
+
 func (p *publisher) Emit(ctx context.Context, ev agent.Event, id string) error {
 	subj, err := subjects.EventSubject(ev.SessionID)
 	if err != nil {
@@ -171,9 +179,7 @@ func (p *publisher) Load(ctx context.Context, sid string) ([]agent.Message, erro
 	// A grain loads the transcript when it activates: another process may
 	// have emitted this session's events since this one last did, so the
 	// next seq is read from the stream again.
-	p.mu.Lock()
-	delete(p.seq, sid)
-	p.mu.Unlock()
+	p.Forget(sid)
 	subj, err := subjects.HistorySubject(sid)
 	if err != nil {
 		return nil, err
