@@ -44,9 +44,10 @@ type grain struct {
 	history []agent.Message
 
 	wakes     []Wake
-	seen      uint64 // highest host message sequence received
-	token     uint64 // current asynchronous action
-	running   bool   // an asynchronous action is outstanding
+	aborts    []pendingAbort // run::abort requests waiting for the model stream to stop
+	seen      uint64         // highest host message sequence received
+	token     uint64         // current asynchronous action
+	running   bool           // an asynchronous action is outstanding
 	stopModel context.CancelFunc
 	stopCalls context.CancelFunc
 	hbTimer   *time.Timer
@@ -74,8 +75,29 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.onWake(m.Wake)
 	case *abortMsg:
 		g.seen = max(g.seen, m.seq)
-		ctx.Respond(g.onAbort(m.reason))
+		if g.running && g.stopModel != nil && g.loaded && !g.rec.State.Terminal() {
+			// Mid-stream: stop the provider and wait for what it streamed
+			// so far, so the partial answer is kept; reply then.
+			g.aborts = append(g.aborts, pendingAbort{reason: m.reason, sender: ctx.Sender()})
+			g.stopModel()
+			g.stopModel = nil
+			return
+		}
+		ctx.Respond(g.onAbort(m.reason, nil))
 	case *modelResult:
+		if m.token == g.token && g.running && len(g.aborts) > 0 {
+			g.running = false
+			var partial *agent.Message
+			if f, ok := m.in.(turn.ModelFailed); ok {
+				partial = f.Partial
+			}
+			res := g.onAbort(g.aborts[0].reason, partial)
+			for _, a := range g.aborts {
+				ctx.Send(a.sender, res)
+			}
+			g.aborts = nil
+			return
+		}
 		if m.token == g.token && g.running {
 			g.running = false
 			g.stopModel = nil
@@ -114,6 +136,10 @@ func (g *grain) halt(reason string, err error) {
 		return
 	}
 	g.host.opts.logger.Warn("session grain halted", "session_id", g.sid, "reason", reason, "error", err)
+	for _, a := range g.aborts {
+		g.root.Send(a.sender, fmt.Errorf("session %s: activation halted before the abort was recorded: %w", g.sid, err))
+	}
+	g.aborts = nil
 	for _, w := range g.wakes {
 		if w.Nak != nil {
 			_ = w.Nak(time.Second)
@@ -187,7 +213,13 @@ func (g *grain) onWake(w Wake) {
 	}
 }
 
-func (g *grain) onAbort(reason string) any {
+// pendingAbort is a run::abort waiting for the model stream to stop.
+type pendingAbort struct {
+	reason string
+	sender *actor.PID
+}
+
+func (g *grain) onAbort(reason string, partial *agent.Message) any {
 	if err := g.load(); err != nil {
 		if errors.Is(err, ErrNoRecord) {
 			return AbortResult{Aborted: false, State: ""}
@@ -197,7 +229,6 @@ func (g *grain) onAbort(reason string) any {
 	if g.rec.State.Terminal() {
 		return AbortResult{Aborted: false, State: string(g.rec.State)}
 	}
-	var partial *agent.Message
 	if g.stopModel != nil {
 		g.stopModel()
 		g.stopModel = nil

@@ -442,3 +442,62 @@ func eventsUntil(t *testing.T, e *engine.Engine, sid string, n int, timeout time
 	}
 	return out
 }
+
+// Aborting mid-stream keeps what the model streamed so far.
+func TestAbortKeepsPartial(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx := context.Background()
+	p, err := scripted.New(scripted.WithDeltaSize(4), scripted.WithDeltaInterval(40*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := scripted.NewWorker(p)
+	if err := sw.Start(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sw.Close(context.Background()) })
+	orch := orchestrator.New()
+	if err := orch.Start(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orch.Close(context.Background()) })
+	text := "the quick brown fox jumps over the lazy dog and keeps on running for a long while"
+	if err := e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "ap", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText(text)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until some text has streamed.
+	sub, err := e.Conn().SubscribeSync("iii.events.ap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(m.Data), `"message_update"`) {
+			break
+		}
+	}
+	var ab orchestrator.AbortResult
+	if err := e.Trigger(ctx, "run::abort", map[string]string{"session_id": "ap"}, &ab); err != nil || !ab.Aborted {
+		t.Fatalf("abort = %+v, %v", ab, err)
+	}
+	evs := events(t, e, "ap", 10*time.Second)
+	var partial string
+	for _, ev := range evs {
+		if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.Role == agent.RoleAssistant {
+			for _, c := range ev.Message.Content {
+				partial += c.Text
+			}
+			if ev.Message.StopReason != agent.StopAborted {
+				t.Fatalf("partial stop_reason %q", ev.Message.StopReason)
+			}
+		}
+	}
+	if partial == "" || partial == text || !strings.HasPrefix(text, partial) {
+		t.Fatalf("partial %q is not a proper prefix of the answer (%v)", partial, types(evs))
+	}
+}

@@ -270,6 +270,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		final   *agent.Message
 		failed  *turn.ModelFailed
 		buf     strings.Builder
+		full    strings.Builder // all text so far, for an abort's partial
 		lastPub = time.Now()
 		updates int
 		// attempt keeps a restarted stream's updates apart from those of
@@ -299,7 +300,13 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 				break
 			}
 			if ctx.Err() != nil {
-				return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "aborted"}
+				// Aborted: hand back what was streamed, so it is kept.
+				failed := turn.ModelFailed{Kind: agent.ErrorTransient, Message: "aborted"}
+				if full.Len() > 0 {
+					failed.Partial = &agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text(full.String())},
+						Model: req.Model, Provider: req.Provider, Timestamp: time.Now().UnixMilli()}
+				}
+				return failed
 			}
 			select {
 			case cerr := <-callErr:
@@ -317,6 +324,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		switch ev.Type {
 		case agent.ModelTextDelta:
 			buf.WriteString(ev.Delta)
+			full.WriteString(ev.Delta)
 			if buf.Len() >= 4096 || time.Since(lastPub) >= m.coalesce {
 				flush()
 			}
