@@ -298,3 +298,19 @@ func TestWorkerRun(t *testing.T) {
 		t.Fatalf("unknown module accepted:\n%s", out)
 	}
 }
+
+// The node serves the permission gate with the shipped default policy.
+func TestPolicyDefault(t *testing.T) {
+	a := startTestApp(t)
+	url := a.node.ClientURL()
+	for fn, want := range map[string]string{
+		"state::set":              `"decision": "deny"`,
+		"engine::functions::list": `"decision": "allow"`,
+		"shell::exec":             `"decision": "needs_approval"`,
+	} {
+		out, err := runIII(t, "trigger", "policy::check_permissions", `{"function_id":"`+fn+`","args":{}}`, "--nats", url)
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("%s: %v\n%s", fn, err, out)
+		}
+	}
+}

@@ -11,4 +11,5 @@ var wantFunctions = []string{
 	"run::start", "run::abort", "turn::get_state", "harness::trigger", "agent::trigger",
 	"session::inbox_push", "session::inbox_drain",
 	"provider::scripted::stream", "provider::scripted::complete",
+	"policy::check_permissions", "policy::status", "policy::reload",
 }

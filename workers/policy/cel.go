@@ -1,0 +1,87 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
+)
+
+// MaxWhenLen bounds the source of a when condition in bytes.
+const MaxWhenLen = 4096
+
+// celEnv declares the two variables a condition sees: function_id (string)
+// and args (a map of string to dyn; a non-object args value is bound as it
+// is, and selecting a field of it errors). Numbers compare across int,
+// uint and double. The environment is immutable and shared.
+var celEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("function_id", cel.StringType),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.CrossTypeNumericComparisons(true),
+		cel.ParserExpressionSizeLimit(MaxWhenLen),
+		cel.ParserRecursionLimit(64),
+		ext.Strings(),
+	)
+})
+
+// condition is a compiled when expression.
+type condition struct {
+	src string
+	prg cel.Program
+}
+
+func compileWhen(src string, o *options) (*condition, error) {
+	if src == "" {
+		return nil, fmt.Errorf("when is empty")
+	}
+	if len(src) > MaxWhenLen {
+		return nil, fmt.Errorf("when is %d bytes; the limit is %d", len(src), MaxWhenLen)
+	}
+	env, err := celEnv()
+	if err != nil {
+		return nil, fmt.Errorf("CEL environment: %w", err)
+	}
+	ast, iss := env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		return nil, fmt.Errorf("when does not compile: %v", iss.Err())
+	}
+	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
+		return nil, fmt.Errorf("when must be a bool expression, not %s (compare explicitly: args.flag == true)", t)
+	}
+	prg, err := env.Program(ast,
+		cel.CostLimit(o.celCost),
+		cel.InterruptCheckFrequency(64),
+		cel.EvalOptions(cel.OptOptimize),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("when does not compile: %v", err)
+	}
+	return &condition{src: src, prg: prg}, nil
+}
+
+// eval runs the condition for one call. Any error (a missing key, a type
+// error, the cost limit, the deadline) is returned for the rule to fail
+// closed on.
+func (c *condition) eval(st *checkState) (ok bool, err error) {
+	ctx, vars := st.cel()
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("no time left: %w", context.Cause(ctx))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			ok, err = false, fmt.Errorf("condition panicked: %v", p)
+		}
+	}()
+	out, _, err := c.prg.ContextEval(ctx, vars)
+	if err != nil {
+		return false, err
+	}
+	b, isBool := out.Value().(bool)
+	if !isBool {
+		return false, fmt.Errorf("condition returned %s, not a bool", out.Type())
+	}
+	return b, nil
+}
