@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,10 +53,18 @@ func TestSpansAndPropagation(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A handler's span ends just after its reply is sent.
 	byName := map[string][]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
-		byName[s.Name()] = append(byName[s.Name()], s)
-	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		byName = map[string][]sdktrace.ReadOnlySpan{}
+		for _, s := range rec.Ended() {
+			byName[s.Name()] = append(byName[s.Name()], s)
+		}
+		if len(byName["t::outer"]) != 1 || len(byName["t::inner"]) != 2 {
+			return fmt.Errorf("spans so far: %v", byName)
+		}
+		return nil
+	})
 	outer, inner := byName["t::outer"], byName["t::inner"]
 	if len(outer) != 1 || len(inner) != 2 {
 		t.Fatalf("spans: %v", byName)
@@ -102,7 +111,13 @@ func TestLowerCaseTraceparent(t *testing.T) {
 	if _, err := nc.RequestMsg(msg, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	spans := rec.Ended()
+	var spans []sdktrace.ReadOnlySpan
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if spans = rec.Ended(); len(spans) != 1 {
+			return fmt.Errorf("%d spans", len(spans))
+		}
+		return nil
+	})
 	if len(spans) != 1 || spans[0].SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
 		t.Fatalf("spans %v", spans)
 	}

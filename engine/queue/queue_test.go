@@ -305,9 +305,13 @@ func TestNonRetryableGoesStraightToDLQ(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("%d calls, want 1", calls.Load())
 	}
-	if got := c.Counters(); got.Retried != 0 || got.DeadLettered != 3 {
-		t.Fatalf("counters %+v", got)
-	}
+	// The counter moves just after the dead letter is stored.
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if got := c.Counters(); got.Retried != 0 || got.DeadLettered != 3 {
+			return fmt.Errorf("counters %+v", got)
+		}
+		return nil
+	})
 }
 
 func TestFunctionRegisteredLater(t *testing.T) {
@@ -524,15 +528,22 @@ func TestCloseDrainsInFlight(t *testing.T) {
 	// A Close whose context ends first abandons the call.
 	release2 := make(chan struct{})
 	t.Cleanup(func() { close(release2) })
-	serveFn(t, e, "test::stuck", func(context.Context, job) error { <-release2; return nil })
-	c2 := consume(t, e, "stuck", fast()...)
-	enqueue(t, e, "stuck", "test::stuck", job{ID: 1})
-	enginetest.Eventually(t, 3*time.Second, func() error {
-		if inspect(t, e, "stuck").AckPending != 1 {
-			return errors.New("not in flight yet")
+	entered2 := make(chan struct{}, 1)
+	serveFn(t, e, "test::stuck", func(context.Context, job) error {
+		select {
+		case entered2 <- struct{}{}:
+		default:
 		}
+		<-release2
 		return nil
 	})
+	c2 := consume(t, e, "stuck", fast()...)
+	enqueue(t, e, "stuck", "test::stuck", job{ID: 1})
+	select {
+	case <-entered2: // the call is running, not just pulled
+	case <-time.After(10 * time.Second):
+		t.Fatal("call never started")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := c2.Close(ctx); !errors.Is(err, queue.ErrNotDrained) || !errors.Is(err, context.DeadlineExceeded) {

@@ -409,9 +409,26 @@ func toResult(codec wire.Codec, reply []byte) agent.FunctionResult {
 	return agent.FunctionResult{Content: []agent.Content{{Type: agent.ContentText, Text: string(text)}}, Details: details}
 }
 
+// recoverWait bounds how long recovery waits for a function's worker to
+// (re)appear in the catalog before treating it as not idempotent: after a
+// node restart, tool workers reconnect a moment after the orchestrator.
+const recoverWait = 5 * time.Second
+
 func (f functions) Idempotent(ctx context.Context, fn string) bool {
-	info, ok := f.catalog.lookup(ctx, fn)
-	return ok && info.Idempotent
+	deadline := time.Now().Add(recoverWait)
+	for {
+		if info, ok := f.catalog.lookup(ctx, fn); ok {
+			return info.Idempotent
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false // unknown: the safe side is "do not re-run"
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // catalogCache remembers the live catalog for a while (discovery costs a
