@@ -75,15 +75,8 @@ func newFunctionsCmd(g *globals) *cobra.Command {
 		Short: "List every function registered on the bus",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, done, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
 			var resp engine.FunctionsListResponse
-			if err := e.Trigger(ctx, "engine::functions::list", nil, &resp); err != nil {
+			if err := g.call(cmd.Context(), "engine::functions::list", nil, &resp); err != nil {
 				return err
 			}
 			if asJSON {
@@ -108,15 +101,8 @@ func newWorkersCmd(g *globals) *cobra.Command {
 		Short: "List every worker instance on the bus",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, done, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
 			var resp engine.WorkersListResponse
-			if err := e.Trigger(ctx, "engine::workers::list", nil, &resp); err != nil {
+			if err := g.call(cmd.Context(), "engine::workers::list", nil, &resp); err != nil {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)

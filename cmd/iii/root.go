@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -76,4 +77,17 @@ func (g *globals) connect() (*engine.Engine, func(), error) {
 		return nil, nil, err
 	}
 	return e, nc.Close, nil
+}
+
+// call connects, calls function id with req within --timeout and decodes
+// the reply into resp.
+func (g *globals) call(ctx context.Context, id string, req, resp any) error {
+	e, done, err := g.connect()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	return e.Trigger(ctx, id, req, resp)
 }
