@@ -501,3 +501,56 @@ func TestAbortKeepsPartial(t *testing.T) {
 		t.Fatalf("partial %q is not a proper prefix of the answer (%v)", partial, types(evs))
 	}
 }
+
+// A client that reconnects resumes from the last stream sequence it saw
+// and gets the rest of the events, none twice.
+func TestEventsResumeFromStreamSequence(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "rs", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText(`/call math::add {"a":1,"b":1}`)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	all := events(t, s.e, "rs", 20*time.Second)
+	stream, err := s.e.JetStream().Stream(ctx, "III_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(startSeq uint64) ([]agent.Event, []uint64) {
+		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{"iii.events.rs"}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: startSeq,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []agent.Event
+		var seqs []uint64
+		for len(evs) < len(all) {
+			m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+			if err != nil {
+				break
+			}
+			meta, _ := m.Metadata()
+			var ev agent.Event
+			_ = json.Unmarshal(m.Data(), &ev)
+			evs = append(evs, ev)
+			seqs = append(seqs, meta.Sequence.Stream)
+		}
+		return evs, seqs
+	}
+	first, seqs := read(1)
+	if len(first) != len(all) {
+		t.Fatalf("read %d of %d events", len(first), len(all))
+	}
+	cut := len(first) / 2
+	rest, _ := read(seqs[cut-1] + 1) // reconnect after the cut-th event
+	if len(rest) != len(all)-cut {
+		t.Fatalf("resumed with %d events, want %d", len(rest), len(all)-cut)
+	}
+	for i, ev := range rest {
+		if ev.Seq != first[cut+i].Seq || ev.Type != first[cut+i].Type {
+			t.Fatalf("resumed event %d = %s/%d, want %s/%d", i, ev.Type, ev.Seq, first[cut+i].Type, first[cut+i].Seq)
+		}
+	}
+}
