@@ -141,46 +141,46 @@ type AbortResult struct {
 	State   string
 }
 
+// activate returns sid's live activation, spawning its grain when there is
+// none. h.mu must be held.
+func (h *Host) activate(sid string) (*activation, error) {
+	if h.closed {
+		return nil, errors.New("session: host closed")
+	}
+	if a, ok := h.grains[sid]; ok {
+		return a, nil
+	}
+	g := &grain{host: h, sid: sid}
+	pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), "session-"+sid)
+	if err != nil {
+		return nil, fmt.Errorf("session: activate %s: %w", sid, err)
+	}
+	a := &activation{pid: pid}
+	h.grains[sid] = a
+	return a, nil
+}
+
 // send delivers msg (built with the activation's next sequence number) to
 // sid's grain, activating it when needed.
 func (h *Host) send(sid string, build func(seq uint64) any) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return errors.New("session: host closed")
-	}
-	a, ok := h.grains[sid]
-	if !ok {
-		g := &grain{host: h, sid: sid}
-		pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), "session-"+sid)
-		if err != nil {
-			return fmt.Errorf("session: activate %s: %w", sid, err)
-		}
-		a = &activation{pid: pid}
-		h.grains[sid] = a
+	a, err := h.activate(sid)
+	if err != nil {
+		return err
 	}
 	a.sent++
 	h.system.Root.Send(a.pid, build(a.sent))
 	return nil
 }
 
-// request is send with a reply, bounded by ctx.
+// request is send with a reply, bounded by ctx (30 s without a deadline).
 func (h *Host) request(ctx context.Context, sid string, build func(seq uint64) any) (any, error) {
 	h.mu.Lock()
-	if h.closed {
+	a, err := h.activate(sid)
+	if err != nil {
 		h.mu.Unlock()
-		return nil, errors.New("session: host closed")
-	}
-	a, ok := h.grains[sid]
-	if !ok {
-		g := &grain{host: h, sid: sid}
-		pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), "session-"+sid)
-		if err != nil {
-			h.mu.Unlock()
-			return nil, fmt.Errorf("session: activate %s: %w", sid, err)
-		}
-		a = &activation{pid: pid}
-		h.grains[sid] = a
+		return nil, err
 	}
 	a.sent++
 	timeout := 30 * time.Second
@@ -260,13 +260,16 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.grains = map[string]*activation{}
 	h.mu.Unlock()
-	for _, pid := range pids {
-		wait := 5 * time.Second
-		if dl, ok := ctx.Deadline(); ok {
-			wait = time.Until(dl)
+	stopped := make(chan struct{})
+	go func() {
+		for _, pid := range pids {
+			_ = h.system.Root.StopFuture(pid).Wait()
 		}
-		_ = h.system.Root.StopFuture(pid).Wait()
-		_ = wait
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
 	}
 	h.system.Shutdown()
 	return nil

@@ -14,8 +14,6 @@ import (
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
-func jsonCodec() wire.Codec { return wire.JSON }
-
 func newTriggerCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "trigger FUNCTION_ID [JSON|-]",

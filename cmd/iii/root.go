@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // globals are the flags every client command shares.
@@ -71,7 +72,7 @@ func (g *globals) connect() (*engine.Engine, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to %s (is `iii up` running? set --nats): %w", g.natsURL, err)
 	}
-	e, err := engine.New(nc, engine.WithDefaultTimeout(g.timeout), engine.WithCodec(jsonCodec()))
+	e, err := engine.New(nc, engine.WithDefaultTimeout(g.timeout), engine.WithCodec(wire.JSON))
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

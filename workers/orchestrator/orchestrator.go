@@ -152,7 +152,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
 	o.host, err = session.NewHost(session.Ports{
 		Store:     store{kv: o.turns},
-		History:   historyPort{o.pub},
+		History:   o.pub,
 		Events:    o.pub,
 		Model:     model{e: e, pub: o.pub, coalesce: 60 * time.Millisecond},
 		Functions: functions{e: e, catalog: o.catalog},

@@ -73,6 +73,16 @@ type publisher struct {
 	seq     map[string]uint64
 }
 
+var (
+	_ session.History   = (*publisher)(nil)
+	_ session.Events    = (*publisher)(nil)
+	_ session.Forgetter = (*publisher)(nil)
+	_ session.Store     = store{}
+	_ session.Inbox     = inbox{}
+	_ session.Model     = model{}
+	_ session.Functions = functions{}
+)
+
 func newPublisher(js jetstream.JetStream) *publisher {
 	return &publisher{js: js, pending: map[string][]jetstream.PubAckFuture{}, seq: map[string]uint64{}}
 }
@@ -224,9 +234,6 @@ func (p *publisher) Load(ctx context.Context, sid string) ([]agent.Message, erro
 	}
 	return out, nil
 }
-
-// historyPort adapts the publisher to session.History.
-type historyPort struct{ *publisher }
 
 // model streams a provider through a channel.
 type model struct {
