@@ -1,5 +1,10 @@
 package subjects
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Streams, buckets and subjects of the engine. Every name lives here so that
 // an operator can read the whole NATS footprint of iii in one place.
 const (
@@ -172,4 +177,68 @@ func HistorySubject(sid string) (string, error) {
 		return "", err
 	}
 	return HistorySubjectPrefix + sid, nil
+}
+
+// The chokepoint's names (approval gate, hooks).
+const (
+	// ApprovalsBucket holds one ApprovalRecord per parked call, key
+	// [ApprovalKey]. The orchestrators watch it: a decision written while
+	// they are down is found when they come back.
+	ApprovalsBucket = "iii-approvals"
+	// ApprovalSettingsBucket holds each session's approval settings (key =
+	// session id).
+	ApprovalSettingsBucket = "iii-approval-settings"
+	// HookSubjectPrefix prefixes a hook topic's subject ([HookSubject]):
+	// any NATS client subscribes to it to take part in a hook.
+	HookSubjectPrefix = "iii.hook."
+)
+
+// ApprovalKey is the approvals-bucket key of call callID of session sid:
+// "<sid>.<KVKey(callID)>". Call ids are chosen by model providers, so they
+// are escaped; a call id containing '/' has no key.
+func ApprovalKey(sid, callID string) (string, error) {
+	if err := ValidateID("session_id", sid); err != nil {
+		return "", err
+	}
+	if strings.Contains(callID, "/") {
+		return "", fmt.Errorf("%w: function call id %q contains '/'", ErrInvalidKey, callID)
+	}
+	k, err := KVKey(callID)
+	if err != nil {
+		return "", err
+	}
+	return sid + "." + k, nil
+}
+
+// SplitApprovalKey is the inverse of [ApprovalKey].
+func SplitApprovalKey(key string) (sid, callID string, err error) {
+	sid, rest, ok := strings.Cut(key, ".")
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q has no session", ErrInvalidKey, key)
+	}
+	if err := ValidateID("session_id", sid); err != nil {
+		return "", "", err
+	}
+	callID, err = KeyFromKV(rest)
+	return sid, callID, err
+}
+
+// ApprovalSessionFilter is the approvals-bucket key filter of every call of
+// session sid ("<sid>.>").
+func ApprovalSessionFilter(sid string) (string, error) {
+	if err := ValidateID("session_id", sid); err != nil {
+		return "", err
+	}
+	return sid + ".>", nil
+}
+
+// HookSubject is the subject of hook topic (a function-id-like name such
+// as "agent::before_function_call"): [HookSubjectPrefix] followed by the
+// tokens [FunctionSubject] makes of it ("iii.hook.agent.before_function_call").
+func HookSubject(topic string) (string, error) {
+	s, err := FunctionSubject(topic)
+	if err != nil {
+		return "", err
+	}
+	return HookSubjectPrefix + strings.TrimPrefix(s, FunctionPrefix), nil
 }

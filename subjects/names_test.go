@@ -1,0 +1,67 @@
+package subjects
+
+import "testing"
+
+func TestApprovalKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		sid, call string
+		want      string
+		wantErr   bool
+	}{
+		{"s1", "toolu_01ABC", "s1.toolu_01ABC", false},
+		{"s1", "call:x", "s1.call=3Ax", false},
+		{"s1", "a/b", "", true},
+		{"s.1", "c", "", true},
+		{"s1", "", "", true},
+		{"", "c", "", true},
+	}
+	for _, tt := range tests {
+		got, err := ApprovalKey(tt.sid, tt.call)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ApprovalKey(%q, %q) = %q, %v; want %q, err %v", tt.sid, tt.call, got, err, tt.want, tt.wantErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		sid, call, err := SplitApprovalKey(got)
+		if err != nil || sid != tt.sid || call != tt.call {
+			t.Errorf("SplitApprovalKey(%q) = %q, %q, %v", got, sid, call, err)
+		}
+	}
+	if f, err := ApprovalSessionFilter("s1"); err != nil || f != "s1.>" {
+		t.Errorf("ApprovalSessionFilter = %q, %v", f, err)
+	}
+	if _, err := ApprovalSessionFilter("*"); err == nil {
+		t.Error("ApprovalSessionFilter(*) accepted")
+	}
+}
+
+func TestHookSubject(t *testing.T) {
+	t.Parallel()
+	got, err := HookSubject("agent::before_function_call")
+	if err != nil || got != "iii.hook.agent.before_function_call" {
+		t.Fatalf("HookSubject = %q, %v", got, err)
+	}
+	if _, err := HookSubject(""); err == nil {
+		t.Fatal("HookSubject of an empty topic accepted")
+	}
+}
+
+func FuzzApprovalKey(f *testing.F) {
+	for _, s := range []string{"toolu_1", "call:x", "a/b", "é", "=41"} {
+		f.Add("s1", s)
+	}
+	f.Fuzz(func(t *testing.T, sid, call string) {
+		k, err := ApprovalKey(sid, call)
+		if err != nil {
+			return
+		}
+		noWildcardOrEmpty(t, k)
+		s2, c2, err := SplitApprovalKey(k)
+		if err != nil || s2 != sid || c2 != call {
+			t.Fatalf("round trip (%q,%q) → %q → (%q,%q,%v)", sid, call, k, s2, c2, err)
+		}
+	})
+}
