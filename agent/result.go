@@ -45,6 +45,9 @@ const (
 	DeniedByUser            = "user"
 	DeniedByGateUnavailable = "gate_unavailable"
 	DeniedByBudget          = "budget"
+	// DeniedByHook: a before-hook blocked the call (an extension of SPEC
+	// §5's list; docs/PROTOCOL.md says so).
+	DeniedByHook = "hook"
 )
 
 // Denial is the details of a result the harness made up instead of running

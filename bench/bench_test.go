@@ -127,3 +127,43 @@ func BenchmarkIdleSessions(b *testing.B) {
 		})
 	}
 }
+
+// TestChokepointSmall runs the chokepoint comparison small and checks the
+// figures are sane.
+func TestChokepointSmall(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Chokepoint(ctx, 50, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bare.P50 <= 0 || res.Gated.P50 <= 0 || res.Hooked.P50 <= 0 || res.GatedRatioP50 <= 0 {
+		t.Fatalf("figures: %+v", res)
+	}
+	t.Logf("%+v", res)
+}
+
+// BenchmarkChokepoint compares a bare call with the same call through the
+// chokepoint (policy + empty hooks; and with one hook subscriber),
+// interleaved in one run. Target: the gated p99 is < 1 ms over the bare
+// p99.
+//
+//	go test -run '^$' -bench Chokepoint -benchtime 1x ./bench/
+func BenchmarkChokepoint(b *testing.B) {
+	var res ChokepointResult
+	for b.Loop() {
+		var err error
+		if res, err = Chokepoint(b.Context(), 3000, b.TempDir()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(res.Bare.P50, "bare-p50-ms")
+	b.ReportMetric(res.Bare.P99, "bare-p99-ms")
+	b.ReportMetric(res.Gated.P50, "gated-p50-ms")
+	b.ReportMetric(res.Gated.P99, "gated-p99-ms")
+	b.ReportMetric(res.GatedOverheadP99Ms, "gated-overhead-p99-ms")
+	b.ReportMetric(res.GatedRatioP50, "gated/bare-p50")
+	b.ReportMetric(res.Hooked.P50, "hooked-p50-ms")
+	b.ReportMetric(res.HookedRatioP50, "hooked/bare-p50")
+}

@@ -22,6 +22,9 @@ const (
 	Prompt = "/call " + NoopFunction + " {}"
 	// NoopFunction is the tool every turn calls.
 	NoopFunction = "bench::noop"
+	// BenchPolicy is the bench's iii-permissions.yaml: the bench's tools
+	// are allowed, everything else needs approval (as in a deployment).
+	BenchPolicy = "version: 1\nrules:\n  - \"bench::*\"\n"
 	// MaxSessions bounds Sessions, Turns and Idle.
 	MaxSessions = 1_000_000
 	// MaxTotalTurns bounds Sessions × Turns.

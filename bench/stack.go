@@ -14,6 +14,7 @@ import (
 	"github.com/iii-on-nats/iii/cluster"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
+	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
 )
 
@@ -31,6 +32,7 @@ type stack struct {
 	client  *engine.Engine   // run::start caller
 	sw      *scripted.Worker
 	orch    *orchestrator.Orchestrator
+	policy  *policy.Worker
 	watch   *watcher
 	warns   *warnCounter
 }
@@ -96,6 +98,13 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 		},
 	}
 	if err := tools.Register(noop); err != nil {
+		return nil, err
+	}
+	// The gate is on, as in production: a policy that allows the bench's
+	// tools (every call pays policy::check_permissions and the two hook
+	// rounds).
+	s.policy = policy.NewWorker("", policy.WithFallback([]byte(BenchPolicy)))
+	if err := s.policy.Start(ctx, toolEngine); err != nil {
 		return nil, err
 	}
 	s.orch = orchestrator.New(
@@ -194,6 +203,9 @@ func (s *stack) close(ctx context.Context) {
 	}
 	if s.sw != nil {
 		_ = s.sw.Close(ctx)
+	}
+	if s.policy != nil {
+		_ = s.policy.Close(ctx)
 	}
 	for _, e := range s.engines {
 		_ = e.Close(ctx)

@@ -185,6 +185,13 @@ const (
 	// [ApprovalKey]. The orchestrators watch it: a decision written while
 	// they are down is found when they come back.
 	ApprovalsBucket = "iii-approvals"
+	// ApprovalsKVStream is the JetStream stream behind [ApprovalsBucket].
+	ApprovalsKVStream = "KV_" + ApprovalsBucket
+	// ApprovalsKVSubjectPrefix prefixes the subject of every approvals key.
+	ApprovalsKVSubjectPrefix = "$KV." + ApprovalsBucket + "."
+	// ApprovalsConsumer is the orchestrators' shared durable consumer on
+	// [ApprovalsKVStream]: their one watcher of decisions.
+	ApprovalsConsumer = "orchestrator-approvals"
 	// ApprovalSettingsBucket holds each session's approval settings (key =
 	// session id).
 	ApprovalSettingsBucket = "iii-approval-settings"

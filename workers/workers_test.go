@@ -101,3 +101,45 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("unknown: %v", err)
 	}
 }
+
+func TestEndpointsLifecycle(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	ctx := context.Background()
+	var p workers.Endpoints
+	builds := 0
+	build := func() ([]engine.Function, error) {
+		builds++
+		return []engine.Function{{ID: "eps::ping", Handler: func(context.Context, *engine.Request) (any, error) { return "pong", nil }}}, nil
+	}
+	if err := p.Start(ctx, e, "eps", "test", build); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := e.Trigger(ctx, "eps::ping", map[string]any{}, &out); err != nil || out != "pong" {
+		t.Fatalf("ping = %q, %v", out, err)
+	}
+	if err := p.Start(ctx, e, "eps", "test", build); !errors.Is(err, workers.ErrStarted) || builds != 1 {
+		t.Fatalf("second Start = %v (builds %d)", err, builds)
+	}
+	ran := 0
+	if err := p.Close(ctx, func() { ran++ }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx, func() { ran++ }); err != nil || ran != 1 {
+		t.Fatalf("second Close = %v, before ran %d times", err, ran)
+	}
+	if err := p.Start(ctx, e, "eps", "test", build); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("Start after Close = %v", err)
+	}
+	// A failed build or registration leaves nothing behind.
+	var q workers.Endpoints
+	if err := q.Start(ctx, e, "eps2", "test", func() ([]engine.Function, error) { return nil, errors.New("boom") }); err == nil {
+		t.Fatal("a failed build started")
+	}
+	if err := q.Start(ctx, e, "eps2", "test", func() ([]engine.Function, error) {
+		return []engine.Function{{ID: "bad id with spaces", Handler: func(context.Context, *engine.Request) (any, error) { return nil, nil }}}, nil
+	}); err == nil {
+		t.Fatal("a bad function registered")
+	}
+}

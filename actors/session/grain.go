@@ -25,6 +25,13 @@ type callResult struct {
 	in    turn.CallDone
 }
 
+// gateResult is the chokepoint's verdict on one call.
+type gateResult struct {
+	token uint64
+	id    string
+	v     Verdict
+}
+
 type heartbeat struct{}
 
 // grain is one session's actor. All fields are touched only from Receive.
@@ -52,6 +59,10 @@ type grain struct {
 	stopCalls context.CancelFunc
 	hbTimer   *time.Timer
 	stopped   bool
+	// gating holds the calls whose gate verdict is awaited (current token).
+	gating map[string]bool
+	// decide: a wake arrived while calls are parked; look for decisions.
+	decide bool
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -108,6 +119,13 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *callResult:
 		if m.token == g.token {
 			if g.apply(m.in) {
+				g.drive()
+			}
+		}
+	case *gateResult:
+		if m.token == g.token && g.gating[m.id] {
+			delete(g.gating, m.id)
+			if g.onVerdict(m.id, m.v) {
 				g.drive()
 			}
 		}
@@ -180,6 +198,14 @@ func (g *grain) load() error {
 		g.history = hist
 	}
 	g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
+	g.gating = nil
+	// A dead activation may have parked calls without recording them in
+	// the approvals bucket: make sure every parked call can be resolved.
+	for _, p := range rec.AwaitingApproval {
+		if err := g.host.ports.Approvals.Request(ctx, g.sid, rec.RunID, p); err != nil {
+			return fmt.Errorf("record pending approval %s: %w", p.FunctionCallID, err)
+		}
+	}
 	// Calls a dead activation started: re-run idempotent ones, give the
 	// others "interrupted: outcome unknown".
 	if ids := turn.InFlight(rec); len(ids) > 0 {
@@ -192,6 +218,7 @@ func (g *grain) load() error {
 }
 
 func (g *grain) onWake(w Wake) {
+	g.decide = true // an approval decision may be what woke the session
 	if err := g.load(); err != nil {
 		if errors.Is(err, ErrNoRecord) {
 			_ = w.Ack() // a step for a session that has no record: nothing to do
@@ -239,6 +266,7 @@ func (g *grain) onAbort(reason string, partial *agent.Message) any {
 	}
 	g.token++ // results of what was running are stale now
 	g.running = false
+	g.gating = nil
 	if !g.apply(turn.Abort{Reason: reason, Partial: partial}) {
 		return fmt.Errorf("abort of %s could not be recorded", g.sid)
 	}
@@ -286,6 +314,16 @@ func (g *grain) write(rec turn.Record) bool {
 func (g *grain) drive() {
 	for !g.stopped {
 		act := turn.Next(g.rec)
+		if act.Kind != turn.ActionDeliver && len(g.rec.AwaitingApproval) > 0 && (g.decide || act.Kind == turn.ActionPark) {
+			g.decide = false
+			applied, ok := g.applyDecisions()
+			if !ok {
+				return
+			}
+			if applied {
+				continue
+			}
+		}
 		switch act.Kind {
 		case turn.ActionDeliver:
 			if !g.deliver() {
@@ -304,9 +342,16 @@ func (g *grain) drive() {
 			g.startModel()
 			return
 		case turn.ActionExecuteCalls:
-			if !g.startCalls(act.Calls) {
-				return
+			calls := act.Calls[:0:0]
+			for _, c := range act.Calls {
+				if !g.gating[c.ID] {
+					calls = append(calls, c)
+				}
 			}
+			if len(calls) == 0 {
+				return // every call is at the gate
+			}
+			g.startGates(calls)
 		case turn.ActionCheckSteering:
 			ctx, cancel := g.ctx()
 			steering, followups, mark, err := g.host.ports.Inbox.Peek(ctx, g.sid)
@@ -355,6 +400,9 @@ func (g *grain) deliver() bool {
 				}
 				if len(eff.Finish.Requeue) > 0 {
 					err = g.host.ports.Inbox.Requeue(ctx, g.sid, eff.Finish.Requeue)
+				}
+				if err == nil && len(eff.Finish.Withdraw) > 0 {
+					err = g.host.ports.Approvals.Withdraw(ctx, g.sid, eff.Finish.Withdraw)
 				}
 			}
 		}
@@ -437,17 +485,9 @@ func (g *grain) startModel() {
 	}()
 }
 
-// startCalls records the calls started (written before dispatch), then
-// runs them in parallel, bounded; results come back as callResult.
-func (g *grain) startCalls(calls []turn.Call) bool {
-	ids := make([]string, len(calls))
-	for i, c := range calls {
-		ids[i] = c.ID
-	}
-	if !g.apply(turn.CallsStarted{IDs: ids}) {
-		return false
-	}
-	tok := g.token
+// callCtx is the context calls and gates run in: cancelled by an abort
+// or the run's end (stopCalls).
+func (g *grain) callCtx() context.Context {
 	ctx, cancel := context.WithCancel(g.base)
 	if g.stopCalls != nil {
 		prev := g.stopCalls
@@ -455,19 +495,105 @@ func (g *grain) startCalls(calls []turn.Call) bool {
 	} else {
 		g.stopCalls = cancel
 	}
+	return ctx
+}
+
+// startGates asks the chokepoint about each call in parallel, bounded;
+// verdicts come back as gateResult.
+func (g *grain) startGates(calls []turn.Call) {
+	if g.gating == nil {
+		g.gating = map[string]bool{}
+	}
+	tok := g.token
+	ctx := g.callCtx()
 	fns, root, self, sid := g.host.ports.Functions, g.root, g.self, g.sid
 	sem := make(chan struct{}, g.host.opts.parallel)
 	for _, c := range calls {
+		g.gating[c.ID] = true
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			cctx, ccancel := context.WithTimeout(ctx, g.host.opts.callTimeout)
-			res := fns.Call(cctx, sid, c)
+			v := fns.Gate(cctx, sid, c)
 			ccancel()
-			root.Send(self, &callResult{token: tok, in: turn.CallDone{ID: c.ID, Result: res}})
+			root.Send(self, &gateResult{token: tok, id: c.ID, v: v})
 		}()
 	}
-	return true
+}
+
+// onVerdict folds a gate verdict in: a denial is the call's result, a park
+// is recorded (and the approval requested), a run is recorded started
+// (written before dispatch) and dispatched. It returns false when the
+// input was refused or the activation halted.
+func (g *grain) onVerdict(id string, v Verdict) bool {
+	switch v.Kind {
+	case VerdictDeny:
+		return g.apply(turn.CallDone{ID: id, Result: v.Result})
+	case VerdictPark:
+		if !g.apply(turn.CallParked{ID: id, ArgsHash: v.ArgsHash}) {
+			return false
+		}
+		for _, p := range g.rec.AwaitingApproval {
+			if p.FunctionCallID != id {
+				continue
+			}
+			ctx, cancel := g.ctx()
+			err := g.host.ports.Approvals.Request(ctx, g.sid, g.rec.RunID, p)
+			cancel()
+			if err != nil {
+				g.halt("record pending approval", err) // the next activation records it
+				return false
+			}
+		}
+		return true
+	default:
+		if !g.apply(turn.CallsStarted{IDs: []string{id}}) {
+			return false
+		}
+		g.dispatch(v.Call)
+		return true
+	}
+}
+
+// dispatch runs one started call; its result comes back as callResult.
+func (g *grain) dispatch(c turn.Call) {
+	tok := g.token
+	ctx := g.callCtx()
+	fns, root, self, sid, timeout := g.host.ports.Functions, g.root, g.self, g.sid, g.host.opts.callTimeout
+	go func() {
+		cctx, ccancel := context.WithTimeout(ctx, timeout)
+		res := fns.Call(cctx, sid, c)
+		ccancel()
+		root.Send(self, &callResult{token: tok, in: turn.CallDone{ID: c.ID, Result: res}})
+	}()
+}
+
+// applyDecisions applies the decisions humans wrote for parked calls and
+// withdraws the records it consumed. applied says whether any was; ok is
+// false when the activation halted.
+func (g *grain) applyDecisions() (applied, ok bool) {
+	ctx, cancel := g.ctx()
+	defer cancel()
+	ds, err := g.host.ports.Approvals.Decisions(ctx, g.sid, g.rec.RunID, g.rec.AwaitingApproval)
+	if err != nil {
+		// Halting naks the wake: it comes back in a second.
+		g.halt("read approval decisions", err)
+		return false, false
+	}
+	var ids []string
+	for _, d := range ds {
+		if g.apply(d) {
+			ids = append(ids, d.ID)
+		} else if g.stopped {
+			return false, false
+		}
+	}
+	if len(ids) > 0 {
+		if err := g.host.ports.Approvals.Withdraw(ctx, g.sid, ids); err != nil {
+			g.host.opts.logger.Warn("withdrawing consumed approvals failed", "session_id", g.sid, "error", err)
+		}
+	}
+	return len(ids) > 0, true
 }
 
 // armHeartbeat keeps held wakes from timing out while the grain works.

@@ -70,13 +70,58 @@ type Model interface {
 }
 
 // Functions runs the model's function calls: the chokepoint every call goes
-// through (policy, approval and hooks plug in here).
+// through. The grain asks Gate first (policy, approval settings,
+// before-hooks), records the call started, then Call (the function, then
+// after-hooks).
 type Functions interface {
-	// Call runs one call and returns its result; failures are error results.
+	// Gate decides whether call may run now. It never fails: an
+	// unreachable policy or hook bus is a [VerdictDeny] (fail closed).
+	Gate(ctx context.Context, sid string, call turn.Call) Verdict
+	// Call runs one call that passed the gate and returns its result;
+	// failures are error results.
 	Call(ctx context.Context, sid string, call turn.Call) agent.FunctionResult
 	// Idempotent reports whether re-running functionID after a crash is
 	// harmless.
 	Idempotent(ctx context.Context, functionID string) bool
+}
+
+// VerdictKind is what [Functions.Gate] decided.
+type VerdictKind uint8
+
+// Verdicts.
+const (
+	// VerdictRun: record the call started and dispatch Verdict.Call.
+	VerdictRun VerdictKind = iota
+	// VerdictDeny: do not run it; Verdict.Result is its (denial) result.
+	VerdictDeny
+	// VerdictPark: it needs a human's approval, bound to Verdict.ArgsHash.
+	VerdictPark
+)
+
+// Verdict is the answer of [Functions.Gate].
+type Verdict struct {
+	Kind VerdictKind
+	// Call is the call to dispatch (VerdictRun): the prepared one, or with
+	// arguments a before-hook rewrote and the policy allowed again.
+	Call turn.Call
+	// Result is the result recorded for a call that does not run
+	// (VerdictDeny).
+	Result agent.FunctionResult
+	// ArgsHash binds the approval (VerdictPark), agent.ArgsHash.
+	ArgsHash string
+}
+
+// Approvals keeps the parked calls where humans resolve them (the
+// approvals bucket). Every method is idempotent.
+type Approvals interface {
+	// Request records that call p of run runID waits for a decision.
+	Request(ctx context.Context, sid, runID string, p agent.PendingApproval) error
+	// Decisions returns the decisions written for the parked calls, only
+	// those of run runID whose args hash matches the parked one.
+	Decisions(ctx context.Context, sid, runID string, parked []agent.PendingApproval) ([]turn.ApprovalResolved, error)
+	// Withdraw removes the records of callIDs (a decision was applied, or
+	// the run ended).
+	Withdraw(ctx context.Context, sid string, callIDs []string) error
 }
 
 // InboxMark says how many items of each inbox a [Inbox.Peek] returned.
@@ -105,10 +150,11 @@ type Ports struct {
 	Model     Model
 	Functions Functions
 	Inbox     Inbox
+	Approvals Approvals
 }
 
 func (p Ports) valid() error {
-	if p.Store == nil || p.History == nil || p.Events == nil || p.Model == nil || p.Functions == nil || p.Inbox == nil {
+	if p.Store == nil || p.History == nil || p.Events == nil || p.Model == nil || p.Functions == nil || p.Inbox == nil || p.Approvals == nil {
 		return errors.New("session: every port is required")
 	}
 	return nil

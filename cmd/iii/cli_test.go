@@ -7,16 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 )
 
 // startTestApp runs a whole node in-process on a random port.
@@ -54,70 +50,9 @@ func runIII(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-var (
-	natsOnce sync.Once
-	natsPath string
-	natsErr  error
-)
-
-// natsCLIVersion is the natscli release the tests drive.
-const natsCLIVersion = "v0.5.0"
-
-// natsCLI finds the real nats CLI, installing it with `go install` into
-// GOPATH/bin when it is missing (minutes on a cold build cache; .ci/run
-// installs it first). It never skips: no CLI is a test failure that says why.
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	natsOnce.Do(func() {
-		if p, err := exec.LookPath("nats"); err == nil {
-			natsPath = p
-			return
-		}
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		gopath, err := exec.Command(goBin, "env", "GOPATH").Output()
-		if err != nil {
-			natsErr = err
-			return
-		}
-		bin := filepath.Join(strings.TrimSpace(strings.Split(string(gopath), string(os.PathListSeparator))[0]), "bin")
-		if gobin, _ := exec.Command(goBin, "env", "GOBIN").Output(); strings.TrimSpace(string(gobin)) != "" {
-			bin = strings.TrimSpace(string(gobin))
-		}
-		p := filepath.Join(bin, "nats")
-		if _, err := os.Stat(p); err == nil {
-			natsPath = p
-			return
-		}
-		t.Logf("installing github.com/nats-io/natscli/nats@%s into %s", natsCLIVersion, bin)
-		out, err := exec.Command(goBin, "install", "github.com/nats-io/natscli/nats@"+natsCLIVersion).CombinedOutput()
-		if err != nil {
-			natsErr = err
-			t.Logf("%s", out)
-			return
-		}
-		natsPath = p
-	})
-	if natsErr != nil || natsPath == "" {
-		t.Fatalf("the nats CLI is needed and could not be found or installed (go install github.com/nats-io/natscli/nats@%s): %v", natsCLIVersion, natsErr)
-	}
-	return natsPath
-}
-
+// runNATS runs the nats CLI against url (enginetest.RunNATS).
 func runNATS(t *testing.T, url string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, natsCLI(t), append([]string{"--server", url, "--no-context"}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("nats %v: %v\n%s%s", args, err, out, stderr)
-	}
-	return string(out)
+	return enginetest.RunNATS(t, url, args...)
 }
 
 func TestNATSCLI(t *testing.T) {
@@ -247,14 +182,19 @@ func TestHTTPGateway(t *testing.T) {
 // iii chat -m runs one turn against a running node and prints it.
 func TestChatOneShot(t *testing.T) {
 	a := startTestApp(t)
-	out, err := runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::set {"scope":"demo","key":"chat","value":1}`)
+	out, err := runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::get {"scope":"demo","key":"chat"}`)
 	if err != nil {
 		t.Fatalf("chat: %v\n%s", err, out)
 	}
-	for _, want := range []string{"→ state::set", "← call_", "function state::set returned"} {
+	for _, want := range []string{"→ state::get", "← call_", "function state::get returned"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("chat output lacks %q:\n%s", want, out)
 		}
+	}
+	// The shipped policy denies state writes to the model.
+	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::set {"scope":"demo","key":"chat","value":1}`)
+	if err != nil || !strings.Contains(out, "denied (permissions)") {
+		t.Fatalf("chat with a denied call: %v\n%s", err, out)
 	}
 	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", "hello there")
 	if err != nil || !strings.Contains(out, "hello there") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/iii-on-nats/iii/workers/std"
 	"net"
 	"net/http"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/iii-on-nats/iii/engine/state"
 	"github.com/iii-on-nats/iii/engine/topic"
 	"github.com/iii-on-nats/iii/workers"
-	"github.com/iii-on-nats/iii/workers/std"
 )
 
 // DefaultQueue is the durable queue every `iii up` node consumes, so that
@@ -54,7 +54,7 @@ func (a *app) startServices(ctx context.Context, cfg upConfig) error {
 			return err
 		}
 	}
-	run, err := workers.Global().Start(ctx, a.e, workers.Env{Home: cfg.home, Logger: cfg.logger, Settings: cfg.settings}, std.Default...)
+	run, err := workers.Global().Start(ctx, a.e, workers.Env{Home: cfg.home, Logger: cfg.logger, Settings: cfg.settings}, modules(cfg)...)
 	if err != nil {
 		return err
 	}
@@ -87,4 +87,13 @@ func (a *app) startGateway(ctx context.Context, addr string) error {
 	// runs before the gateway and the engine close.
 	a.closers = append(a.closers, a.httpSrv.Shutdown)
 	return nil
+}
+
+// modules are the worker modules a node starts: --workers, or the
+// standard set.
+func modules(cfg upConfig) []string {
+	if cfg.modules == nil {
+		return std.Default
+	}
+	return cfg.modules
 }

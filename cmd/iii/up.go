@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/iii-on-nats/iii/workers/std"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +30,8 @@ type upConfig struct {
 	logger      *slog.Logger
 	// settings are per-worker settings from --set WORKER.KEY=VALUE.
 	settings map[string]map[string]string
+	// modules are the worker modules to start (default std.Default).
+	modules []string
 }
 
 // parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings.
@@ -181,5 +184,6 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:3111", "HTTP trigger gateway listen address (empty = off)")
 	cmd.Flags().IntVar(&cfg.monitorPort, "monitor-port", 0, "nats-server monitoring port (0 = off)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
+	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (see `iii worker list`); run others with `iii worker run`")
 	return cmd
 }

@@ -117,12 +117,17 @@ type crashNode struct {
 	home string
 	addr string
 	sets []string
+	// extra are more arguments to `iii up`.
+	extra []string
 
 	logs   crashBuffer // stderr of every start, separated by markers
 	cmd    *exec.Cmd
 	exited chan error
 	starts int
 }
+
+// crashPolicy is the crash nodes' iii-permissions.yaml.
+const crashPolicy = "version: 1\nrules:\n  - \"crash::*\"\n"
 
 // crashFreeAddr returns a loopback address whose port was free a moment ago.
 func crashFreeAddr(t *testing.T) string {
@@ -140,7 +145,19 @@ func crashFreeAddr(t *testing.T) string {
 // wait) and kills it when the test ends.
 func startCrashNode(t *testing.T, sets ...string) *crashNode {
 	t.Helper()
-	n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: crashFreeAddr(t), sets: sets}
+	// The node's policy allows the test tools (the default would park
+	// them for approval).
+	return startCrashNodeWith(t, crashPolicy, nil, sets...)
+}
+
+// startCrashNodeWith starts a node with policyYAML as its
+// iii-permissions.yaml and extra arguments to `iii up`.
+func startCrashNodeWith(t *testing.T, policyYAML string, extra []string, sets ...string) *crashNode {
+	t.Helper()
+	n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: crashFreeAddr(t), sets: sets, extra: extra}
+	if err := os.WriteFile(filepath.Join(n.home, "iii-permissions.yaml"), []byte(policyYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		n.kill()
 		if t.Failed() {
@@ -160,6 +177,7 @@ func (n *crashNode) start() {
 	for _, s := range n.sets {
 		args = append(args, "--set", s)
 	}
+	args = append(args, n.extra...)
 	n.starts++
 	fmt.Fprintf(&n.logs, "--- start %d ---\n", n.starts)
 	up := &crashUpWatcher{up: make(chan struct{})}

@@ -19,6 +19,7 @@ import (
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
+	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
 )
 
@@ -29,10 +30,35 @@ type stack struct {
 	calls atomic.Int64
 }
 
+// allowAll is the policy of the stacks whose tests are not about the
+// chokepoint: every call runs.
+const allowAll = "version: 1\nrules:\n  - \"*\"\n"
+
 func startStack(t *testing.T, ns *server.Server, opts ...orchestrator.Option) *stack {
+	t.Helper()
+	return startStackPolicy(t, ns, allowAll, opts...)
+}
+
+// startPolicy serves policyYAML as policy::check_permissions on e.
+func startPolicy(t *testing.T, e *engine.Engine, policyYAML string) *policy.Worker {
+	t.Helper()
+	pw := policy.NewWorker("", policy.WithFallback([]byte(policyYAML)))
+	if err := pw.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pw.Close(context.Background()) })
+	return pw
+}
+
+// startStackPolicy is startStack with policyYAML as the policy ("" starts
+// no policy worker).
+func startStackPolicy(t *testing.T, ns *server.Server, policyYAML string, opts ...orchestrator.Option) *stack {
 	t.Helper()
 	ctx := context.Background()
 	s := &stack{e: enginetest.NewEngine(t, ns)}
+	if policyYAML != "" {
+		startPolicy(t, s.e, policyYAML)
+	}
 	p, err := scripted.New()
 	if err != nil {
 		t.Fatal(err)

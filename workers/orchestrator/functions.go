@@ -147,7 +147,7 @@ func (o *Orchestrator) register() error {
 			ID:          "agent::trigger",
 			Description: "Call a function through the same chokepoint the model's calls go through; returns a FunctionResult.",
 			Handler: engine.Typed(func(ctx context.Context, r AgentTrigger) (agent.FunctionResult, error) {
-				return functions{e: o.e, catalog: o.catalog}.Call(ctx, r.SessionID, turn.Call{ID: "agent_" + nuid.Next(), FunctionID: r.Function, Args: r.Payload}), nil
+				return o.AgentTrigger(ctx, r.SessionID, r.Function, r.Payload), nil
 			}),
 		},
 		{
@@ -188,3 +188,22 @@ const runStartSchema = `{"type":"object","required":["session_id","provider","mo
 	`"provider":{"type":"string"},"model":{"type":"string"},"mode":{"enum":["plan","ask","agent"]},` +
 	`"messages":{"type":"array","minItems":1},"max_turns":{"type":"integer","minimum":0},"system_prompt":{"type":"string"},` +
 	`"workspace_id":{"type":"string"},"agent_id":{"type":"string"},"idempotency_key":{"type":"string"}}}`
+
+// AgentTrigger runs one call of fn with args for session sid through the
+// chokepoint outside a turn: what agent::trigger does, in process (the
+// bench measures the chokepoint with it). A call that needs approval is not
+// run: there is no turn to park it in, so it is denied saying so (add an
+// allow rule, an always_allow pattern, or make the call from a turn).
+func (o *Orchestrator) AgentTrigger(ctx context.Context, sid, fn string, args map[string]any) agent.FunctionResult {
+	c := turn.Call{ID: "agent_" + nuid.Next(), FunctionID: fn, Args: args}
+	v := o.fns.Gate(ctx, sid, c)
+	switch v.Kind {
+	case session.VerdictDeny:
+		return v.Result
+	case session.VerdictPark:
+		return deny(c, agent.DeniedByPermissions, ruleNeedsApproval,
+			"the call needs a human's approval and agent::trigger does not wait for one; allow it in the policy or the session's always_allow, or make it from a turn").Result
+	default:
+		return o.fns.Call(ctx, sid, v.Call)
+	}
+}

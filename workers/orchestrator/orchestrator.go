@@ -18,6 +18,7 @@ import (
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/hook"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers"
@@ -51,6 +52,9 @@ type Orchestrator struct {
 	eventMaxAge time.Duration
 	hostOpts    []session.Option
 
+	hookQuiescence time.Duration
+	hookTimeout    time.Duration
+
 	e       *engine.Engine
 	turns   jetstream.KeyValue
 	runs    jetstream.KeyValue
@@ -58,7 +62,11 @@ type Orchestrator struct {
 	pub     *publisher
 	host    *session.Host
 	catalog *catalogCache
+	fns     functions
 	consume jetstream.ConsumeContext
+
+	approvals   approvals
+	approvalsCC jetstream.ConsumeContext
 }
 
 // Option configures an Orchestrator built in code (tests, bench).
@@ -78,7 +86,8 @@ func WithDefaultMaxTurns(n int) Option { return func(o *Orchestrator) { o.maxTur
 
 // New returns an unstarted orchestrator.
 func New(opts ...Option) *Orchestrator {
-	o := &Orchestrator{logger: slog.New(slog.DiscardHandler), maxTurns: 50, ackWait: 60 * time.Second, eventMaxAge: 7 * 24 * time.Hour}
+	o := &Orchestrator{logger: slog.New(slog.DiscardHandler), maxTurns: 50, ackWait: 60 * time.Second, eventMaxAge: 7 * 24 * time.Hour,
+		hookTimeout: 2 * time.Second, hookQuiescence: hook.DefaultQuiescence}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -92,6 +101,12 @@ const (
 	SettingMaxTurns    = "max_turns"     // default max_turns of a run (default 50)
 	SettingEventMaxAge = "event_max_age" // how long events are kept (default 168h)
 	SettingIdle        = "idle_timeout"  // grain passivation after idle (default 2m)
+	// SettingHookQuiescence is how long a hook round waits for more
+	// replies after the latest one (default 20ms): the price of a hook
+	// subscriber on every call, since nobody knows how many there are.
+	SettingHookQuiescence = "hook_quiescence"
+	// SettingHookTimeout bounds one hook round (default 2s).
+	SettingHookTimeout = "hook_timeout"
 )
 
 // Provision takes the logger and the settings above; an unknown setting or
@@ -102,7 +117,7 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 	}
 	for k, v := range env.Settings["orchestrator"] {
 		switch k {
-		case SettingAckWait, SettingEventMaxAge, SettingIdle:
+		case SettingAckWait, SettingEventMaxAge, SettingIdle, SettingHookQuiescence, SettingHookTimeout:
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
 				return fmt.Errorf("orchestrator.%s=%q: want a positive duration", k, v)
@@ -112,6 +127,10 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 				o.ackWait = d
 			case SettingEventMaxAge:
 				o.eventMaxAge = d
+			case SettingHookQuiescence:
+				o.hookQuiescence = d
+			case SettingHookTimeout:
+				o.hookTimeout = d
 			default:
 				o.hostOpts = append(o.hostOpts, session.WithIdleTimeout(d))
 			}
@@ -124,6 +143,9 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 		default:
 			return fmt.Errorf("orchestrator: unknown setting %q", k)
 		}
+	}
+	if o.hookTimeout > hook.MaxTimeout || o.hookQuiescence > o.hookTimeout {
+		return fmt.Errorf("orchestrator: want hook_quiescence ≤ hook_timeout ≤ %v (got %v, %v)", hook.MaxTimeout, o.hookQuiescence, o.hookTimeout)
 	}
 	return nil
 }
@@ -143,6 +165,15 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		return err
 	}
 	o.inbox = inbox{kv: ib}
+	var approvalKVs []jetstream.KeyValue
+	for _, cfg := range approvalBucketConfigs() {
+		kv, err := e.EnsureKV(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		approvalKVs = append(approvalKVs, kv)
+	}
+	o.approvals = approvals{kv: approvalKVs[0], now: time.Now}
 	for _, cfg := range []jetstream.StreamConfig{stepStreamConfig(e.Replicas()), eventStreamConfig(e.Replicas(), o.eventMaxAge), historyStreamConfig(e.Replicas())} {
 		if _, err := e.EnsureStream(ctx, cfg); err != nil {
 			return err
@@ -150,13 +181,15 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	}
 	o.pub = newPublisher(e.JetStream())
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
+	o.fns = functions{e: e, catalog: o.catalog, settings: approvalKVs[1], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence}
 	o.host, err = session.NewHost(session.Ports{
 		Store:     store{kv: o.turns},
 		History:   o.pub,
 		Events:    o.pub,
 		Model:     model{e: e, pub: o.pub, coalesce: 60 * time.Millisecond},
-		Functions: functions{e: e, catalog: o.catalog},
+		Functions: o.fns,
 		Inbox:     o.inbox,
+		Approvals: o.approvals,
 	}, append([]session.Option{session.WithLogger(o.logger), session.WithHeartbeat(o.ackWait / 4)}, o.hostOpts...)...)
 	if err != nil {
 		return err
@@ -167,13 +200,19 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	if err := o.sweep(ctx); err != nil {
 		return err
 	}
-	return o.consumeSteps(ctx)
+	if err := o.consumeSteps(ctx); err != nil {
+		return err
+	}
+	return o.watchApprovals(ctx)
 }
 
 // Close stops consuming steps and stops the grains.
 func (o *Orchestrator) Close(ctx context.Context) error {
 	if o.consume != nil {
 		o.consume.Stop()
+	}
+	if o.approvalsCC != nil {
+		o.approvalsCC.Stop()
 	}
 	if o.host != nil {
 		return o.host.Close(ctx)
@@ -215,12 +254,23 @@ func (o *Orchestrator) consumeSteps(ctx context.Context) error {
 
 // enqueueStep publishes the wake for rec (deduplicated per run and step).
 func (o *Orchestrator) enqueueStep(ctx context.Context, rec turn.Record) error {
+	return o.enqueueWake(ctx, rec, "")
+}
+
+// enqueueWake publishes a wake for rec whose dedup id is the run, the step
+// and why ("" for the step itself; an approval decision wakes a session
+// at a step it was already woken at).
+func (o *Orchestrator) enqueueWake(ctx context.Context, rec turn.Record, why string) error {
 	subj, err := subjects.StepSubject(rec.SessionID)
 	if err != nil {
 		return err
 	}
 	data, _ := json.Marshal(Step{SessionID: rec.SessionID, Step: rec.Step, State: rec.State})
-	_, err = o.e.JetStream().Publish(ctx, subj, data, jetstream.WithMsgID(fmt.Sprintf("%s:%d", rec.RunID, rec.Step)))
+	id := fmt.Sprintf("%s:%d", rec.RunID, rec.Step)
+	if why != "" {
+		id += ":" + why
+	}
+	_, err = o.e.JetStream().Publish(ctx, subj, data, jetstream.WithMsgID(id))
 	return err
 }
 

@@ -81,6 +81,7 @@ var (
 	_ session.Inbox     = inbox{}
 	_ session.Model     = model{}
 	_ session.Functions = functions{}
+	_ session.Approvals = approvals{}
 )
 
 func newPublisher(js jetstream.JetStream) *publisher {
@@ -364,33 +365,6 @@ func providerCallFailed(provider string, err error) turn.Input {
 		kind = agent.ErrorTransient
 	}
 	return turn.ModelFailed{Kind: kind, Message: "provider call failed: " + we.Error()}
-}
-
-// functions is the call chokepoint. Policy, approval and hooks plug in
-// here (their own issue); today every call runs.
-type functions struct {
-	e       *engine.Engine
-	catalog *catalogCache
-}
-
-func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.FunctionResult {
-	ctx = engine.WithSession(ctx, sid, "")
-	var reply engine.Raw
-	args := c.Args
-	if args == nil {
-		args = map[string]any{}
-	}
-	start := time.Now()
-	err := f.e.Trigger(ctx, c.FunctionID, args, &reply)
-	if err != nil {
-		we := wire.From(err)
-		return agent.FunctionResult{
-			Content: []agent.Content{{Type: agent.ContentText, Text: we.Error()}},
-			Details: map[string]any{"code": string(we.Code), "duration_ms": time.Since(start).Milliseconds()},
-			IsError: true,
-		}
-	}
-	return toResult(f.e.Codec(), reply)
 }
 
 // toResult reads a reply as a FunctionResult when it has that shape, and

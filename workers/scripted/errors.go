@@ -1,6 +1,10 @@
 package scripted
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/iii-on-nats/iii/workers"
+)
 
 // Sentinel errors. Request errors reach a caller on the wire as
 // invalid_payload; reply errors become a permanent error event.
@@ -20,5 +24,5 @@ var (
 	ErrScriptExhausted = errors.New("scripted: script exhausted")
 	// ErrStarted is returned by [Worker.Start] on a worker that already
 	// started.
-	ErrStarted = errors.New("scripted: worker already started")
+	ErrStarted = workers.ErrStarted
 )

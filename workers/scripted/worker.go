@@ -53,10 +53,10 @@ var errShuttingDown = wire.Errorf(wire.CodeUnavailable, "%s is shutting down", W
 type Worker struct {
 	p *Provider
 
-	mu     sync.Mutex
-	ew     *engine.Worker
-	done   chan struct{} // closed by Close: calls in flight stop
-	closed bool
+	eps workers.Endpoints
+
+	mu   sync.Mutex
+	done chan struct{} // closed by Close: calls in flight stop
 }
 
 // NewWorker returns a worker serving p. With a nil p the worker builds a
@@ -108,74 +108,52 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 // Start registers both functions on e. It returns [ErrStarted] when called
 // twice and engine.ErrClosed after Close.
 func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return engine.ErrClosed
-	}
-	if w.ew != nil {
-		return ErrStarted
-	}
-	if w.p == nil {
-		p, err := New()
-		if err != nil {
-			return err
+	return w.eps.Start(ctx, e, WorkerName, "deterministic offline model provider", func() ([]engine.Function, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.p == nil {
+			p, err := New()
+			if err != nil {
+				return nil, err
+			}
+			w.p = p
 		}
-		w.p = p
-	}
-	ew, err := e.Worker(WorkerName, engine.WithDescription("deterministic offline model provider"))
-	if err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	fns := []engine.Function{
-		{
-			ID:             StreamFunction,
-			Description:    "Stream the scripted model's answer to messages into a channel as model events; replies {stop_reason} once the stream has ended.",
-			RequestSchema:  streamRequestSchema,
-			ResponseSchema: streamResponseSchema,
-			Timeout:        FunctionTimeout,
-			Handler:        w.streamHandler(e, done),
-		},
-		{
-			ID:             CompleteFunction,
-			Description:    "Answer messages with the scripted model's final assistant message.",
-			RequestSchema:  completeRequestSchema,
-			ResponseSchema: completeResponseSchema,
-			Idempotent:     true,
-			Timeout:        FunctionTimeout,
-			Handler:        w.completeHandler(done),
-		},
-	}
-	for _, fn := range fns {
-		if err := ew.Register(fn); err != nil {
-			_ = ew.Close(ctx)
-			return err
+		done := make(chan struct{})
+		w.done = done
+		fns := []engine.Function{
+			{
+				ID:             StreamFunction,
+				Description:    "Stream the scripted model's answer to messages into a channel as model events; replies {stop_reason} once the stream has ended.",
+				RequestSchema:  streamRequestSchema,
+				ResponseSchema: streamResponseSchema,
+				Timeout:        FunctionTimeout,
+				Handler:        w.streamHandler(e, done),
+			},
+			{
+				ID:             CompleteFunction,
+				Description:    "Answer messages with the scripted model's final assistant message.",
+				RequestSchema:  completeRequestSchema,
+				ResponseSchema: completeResponseSchema,
+				Idempotent:     true,
+				Timeout:        FunctionTimeout,
+				Handler:        w.completeHandler(done),
+			},
 		}
-	}
-	w.ew, w.done = ew, done
-	return nil
+		return fns, nil
+	})
 }
 
 // Close stops the calls in flight (a stream ends with an unavailable error
 // frame) and the worker's endpoints, waiting for the handlers until ctx
 // ends. Close is idempotent.
 func (w *Worker) Close(ctx context.Context) error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
-	}
-	w.closed = true
-	ew := w.ew
-	if w.done != nil {
-		close(w.done)
-	}
-	w.mu.Unlock()
-	if ew == nil {
-		return nil
-	}
-	return ew.Close(ctx)
+	return w.eps.Close(ctx, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.done != nil {
+			close(w.done)
+		}
+	})
 }
 
 // streamHandler decodes a stream request and writes its frames in the

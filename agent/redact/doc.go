@@ -1,0 +1,82 @@
+// Package redact removes secrets from function arguments before they are
+// shown to a model, a human or a log: the args_excerpt of a denial (SPEC §5)
+// and anything else that echoes what a model asked a function to do.
+//
+// [Value] returns a redacted deep copy of a value as JSON or msgpack decode
+// it; [Excerpt] returns its compact JSON, clipped to a byte budget so one long
+// value cannot push the rest out; [IsSecretKey] is the key rule alone. The
+// functions are pure and safe for concurrent use. Options ([WithExtraKeys],
+// [WithMaxString], [WithMaxDepth], [WithMaxItems]) may be passed per call, or
+// fixed once in a [Redactor] built with [New], which reports a bad option.
+//
+//	d.ArgsExcerpt = redact.Excerpt(call.Args, 512)
+//	// {"api_key":"[redacted]","path":"/x"}
+//
+// # Secret keys
+//
+// A key is compared in lower case with everything but ASCII letters and
+// digits removed ("X-Api-Key", "api_key" and "apiKey" are all "xapikey" or
+// "apikey"). It names a secret when it contains one of password, passwd,
+// passphrase, passcode, secret, token, apikey, accesskey, privatekey,
+// privkey, signingkey, encryptionkey, authorization, cookie (so setcookie),
+// credential, signature, bearer or jwt — but "token" only when
+// not followed by "iz" (tokenizer, tokenize are names, not secrets) — or
+// when one of its words (split at separators, case changes and
+// letter/digit changes: "pinCode" is pin+code) is otp, totp, hotp, pin, pwd
+// or pass, or ends with "auth" (auth, basic_auth, oauth, proxyAuth; not
+// author). Short words are matched whole because as substrings they hit
+// spinner, mapping and footprint. "session_id" does not count: in this
+// harness it names a session, not a cookie (cookies are caught by "cookie").
+//
+// The value under a secret key is judged by its kind:
+//   - a string, list or object is replaced whole by [Redacted] (the key is
+//     kept, so a reader knows which field was hidden);
+//   - null and booleans are kept: they carry no credential;
+//   - a number is kept when the key counts something — its normalized form
+//     contains "tokens", or one of its words is count, limit, max, min, num,
+//     total, size, budget or used — and is redacted otherwise. So
+//     "max_tokens": 1024, "tokens": 10 and "token_count": 3 stay, while
+//     "pin": 1234, "otp": 123456 and "token": 42 do not. A string under a
+//     counting key ("max_tokens": "1024") is still redacted.
+//
+// # Secret values
+//
+// Every string, wherever it sits (under any key, in a list, at the top,
+// and map keys themselves), is scanned for credentials:
+//   - a whole string "Bearer <x>" or "Basic <x>" (an Authorization value)
+//     becomes [Redacted];
+//   - inside longer text, each credential is replaced in place, so a shell
+//     command or a header line stays readable around it: sk-… API keys of at
+//     least 20 bytes that do not start inside a word (OpenAI, Anthropic),
+//     AKIA/ASIA AWS access keys, ghp_/gho_/ghs_/ghu_/ghr_/github_pat_ GitHub
+//     tokens, xoxa/b/p/o/s/r- Slack tokens, JWTs (eyJ… with at least two
+//     dots), PEM private key blocks (certificates stay), "Bearer <token>"
+//     and "Basic <base64 of user:password>";
+//   - the password of a URL (scheme://user:password@host → the user and
+//     host stay);
+//   - values assigned to a secret key inside text: password=x,
+//     export API_KEY=x, "token": "x", Authorization: Bearer x, --password x
+//     (same key rule and number rule as above).
+//
+// Scanning text is heuristic: it errs towards redacting too much (a
+// "password: " line in prose loses the rest of the line). It does not
+// look for high-entropy strings without a known shape, nor for credentials
+// encoded in base64 or split across strings.
+//
+// Redaction is for showing and logging. Do not show a human a redacted
+// value to approve: the hidden part is exactly what could make a call
+// dangerous.
+//
+// # Other Go values
+//
+// Besides the decoded shapes (map[string]any, []any, map[any]any, string,
+// float64, json.Number, integers, bool, nil) any Go value is accepted and
+// never panics: json.RawMessage is decoded; []byte, and a json.Number that
+// is not a number, become strings; an
+// error becomes its message; structs, maps, slices and pointers go through
+// encoding/json (struct fields are matched by their json names, and []byte
+// fields become base64, which is not scanned); chans, funcs and complex
+// numbers are printed with fmt; what encoding/json refuses becomes
+// "[unsupported <type>]". Lists and objects nested deeper than the max
+// depth become [Elided], which also stops a Go map that contains itself.
+package redact

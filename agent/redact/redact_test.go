@@ -1,0 +1,285 @@
+package redact_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/agent/redact"
+)
+
+const (
+	anthropicKey = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-AbCdEf"
+	openAIKey    = "sk-proj-AbCdEfGhIjKlMnOpQrSt1234"
+	awsKey       = "AKIAIOSFODNN7EXAMPLE"
+	githubToken  = "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+	slackToken   = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+	jwt          = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+	pemKey       = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234\nabcd==\n-----END RSA PRIVATE KEY-----"
+)
+
+// decode parses JSON the way the harness does (numbers as json.Number).
+func decode(t testing.TB, s string) any {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("decode %s: %v", s, err)
+	}
+	return v
+}
+
+func encode(t testing.TB, v any) string {
+	t.Helper()
+	var b strings.Builder
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		t.Fatalf("encode %#v: %v", v, err)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func TestValueJSON(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, in, want string }{
+		{"api key", `{"path":"/x","api_key":"` + anthropicKey + `"}`, `{"api_key":"[redacted]","path":"/x"}`},
+		{"key styles", `{"API-Key":"a","apiKey":"b","X-Api-Key":"c","client.secret":"d","Authorization":"e","name":"f"}`,
+			`{"API-Key":"[redacted]","Authorization":"[redacted]","X-Api-Key":"[redacted]","apiKey":"[redacted]","client.secret":"[redacted]","name":"f"}`},
+		{"nested lists of objects", `{"a":{"b":[{"password":"p1","user":"u"},{"name":"n"},[{"token":"t"}]]}}`,
+			`{"a":{"b":[{"password":"[redacted]","user":"u"},{"name":"n"},[{"token":"[redacted]"}]]}}`},
+		{"containers under secret keys", `{"credentials":{"user":"u","pass":"p"},"cookies":["a=1","b=2"]}`,
+			`{"cookies":"[redacted]","credentials":"[redacted]"}`},
+		{"counts are kept", `{"max_tokens":1024,"tokens":10,"token_count":3,"maxOutputTokens":5,"token_limit":7,"input_tokens":1.5}`,
+			`{"input_tokens":1.5,"maxOutputTokens":5,"max_tokens":1024,"token_count":3,"token_limit":7,"tokens":10}`},
+		{"numbers that are secrets", `{"pin":1234,"otp":123456,"token":42,"max_tokens":"1024"}`,
+			`{"max_tokens":"[redacted]","otp":"[redacted]","pin":"[redacted]","token":"[redacted]"}`},
+		{"null and bools are kept", `{"password":null,"has_password":true,"auth":false}`,
+			`{"auth":false,"has_password":true,"password":null}`},
+		{"false positives", `{"tokenizer":"cl100k","spinner":"dots","author":"ann","pinned":"v1","footprint":"3kb","key":"state/a"}`,
+			`{"author":"ann","footprint":"3kb","key":"state/a","pinned":"v1","spinner":"dots","tokenizer":"cl100k"}`},
+		{"values under innocent keys", `{"a":"` + openAIKey + `","b":"` + awsKey + `","c":"` + githubToken + `","d":"` + slackToken + `","e":"` + jwt + `","f":"Bearer abc.def"}`,
+			`{"a":"[redacted]","b":"[redacted]","c":"[redacted]","d":"[redacted]","e":"[redacted]","f":"[redacted]"}`},
+		{"list of secrets", `["` + anthropicKey + `","plain",1,null]`, `["[redacted]","plain",1,null]`},
+		{"top-level string", `"` + anthropicKey + `"`, `"[redacted]"`},
+		{"key holding a credential", `{"` + githubToken + `":1,"[redacted]":2}`, `{"[redacted]":2,"[redacted] (2)":1}`},
+		{"url password", `{"dsn":"postgres://bob:hunter2@db:5432/app?sslmode=off"}`, `{"dsn":"postgres://bob:[redacted]@db:5432/app?sslmode=off"}`},
+		{"scalars", `[1,2.5,-0,1e300,true,false,null,""]`, `[1,2.5,-0,1e300,true,false,null,""]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := encode(t, redact.Value(decode(t, tc.in))); got != tc.want {
+				t.Errorf("Value(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValueStrings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		// Whole values.
+		{"Bearer " + jwt, "[redacted]"},
+		{"  bearer abc  ", "[redacted]"},
+		{"Basic YWxhZGRpbjpvcGVuc2VzYW1l", "[redacted]"},
+		{anthropicKey, "[redacted]"},
+		{pemKey, "[redacted]"},
+		// In place.
+		{"curl -H 'Authorization: Bearer abcdef123456' https://x", "curl -H 'Authorization: [redacted]' https://x"},
+		{"curl -H \"X-Api-Key: k123\" -d @f https://x", "curl -H \"X-Api-Key: [redacted]\" -d @f https://x"},
+		{"Authorization: Basic YWxhZGRpbjpvcGVuc2VzYW1l\r\nHost: x", "Authorization: [redacted]\r\nHost: x"},
+		{"GET / HTTP/1.1\nCookie: a=1; b=2\nHost: x", "GET / HTTP/1.1\nCookie: [redacted]\nHost: x"},
+		{"export OPENAI_API_KEY=abc123 && run", "export OPENAI_API_KEY=[redacted] && run"},
+		{"PGPASSWORD='pa ss' psql -h db", "PGPASSWORD='[redacted]' psql -h db"},
+		{"mysql --password hunter2 -u root", "mysql --password [redacted] -u root"},
+		{"mysql --password=hunter2 -u root", "mysql --password=[redacted] -u root"},
+		{"https://api.x.com/v1?api_key=abc123&page=2", "https://api.x.com/v1?api_key=[redacted]&page=2"},
+		{`{"password":"hun\"ter2","user":"bob"}`, `{"password":"[redacted]","user":"bob"}`},
+		{`{\"token\":\"abc\",\"n\":1}`, `{\"token\":\"[redacted]\",\"n\":1}`},
+		{"password: hunter2\nuser: bob", "password: [redacted]\nuser: bob"},
+		{"key is " + awsKey + ".", "key is [redacted]."},
+		{"git clone https://" + githubToken + "@github.com/o/r", "git clone https://[redacted]@github.com/o/r"},
+		{"git clone https://x-access-token:tok3n@github.com/o/r.git", "git clone https://x-access-token:[redacted]@github.com/o/r.git"},
+		{"postgres://u:pa/ss@host/db", "postgres://u:[redacted]@host/db"},
+		{"send " + slackToken + " now", "send [redacted] now"},
+		{"jwt=" + jwt, "jwt=[redacted]"},
+		{"key:\n" + pemKey + "\ndone", "key:\n[redacted]\ndone"},
+		{"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk (cut", "[redacted]"},
+		{"use bearer " + jwt + " please", "use [redacted] please"},
+		// Unchanged.
+		{"max_tokens=100 token_count: 5", "max_tokens=100 token_count: 5"},
+		{"has_password=true", "has_password=true"},
+		{"Bearer authentication is used", "Bearer authentication is used"},
+		{"Basic auth is weak", "Basic auth is weak"},
+		{"docker run -v /host/secret:/run/secret:ro img", "docker run -v /host/secret:/run/secret:ro img"},
+		{"call agent::token_refresh then auth::login", "call agent::token_refresh then auth::login"},
+		{"go test ./task-runner-abcdefghijklmnopqrstuvw", "go test ./task-runner-abcdefghijklmnopqrstuvw"},
+		{"du -sh disk-usage-report-2024-01-01-final", "du -sh disk-usage-report-2024-01-01-final"},
+		{"https://host:8080/x?mail=a@b.com", "https://host:8080/x?mail=a@b.com"},
+		{"https://example.com/a/b?q=1#f", "https://example.com/a/b?q=1#f"},
+		{"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"},
+		{"if token == expected {", "if token == expected {"},
+		{"ls -la /tmp", "ls -la /tmp"},
+		{"", ""},
+		{"[redacted]", "[redacted]"},
+	} {
+		if got := redact.Value(tc.in); got != tc.want {
+			t.Errorf("Value(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+type creds struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+	Raw      []byte `json:"raw,omitempty"`
+}
+
+type named string
+
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("boom") }
+
+type badErr struct{ p *int }
+
+func (e *badErr) Error() string { return string(rune(*e.p)) }
+
+type withChan struct{ C chan int }
+
+func TestValueGoTypes(t *testing.T) {
+	t.Parallel()
+	cyclic := map[string]any{"a": 1}
+	cyclic["self"] = cyclic
+	list := []any{1}
+	list = append(list, nil)
+	list[1] = list
+	type selfMap map[string]any
+	sm := selfMap{}
+	sm["me"] = sm
+
+	for _, tc := range []struct {
+		name string
+		in   any
+		want string
+	}{
+		{"struct by json name", creds{User: "bob", Password: "x"}, `{"password":"[redacted]","user":"bob"}`},
+		{"pointer to struct", &creds{User: "bob", Password: "x"}, `{"password":"[redacted]","user":"bob"}`},
+		{"nil pointer", (*creds)(nil), `null`},
+		{"typed map", map[string]string{"token": "t", "a": "b"}, `{"a":"b","token":"[redacted]"}`},
+		{"map any any", map[any]any{"password": "x", 1: "one", true: awsKey}, `{"1":"one","password":"[redacted]","true":"[redacted]"}`},
+		{"raw message", json.RawMessage(`{"token":"x","n":1}`), `{"n":1,"token":"[redacted]"}`},
+		{"bad raw message", json.RawMessage(`{"token":`), `"{\"token\":"`},
+		{"bytes", []byte("password=x"), `"password=[redacted]"`},
+		{"error", errors.New("login with " + anthropicKey + " failed"), `"login with [redacted] failed"`},
+		{"panicking error", &badErr{}, `"[unsupported *redact_test.badErr]"`},
+		{"panicking marshaler", panicky{}, `"[unsupported redact_test.panicky]"`},
+		{"chan field", withChan{C: make(chan int)}, `"[unsupported redact_test.withChan]"`},
+		{"named string", named(githubToken), `"[redacted]"`},
+		{"ints", []any{int8(-1), uint64(1 << 63), int64(-5), float32(0.5)}, `[-1,9223372036854775808,-5,0.5]`},
+		{"complex", complex(1, 2), `"(1+2i)"`},
+		{"cyclic map", cyclic, `{"a":1,"self":{"a":1,"self":` + strings.Repeat(`{"a":1,"self":`, 30) + `"[…]"` + strings.Repeat("}", 32)},
+		{"named cyclic map", sm, `"[unsupported redact_test.selfMap]"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := encode(t, redact.Value(tc.in)); got != tc.want {
+				t.Errorf("Value(%s)\n got %s\nwant %s", tc.name, got, tc.want)
+			}
+		})
+	}
+
+	// Values that only must not panic.
+	for _, v := range []any{make(chan int), func() {}, list, struct{ f func() }{}, new(any), [2]byte{1, 2}} {
+		_ = redact.Value(v)
+		_ = redact.Excerpt(v, 64)
+	}
+}
+
+func TestValueDoesNotMutate(t *testing.T) {
+	t.Parallel()
+	in := decode(t, `{"password":"p","a":[{"token":"t","b":{"Authorization":"Bearer x"}},"`+anthropicKey+`"],"`+awsKey+`":1}`)
+	before := encode(t, in)
+	out := redact.Value(in)
+	_ = redact.Excerpt(in, 40)
+	if after := encode(t, in); after != before {
+		t.Fatalf("input changed:\n%s\n%s", before, after)
+	}
+	// The copy shares nothing with the input.
+	out.(map[string]any)["a"].([]any)[0].(map[string]any)["b"].(map[string]any)["x"] = 1
+	if after := encode(t, in); after != before {
+		t.Fatalf("copy aliases the input:\n%s\n%s", before, after)
+	}
+}
+
+func TestValueDepth(t *testing.T) {
+	t.Parallel()
+	got := encode(t, redact.Value(decode(t, `{"a":{"b":1},"c":[[]],"d":1}`), redact.WithMaxDepth(1)))
+	if want := `{"a":"[…]","c":"[…]","d":1}`; got != want {
+		t.Errorf("depth 1: got %s, want %s", got, want)
+	}
+	deep := strings.Repeat("[", 100) + `"` + anthropicKey + `"` + strings.Repeat("]", 100)
+	got = encode(t, redact.Value(decode(t, deep)))
+	if want := strings.Repeat("[", 32) + `"[…]"` + strings.Repeat("]", 32); got != want {
+		t.Errorf("default depth: got %s, want %s", got, want)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	for name, opt := range map[string]redact.Option{
+		"max string 0":   redact.WithMaxString(0),
+		"max depth 0":    redact.WithMaxDepth(0),
+		"max depth huge": redact.WithMaxDepth(redact.MaxDepthLimit + 1),
+		"max items 0":    redact.WithMaxItems(0),
+		"empty key":      redact.WithExtraKeys("ok", "-_ ."),
+		"nil":            nil,
+	} {
+		r, err := redact.New(opt)
+		if !errors.Is(err, redact.ErrInvalidOption) || r != nil {
+			t.Errorf("%s: New = %v, %v; want ErrInvalidOption", name, r, err)
+		}
+	}
+	if _, err := redact.New(redact.WithMaxString(1), redact.WithMaxDepth(redact.MaxDepthLimit), redact.WithMaxItems(1), redact.WithExtraKeys("ssn")); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+
+	// The package functions ignore a bad option, but keep valid extra keys.
+	v := map[string]any{"tenant": "t", "a": map[string]any{"b": 1}}
+	got := encode(t, redact.Value(v, redact.WithMaxDepth(0), redact.WithExtraKeys("", "tenant"), nil))
+	if want := `{"a":{"b":1},"tenant":"[redacted]"}`; got != want {
+		t.Errorf("lenient options: got %s, want %s", got, want)
+	}
+}
+
+// Value is idempotent: redacting twice changes nothing more.
+func TestValueIdempotent(t *testing.T) {
+	t.Parallel()
+	in := decode(t, `{"a":"curl -H 'Authorization: Bearer abcdef123456' https://u:p@x/`+awsKey+`","password":"x","b":["token=1 pin: 2"]}`)
+	once := redact.Value(in)
+	if twice := redact.Value(once); !reflect.DeepEqual(once, twice) {
+		t.Errorf("not idempotent:\n%s\n%s", encode(t, once), encode(t, twice))
+	}
+}
+
+// Scanning is linear: adversarial strings of 256 KiB take milliseconds, not
+// the minutes a quadratic scan would.
+func TestValueLinear(t *testing.T) {
+	t.Parallel()
+	for _, unit := range []string{
+		"eyJ", "a://", "a://b:c", "password=", "password:", "--password ", "password='", "x=", "sk-", "AKIA",
+		"ghp_", "xoxb-", "Bearer ", "basic ", "-----BEGIN ", "-----BEGIN PRIVATE KEY-----", "@", ":", "\\\"",
+	} {
+		s := strings.Repeat(unit, 256<<10/len(unit))
+		start := time.Now()
+		_ = redact.Value(s)
+		_ = redact.Excerpt(s, 512)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%q×%d took %v", unit, len(s)/len(unit), d)
+		}
+	}
+}

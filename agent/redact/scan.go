@@ -1,0 +1,435 @@
+package redact
+
+import (
+	"encoding/base64"
+	"slices"
+	"strings"
+)
+
+// span is a byte range [start, end) of a string to replace with Redacted.
+type span struct{ start, end int }
+
+// redactString returns s with every credential it holds replaced by
+// Redacted: the whole string when it is an HTTP credential ("Bearer x"),
+// else each credential in place, so a shell command or a header line stays
+// readable around it.
+func (r *Redactor) redactString(s string) string {
+	if len(s) < 4 {
+		return s
+	}
+	if isAuthValue(s) {
+		return Redacted
+	}
+	var arr [8]span
+	sp := arr[:0]
+	sp = scanTokens(s, sp)
+	sp = scanPEM(s, sp)
+	sp = scanURLs(s, sp)
+	sp = scanSchemes(s, sp)
+	sp = r.scanAssignments(s, sp)
+	sp = r.scanFlags(s, sp)
+	if len(sp) == 0 {
+		return s
+	}
+	return replaceSpans(s, sp)
+}
+
+// isAuthValue reports whether s is an Authorization header value: "Bearer"
+// or "Basic" (any case), blanks, then one word.
+func isAuthValue(s string) bool {
+	t := strings.TrimSpace(s)
+	for _, scheme := range [...]string{"bearer", "basic"} {
+		if len(t) <= len(scheme) || !strings.EqualFold(t[:len(scheme)], scheme) || !isBlank(t[len(scheme)]) {
+			continue
+		}
+		rest := strings.TrimLeft(t[len(scheme):], " \t")
+		return rest != "" && !strings.ContainsAny(rest, " \t\r\n")
+	}
+	return false
+}
+
+// scanTokens finds API keys and tokens by their well-known shapes: sk-…
+// (OpenAI, Anthropic; at least 20 bytes and not inside a word, so "task-…"
+// is not one), AKIA/ASIA + 16 (AWS access keys), ghp_/gho_/ghs_/ghu_/ghr_ and
+// github_pat_ (GitHub), xox?- (Slack) and JWTs (eyJ….….…).
+func scanTokens(s string, sp []span) []span {
+	for i := 0; i < len(s); i++ {
+		end := 0
+		switch s[i] {
+		case 's':
+			if strings.HasPrefix(s[i:], "sk-") && (i == 0 || !isAlnum(s[i-1])) {
+				if n := run(s, i+3, isKeyByte); 3+n >= 20 {
+					end = i + 3 + n
+				}
+			}
+		case 'A':
+			if strings.HasPrefix(s[i:], "AKIA") || strings.HasPrefix(s[i:], "ASIA") {
+				if run(s, i+4, isUpperOrDigit) >= 16 {
+					end = i + 4 + run(s, i+4, isUpperOrDigit)
+				}
+			}
+		case 'g':
+			if strings.HasPrefix(s[i:], "github_pat_") {
+				if n := run(s, i+11, isWordByte); n >= 20 {
+					end = i + 11 + n
+				}
+			} else if len(s) > i+4 && s[i+1] == 'h' && strings.IndexByte("posur", s[i+2]) >= 0 && s[i+3] == '_' {
+				if n := run(s, i+4, isWordByte); n >= 20 {
+					end = i + 4 + n
+				}
+			}
+		case 'x':
+			if len(s) > i+5 && strings.HasPrefix(s[i:], "xox") && strings.IndexByte("abposr", s[i+3]) >= 0 && s[i+4] == '-' {
+				if n := run(s, i+5, isSlackByte); n >= 10 {
+					end = i + 5 + n
+				}
+			}
+		case 'e':
+			if strings.HasPrefix(s[i:], "eyJ") {
+				if end = jwtEnd(s, i); end == 0 {
+					// No "eyJ" later in this run can start a JWT either.
+					i += run(s, i, isB64URLByte) - 1
+				}
+			}
+		}
+		if end > i {
+			sp = append(sp, span{i, end})
+			i = end - 1
+		}
+	}
+	return sp
+}
+
+// jwtEnd returns where the JWT (or JWE) starting at i ends, or 0: a header
+// of at least 10 base64url bytes, a non-empty payload, and any number of
+// further segments (the signature may be empty: alg "none").
+func jwtEnd(s string, i int) int {
+	n := run(s, i, isB64URLByte)
+	if n < 10 || i+n >= len(s) || s[i+n] != '.' {
+		return 0
+	}
+	j := i + n + 1
+	m := run(s, j, isB64URLByte)
+	if m == 0 || j+m >= len(s) || s[j+m] != '.' {
+		return 0
+	}
+	j += m
+	for j < len(s) && s[j] == '.' {
+		j += 1 + run(s, j+1, isB64URLByte)
+	}
+	return j
+}
+
+// scanPEM finds private key blocks, from "-----BEGIN … PRIVATE KEY-----" to
+// the end of the matching END line, or to the end of s when it is cut.
+// Certificates and public keys are not secrets and stay.
+func scanPEM(s string, sp []span) []span {
+	for off := 0; ; {
+		i := strings.Index(s[off:], "-----BEGIN ")
+		if i < 0 {
+			return sp
+		}
+		start := off + i
+		labelEnd := strings.Index(s[start+11:], "-----")
+		if labelEnd < 0 {
+			return sp
+		}
+		label := s[start+11 : start+11+labelEnd]
+		off = start + 11 + labelEnd + 5
+		if !strings.Contains(label, "PRIVATE KEY") {
+			continue
+		}
+		end := len(s)
+		if e := strings.Index(s[off:], "-----END"); e >= 0 {
+			if c := strings.Index(s[off+e+8:], "-----"); c >= 0 {
+				end = off + e + 8 + c + 5
+			}
+		}
+		sp = append(sp, span{start, end})
+		off = end
+	}
+}
+
+// scanURLs finds the password of URLs with user info
+// (scheme://user:password@host): only the password is redacted, the user
+// and host stay. A password with an unescaped '/' or '?' still counts
+// (postgres://u:pa/ss@host): the last '@' before a blank ends it, unless
+// what follows the ':' is a port ("https://host:8080/x?mail=a@b").
+func scanURLs(s string, sp []span) []span {
+	for off := 0; ; {
+		i := strings.Index(s[off:], "://")
+		if i < 0 {
+			return sp
+		}
+		i += off
+		off = i + 3
+		if i == 0 || !isAlnum(s[i-1]) {
+			continue // no scheme
+		}
+		rest := s[off:]
+		if e := strings.Index(rest, "://"); e >= 0 {
+			rest = rest[:e] // keeps the scan linear
+		}
+		if e := strings.IndexAny(rest, " \t\r\n\"'`<>"); e >= 0 {
+			rest = rest[:e]
+		}
+		authority := rest
+		if e := strings.IndexAny(rest, "/?#"); e >= 0 {
+			authority = rest[:e]
+		}
+		loose := false
+		at := strings.LastIndexByte(authority, '@')
+		if at < 0 {
+			if at = strings.LastIndexByte(rest, '@'); at < 0 {
+				continue
+			}
+			loose = true
+		}
+		userinfo := rest[:at]
+		colon := strings.IndexByte(userinfo, ':')
+		if colon < 0 || strings.ContainsAny(userinfo[:colon], "/?#") {
+			continue
+		}
+		pass := userinfo[colon+1:]
+		if pass == "" || pass == Redacted {
+			continue
+		}
+		if loose {
+			if e := strings.IndexAny(pass, "/?#"); e > 0 && run(pass, 0, isDigit) == e {
+				continue // host:port/path?x=a@b, not a password
+			}
+		}
+		sp = append(sp, span{off + colon + 1, off + at})
+	}
+}
+
+// scanSchemes finds HTTP credentials inside longer text: "Bearer <token>"
+// where the token has at least 8 bytes with a digit or symbol, or at least
+// 20 ("Bearer authentication" is prose), and "Basic <base64>" where the
+// base64 decodes to "user:password".
+func scanSchemes(s string, sp []span) []span {
+	for i := 0; i+7 < len(s); i++ {
+		if s[i] != 'b' && s[i] != 'B' || i > 0 && isAlnum(s[i-1]) {
+			continue
+		}
+		for _, scheme := range [...]string{"bearer", "basic"} {
+			n := len(scheme)
+			if len(s) <= i+n || !strings.EqualFold(s[i:i+n], scheme) || !isBlank(s[i+n]) {
+				continue
+			}
+			t := i + n
+			for t < len(s) && isBlank(s[t]) {
+				t++
+			}
+			e := t + run(s, t, isToken68Byte)
+			for e < len(s) && s[e] == '=' {
+				e++
+			}
+			if tok := s[t:e]; scheme == "bearer" && isBearerToken(tok) || scheme == "basic" && isBasicCredential(tok) {
+				sp = append(sp, span{i, e})
+				i = e - 1
+			}
+			break
+		}
+	}
+	return sp
+}
+
+func isBearerToken(tok string) bool {
+	if len(tok) >= 20 {
+		return true
+	}
+	return len(tok) >= 8 && strings.IndexFunc(tok, func(r rune) bool { return r > 0x7f || !isLower(byte(r)) && !isUpper(byte(r)) }) >= 0
+}
+
+func isBasicCredential(tok string) bool {
+	if len(tok) < 4 {
+		return false
+	}
+	b, err := base64.StdEncoding.DecodeString(tok)
+	if err != nil {
+		if b, err = base64.RawStdEncoding.DecodeString(tok); err != nil {
+			return false
+		}
+	}
+	return strings.IndexByte(string(b), ':') > 0
+}
+
+// scanAssignments finds values assigned to secret keys inside text:
+// password=x, API_KEY=x, "token": "x", Authorization: Bearer x,
+// {\"secret\":\"x\"}. The key is any run of letters, digits, '_', '.' and
+// '-' that [Redactor.IsSecretKey] accepts, not right after a '/' or '\'
+// (a path like /etc/secret:ro is not an assignment). After '=' the value
+// runs to a blank, '&', ';', ',', ')', '}' or a quote; after ':' (a header
+// or YAML line) to the end of the line, ',', '}', ']' or a quote; a quoted
+// value runs to its closing quote. A number under a counting key
+// (max_tokens=100), true, false and null are kept, as in [Value].
+func (r *Redactor) scanAssignments(s string, sp []span) []span {
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if c != '=' && c != ':' {
+			continue
+		}
+		next := byte(0)
+		if i+1 < len(s) {
+			next = s[i+1]
+		}
+		if c == ':' && (next == ':' || s[i-1] == ':' || next == '/') ||
+			c == '=' && (next == '=' || strings.IndexByte("=!<>", s[i-1]) >= 0) {
+			continue
+		}
+		j := i
+		for j > 0 && isBlank(s[j-1]) {
+			j--
+		}
+		if j > 0 && isQuote(s[j-1]) {
+			j--
+			if j > 0 && s[j-1] == '\\' {
+				j--
+			}
+		}
+		ke := j
+		for j > 0 && isIdentByte(s[j-1]) {
+			j--
+		}
+		if j == ke || j > 0 && (s[j-1] == '/' || s[j-1] == '\\') || !r.IsSecretKey(s[j:ke]) {
+			continue
+		}
+		var end int
+		sp, end = r.appendValue(s, s[j:ke], i+1, c, sp)
+		i = max(i, end-1) // nothing in a value is a key; keeps the scan linear
+	}
+	return sp
+}
+
+// scanFlags finds command-line flags with a secret name followed by their
+// value: --password hunter2 (the --password=x form is an assignment).
+func (r *Redactor) scanFlags(s string, sp []span) []span {
+	for off := 0; ; {
+		i := strings.Index(s[off:], "--")
+		if i < 0 {
+			return sp
+		}
+		i += off
+		off = i + 2
+		if i > 0 && !isBlank(s[i-1]) && !isQuote(s[i-1]) {
+			continue
+		}
+		ke := off + run(s, off, isIdentByte)
+		if ke == off || ke >= len(s) || !isBlank(s[ke]) {
+			continue
+		}
+		v := ke
+		for v < len(s) && isBlank(s[v]) {
+			v++
+		}
+		if v == len(s) || s[v] == '-' || !r.IsSecretKey(s[off:ke]) {
+			continue
+		}
+		var end int
+		sp, end = r.appendValue(s, s[off:ke], v, ' ', sp)
+		off = max(off, end)
+	}
+}
+
+// appendValue adds the span of the value of key that starts at or after v
+// (after the separator sep: '=', ':' or ' '), unless it is empty, already
+// redacted, a number under a counting key, or true/false/null. It also
+// returns where the value ends.
+func (r *Redactor) appendValue(s, key string, v int, sep byte, sp []span) ([]span, int) {
+	for v < len(s) && isBlank(s[v]) {
+		v++
+	}
+	if v >= len(s) {
+		return sp, v
+	}
+	var vs, ve int
+	switch {
+	case isQuote(s[v]):
+		vs = v + 1
+		ve = closingQuote(s, vs, s[v])
+	case s[v] == '\\' && v+1 < len(s) && isQuote(s[v+1]): // JSON inside a JSON string
+		vs = v + 2
+		ve = len(s)
+		if e := strings.Index(s[vs:], s[v:v+2]); e >= 0 {
+			ve = vs + e
+		}
+	default:
+		stop := " \t\r\n&;,)}\"'`"
+		if sep == ':' {
+			stop = "\r\n,}]\"'`"
+		}
+		vs = v
+		ve = len(s)
+		if e := strings.IndexAny(s[vs:], stop); e >= 0 {
+			ve = vs + e
+		}
+		for ve > vs && isBlank(s[ve-1]) {
+			ve--
+		}
+	}
+	val := s[vs:ve]
+	switch {
+	case val == "", strings.HasPrefix(Redacted, val) && strings.HasPrefix(s[vs:], Redacted),
+		strings.EqualFold(val, "true"), strings.EqualFold(val, "false"), strings.EqualFold(val, "null"),
+		isNumber(val) && isCountKey(key):
+		return sp, ve
+	}
+	return append(sp, span{vs, ve}), ve
+}
+
+// closingQuote returns the index of the quote q that closes a quoted value
+// starting at from, skipping backslash escapes, or len(s).
+func closingQuote(s string, from int, q byte) int {
+	for k := from; k < len(s); k++ {
+		switch s[k] {
+		case '\\':
+			k++
+		case q:
+			return k
+		}
+	}
+	return len(s)
+}
+
+// replaceSpans returns s with each span, merged with those it overlaps or
+// touches, replaced by Redacted.
+func replaceSpans(s string, sp []span) string {
+	slices.SortFunc(sp, func(a, b span) int { return a.start - b.start })
+	var b strings.Builder
+	b.Grow(len(s))
+	pos := 0
+	for k := 0; k < len(sp); {
+		start, end := sp[k].start, sp[k].end
+		for k++; k < len(sp) && sp[k].start <= end; k++ {
+			end = max(end, sp[k].end)
+		}
+		if start < pos {
+			start = pos
+		}
+		b.WriteString(s[pos:start])
+		b.WriteString(Redacted)
+		pos = end
+	}
+	b.WriteString(s[pos:])
+	return b.String()
+}
+
+// run returns how many bytes of s from i satisfy ok.
+func run(s string, i int, ok func(byte) bool) int {
+	n := 0
+	for i+n < len(s) && ok(s[i+n]) {
+		n++
+	}
+	return n
+}
+
+func isBlank(c byte) bool        { return c == ' ' || c == '\t' }
+func isQuote(c byte) bool        { return c == '"' || c == '\'' || c == '`' }
+func isKeyByte(c byte) bool      { return isAlnum(c) || c == '_' || c == '-' }
+func isWordByte(c byte) bool     { return isAlnum(c) || c == '_' }
+func isSlackByte(c byte) bool    { return isAlnum(c) || c == '-' }
+func isB64URLByte(c byte) bool   { return isAlnum(c) || c == '_' || c == '-' }
+func isIdentByte(c byte) bool    { return isAlnum(c) || c == '_' || c == '.' || c == '-' }
+func isUpperOrDigit(c byte) bool { return isUpper(c) || isDigit(c) }
+func isToken68Byte(c byte) bool  { return isAlnum(c) || strings.IndexByte("-._~+/", c) >= 0 }

@@ -1,0 +1,84 @@
+package hook
+
+import (
+	"math"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// Headers nats.go sets on a status message ("NATS/1.0 503"): the server
+// answers a publish that has a reply subject but no subscriber with status
+// 503 and an empty body.
+const (
+	headerStatus        = "Status"
+	statusNoResponders  = "503"
+	headerServiceError  = "Nats-Service-Error"
+	headerServiceStatus = "Nats-Service-Error-Code"
+)
+
+type replyKind uint8
+
+const (
+	replyOK replyKind = iota
+	replyInvalid
+	replyNoResponders
+)
+
+// decodeReply decodes one reply by its Content-Type (JSON when absent; an
+// empty JSON body is {}). A value that is not an object becomes
+// {"value": v}. Status messages and NATS service error replies are not
+// replies.
+func decodeReply(hdr nats.Header, data []byte) (map[string]any, replyKind) {
+	if len(hdr) > 0 {
+		if st := hdr.Get(headerStatus); st != "" {
+			if st == statusNoResponders && len(data) == 0 {
+				return nil, replyNoResponders
+			}
+			return nil, replyInvalid
+		}
+		if hdr.Get(headerServiceError) != "" || hdr.Get(headerServiceStatus) != "" {
+			return nil, replyInvalid
+		}
+	}
+	var v any
+	codec := wire.ForContentType(hdr.Get(wire.HeaderContentType))
+	if err := codec.Unmarshal(data, &v); err != nil {
+		return nil, replyInvalid
+	}
+	if codec != wire.JSON && !jsonSafe(v) {
+		return nil, replyInvalid // a NaN or infinity: the result could not be sent as JSON
+	}
+	if m, ok := v.(map[string]any); ok {
+		if m == nil {
+			m = map[string]any{}
+		}
+		return m, replyOK
+	}
+	return map[string]any{"value": v}, replyOK
+}
+
+// jsonSafe reports whether v, decoded from msgpack, encodes as JSON: it
+// holds no NaN or infinite float. (The decoder bounds the nesting.)
+func jsonSafe(v any) bool {
+	switch x := v.(type) {
+	case float64:
+		return !math.IsNaN(x) && !math.IsInf(x, 0)
+	case float32:
+		return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0)
+	case map[string]any:
+		for _, e := range x {
+			if !jsonSafe(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if !jsonSafe(e) {
+				return false
+			}
+		}
+	}
+	return true
+}

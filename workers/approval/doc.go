@@ -1,0 +1,95 @@
+// Package approval is the approval gate: the "approval" module, where
+// humans decide the function calls a turn parked (policy answered
+// needs_approval) and set each session's approval mode.
+//
+// # Functions
+//
+//   - approval::resolve {session_id, function_call_id, decision:
+//     "allow"|"deny"|"aborted", reason?, args_hash?} → {ok:true}. "aborted"
+//     asks the orchestrator to abort the whole run. Errors: invalid_payload
+//     (bad ids — a call id with '/', '.', '*', '>' or whitespace —, an
+//     unknown decision, a reason over 4 KiB or not UTF-8, an args_hash that
+//     is not "sha256:" and 64 hex digits); not_pending (no such parked call,
+//     already decided, a record that does not decode, or args_hash given and
+//     different from the record's: the call changed since it was shown);
+//     conflict (two lost compare-and-sets in a row; retry); unavailable.
+//     Not idempotent.
+//   - approval::list_pending {session_id?} → {pending:[{session_id,
+//     function_call_id, function_id, args, args_hash, requested_at}]}, only
+//     pending records, oldest first (requested_at, then key); never null.
+//   - approval::settings::get {session_id} → {session_id, mode,
+//     always_allow, updated_at?}; a session never set reads
+//     {mode:"manual", always_allow:[]}.
+//   - approval::settings::set {session_id, mode?, always_allow?} → the new
+//     settings. Omitted (or null) fields keep their value; always_allow is
+//     at most 256 patterns ('*' globs, anchored; a lone "*" is refused: use
+//     mode "full"), duplicates dropped, order kept.
+//
+// approval::resolve and approval::settings::set are on agent.HumanOnly: the
+// orchestrator's chokepoint denies them to a model whatever the policy
+// says, so only humans (the CLI, a UI, `nats req`) call them. This worker
+// does not check who calls; the chokepoint does.
+//
+// # KV layout (shared with the orchestrator)
+//
+// Both buckets are created by whichever side comes first, with exactly
+// [ApprovalsBucketConfig] and [SettingsBucketConfig]: History 1, file
+// storage, the engine's replicas. Values are JSON.
+//
+// subjects.ApprovalsBucket ("iii-approvals"), key
+// subjects.ApprovalKey(session_id, function_call_id) =
+// "<session_id>.<subjects.KVKey(function_call_id)>" (one token after the
+// session: call ids hold no '/'), value an agent.ApprovalRecord:
+//
+//	{"session_id": "s1", "run_id": "r1", "function_call_id": "toolu_01",
+//	  "function_id": "fs::write", "args": {"path": "/etc/x"},
+//	  "args_hash": "sha256:<64 hex>", "requested_at": 1700000000000,
+//	  "status": "pending"}
+//
+// Its life:
+//
+//  1. The orchestrator creates the record, status "pending", when a turn
+//     parks a call (kv.Create).
+//  2. approval::resolve rewrites it once, by kv.Update on the revision it
+//     read, to status "decided" with "decision" ("allow", "deny",
+//     "aborted"), "reason" (omitted when empty) and "decided_at" (Unix ms).
+//     Every other field keeps its JSON value (compacted), including fields this
+//     package does not know. A lost compare-and-set re-reads once; a record
+//     found decided (or gone) is not_pending: a call is decided at most
+//     once.
+//  3. The orchestrator watches the bucket, applies a decided record if its
+//     call is still parked with the same args_hash and run_id, then deletes
+//     the key; it deletes the pending keys of a run that ends. This worker
+//     never deletes.
+//
+// subjects.ApprovalSettingsBucket ("iii-approval-settings"), key the
+// session id, value an agent.ApprovalSettings:
+//
+//	{"session_id": "s1", "mode": "auto", "always_allow": ["fs::read", "git::*"],
+//	  "updated_at": 1700000000000}
+//
+// Only approval::settings::set writes it (create when absent, else update
+// on the revision read, retried up to 8 times); the orchestrator reads it.
+// Readers treat an absent key as [DefaultSettings] and an absent mode as
+// "manual".
+//
+// # Lifecycle
+//
+//  1. New: the registry builds a [Worker]; embedders use [NewWorker].
+//  2. Provision: the module has no settings; any setting is an error.
+//  3. Start: open (create) both buckets and register the four functions.
+//  4. Close: stop the endpoints. The buckets and their records stay.
+//
+// # Example
+//
+//	w := approval.NewWorker()
+//	if err := w.Start(ctx, e); err != nil {
+//		return err
+//	}
+//	defer w.Close(ctx)
+//	_, err := engine.Call[approval.ResolveResponse](ctx, e, approval.ResolveFunction,
+//		approval.ResolveRequest{SessionID: "s1", FunctionCallID: "toolu_01", Decision: agent.DecisionAllow})
+//	if errors.Is(err, wire.ErrNotPending) {
+//		// decided already, or the call changed since it was shown
+//	}
+package approval

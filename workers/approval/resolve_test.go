@@ -1,0 +1,278 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	tests := []struct {
+		decision, reason string
+	}{
+		{agent.DecisionAllow, "looks fine"},
+		{agent.DecisionDeny, ""},
+		{agent.DecisionAborted, "stop everything"},
+	}
+	for i, tc := range tests {
+		callID := fmt.Sprintf("toolu_%d:x", i) // ':' is escaped in the key
+		rec := record(t, "s1", callID, "fs::write", map[string]any{"path": "/etc/x", "n": 1.0}, 1000)
+		key, _ := park(t, f.approvals, rec)
+		req := ResolveRequest{SessionID: "s1", FunctionCallID: callID, Decision: tc.decision, Reason: tc.reason}
+		if err := resolve(ctx, f.e, req); err != nil {
+			t.Fatalf("%s: %v", tc.decision, err)
+		}
+		got, raw, _ := stored(t, f.approvals, key)
+		want := rec
+		want.Status, want.Decision, want.Reason, want.DecidedAt = agent.ApprovalDecided, tc.decision, tc.reason, testNow.UnixMilli()
+		if gb, wb := mustJSON(t, got), mustJSON(t, want); gb != wb {
+			t.Errorf("%s: record\n got %s\nwant %s", tc.decision, gb, wb)
+		}
+		if _, has := raw["reason"]; has != (tc.reason != "") {
+			t.Errorf("%s: reason key present=%v in %v", tc.decision, has, raw)
+		}
+		// Consumed once.
+		if err := resolve(ctx, f.e, req); !errors.Is(err, wire.ErrNotPending) {
+			t.Errorf("%s: second resolve = %v, want not_pending", tc.decision, err)
+		}
+		req.Decision = agent.DecisionDeny
+		if err := resolve(ctx, f.e, req); !errors.Is(err, wire.ErrNotPending) {
+			t.Errorf("%s: other decision after = %v, want not_pending", tc.decision, err)
+		}
+		if again, _, _ := stored(t, f.approvals, key); again.Decision != tc.decision {
+			t.Errorf("%s: decision overwritten: %+v", tc.decision, again)
+		}
+	}
+	// Unknown call, unknown session, a deleted record.
+	key, _ := park(t, f.approvals, record(t, "s1", "gone", "fs::read", nil, 1))
+	if err := f.approvals.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []ResolveRequest{
+		{SessionID: "s1", FunctionCallID: "nope", Decision: agent.DecisionAllow},
+		{SessionID: "s2", FunctionCallID: "toolu_0:x", Decision: agent.DecisionAllow},
+		{SessionID: "s1", FunctionCallID: "gone", Decision: agent.DecisionAllow},
+	} {
+		err := resolve(ctx, f.e, r)
+		if !errors.Is(err, wire.ErrNotPending) || !strings.Contains(err.Error(), "not waiting") {
+			t.Errorf("resolve(%+v) = %v, want not_pending", r, err)
+		}
+	}
+}
+
+// Fields the orchestrator adds that this package does not know survive a
+// decision.
+func TestResolveKeepsUnknownFields(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	key, _ := parkRaw(t, f.approvals, "s1", "c1", []byte(`{"session_id":"s1","function_call_id":"c1","status":"pending","future":{"x":[1,2]},"args":{"a":"b"}}`))
+	if err := resolve(context.Background(), f.e, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "deny"}); err != nil {
+		t.Fatal(err)
+	}
+	_, raw, _ := stored(t, f.approvals, key)
+	if got := mustJSON(t, raw["future"]); got != `{"x":[1,2]}` {
+		t.Fatalf("unknown field became %s in %v", got, raw)
+	}
+	if raw["status"] != "decided" || raw["decision"] != "deny" {
+		t.Fatalf("record %v", raw)
+	}
+}
+
+func TestResolveArgsHash(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	rec := record(t, "s1", "c1", "shell::exec", map[string]any{"command": "ls"}, 5)
+	key, rev := park(t, f.approvals, rec)
+	other, err := agent.ArgsHash("shell::exec", map[string]any{"command": "rm -rf /"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = resolve(ctx, f.e, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", ArgsHash: other})
+	if !errors.Is(err, wire.ErrNotPending) || !strings.Contains(err.Error(), "changed since it was shown") {
+		t.Fatalf("mismatched hash: %v", err)
+	}
+	if got, _, r := stored(t, f.approvals, key); r != rev || got.Status != agent.ApprovalPending {
+		t.Fatalf("record changed by a refused decision: %+v rev %d", got, r)
+	}
+	// The hash it was shown, in upper case: accepted.
+	if err := resolve(ctx, f.e, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", ArgsHash: strings.ToUpper(rec.ArgsHash[:7]) + strings.ToUpper(rec.ArgsHash[7:])}); !errors.Is(err, wire.ErrInvalidPayload) {
+		t.Fatalf("SHA256: prefix = %v, want invalid_payload", err)
+	}
+	if err := resolve(ctx, f.e, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", ArgsHash: "sha256:" + strings.ToUpper(rec.ArgsHash[7:])}); err != nil {
+		t.Fatal(err)
+	}
+	// A record without a hash never matches a given one.
+	parkRaw(t, f.approvals, "s1", "c2", []byte(`{"status":"pending","function_id":"x::y"}`))
+	if err := resolve(ctx, f.e, ResolveRequest{SessionID: "s1", FunctionCallID: "c2", Decision: "allow", ArgsHash: goodHash}); !errors.Is(err, wire.ErrNotPending) {
+		t.Fatalf("hash against a hashless record: %v", err)
+	}
+}
+
+func TestResolveUndecodableRecords(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for i, v := range []string{`not json`, `[1,2]`, `null`, `"pending"`, `{"status":5}`, `{"status":"weird"}`, `{}`, `{"status":"decided","decision":"allow"}`} {
+		callID := fmt.Sprintf("c%d", i)
+		key, rev := parkRaw(t, f.approvals, "s1", callID, []byte(v))
+		err := resolve(ctx, f.e, ResolveRequest{SessionID: "s1", FunctionCallID: callID, Decision: "allow"})
+		if !errors.Is(err, wire.ErrNotPending) {
+			t.Errorf("record %s: %v, want not_pending", v, err)
+		}
+		ent, gerr := f.approvals.Get(ctx, key)
+		if gerr != nil || ent.Revision() != rev || string(ent.Value()) != v {
+			t.Errorf("record %s changed: %v", v, gerr)
+		}
+	}
+}
+
+func TestResolveConcurrent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	store := f.w.Store()
+	for round := range 4 {
+		callID := fmt.Sprintf("c%d", round)
+		key, _ := park(t, f.approvals, record(t, "s1", callID, "fs::write", nil, 1))
+		var okN, notPendingN atomic.Int32
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				req := ResolveRequest{SessionID: "s1", FunctionCallID: callID, Decision: []string{"allow", "deny"}[g%2], Reason: fmt.Sprint(g)}
+				var err error
+				if round%2 == 0 {
+					err = resolve(ctx, f.e, req) // through the bus
+				} else {
+					err = store.Resolve(ctx, req) // in process: more overlap
+				}
+				switch {
+				case err == nil:
+					okN.Add(1)
+				case errors.Is(err, wire.ErrNotPending):
+					notPendingN.Add(1)
+				default:
+					t.Errorf("resolve: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		if okN.Load() != 1 || notPendingN.Load() != 7 {
+			t.Fatalf("round %d: %d ok, %d not_pending; want 1 and 7", round, okN.Load(), notPendingN.Load())
+		}
+		if rec, _, _ := stored(t, f.approvals, key); rec.Status != agent.ApprovalDecided {
+			t.Fatalf("round %d: %+v", round, rec)
+		}
+	}
+}
+
+// racingKV runs before() ahead of each Update, to lose compare-and-sets on
+// purpose.
+type racingKV struct {
+	jetstream.KeyValue
+	before func(n int)
+	n      int
+}
+
+func (r *racingKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	r.n++
+	r.before(r.n)
+	return r.KeyValue.Update(ctx, key, value, rev)
+}
+
+func TestResolveLostCAS(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	base := f.w.Store()
+	withKV := func(kv jetstream.KeyValue) *Store {
+		s := *base
+		s.approvals = kv
+		return &s
+	}
+	req := func(callID string) ResolveRequest {
+		return ResolveRequest{SessionID: "s1", FunctionCallID: callID, Decision: "allow"}
+	}
+
+	// Another resolver wins between our read and our write: not_pending.
+	key, _ := park(t, f.approvals, record(t, "s1", "c1", "x::y", nil, 1))
+	s := withKV(&racingKV{KeyValue: f.approvals, before: func(n int) {
+		if n == 1 {
+			if err := base.Resolve(ctx, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "deny", Reason: "first"}); err != nil {
+				t.Error(err)
+			}
+		}
+	}})
+	if err := s.Resolve(ctx, req("c1")); !errors.Is(err, wire.ErrNotPending) {
+		t.Fatalf("lost to a decision: %v", err)
+	}
+	if rec, _, _ := stored(t, f.approvals, key); rec.Decision != "deny" || rec.Reason != "first" {
+		t.Fatalf("winner overwritten: %+v", rec)
+	}
+
+	// The record is rewritten, still pending (same call): the re-read wins.
+	key, _ = park(t, f.approvals, record(t, "s1", "c2", "x::y", nil, 1))
+	touch := func() {
+		ent, err := f.approvals.Get(ctx, key)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := f.approvals.Update(ctx, key, ent.Value(), ent.Revision()); err != nil {
+			t.Error(err)
+		}
+	}
+	s = withKV(&racingKV{KeyValue: f.approvals, before: func(n int) {
+		if n == 1 {
+			touch()
+		}
+	}})
+	if err := s.Resolve(ctx, req("c2")); err != nil {
+		t.Fatalf("after one lost CAS on a still pending record: %v", err)
+	}
+
+	// Deleted in between (the run ended): not_pending.
+	key, _ = park(t, f.approvals, record(t, "s1", "c3", "x::y", nil, 1))
+	s = withKV(&racingKV{KeyValue: f.approvals, before: func(int) {
+		if err := f.approvals.Delete(ctx, key); err != nil {
+			t.Error(err)
+		}
+	}})
+	if err := s.Resolve(ctx, req("c3")); !errors.Is(err, wire.ErrNotPending) {
+		t.Fatalf("deleted in between: %v", err)
+	}
+
+	// Losing twice: conflict, retryable, and nothing decided.
+	key, _ = park(t, f.approvals, record(t, "s1", "c4", "x::y", nil, 1))
+	s = withKV(&racingKV{KeyValue: f.approvals, before: func(int) { touch() }})
+	err := s.Resolve(ctx, req("c4"))
+	var we *wire.Error
+	if !errors.Is(err, wire.ErrConflict) || !errors.As(err, &we) || !we.Retryable {
+		t.Fatalf("lost twice: %v", err)
+	}
+	if rec, _, _ := stored(t, f.approvals, key); rec.Status != agent.ApprovalPending {
+		t.Fatalf("decided after two lost CAS: %+v", rec)
+	}
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,363 @@
+package approval
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// settingsAttempts bounds the compare-and-set attempts of one settings
+// write before it answers conflict.
+const settingsAttempts = 8
+
+// ApprovalsBucketConfig is the configuration both the orchestrator and this
+// worker pass to EnsureKV for subjects.ApprovalsBucket, so either may
+// create it.
+func ApprovalsBucketConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: subjects.ApprovalsBucket, History: 1, Storage: jetstream.FileStorage}
+}
+
+// SettingsBucketConfig is the same for subjects.ApprovalSettingsBucket.
+func SettingsBucketConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: subjects.ApprovalSettingsBucket, History: 1, Storage: jetstream.FileStorage}
+}
+
+// Store is the approval gate over its two KV buckets: the logic behind the
+// four functions, callable in process. Every error it returns is a
+// *wire.Error. A Store is safe for concurrent use; every write is a
+// compare-and-set, so any number of replicas may share the buckets.
+type Store struct {
+	approvals jetstream.KeyValue
+	settings  jetstream.KeyValue
+	now       func() time.Time
+	logger    *slog.Logger
+}
+
+// Open opens (creating when missing) the approvals and settings buckets
+// through e.
+func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	approvals, err := e.EnsureKV(ctx, ApprovalsBucketConfig())
+	if err != nil {
+		return nil, err
+	}
+	settings, err := e.EnsureKV(ctx, SettingsBucketConfig())
+	if err != nil {
+		return nil, err
+	}
+	logger := o.logger
+	if logger == nil {
+		logger = e.Logger().With("worker", WorkerName)
+	}
+	return &Store{approvals: approvals, settings: settings, now: o.now, logger: logger}, nil
+}
+
+// Resolve decides a pending call: the record under subjects.ApprovalKey
+// turns from pending to decided (decision, reason, decided_at) by a
+// compare-and-set on its revision, so a call is decided at most once. A
+// call that is not waiting — no record, already decided, a record that does
+// not decode, or args_hash given and different from the record's — is
+// not_pending. Losing the compare-and-set re-reads the record once.
+func (s *Store) Resolve(ctx context.Context, req ResolveRequest) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	key, err := subjects.ApprovalKey(req.SessionID, req.FunctionCallID)
+	if err != nil {
+		return invalidWrap(err)
+	}
+	for attempt := 0; ; attempt++ {
+		ent, err := s.approvals.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return notPending("call %q of session %q is not waiting for approval", req.FunctionCallID, req.SessionID)
+		}
+		if err != nil {
+			return storeErr(ctx, err, "read approval %s", key)
+		}
+		data, werr := decide(ent.Value(), req, s.now().UnixMilli())
+		if werr != nil {
+			if errors.Is(werr, errUndecodable) {
+				s.logger.Warn("approval record does not decode", "key", key, "error", werr)
+			}
+			return werr
+		}
+		_, err = s.approvals.Update(ctx, key, data, ent.Revision())
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return storeErr(ctx, err, "write approval %s", key)
+		}
+		if attempt > 0 {
+			return wire.Errorf(wire.CodeConflict, "call %q of session %q changed concurrently; retry", req.FunctionCallID, req.SessionID)
+		}
+	}
+}
+
+// errUndecodable marks a record that is not an approval record.
+var errUndecodable = errors.New("approval record does not decode")
+
+// decide checks that the stored record value is pending (and binds to
+// req.ArgsHash when given), and returns it decided. Every other field —
+// those it does not know included, so the orchestrator may add some — keeps
+// its JSON value.
+func decide(value []byte, req ResolveRequest, nowMs int64) ([]byte, *wire.Error) {
+	var rec agent.ApprovalRecord
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return nil, wire.Wrap(wire.CodeNotPending, fmt.Errorf("%w: %v", errUndecodable, err), "call %q of session %q has a record that cannot be decided", req.FunctionCallID, req.SessionID)
+	}
+	if err := json.Unmarshal(value, &raw); err != nil || raw == nil {
+		return nil, wire.Wrap(wire.CodeNotPending, errUndecodable, "call %q of session %q has a record that cannot be decided", req.FunctionCallID, req.SessionID)
+	}
+	switch rec.Status {
+	case agent.ApprovalPending:
+	case agent.ApprovalDecided:
+		return nil, notPending("call %q of session %q was already decided (%s)", req.FunctionCallID, req.SessionID, rec.Decision)
+	default:
+		return nil, notPending("call %q of session %q is not waiting for approval (status %.32q)", req.FunctionCallID, req.SessionID, string(rec.Status))
+	}
+	if req.ArgsHash != "" && !strings.EqualFold(req.ArgsHash, rec.ArgsHash) {
+		return nil, notPending("the call changed since it was shown: call %q of session %q now has args_hash %.80q, not %s", req.FunctionCallID, req.SessionID, rec.ArgsHash, req.ArgsHash)
+	}
+	set := func(k string, v any) {
+		b, _ := json.Marshal(v) // strings and ints always encode
+		raw[k] = b
+	}
+	set("status", agent.ApprovalDecided)
+	set("decision", req.Decision)
+	set("decided_at", nowMs)
+	if req.Reason != "" {
+		set("reason", req.Reason)
+	} else {
+		delete(raw, "reason")
+	}
+	// No HTML escaping: the kept fields stay as written, only compacted.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(raw); err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "encode decided record")
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// ListPending lists the calls waiting for a decision, oldest first
+// (requested_at, then key), of session sid or of every session when sid is
+// "". Records that do not decode or are already decided are left out.
+// The list is never nil.
+func (s *Store) ListPending(ctx context.Context, sid string) ([]Pending, error) {
+	if err := (ListPendingRequest{SessionID: sid}).Validate(); err != nil {
+		return nil, err
+	}
+	var (
+		w   jetstream.KeyWatcher
+		err error
+	)
+	if sid == "" {
+		w, err = s.approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
+	} else {
+		filter, ferr := subjects.ApprovalSessionFilter(sid)
+		if ferr != nil {
+			return nil, invalidWrap(ferr)
+		}
+		w, err = s.approvals.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	}
+	if err != nil {
+		return nil, storeErr(ctx, err, "watch approvals")
+	}
+	type item struct {
+		key string
+		p   Pending
+	}
+	items := []item{}
+	loaded := false
+	snap, stop := context.WithCancel(ctx)
+	defer stop()
+	ferr := engine.FollowKV(snap, w, func(ent jetstream.KeyValueEntry) {
+		if loaded {
+			return // a live update after the snapshot
+		}
+		p, err := pendingFrom(ent.Key(), ent.Value())
+		if err != nil {
+			s.logger.Warn("approval record does not decode", "key", ent.Key(), "error", err)
+			return
+		}
+		if p != nil {
+			items = append(items, item{ent.Key(), *p})
+		}
+	}, func() {
+		loaded = true
+		stop()
+	})
+	if !loaded {
+		if ferr == nil {
+			ferr = ctx.Err()
+		}
+		return nil, storeErr(ctx, ferr, "list approvals")
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(a.p.RequestedAt, b.p.RequestedAt), strings.Compare(a.key, b.key))
+	})
+	out := make([]Pending, len(items))
+	for i, it := range items {
+		out[i] = it.p
+	}
+	return out, nil
+}
+
+// pendingFrom reads one approvals-bucket entry: nil when the call is not
+// pending, an error when the key or value is not an approval record.
+func pendingFrom(key string, value []byte) (*Pending, error) {
+	sid, callID, err := subjects.SplitApprovalKey(key)
+	if err != nil {
+		return nil, err
+	}
+	// A key no ApprovalKey makes ("s1.a.b" holds call id "a/b") could not
+	// be resolved either.
+	if err := agent.ValidateCallID(callID); err != nil {
+		return nil, err
+	}
+	var rec agent.ApprovalRecord
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return nil, err
+	}
+	if rec.Status != agent.ApprovalPending {
+		return nil, nil
+	}
+	args := rec.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	return &Pending{
+		SessionID:      sid,
+		FunctionCallID: callID,
+		FunctionID:     rec.FunctionID,
+		Args:           args,
+		ArgsHash:       rec.ArgsHash,
+		RequestedAt:    rec.RequestedAt,
+	}, nil
+}
+
+// DefaultSettings are the settings of a session nobody has set:
+// mode manual, nothing always allowed.
+func DefaultSettings(sid string) agent.ApprovalSettings {
+	return agent.ApprovalSettings{SessionID: sid, Mode: agent.ApprovalManual, AlwaysAllow: []string{}}
+}
+
+// Settings returns the approval settings of session sid, or
+// [DefaultSettings] when none were set. A stored value that does not decode
+// (or holds an unknown mode or a bad pattern) is an internal error rather
+// than a silent default.
+func (s *Store) Settings(ctx context.Context, sid string) (agent.ApprovalSettings, error) {
+	if err := (SettingsGetRequest{SessionID: sid}).Validate(); err != nil {
+		return agent.ApprovalSettings{}, err
+	}
+	ent, err := s.settings.Get(ctx, sid)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return DefaultSettings(sid), nil
+	}
+	if err != nil {
+		return agent.ApprovalSettings{}, storeErr(ctx, err, "read approval settings of %s", sid)
+	}
+	st, err := decodeSettings(sid, ent.Value())
+	if err != nil {
+		return agent.ApprovalSettings{}, wire.Wrap(wire.CodeInternal, err, "approval settings of session %q", sid)
+	}
+	return st, nil
+}
+
+// decodeSettings reads a stored settings value: an absent mode is manual,
+// a nil list is empty, and the session id is sid's.
+func decodeSettings(sid string, value []byte) (agent.ApprovalSettings, error) {
+	var st agent.ApprovalSettings
+	if err := json.Unmarshal(value, &st); err != nil {
+		return agent.ApprovalSettings{}, fmt.Errorf("stored value does not decode: %w", err)
+	}
+	if st.Mode == "" {
+		st.Mode = agent.ApprovalManual
+	}
+	if !st.Mode.Valid() {
+		return agent.ApprovalSettings{}, fmt.Errorf("stored mode %.32q is unknown", string(st.Mode))
+	}
+	for _, p := range st.AlwaysAllow {
+		if err := agent.ValidatePattern(p); err != nil {
+			return agent.ApprovalSettings{}, fmt.Errorf("stored pattern: %w", err)
+		}
+	}
+	if st.AlwaysAllow == nil {
+		st.AlwaysAllow = []string{}
+	}
+	st.SessionID = sid
+	return st, nil
+}
+
+// SetSettings changes the settings of session req.SessionID: the fields
+// given replace the current ones (always_allow without duplicates, in
+// order), the others stay, and updated_at is stamped. The write is a
+// compare-and-set (create when absent), retried on conflict; a stored value
+// that does not decode is replaced, the missing fields taken from
+// [DefaultSettings].
+func (s *Store) SetSettings(ctx context.Context, req SettingsSetRequest) (agent.ApprovalSettings, error) {
+	if err := req.Validate(); err != nil {
+		return agent.ApprovalSettings{}, err
+	}
+	sid := req.SessionID
+	for range settingsAttempts {
+		cur, rev := DefaultSettings(sid), uint64(0)
+		ent, err := s.settings.Get(ctx, sid)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return agent.ApprovalSettings{}, storeErr(ctx, err, "read approval settings of %s", sid)
+		default:
+			rev = ent.Revision()
+			if st, derr := decodeSettings(sid, ent.Value()); derr != nil {
+				s.logger.Warn("approval settings do not decode; replacing them", "session_id", sid, "error", derr)
+			} else {
+				cur = st
+			}
+		}
+		next := cur
+		if req.Mode != nil {
+			next.Mode = *req.Mode
+		}
+		if req.AlwaysAllow != nil {
+			next.AlwaysAllow = dedupe(*req.AlwaysAllow)
+		}
+		next.UpdatedAt = s.now().UnixMilli()
+		data, err := json.Marshal(next)
+		if err != nil {
+			return agent.ApprovalSettings{}, wire.Wrap(wire.CodeInternal, err, "encode approval settings")
+		}
+		if rev == 0 {
+			_, err = s.settings.Create(ctx, sid, data)
+		} else {
+			_, err = s.settings.Update(ctx, sid, data, rev)
+		}
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return agent.ApprovalSettings{}, storeErr(ctx, err, "write approval settings of %s", sid)
+		}
+	}
+	return agent.ApprovalSettings{}, wire.Errorf(wire.CodeConflict, "approval settings of session %q changed concurrently %d times; retry", sid, settingsAttempts)
+}

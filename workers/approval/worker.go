@@ -1,0 +1,144 @@
+package approval
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/workers"
+)
+
+// WorkerName is the name of the module and of its engine worker.
+const WorkerName = "approval"
+
+// Function ids the worker serves.
+const (
+	ResolveFunction     = "approval::resolve"
+	ListPendingFunction = "approval::list_pending"
+	SettingsGetFunction = "approval::settings::get"
+	SettingsSetFunction = "approval::settings::set"
+)
+
+func init() {
+	workers.Register(workers.Module{
+		Name:        WorkerName,
+		Description: "approval gate: approval::resolve, approval::list_pending, approval::settings::get and ::set over the approvals KV buckets",
+		New:         func() workers.Worker { return &Worker{} },
+	})
+}
+
+var (
+	_ workers.Worker      = (*Worker)(nil)
+	_ workers.Provisioner = (*Worker)(nil)
+	_ workers.Closer      = (*Worker)(nil)
+)
+
+// Worker serves a [Store] on the bus as the four approval functions of the
+// engine worker "approval".
+type Worker struct {
+	opts []Option
+
+	eps workers.Endpoints
+
+	mu    sync.Mutex
+	store *Store
+}
+
+// NewWorker returns a worker whose store is opened with opts at Start. The
+// module registry builds one with no options.
+func NewWorker(opts ...Option) *Worker { return &Worker{opts: opts} }
+
+// Provision checks the settings: the module has none, so any setting is an
+// error.
+func (w *Worker) Provision(_ context.Context, env workers.Env) error {
+	settings := env.Settings[WorkerName]
+	if len(settings) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return fmt.Errorf("%w: %s has no settings (got %q)", engine.ErrInvalidOption, WorkerName, keys)
+}
+
+// Store is the worker's store, nil before Start.
+func (w *Worker) Store() *Store {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.store
+}
+
+// Start opens the buckets (creating them when missing) and registers the
+// four functions on e. It returns [ErrStarted] when called twice and
+// engine.ErrClosed after Close.
+func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
+	return w.eps.Start(ctx, e, WorkerName, "approval gate: decisions on parked function calls and per-session approval settings", func() ([]engine.Function, error) {
+		s, err := Open(ctx, e, w.opts...)
+		if err != nil {
+			return nil, err
+		}
+		w.mu.Lock()
+		w.store = s
+		w.mu.Unlock()
+		return s.functions(), nil
+	})
+}
+
+// Close stops the endpoints, waiting for calls in flight until ctx ends.
+// Close is idempotent.
+func (w *Worker) Close(ctx context.Context) error { return w.eps.Close(ctx, nil) }
+
+func (s *Store) functions() []engine.Function {
+	return []engine.Function{
+		{
+			ID:             ResolveFunction,
+			Description:    "Decide a parked function call: allow, deny, or aborted (abort the run). Consumed once: a call that is not waiting (or whose args_hash changed) is not_pending. Human-only.",
+			RequestSchema:  resolveRequestSchema,
+			ResponseSchema: resolveResponseSchema,
+			Handler: engine.Typed(func(ctx context.Context, req ResolveRequest) (ResolveResponse, error) {
+				if err := s.Resolve(ctx, req); err != nil {
+					return ResolveResponse{}, err
+				}
+				return ResolveResponse{OK: true}, nil
+			}),
+		},
+		{
+			ID:             ListPendingFunction,
+			Description:    "List the function calls waiting for a human decision, oldest first, of one session or of all.",
+			RequestSchema:  listPendingRequestSchema,
+			ResponseSchema: listPendingResponseSchema,
+			Idempotent:     true,
+			Handler: engine.Typed(func(ctx context.Context, req ListPendingRequest) (ListPendingResponse, error) {
+				p, err := s.ListPending(ctx, req.SessionID)
+				if err != nil {
+					return ListPendingResponse{}, err
+				}
+				return ListPendingResponse{Pending: p}, nil
+			}),
+		},
+		{
+			ID:             SettingsGetFunction,
+			Description:    "Read a session's approval settings: mode (manual, auto, full) and always_allow patterns; manual and [] when never set.",
+			RequestSchema:  settingsGetRequestSchema,
+			ResponseSchema: settingsResponseSchema,
+			Idempotent:     true,
+			Handler: engine.Typed(func(ctx context.Context, req SettingsGetRequest) (agent.ApprovalSettings, error) {
+				return s.Settings(ctx, req.SessionID)
+			}),
+		},
+		{
+			ID:             SettingsSetFunction,
+			Description:    "Change a session's approval settings; omitted fields keep their value. Human-only: a model can never call it.",
+			RequestSchema:  settingsSetRequestSchema,
+			ResponseSchema: settingsResponseSchema,
+			Handler: engine.Typed(func(ctx context.Context, req SettingsSetRequest) (agent.ApprovalSettings, error) {
+				return s.SetSettings(ctx, req)
+			}),
+		},
+	}
+}

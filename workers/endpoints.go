@@ -1,0 +1,75 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/iii-on-nats/iii/engine"
+)
+
+// ErrStarted is returned by [Endpoints.Start] when called twice (modules
+// re-export it as their own ErrStarted).
+var ErrStarted = errors.New("workers: already started")
+
+// Endpoints is the engine worker of a module with the lifecycle every
+// module shares: started at most once, never after Close, closed once. The
+// zero value is ready to use.
+type Endpoints struct {
+	mu     sync.Mutex
+	ew     *engine.Worker
+	closed bool
+}
+
+// Start registers the functions build returns on a new engine worker name
+// of e. build runs only when the endpoints were neither started nor
+// closed, under the lock (so it may set up what the handlers use). Start
+// returns [ErrStarted] when called twice and engine.ErrClosed after Close;
+// when a registration fails, the engine worker is closed again.
+func (p *Endpoints) Start(ctx context.Context, e *engine.Engine, name, description string, build func() ([]engine.Function, error)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return engine.ErrClosed
+	}
+	if p.ew != nil {
+		return ErrStarted
+	}
+	fns, err := build()
+	if err != nil {
+		return err
+	}
+	ew, err := e.Worker(name, engine.WithDescription(description))
+	if err != nil {
+		return err
+	}
+	for _, fn := range fns {
+		if err := ew.Register(fn); err != nil {
+			_ = ew.Close(ctx)
+			return err
+		}
+	}
+	p.ew = ew
+	return nil
+}
+
+// Close stops the endpoints, waiting for calls in flight until ctx ends.
+// before, if not nil, runs once, first (to stop what the handlers wait
+// on). Close is idempotent.
+func (p *Endpoints) Close(ctx context.Context, before func()) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	ew := p.ew
+	p.mu.Unlock()
+	if before != nil {
+		before()
+	}
+	if ew == nil {
+		return nil
+	}
+	return ew.Close(ctx)
+}

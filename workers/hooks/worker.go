@@ -1,0 +1,104 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/hook"
+	"github.com/iii-on-nats/iii/workers"
+)
+
+// WorkerName is the name of the module and of its engine worker.
+const WorkerName = "hooks"
+
+// PublishCollectFunction is the function id the worker serves.
+const PublishCollectFunction = "hooks::publish_collect"
+
+// functionTimeout bounds one call: the longest collect plus room to answer.
+// A caller's shorter budget (Iii-Timeout-Ms) wins.
+const functionTimeout = hook.MaxTimeout + 5*time.Second
+
+func init() {
+	workers.Register(workers.Module{
+		Name:        WorkerName,
+		Description: "hook fan-out: hooks::publish_collect publishes a hook to every subscriber and merges their replies",
+		New:         func() workers.Worker { return NewWorker() },
+	})
+}
+
+var (
+	_ workers.Worker = (*Worker)(nil)
+	_ workers.Closer = (*Worker)(nil)
+)
+
+// Worker serves hooks::publish_collect on the engine worker "hooks". It
+// has no settings and no state: every call is one [hook.PublishCollect] on
+// the engine's connection.
+type Worker struct {
+	eps workers.Endpoints
+}
+
+// NewWorker returns an unstarted worker.
+func NewWorker() *Worker { return &Worker{} }
+
+// Start registers hooks::publish_collect on e. It returns [ErrStarted] when
+// called twice and engine.ErrClosed after Close.
+func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
+	return w.eps.Start(ctx, e, WorkerName, "hook fan-out and reply merging", func() ([]engine.Function, error) {
+		return []engine.Function{{
+			ID:             PublishCollectFunction,
+			Description:    "Publish a hook payload to every subscriber of iii.hook.<topic> and merge their replies (first_block_wins, field_merge or pipeline_last_wins); returns at once when nobody subscribes.",
+			RequestSchema:  publishCollectRequestSchema,
+			ResponseSchema: publishCollectResponseSchema,
+			Timeout:        functionTimeout,
+			Handler:        publishCollect(e),
+		}}, nil
+	})
+}
+
+// publishCollect is the handler. A publish failure is an answer, not a
+// wire error: the spec's output carries publish_failed, and the caller
+// denies on it.
+func publishCollect(e *engine.Engine) engine.Handler {
+	nc := e.Conn()
+	logger := e.Logger().With("worker", WorkerName)
+	inject := hook.WithInjector(e.Inject)
+	return engine.Typed(func(ctx context.Context, req hook.Request) (hook.Result, error) {
+		ctx, cancel := withReplyMargin(ctx)
+		defer cancel()
+		res, err := hook.PublishCollect(ctx, nc, req, inject)
+		if errors.Is(err, hook.ErrPublishFailed) {
+			logger.Warn("hook publish failed", slog.String("topic", req.Topic), slog.Any("error", err))
+			return res, nil
+		}
+		return res, err
+	})
+}
+
+// maxReplyMargin bounds the time [withReplyMargin] keeps for the answer.
+const maxReplyMargin = 250 * time.Millisecond
+
+// withReplyMargin ends the collect before ctx's deadline (the caller's
+// budget, counted from when the request arrived, so transit is not in
+// it): a quarter of the time left, at most [maxReplyMargin]. The answer
+// then reaches a caller whose budget is shorter than timeout_ms while it
+// still listens. It changes nothing when timeout_ms ends the collect
+// first.
+func withReplyMargin(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	margin := min(time.Until(dl)/4, maxReplyMargin)
+	if margin <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, dl.Add(-margin))
+}
+
+// Close stops the endpoint, waiting until ctx ends for calls in flight.
+// Close is idempotent.
+func (w *Worker) Close(ctx context.Context) error { return w.eps.Close(ctx, nil) }

@@ -1,0 +1,195 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// approvalBucketConfigs are the approval gate's buckets; the approval
+// worker ensures the same ones, so either may create them.
+func approvalBucketConfigs() []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
+		{Bucket: subjects.ApprovalsBucket, History: 1, Storage: jetstream.FileStorage},
+		{Bucket: subjects.ApprovalSettingsBucket, History: 1, Storage: jetstream.FileStorage},
+	}
+}
+
+// approvals keeps parked calls in the approvals bucket (the grain's
+// Approvals port): a pending record per parked call, turned decided by
+// approval::resolve, deleted once the turn consumed the decision or the
+// run ended.
+type approvals struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+func (a approvals) get(ctx context.Context, key string) (agent.ApprovalRecord, uint64, error) {
+	ent, err := a.kv.Get(ctx, key)
+	if err != nil {
+		return agent.ApprovalRecord{}, 0, err
+	}
+	var rec agent.ApprovalRecord
+	if err := json.Unmarshal(ent.Value(), &rec); err != nil {
+		return agent.ApprovalRecord{}, ent.Revision(), fmt.Errorf("approval %s does not decode: %w", key, err)
+	}
+	return rec, ent.Revision(), nil
+}
+
+// Request creates the pending record of p; a record of the same run (maybe
+// decided already) is kept, one left by another run is replaced.
+func (a approvals) Request(ctx context.Context, sid, runID string, p agent.PendingApproval) error {
+	key, err := subjects.ApprovalKey(sid, p.FunctionCallID)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(agent.ApprovalRecord{
+		SessionID: sid, RunID: runID, FunctionCallID: p.FunctionCallID, FunctionID: p.FunctionID,
+		Args: args(p.Args), ArgsHash: p.ArgsHash, RequestedAt: p.RequestedAt, Status: agent.ApprovalPending,
+	})
+	if err != nil {
+		return err
+	}
+	for attempt := 0; attempt < 4; attempt++ {
+		_, err = a.kv.Create(ctx, key, data)
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		cur, rev, gerr := a.get(ctx, key)
+		switch {
+		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+			continue
+		case gerr == nil && cur.RunID == runID && cur.ArgsHash == p.ArgsHash:
+			return nil
+		case rev == 0:
+			return gerr
+		}
+		if _, err = a.kv.Update(ctx, key, data, rev); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("pending approval %s: %w", key, err)
+}
+
+// Decisions reads the records of the parked calls and returns the decided
+// ones that belong to run runID and carry the parked call's args hash.
+func (a approvals) Decisions(ctx context.Context, sid, runID string, parked []agent.PendingApproval) ([]turn.ApprovalResolved, error) {
+	var out []turn.ApprovalResolved
+	for _, p := range parked {
+		key, err := subjects.ApprovalKey(sid, p.FunctionCallID)
+		if err != nil {
+			continue // cannot have been resolved
+		}
+		rec, _, err := a.get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if rec.Status != agent.ApprovalDecided || rec.RunID != runID || rec.ArgsHash != p.ArgsHash {
+			continue
+		}
+		out = append(out, turn.ApprovalResolved{ID: p.FunctionCallID, Decision: turn.Decision(rec.Decision), Reason: rec.Reason})
+	}
+	return out, nil
+}
+
+// Withdraw deletes the records of callIDs.
+func (a approvals) Withdraw(ctx context.Context, sid string, callIDs []string) error {
+	var errs []error
+	for _, id := range callIDs {
+		key, err := subjects.ApprovalKey(sid, id)
+		if err != nil {
+			continue
+		}
+		if err := a.kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// watchApprovals is the orchestrators' one durable watcher of decisions: a
+// shared durable consumer on the approvals bucket's stream. A decision for
+// a call still parked wakes its session through the step queue; a decision
+// nobody waits for any more is deleted. A decision written while every
+// orchestrator was down is delivered when one comes back.
+func (o *Orchestrator) watchApprovals(ctx context.Context) error {
+	cons, err := o.e.JetStream().CreateOrUpdateConsumer(ctx, subjects.ApprovalsKVStream, jetstream.ConsumerConfig{
+		Durable:       subjects.ApprovalsConsumer,
+		FilterSubject: subjects.ApprovalsKVSubjectPrefix + ">",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+	})
+	if err != nil {
+		return wire.Wrap(wire.CodeUnavailable, err, "approvals consumer")
+	}
+	o.approvalsCC, err = cons.Consume(func(m jetstream.Msg) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := o.onApproval(ctx, m); err != nil {
+			o.logger.Warn("approval decision not handled; retrying", "subject", m.Subject(), "error", err)
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		return wire.Wrap(wire.CodeUnavailable, err, "consume approvals")
+	}
+	return nil
+}
+
+// onApproval handles one change of the approvals bucket.
+func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
+	if op := m.Headers().Get("KV-Operation"); op != "" {
+		return nil // a delete or purge marker
+	}
+	var ar agent.ApprovalRecord
+	if err := json.Unmarshal(m.Data(), &ar); err != nil {
+		o.logger.Warn("approval record does not decode; ignored", "subject", m.Subject(), "error", err)
+		return nil
+	}
+	if ar.Status != agent.ApprovalDecided || agent.ValidateID("session_id", ar.SessionID) != nil {
+		return nil
+	}
+	rec, _, err := store{kv: o.turns}.Load(ctx, ar.SessionID)
+	if err != nil && !errors.Is(err, session.ErrNoRecord) {
+		return err
+	}
+	waiting := err == nil && rec.RunID == ar.RunID && isParked(rec, ar.FunctionCallID, ar.ArgsHash)
+	if !waiting {
+		// Nobody waits for it: the run ended or the decision was applied.
+		// Delete it unless it changed since.
+		key, kerr := subjects.ApprovalKey(ar.SessionID, ar.FunctionCallID)
+		meta, merr := m.Metadata()
+		if kerr == nil && merr == nil {
+			err := o.approvals.kv.Delete(ctx, key, jetstream.LastRevision(meta.Sequence.Stream))
+			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !isWrongSeq(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+				return err
+			}
+		}
+		return nil
+	}
+	return o.enqueueWake(ctx, rec, fmt.Sprintf("approval:%s:%d", ar.FunctionCallID, ar.DecidedAt))
+}
+
+func isParked(rec turn.Record, callID, hash string) bool {
+	for _, p := range rec.AwaitingApproval {
+		if p.FunctionCallID == callID && p.ArgsHash == hash {
+			return true
+		}
+	}
+	return false
+}

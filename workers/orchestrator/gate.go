@@ -1,0 +1,293 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/agent/redact"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/hook"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// The chokepoint's bus contracts.
+const (
+	// policyFunction answers whether a call may run (SPEC §4 policy).
+	policyFunction = "policy::check_permissions"
+	// policyTimeout is the caller's budget for a policy check: no answer
+	// in time denies the call (fail closed).
+	policyTimeout = 5 * time.Second
+	// excerptBytes bounds a denial's args_excerpt.
+	excerptBytes = 512
+)
+
+// Policy decisions (policy::check_permissions).
+const (
+	decisionAllow         = "allow"
+	decisionDeny          = "deny"
+	decisionNeedsApproval = "needs_approval"
+)
+
+// ruleNeedsApproval is the rule id of a needs_approval answer turned into
+// a denial where no human can be asked (agent::trigger, a rewritten call).
+const ruleNeedsApproval = "needs_approval"
+
+// policyRequest and policyDecision are policy::check_permissions' wire
+// shapes.
+type policyRequest struct {
+	FunctionID string         `json:"function_id"`
+	Args       map[string]any `json:"args"`
+}
+
+type policyDecision struct {
+	Decision          string `json:"decision"`
+	RuleID            string `json:"rule_id,omitempty"`
+	MatchedConstraint string `json:"matched_constraint,omitempty"`
+	Reason            string `json:"reason,omitempty"`
+}
+
+// functions is the chokepoint every function call of a turn, and every
+// agent::trigger, goes through: human-only list → policy (unless a human
+// approved the call) → the session's approval settings → before-hooks →
+// (the grain records the call started) → the call → after-hooks.
+type functions struct {
+	e        *engine.Engine
+	catalog  *catalogCache
+	settings jetstream.KeyValue
+	logger   *slog.Logger
+	// hookTimeout bounds one hook round (subscribers that answer later are
+	// not heard); hookQuiescence is the wait for more replies after one.
+	hookTimeout, hookQuiescence time.Duration
+}
+
+// Gate decides whether c may run now; it fails closed.
+func (f functions) Gate(ctx context.Context, sid string, c turn.Call) session.Verdict {
+	ctx = engine.WithSession(ctx, sid, "")
+	if agent.IsHumanOnly(c.FunctionID) {
+		return deny(c, agent.DeniedByPermissions, agent.RuleHumanOnly, c.FunctionID+" is human-only: a model can never call it")
+	}
+	if !c.Approved {
+		d, err := f.check(ctx, c.FunctionID, c.Args)
+		if err != nil {
+			return deny(c, agent.DeniedByGateUnavailable, "", "the policy gate did not answer: "+err.Error())
+		}
+		switch d.Decision {
+		case decisionAllow:
+		case decisionDeny:
+			return deny(c, agent.DeniedByPermissions, d.RuleID, policyReason(d))
+		case decisionNeedsApproval:
+			if !f.preApproved(ctx, sid, c.FunctionID) {
+				hash, err := agent.ArgsHash(c.FunctionID, c.Args)
+				if err != nil {
+					return deny(c, agent.DeniedByPermissions, ruleNeedsApproval, err.Error())
+				}
+				return session.Verdict{Kind: session.VerdictPark, ArgsHash: hash}
+			}
+		default:
+			return deny(c, agent.DeniedByGateUnavailable, d.RuleID, fmt.Sprintf("the policy gate answered an unknown decision %q", d.Decision))
+		}
+	}
+	return f.beforeHooks(ctx, sid, c)
+}
+
+// beforeHooks runs agent::before_function_call: a block denies, a rewrite
+// of the arguments is checked by the policy again, a publish failure
+// denies.
+func (f functions) beforeHooks(ctx context.Context, sid string, c turn.Call) session.Verdict {
+	res, err := hook.PublishCollect(ctx, f.e.Conn(), hook.Request{
+		Topic:        hook.TopicBeforeCall,
+		Payload:      hook.BeforeCall{SessionID: sid, FunctionCallID: c.ID, FunctionID: c.FunctionID, Args: args(c.Args)},
+		MergeRule:    hook.FirstBlockWins,
+		TimeoutMs:    int(f.hookTimeout / time.Millisecond),
+		QuiescenceMs: max(int(f.hookQuiescence/time.Millisecond), 1),
+	}, hook.WithInjector(f.e.Inject))
+	if err != nil {
+		return deny(c, agent.DeniedByGateUnavailable, "", "the before-call hooks could not be asked: "+err.Error())
+	}
+	if block, _ := res.Merged["block"].(bool); block {
+		reason, _ := res.Merged["reason"].(string)
+		if reason == "" {
+			reason = "blocked by a before-call hook"
+		}
+		return deny(c, agent.DeniedByHook, "", reason)
+	}
+	raw, ok := res.Merged["args"]
+	if !ok {
+		return session.Verdict{Kind: session.VerdictRun, Call: c}
+	}
+	rewritten, ok := raw.(map[string]any)
+	if !ok {
+		return deny(c, agent.DeniedByHook, "", fmt.Sprintf("a before-call hook rewrote the arguments into a %T, not an object", raw))
+	}
+	before, err1 := agent.ArgsHash(c.FunctionID, c.Args)
+	after, err2 := agent.ArgsHash(c.FunctionID, rewritten)
+	if err := errors.Join(err1, err2); err != nil {
+		return deny(c, agent.DeniedByHook, "", err.Error())
+	}
+	if before == after {
+		return session.Verdict{Kind: session.VerdictRun, Call: c}
+	}
+	if c.Approved {
+		// The approval is bound to the arguments the human saw.
+		return deny(c, agent.DeniedByHook, "", "a before-call hook changed the arguments of a call after a human approved it")
+	}
+	d, err := f.check(ctx, c.FunctionID, rewritten)
+	rc := c
+	rc.Args = rewritten
+	switch {
+	case err != nil:
+		return deny(rc, agent.DeniedByGateUnavailable, "", "the policy gate did not answer on rewritten arguments: "+err.Error())
+	case d.Decision == decisionAllow:
+		return session.Verdict{Kind: session.VerdictRun, Call: rc}
+	case d.Decision == decisionDeny:
+		return deny(rc, agent.DeniedByPermissions, d.RuleID, "arguments rewritten by a before-call hook: "+policyReason(d))
+	default:
+		return deny(rc, agent.DeniedByPermissions, ruleNeedsApproval, "a before-call hook rewrote the arguments into a call that needs approval")
+	}
+}
+
+// check asks the policy, within policyTimeout.
+func (f functions) check(ctx context.Context, fn string, a map[string]any) (policyDecision, error) {
+	ctx, cancel := context.WithTimeout(ctx, policyTimeout)
+	defer cancel()
+	var d policyDecision
+	if err := f.e.Trigger(ctx, policyFunction, policyRequest{FunctionID: fn, Args: args(a)}, &d); err != nil {
+		return policyDecision{}, err
+	}
+	return d, nil
+}
+
+// preApproved reports whether the session's approval settings let a call
+// the policy wants approved run without asking (agent.ApprovalMode).
+func (f functions) preApproved(ctx context.Context, sid, fn string) bool {
+	st := f.sessionSettings(ctx, sid)
+	for _, p := range st.AlwaysAllow {
+		if agent.MatchPattern(p, fn) {
+			return true
+		}
+	}
+	switch st.Mode {
+	case agent.ApprovalFull:
+		return true
+	case agent.ApprovalAuto:
+		info, ok := f.catalog.lookup(ctx, fn)
+		return ok && info.Idempotent
+	default:
+		return false
+	}
+}
+
+// sessionSettings reads sid's approval settings; anything unreadable is
+// the default, manual (the safe side).
+func (f functions) sessionSettings(ctx context.Context, sid string) agent.ApprovalSettings {
+	st := agent.ApprovalSettings{SessionID: sid, Mode: agent.ApprovalManual}
+	if f.settings == nil {
+		return st
+	}
+	ent, err := f.settings.Get(ctx, sid)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			f.logger.Warn("approval settings unreadable; treating the session as manual", "session_id", sid, "error", err)
+		}
+		return st
+	}
+	var got agent.ApprovalSettings
+	if err := json.Unmarshal(ent.Value(), &got); err != nil || !got.Mode.Valid() {
+		f.logger.Warn("approval settings do not decode; treating the session as manual", "session_id", sid, "error", err)
+		return st
+	}
+	return got
+}
+
+// Call runs a call that passed the gate, then the after-call hooks, which
+// may replace (redact) its result.
+func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.FunctionResult {
+	ctx = engine.WithSession(ctx, sid, "")
+	var reply engine.Raw
+	start := time.Now()
+	var res agent.FunctionResult
+	if err := f.e.Trigger(ctx, c.FunctionID, args(c.Args), &reply); err != nil {
+		we := wire.From(err)
+		res = agent.FunctionResult{
+			Content: []agent.Content{{Type: agent.ContentText, Text: we.Error()}},
+			Details: map[string]any{"code": string(we.Code), "duration_ms": time.Since(start).Milliseconds()},
+			IsError: true,
+		}
+	} else {
+		res = toResult(f.e.Codec(), reply)
+	}
+	return f.afterHooks(ctx, sid, c, res)
+}
+
+func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res agent.FunctionResult) agent.FunctionResult {
+	out, err := hook.PublishCollect(ctx, f.e.Conn(), hook.Request{
+		Topic:        hook.TopicAfterCall,
+		Payload:      hook.AfterCall{SessionID: sid, FunctionCallID: c.ID, FunctionID: c.FunctionID, Args: args(c.Args), Result: res},
+		MergeRule:    hook.FieldMerge,
+		TimeoutMs:    int(f.hookTimeout / time.Millisecond),
+		QuiescenceMs: max(int(f.hookQuiescence/time.Millisecond), 1),
+	}, hook.WithInjector(f.e.Inject))
+	if err != nil {
+		// The call ran: its result stands. Say so loudly.
+		f.logger.Warn("after-call hooks could not be asked", "session_id", sid, "function_id", c.FunctionID, "error", err)
+		return res
+	}
+	raw, ok := out.Merged["result"]
+	if !ok {
+		return res
+	}
+	var replaced agent.FunctionResult
+	b, err := json.Marshal(raw)
+	if err == nil {
+		err = json.Unmarshal(b, &replaced)
+	}
+	if err != nil || len(replaced.Content) == 0 {
+		f.logger.Warn("an after-call hook answered a result that is not a FunctionResult; it is ignored", "session_id", sid, "function_id", c.FunctionID, "error", err)
+		return res
+	}
+	return replaced
+}
+
+// deny is the verdict for a call that does not run, with the SPEC §5
+// envelope; the arguments are excerpted with secrets redacted.
+func deny(c turn.Call, by, rule, reason string) session.Verdict {
+	d := agent.Denial{
+		Status:     agent.StatusDenied,
+		DeniedBy:   by,
+		FunctionID: c.FunctionID,
+		RuleID:     rule,
+		Reason:     reason,
+	}
+	if len(c.Args) > 0 {
+		d.ArgsExcerpt = redact.Excerpt(c.Args, excerptBytes)
+	}
+	return session.Verdict{Kind: session.VerdictDeny, Result: agent.ErrorResult(fmt.Sprintf("denied (%s): %s", by, reason), d)}
+}
+
+func policyReason(d policyDecision) string {
+	r := d.Reason
+	if r == "" {
+		r = "denied by policy rule " + d.RuleID
+	}
+	if d.MatchedConstraint != "" {
+		r += " (" + d.MatchedConstraint + ")"
+	}
+	return r
+}
+
+// args never sends null arguments.
+func args(a map[string]any) map[string]any {
+	if a == nil {
+		return map[string]any{}
+	}
+	return a
+}
