@@ -515,3 +515,40 @@ func TestApprovalDecidedWhileOrchestratorDown(t *testing.T) {
 		t.Fatalf("the approved call ran %d times", s.calls.Load())
 	}
 }
+
+// A crash between parking a call and recording it in the approvals bucket
+// (simulated by deleting the record) is repaired when an orchestrator
+// starts: the call is listed again and can be resolved.
+func TestApprovalRecordRestoredAtStart(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startGated(t, ns, noRules)
+	ctx := context.Background()
+	startRun(t, s.e, "lost", `/call math::add {"a":1,"b":1}`)
+	p := waitState(t, s.e, "lost", agent.StateFunctionAwaitingApproval).AwaitingApproval[0]
+	if err := s.orch.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := s.e.JetStream().KeyValue(ctx, "iii-approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "lost."+p.FunctionCallID); err != nil {
+		t.Fatal(err)
+	}
+	o2 := orchestrator.New()
+	if err := o2.Start(ctx, enginetest.NewEngine(t, ns)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = o2.Close(context.Background()) })
+	var list approval.ListPendingResponse
+	if err := s.e.Trigger(ctx, "approval::list_pending", map[string]any{"session_id": "lost"}, &list); err != nil || len(list.Pending) != 1 {
+		t.Fatalf("list_pending after restart = %+v, %v", list, err)
+	}
+	if _, err := resolve(ctx, s.e.Conn(), map[string]any{"session_id": "lost", "function_call_id": p.FunctionCallID, "decision": "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := onlyResult(t, events(t, s.e, "lost", 20*time.Second)); r.Result.IsError {
+		t.Fatalf("result %+v", r.Result)
+	}
+}

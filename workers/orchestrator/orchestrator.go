@@ -276,7 +276,8 @@ func (o *Orchestrator) enqueueWake(ctx context.Context, rec turn.Record, why str
 
 // sweep re-wakes every session whose run is mid-flight: covers a crash
 // between a record write and its step publish (the dedup id makes a wake
-// that did go out harmless).
+// that did go out harmless). It also makes sure every parked call is in
+// the approvals bucket.
 func (o *Orchestrator) sweep(ctx context.Context) error {
 	lister, err := o.turns.ListKeys(ctx)
 	if err != nil {
@@ -285,8 +286,18 @@ func (o *Orchestrator) sweep(ctx context.Context) error {
 	st := store{kv: o.turns}
 	for key := range lister.Keys() {
 		rec, _, err := st.Load(ctx, key)
+		if err != nil {
+			continue
+		}
+		// A crash between parking a call and recording it in the
+		// approvals bucket would leave nothing for a human to resolve.
+		for _, p := range rec.AwaitingApproval {
+			if err := o.approvals.Request(ctx, rec.SessionID, rec.RunID, p); err != nil {
+				return wire.Wrap(wire.CodeUnavailable, err, "record pending approval of %s", key)
+			}
+		}
 		settled := rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval
-		if err != nil || (settled && len(rec.Outbox) == 0) {
+		if settled && len(rec.Outbox) == 0 {
 			continue
 		}
 		if err := o.enqueueStep(ctx, rec); err != nil {
