@@ -196,7 +196,10 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			}
 			fmt.Fprintf(out, "← %s (%s, %d ms) %s\n", ev.FunctionCallID, status, ev.DurationMs, clip(text, 200))
 		case agent.EventApprovalRequested:
-			fmt.Fprintf(out, "? approval needed for %s (call %s): iii trigger approval::resolve\n", ev.FunctionID, ev.FunctionCallID)
+			args, _ := json.Marshal(ev.Args)
+			req, _ := json.Marshal(map[string]string{"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": "allow"})
+			fmt.Fprintf(out, "? %s %s needs approval; waiting. Allow it with (decision deny or aborted to refuse):\n  iii trigger approval::resolve '%s'\n",
+				ev.FunctionID, clip(string(args), 200), req)
 		case agent.EventAgentEnd:
 			if ev.StopReason != agent.StopEnd {
 				fmt.Fprintf(out, "[%s]\n", ev.StopReason)

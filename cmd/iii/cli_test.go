@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,5 +254,66 @@ func TestPolicyDefault(t *testing.T) {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("%s: %v\n%s", fn, err, out)
 		}
+	}
+}
+
+// lockedBuffer is an output buffer a command writes while the test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// iii chat shows a call that needs approval with the command that decides
+// it, and finishes once a human has.
+func TestChatApproval(t *testing.T) {
+	a := startTestApp(t)
+	url := a.node.ClientURL()
+	var out lockedBuffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"chat", "--nats", url, "--session", "chat_ap", "-m", `/call fs::write {"path":"/tmp/x","content":"hi"}`})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(context.Background()) }()
+	var resolveReq string
+	enginetest.Eventually(t, 20*time.Second, func() error {
+		s := out.String()
+		i := strings.Index(s, "iii trigger approval::resolve '")
+		if i < 0 {
+			return fmt.Errorf("no approval prompt yet: %q", s)
+		}
+		rest := s[i+len("iii trigger approval::resolve '"):]
+		resolveReq = rest[:strings.Index(rest, "'")]
+		return nil
+	})
+	if !strings.Contains(out.String(), "fs::write") {
+		t.Fatalf("prompt does not name the function: %s", out.String())
+	}
+	deny := strings.Replace(resolveReq, `"allow"`, `"deny"`, 1)
+	if res, err := runIII(t, "trigger", "--nats", url, "approval::resolve", deny); err != nil || !strings.Contains(res, "true") {
+		t.Fatalf("resolve: %v %s", err, res)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("chat did not finish after the decision:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "denied by the user") {
+		t.Fatalf("chat output lacks the denial:\n%s", out.String())
 	}
 }

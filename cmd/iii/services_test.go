@@ -12,4 +12,6 @@ var wantFunctions = []string{
 	"session::inbox_push", "session::inbox_drain",
 	"provider::scripted::stream", "provider::scripted::complete",
 	"policy::check_permissions", "policy::status", "policy::reload",
+	"approval::resolve", "approval::list_pending", "approval::settings::get", "approval::settings::set",
+	"hooks::publish_collect",
 }
