@@ -249,3 +249,19 @@ func HookSubject(topic string) (string, error) {
 	}
 	return HookSubjectPrefix + strings.TrimPrefix(s, FunctionPrefix), nil
 }
+
+// The model layer's names (models, budget workers).
+const (
+	// ModelsBucket holds model catalog entries reconciled from providers'
+	// /v1/models ("<provider>.<KVKey(model id)>"), on top of the embedded
+	// catalog.
+	ModelsBucket = "iii-models"
+	// BudgetsBucket is the budget ledger: budget definitions, per-period
+	// spend and reservations, every change a compare-and-set.
+	BudgetsBucket = "iii-budgets"
+	// BudgetAlertSubjectPrefix prefixes budget alert events
+	// ("iii.budget.alert.<budget id>"), kept in [BudgetAlertStream].
+	BudgetAlertSubjectPrefix = "iii.budget.alert."
+	// BudgetAlertStream keeps budget alerts.
+	BudgetAlertStream = "III_BUDGET_ALERTS"
+)
