@@ -7,13 +7,23 @@ import (
 
 // HumanOnly lists the functions the chokepoint never lets a model call,
 // whatever the policy file says: they change who decides (approval
-// resolution and settings) or what the gate enforces. A call to one of them
+// resolution and settings) or what the gate enforces, read credentials, or
+// move spend ceilings. A call to one of them
 // from a turn or through agent::trigger is denied (denied_by "permissions",
 // rule_id [RuleHumanOnly]); humans call them directly.
 var HumanOnly = []string{
 	"approval::resolve",
 	"approval::settings::set",
 	"policy::reload",
+	// Credentials: reading one hands the model a secret.
+	"auth::get_token",
+	"auth::set_token",
+	"auth::delete_token",
+	// Spend: the model must not raise or settle its own ceiling.
+	"budget::create",
+	"budget::delete",
+	"budget::reserve",
+	"budget::settle",
 }
 
 // RuleHumanOnly is the rule id of a denial of a [HumanOnly] function.
