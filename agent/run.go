@@ -30,6 +30,57 @@ type RunStart struct {
 	WorkspaceID    string    `json:"workspace_id,omitempty"`
 	AgentID        string    `json:"agent_id,omitempty"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	// ToolMode says how functions are offered to the model: "native" (the
+	// default: catalog functions as native tools) or "none".
+	ToolMode ToolMode `json:"tool_mode,omitempty"`
+	// Tools are function id patterns ('*' the only glob) of the functions
+	// offered; empty offers every catalog function outside
+	// [ControlSurface]. The policy still decides every call.
+	Tools []string `json:"tools,omitempty"`
+	// MaxTokens bounds each answer's output tokens (0: the provider's
+	// default for the model).
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// ThinkingLevel is "", "off", "low", "medium" or "high".
+	ThinkingLevel string `json:"thinking_level,omitempty"`
+}
+
+// ToolMode is how a run offers functions to the model.
+type ToolMode string
+
+// Tool modes.
+const (
+	ToolsNative ToolMode = "native"
+	ToolsNone   ToolMode = "none"
+)
+
+// ControlSurface are the function id patterns never offered to the model
+// as tools by default: the harness's own machinery (the shipped policy
+// denies them too).
+var ControlSurface = []string{
+	"provider::*", "run::*", "harness::*", "agent::*", "session::*", "turn::*",
+	"policy::*", "hooks::*", "approval::*", "auth::*", "budget::*", "models::reconcile",
+	"queue::*", "topic::*", "cron::*", "http::*", "engine::*", "state::set", "state::update", "state::delete",
+}
+
+// Offers reports whether a run offers functionID to the model as a tool.
+func (r RunStart) Offers(functionID string) bool {
+	if r.ToolMode == ToolsNone {
+		return false
+	}
+	if len(r.Tools) > 0 {
+		for _, p := range r.Tools {
+			if MatchPattern(p, functionID) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range ControlSurface {
+		if MatchPattern(p, functionID) {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks r: a valid session id and, when set, valid message,
@@ -72,6 +123,27 @@ func (r RunStart) Validate() error {
 	}
 	if r.MaxTurns < 0 {
 		return fmt.Errorf("%w: max_turns is negative", ErrInvalidRunStart)
+	}
+	if r.MaxTokens < 0 {
+		return fmt.Errorf("%w: max_tokens is negative", ErrInvalidRunStart)
+	}
+	switch r.ToolMode {
+	case "", ToolsNative, ToolsNone:
+	default:
+		return fmt.Errorf("%w: unknown tool_mode %q (want native or none)", ErrInvalidRunStart, r.ToolMode)
+	}
+	if len(r.Tools) > 256 {
+		return fmt.Errorf("%w: more than 256 tool patterns", ErrInvalidRunStart)
+	}
+	for _, p := range r.Tools {
+		if err := validName("tool pattern", p); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidRunStart, err)
+		}
+	}
+	switch r.ThinkingLevel {
+	case "", "off", "low", "medium", "high":
+	default:
+		return fmt.Errorf("%w: unknown thinking_level %q (want off, low, medium or high)", ErrInvalidRunStart, r.ThinkingLevel)
 	}
 	if len(r.Messages) == 0 {
 		return fmt.Errorf("%w: no messages", ErrInvalidRunStart)

@@ -137,6 +137,8 @@ func (s *stack) turn(ctx context.Context, sid string, timeout time.Duration) (ti
 		Provider:  "scripted",
 		Model:     scripted.EchoModel,
 		Messages:  []agent.Message{agent.UserText(Prompt, start.UnixMilli())},
+		// The run offers its one tool, as a real run offers its tools.
+		Tools: []string{NoopFunction},
 	}
 	retries := 0
 	for backoff := 100 * time.Microsecond; ; backoff = min(2*backoff, 20*time.Millisecond) {

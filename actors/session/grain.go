@@ -476,6 +476,7 @@ func (g *grain) startModel() {
 		Model:     g.rec.Request.Model,
 		System:    g.rec.Request.SystemPrompt,
 		Messages:  append([]agent.Message(nil), g.history...),
+		Run:       g.rec.Request,
 	}
 	model, root, self := g.host.ports.Model, g.root, g.self
 	go func() {

@@ -58,6 +58,9 @@ type ModelRequest struct {
 	Model     string
 	System    string
 	Messages  []agent.Message
+	// Run is the run's request without its messages (workspace, agent,
+	// tools, limits).
+	Run agent.RunStart
 }
 
 // Model calls the run's provider.

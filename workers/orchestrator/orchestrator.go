@@ -63,6 +63,7 @@ type Orchestrator struct {
 	host    *session.Host
 	catalog *catalogCache
 	fns     functions
+	spend   *spend
 	consume jetstream.ConsumeContext
 
 	approvals   approvals
@@ -181,12 +182,13 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	}
 	o.pub = newPublisher(e.JetStream())
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
+	o.spend = newSpend(e, o.logger)
 	o.fns = functions{e: e, catalog: o.catalog, settings: approvalKVs[1], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence}
 	o.host, err = session.NewHost(session.Ports{
 		Store:     store{kv: o.turns},
 		History:   o.pub,
 		Events:    o.pub,
-		Model:     model{e: e, pub: o.pub, coalesce: 60 * time.Millisecond},
+		Model:     model{e: e, pub: o.pub, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond},
 		Functions: o.fns,
 		Inbox:     o.inbox,
 		Approvals: o.approvals,
@@ -321,6 +323,9 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 	if !o.providerKnown(ctx, rs.Provider) {
 		return RunStartResult{}, wire.Errorf(wire.CodeInvalidPayload, "unknown provider %q: no worker serves provider::%s::stream", rs.Provider, rs.Provider)
 	}
+	if err := o.checkCapabilities(ctx, rs); err != nil {
+		return RunStartResult{}, err
+	}
 	if rs.MaxTurns == 0 {
 		rs.MaxTurns = o.maxTurns
 	}
@@ -397,4 +402,45 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 func (o *Orchestrator) providerKnown(ctx context.Context, provider string) bool {
 	_, ok := o.catalog.lookup(ctx, "provider::"+provider+"::stream")
 	return ok
+}
+
+// checkCapabilities refuses, before any spend, a run that needs what its
+// model cannot do by the catalog: images without vision, a thinking level
+// without thinking, an explicit tool list without tools. A model the
+// catalog does not know is not checked.
+func (o *Orchestrator) checkCapabilities(ctx context.Context, rs agent.RunStart) error {
+	var need []string
+	for _, m := range rs.Messages {
+		for _, c := range m.Content {
+			if c.Type == agent.ContentImage {
+				need = append(need, agent.CapabilityVision)
+				break
+			}
+		}
+		if len(need) > 0 {
+			break
+		}
+	}
+	if rs.ThinkingLevel != "" && rs.ThinkingLevel != "off" {
+		need = append(need, agent.CapabilityThinking)
+	}
+	if len(rs.Tools) > 0 && rs.ToolMode != agent.ToolsNone {
+		need = append(need, agent.CapabilityTools)
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	m, known, err := o.spend.model(ctx, rs.Provider, rs.Model)
+	if err != nil {
+		return wire.Wrap(wire.CodeUnavailable, err, "model catalog")
+	}
+	if !known {
+		return nil
+	}
+	for _, c := range need {
+		if !m.Supports(c) {
+			return wire.Errorf(wire.CodeInvalidPayload, "model %s/%s does not support %s, which this run needs", rs.Provider, rs.Model, c)
+		}
+	}
+	return nil
 }

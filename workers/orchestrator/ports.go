@@ -236,27 +236,67 @@ func (p *publisher) Load(ctx context.Context, sid string) ([]agent.Message, erro
 	return out, nil
 }
 
-// model streams a provider through a channel.
+// model streams a provider through a channel, with the run's tools, and
+// prices the call (and holds it in the run's budgets) around it.
 type model struct {
-	e   *engine.Engine
-	pub *publisher
+	e     *engine.Engine
+	pub   *publisher
+	spend *spend
+	tools *toolList
 	// coalesce bounds message_update batching (SPEC: ~60 ms / 4 KiB).
 	coalesce time.Duration
-}
-
-// providerRequest is provider::<name>::stream's request (SPEC §4).
-type providerRequest struct {
-	Channel      string          `json:"channel"`
-	SystemPrompt string          `json:"system_prompt,omitempty"`
-	Model        string          `json:"model"`
-	Messages     []agent.Message `json:"messages"`
-	Tools        []any           `json:"tools,omitempty"`
 }
 
 // modelTimeout bounds one model call (a long answer streams for minutes).
 const modelTimeout = 15 * time.Minute
 
 func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input {
+	preq := agent.ProviderRequest{
+		SystemPrompt: req.System, Model: req.Model, Messages: req.Messages, SessionID: req.SessionID,
+		MaxTokens: req.Run.MaxTokens, ThinkingLevel: req.Run.ThinkingLevel,
+	}
+	if m.tools != nil {
+		preq.Tools = m.tools.offered(ctx, req.Run)
+	}
+	var (
+		info  agent.Model
+		known bool
+	)
+	if m.spend != nil {
+		var err error
+		if info, known, err = m.spend.model(ctx, req.Provider, req.Model); err != nil && budgeted(req.Run) {
+			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "the model catalog did not answer, so the call could not be priced for its budget: " + err.Error()}
+		}
+	}
+	resID := ""
+	if m.spend != nil && budgeted(req.Run) {
+		resID = fmt.Sprintf("%s:%d", req.RunID, req.Step)
+		if in := m.spend.reserve(ctx, req, resID, estimate(info, req, preq.Tools), known); in != nil {
+			return in
+		}
+	}
+	in := m.stream(ctx, req, preq)
+	var usage *agent.Usage
+	switch out := in.(type) {
+	case turn.ModelDone:
+		usage = out.Message.Usage
+	case turn.ModelFailed:
+		if out.Partial != nil {
+			usage = out.Partial.Usage
+		}
+	}
+	var cost float64
+	if usage != nil && known {
+		cost = info.Pricing.Cost(*usage)
+		usage.CostUSD = cost
+	}
+	if resID != "" {
+		m.spend.settle(ctx, resID, cost)
+	}
+	return in
+}
+
+func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.ProviderRequest) turn.Input {
 	ctx, cancel := context.WithTimeout(ctx, modelTimeout)
 	defer cancel()
 	r, err := channel.Open(ctx, m.e)
@@ -267,7 +307,8 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 	fnID := "provider::" + req.Provider + "::stream"
 	callErr := make(chan error, 1)
 	go func() {
-		err := m.e.Trigger(ctx, fnID, providerRequest{Channel: r.ID(), SystemPrompt: req.System, Model: req.Model, Messages: req.Messages}, nil)
+		preq.Channel = r.ID()
+		err := m.e.Trigger(ctx, fnID, preq, nil)
 		if err != nil {
 			_ = r.Close() // unblock Next
 		}
