@@ -317,3 +317,12 @@ func TestChatApproval(t *testing.T) {
 		t.Fatalf("chat output lacks the denial:\n%s", out.String())
 	}
 }
+
+// The model catalog reconciles with the scripted provider over the bus.
+func TestModelsReconcileScripted(t *testing.T) {
+	a := startTestApp(t)
+	out, err := runIII(t, "trigger", "--nats", a.node.ClientURL(), "models::reconcile", `{"provider":"scripted"}`)
+	if err != nil || !strings.Contains(out, `"echo"`) {
+		t.Fatalf("reconcile: %v %s", err, out)
+	}
+}

@@ -10,8 +10,10 @@ var wantFunctions = []string{
 	"http::add_route", "http::remove_route", "http::list_routes",
 	"run::start", "run::abort", "turn::get_state", "harness::trigger", "agent::trigger",
 	"session::inbox_push", "session::inbox_drain",
-	"provider::scripted::stream", "provider::scripted::complete",
+	"provider::scripted::stream", "provider::scripted::complete", "provider::scripted::models",
 	"policy::check_permissions", "policy::status", "policy::reload",
 	"approval::resolve", "approval::list_pending", "approval::settings::get", "approval::settings::set",
 	"hooks::publish_collect",
+	"auth::get_token", "auth::set_token", "auth::delete_token", "auth::status", "auth::list_providers",
+	"models::list", "models::get", "models::supports", "models::reconcile",
 }

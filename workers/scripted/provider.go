@@ -27,6 +27,8 @@ const ProviderName = "scripted"
 const (
 	StreamFunction   = "provider::scripted::stream"
 	CompleteFunction = "provider::scripted::complete"
+	// ModelsFunction lists the provider's models (models::reconcile).
+	ModelsFunction = "provider::scripted::models"
 )
 
 // imageBytes is what an image block counts for in the input tokens.

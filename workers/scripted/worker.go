@@ -138,6 +138,14 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 				Timeout:        FunctionTimeout,
 				Handler:        w.completeHandler(done),
 			},
+			{
+				ID:          ModelsFunction,
+				Description: "The scripted provider's models (what models::reconcile asks).",
+				Idempotent:  true,
+				Handler: engine.Typed(func(context.Context, struct{}) (ModelsResponse, error) {
+					return ModelsResponse{Models: []ModelInfo{{ID: EchoModel, DisplayName: "Scripted echo (offline)"}}}, nil
+				}),
+			},
 		}
 		return fns, nil
 	})
@@ -194,4 +202,15 @@ func untilDone(ctx context.Context, done <-chan struct{}) (context.Context, func
 		close(stop)
 		cancel(nil)
 	}
+}
+
+// ModelsResponse is provider::scripted::models' answer.
+type ModelsResponse struct {
+	Models []ModelInfo `json:"models"`
+}
+
+// ModelInfo names one model a provider serves.
+type ModelInfo struct {
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name,omitempty"`
 }

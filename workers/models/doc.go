@@ -1,0 +1,87 @@
+// Package models is the model catalog: the "models" module, which answers
+// what each model can do (context window, max output, tools, vision,
+// thinking, prompt cache) and what it costs (USD per million tokens), for
+// the orchestrator's provisioning and the budget's pricing.
+//
+// # Functions
+//
+//   - models::list {provider?, capability?} → {models: [Model, ...]}, sorted by
+//     provider then id; never null. capability is "tools", "vision",
+//     "thinking" or "cache".
+//   - models::get {provider, model_id} → Model or null. A dated id and its
+//     undated alias both resolve ("claude-sonnet-4-5-20250929" and
+//     "claude-sonnet-4-5"); the answer carries the canonical id.
+//   - models::supports {provider, model_id, capability} → {supported}. An
+//     unknown model supports nothing; an unknown capability is
+//     invalid_payload.
+//   - models::reconcile {provider} → {provider, known, added, missing,
+//     skipped?}: calls provider::<provider>::models {} (which answers
+//     {models:[{id, display_name?, created_at?}]}) and brings the bucket in
+//     line (see [Store.Reconcile]). A provider that does not answer is
+//     unavailable.
+//
+// A Model is agent.Model (SPEC §4) plus "aliases", "available" (false once
+// a reconcile found the provider no longer lists it) and "reconciled"
+// (listed by the provider, unknown to the catalog). Requests validate:
+// provider an id ([A-Za-z0-9_-]{1,128}), model ids 1 to 256 bytes without
+// whitespace or control characters ([ValidateModelID]); every refusal is
+// invalid_payload.
+//
+// # Catalog
+//
+// The base catalog is catalog.json, compiled in ([Embedded]): the current
+// Anthropic and OpenAI models with their prices, and the scripted
+// provider's offline "echo" (tools, thinking, price 0). Its format:
+//
+//	{"comment": "...", "models": [
+//	  {"provider": "anthropic", "id": "claude-haiku-4-5-20251001", "aliases": ["claude-haiku-4-5"],
+//	   "display_name": "Claude Haiku 4.5", "context_window": 200000, "max_output_tokens": 64000,
+//	   "supports_tools": true, "supports_vision": true, "supports_thinking": true, "supports_cache": true,
+//	   "pricing": {"input_per_1m": 1, "output_per_1m": 5, "cache_read_per_1m": 0.1, "cache_write_per_1m": 1.25}}
+//	]}
+//
+// Operators correct it without a rebuild through the module's "file"
+// setting: a file in the same format, relative to the node's home, whose
+// entries override (field by field) or add to the base catalog
+// ([ApplyOverrides]). A bad file fails Provision. Embedders and tests
+// replace the base catalog with [WithCatalog].
+//
+// # KV layout
+//
+// subjects.ModelsBucket ("iii-models", [BucketConfig]: History 1, file
+// storage), key "<provider>.<subjects.KVKey(model id)>", value a [Record]
+// as JSON:
+//
+//	{"id": "claude-opus-4-6", "provider": "anthropic", ..., "available": false}
+//	{"id": "gpt-7-preview", "provider": "openai", "display_name": "GPT-7 Preview", ..., "available": true, "reconciled": true}
+//
+// Only models::reconcile writes it. Every replica follows the bucket with a
+// KV watch and serves list, get and supports from memory: the base
+// catalog, each entry's availability from its record, plus the reconciled
+// records. A record for a model the catalog describes only contributes its
+// availability; a non-reconciled record of a model the catalog no longer
+// has is ignored.
+//
+// # Lifecycle
+//
+//  1. New: the registry builds a [Worker]; embedders use [NewWorker].
+//  2. Provision: the "file" setting adds [WithCatalogFile]; the options
+//     are applied and the catalog built once, so errors surface here.
+//  3. Start: [Open] the store (bucket created when missing, records
+//     loaded before the functions are registered) and register the four
+//     functions.
+//  4. Close: stop the endpoints, then the bucket watch.
+//
+// # Example
+//
+//	w := models.NewWorker()
+//	if err := w.Start(ctx, e); err != nil {
+//		return err
+//	}
+//	defer w.Close(ctx)
+//	m, err := engine.Call[*models.Model](ctx, e, models.GetFunction,
+//		models.GetRequest{Provider: "anthropic", ModelID: "claude-sonnet-4-5"})
+//	if err == nil && m != nil {
+//		cost := m.Pricing.Cost(usage)
+//	}
+package models

@@ -1,0 +1,286 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+func reconcile(ctx context.Context, t testing.TB, e *engine.Engine, provider string) ReconcileResponse {
+	t.Helper()
+	resp, err := engine.Call[ReconcileResponse](ctx, e, ReconcileFunction, ReconcileRequest{Provider: provider})
+	if err != nil {
+		t.Fatalf("reconcile %s: %v", provider, err)
+	}
+	return resp
+}
+
+func checkLists(t testing.TB, got ReconcileResponse, known, added, missing []string, skipped int) {
+	t.Helper()
+	if !slices.Equal(got.Known, known) || !slices.Equal(got.Added, added) || !slices.Equal(got.Missing, missing) || got.Skipped != skipped {
+		t.Errorf("reconcile = known %v added %v missing %v skipped %d;\n want known %v added %v missing %v skipped %d",
+			got.Known, got.Added, got.Missing, got.Skipped, known, added, missing, skipped)
+	}
+}
+
+// storedJSON reads the raw record of provider/id.
+func storedJSON(t testing.TB, f *fixture, provider, id string) map[string]any {
+	t.Helper()
+	key, err := recordKey(provider, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, err := f.kv.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("record %s: %v", key, err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(ent.Value(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestReconcile walks one provider through added, missing and known, and
+// back.
+func TestReconcile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, acmeOpts()...)
+	p := serveProvider(t, f.e, "acme")
+	ctx := ctxT(t)
+
+	// 1. The provider lists a model by its alias, a new one, an invalid id
+	// and a duplicate; acme-old is gone.
+	p.setModels(
+		ProviderModel{ID: "acme-large", CreatedAt: "2026-01-01T00:00:00Z"},
+		ProviderModel{ID: "acme-small", CreatedAt: 1767225600},
+		ProviderModel{ID: "acme-new", DisplayName: "Acme New"},
+		ProviderModel{ID: "bad id"},
+		ProviderModel{ID: "acme-small"},
+		ProviderModel{ID: "acme-weird", DisplayName: "bell\a"},
+	)
+	first := reconcile(ctx, t, f.e, "acme")
+	checkLists(t, first, []string{"acme-large", "acme-small"}, []string{"acme-new", "acme-weird"}, []string{"acme-old"}, 2)
+	if first.Provider != "acme" {
+		t.Errorf("provider = %q", first.Provider)
+	}
+
+	// The answers of this replica reflect it at once.
+	n := mustGet(t, f.s, "acme", "acme-new")
+	if n == nil || !n.Reconciled || !n.Available || n.DisplayName != "Acme New" || n.SupportsTools || n.SupportsVision ||
+		n.SupportsThink || n.SupportsCache || n.Pricing.InputPer1M != 0 || n.Pricing.OutputPer1M != 0 || n.ContextWindow != 0 {
+		t.Errorf("reconciled model = %+v", n)
+	}
+	if w := mustGet(t, f.s, "acme", "acme-weird"); w == nil || w.DisplayName != "" {
+		t.Errorf("display name with a control character kept: %+v", w)
+	}
+	if old := mustGet(t, f.s, "acme", "acme-old"); old == nil || old.Available || old.Reconciled || old.ContextWindow != 32000 {
+		t.Errorf("missing model = %+v, want listed, available false, catalog fields", old)
+	}
+	if l := mustGet(t, f.s, "acme", "acme-large"); !l.Available {
+		t.Error("known model unavailable")
+	}
+	list, _ := f.s.List("acme", "")
+	if got := ids(list); !slices.Equal(got, []string{"acme-large-20260101", "acme-new", "acme-old", "acme-small", "acme-weird"}) {
+		t.Errorf("list = %v", got)
+	}
+	if tools, _ := f.s.List("acme", "tools"); slices.Contains(ids(tools), "acme-new") {
+		t.Error("reconciled model claims tools")
+	}
+	if ok, _ := f.s.Supports("acme", "acme-old", "tools"); ok {
+		t.Error("acme-old supports tools")
+	}
+
+	// The bucket holds the flags in JSON.
+	if raw := storedJSON(t, f, "acme", "acme-new"); raw["reconciled"] != true || raw["available"] != true || raw["id"] != "acme-new" {
+		t.Errorf("stored added = %v", raw)
+	}
+	if raw := storedJSON(t, f, "acme", "acme-old"); raw["available"] != false || raw["reconciled"] != nil {
+		t.Errorf("stored missing = %v", raw)
+	}
+
+	// 2. Idempotent: the same answer writes nothing and says the same.
+	seq := lastSeq(t, f.e)
+	again := reconcile(ctx, t, f.e, "acme")
+	checkLists(t, again, first.Known, first.Added, first.Missing, first.Skipped)
+	if s := lastSeq(t, f.e); s != seq {
+		t.Errorf("second run wrote %d records", s-seq)
+	}
+
+	// 3. acme-old comes back (by its id), acme-new and acme-weird vanish;
+	// the dated id of acme-large is listed instead of the alias.
+	p.set("acme-large-20260101", "acme-small", "acme-old")
+	third := reconcile(ctx, t, f.e, "acme")
+	checkLists(t, third, []string{"acme-large-20260101", "acme-old", "acme-small"}, []string{}, []string{"acme-new", "acme-weird"}, 0)
+	if old := mustGet(t, f.s, "acme", "acme-old"); !old.Available {
+		t.Error("acme-old still unavailable")
+	}
+	if n := mustGet(t, f.s, "acme", "acme-new"); n == nil || n.Available || !n.Reconciled {
+		t.Errorf("vanished reconciled model = %+v", n)
+	}
+	if raw := storedJSON(t, f, "acme", "acme-new"); raw["available"] != false || raw["reconciled"] != true || raw["display_name"] != "Acme New" {
+		t.Errorf("stored vanished = %v", raw)
+	}
+	seq = lastSeq(t, f.e)
+	checkLists(t, reconcile(ctx, t, f.e, "acme"), third.Known, third.Added, third.Missing, 0)
+	if s := lastSeq(t, f.e); s != seq {
+		t.Errorf("repeat of step 3 wrote %d records", s-seq)
+	}
+
+	// 4. Other providers are untouched; an empty answer marks all missing.
+	if z := mustGet(t, f.s, "zeta", "zeta/vision-1.5"); !z.Available {
+		t.Error("zeta touched")
+	}
+	serveProvider(t, f.e, "zeta").set()
+	checkLists(t, reconcile(ctx, t, f.e, "zeta"), []string{}, []string{}, []string{"zeta/vision-1.5"}, 0)
+	if z := mustGet(t, f.s, "zeta", "zeta/vision-1.5"); z.Available {
+		t.Error("zeta/vision-1.5 still available")
+	}
+}
+
+// TestReconcileUnavailable: nobody serves the provider function, it times
+// out, it fails, or it lists too much — all unavailable, nothing written.
+func TestReconcileUnavailable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, append(acmeOpts(), WithReconcileTimeout(200*time.Millisecond))...)
+	ctx := ctxT(t)
+	seq := lastSeq(t, f.e)
+
+	_, err := engine.Call[ReconcileResponse](ctx, f.e, ReconcileFunction, ReconcileRequest{Provider: "acme"})
+	if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "provider::acme::models") {
+		t.Errorf("no provider: %v, want unavailable", err)
+	}
+
+	p := serveProvider(t, f.e, "acme")
+	p.mu.Lock()
+	p.block = true
+	p.mu.Unlock()
+	start := time.Now()
+	_, err = engine.Call[ReconcileResponse](ctx, f.e, ReconcileFunction, ReconcileRequest{Provider: "acme"})
+	if !errors.Is(err, wire.ErrUnavailable) || time.Since(start) > 3*time.Second {
+		t.Errorf("slow provider: %v after %v, want unavailable", err, time.Since(start))
+	}
+
+	p.mu.Lock()
+	p.block, p.err = false, wire.Errorf(wire.CodeInternal, "api key rejected")
+	p.mu.Unlock()
+	_, err = engine.Call[ReconcileResponse](ctx, f.e, ReconcileFunction, ReconcileRequest{Provider: "acme"})
+	if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "api key rejected") {
+		t.Errorf("failing provider: %v, want unavailable", err)
+	}
+
+	many := make([]string, MaxProviderModels+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("m%d", i)
+	}
+	p.set(many...)
+	if _, err := f.s.Reconcile(ctx, "acme"); !errors.Is(err, wire.ErrUnavailable) {
+		t.Errorf("oversized answer: %v", err)
+	}
+
+	if s := lastSeq(t, f.e); s != seq {
+		t.Errorf("failed reconciles wrote %d records", s-seq)
+	}
+	if old := mustGet(t, f.s, "acme", "acme-old"); !old.Available {
+		t.Error("failed reconcile changed availability")
+	}
+	for _, bad := range []string{"", "a.b", "a b", strings.Repeat("p", 129)} {
+		if _, err := engine.Call[ReconcileResponse](ctx, f.e, ReconcileFunction, ReconcileRequest{Provider: bad}); !errors.Is(err, wire.ErrInvalidPayload) {
+			t.Errorf("provider %q: %v, want invalid_payload", bad, err)
+		}
+	}
+	// The caller giving up is canceled, not unavailable.
+	p.mu.Lock()
+	p.block = true
+	p.mu.Unlock()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := f.s.Reconcile(cctx, "acme"); !errors.Is(err, wire.ErrCanceled) {
+		t.Errorf("canceled caller: %v", err)
+	}
+}
+
+// TestReplicas: a second store on the same bucket follows what the first
+// reconciled, ignores records that do not decode or sit under the wrong
+// key, and drops deleted ones.
+func TestReplicas(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, acmeOpts()...)
+	ctx := ctxT(t)
+	e2 := enginetest.NewEngine(t, f.ns)
+	s2, err := Open(ctx, e2, acmeOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close(context.Background()) })
+
+	serveProvider(t, f.e, "acme").set("acme-large", "acme-small", "acme-new")
+	reconcile(ctx, t, f.e, "acme")
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		n, _ := s2.Get("acme", "acme-new")
+		old, _ := s2.Get("acme", "acme-old")
+		if n == nil || !n.Reconciled || old == nil || old.Available {
+			return fmt.Errorf("replica sees new=%v old=%v", n, old)
+		}
+		return nil
+	})
+
+	// A third store opened now loads the records before it answers.
+	s3, err := Open(ctx, e2, acmeOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close(context.Background())
+	if n, _ := s3.Get("acme", "acme-new"); n == nil {
+		t.Error("a store opened after the reconcile misses its records")
+	}
+
+	// Hand-written junk is ignored; a valid reconciled record is served.
+	junk := map[string]string{
+		"acme.junk":      `{not json`,
+		"acme.elsewhere": `{"id":"acme-x","provider":"acme","available":true,"reconciled":true}`,
+		"acme.neg":       `{"id":"neg","provider":"acme","context_window":-1,"available":true,"reconciled":true}`,
+		"acme.hand":      `{"id":"hand","provider":"acme","display_name":"By hand","context_window":1000,"available":true,"reconciled":true,"supports_tools":true}`,
+		"gone.x":         `{"id":"x","provider":"gone","available":false}`,
+	}
+	for k, v := range junk {
+		if _, err := f.kv.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if h, _ := s2.Get("acme", "hand"); h == nil || !h.SupportsTools || h.ContextWindow != 1000 {
+			return fmt.Errorf("hand-written record = %v", h)
+		}
+		return nil
+	})
+	for _, id := range []string{"junk", "acme-x", "neg"} {
+		if m, _ := s2.Get("acme", id); m != nil {
+			t.Errorf("junk record %s served: %+v", id, m)
+		}
+	}
+	if m, _ := s2.Get("gone", "x"); m != nil {
+		t.Errorf("mark without a catalog model served: %+v", m)
+	}
+
+	// Deleting a mark makes the model available again.
+	key, _ := recordKey("acme", "acme-old")
+	if err := f.kv.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if old, _ := s2.Get("acme", "acme-old"); !old.Available {
+			return fmt.Errorf("acme-old still unavailable")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,511 @@
+package models
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// Backoff of the bucket watch when it closes under the store.
+const (
+	watchBackoffMin = 100 * time.Millisecond
+	watchBackoffMax = 5 * time.Second
+)
+
+// BucketConfig is the configuration of subjects.ModelsBucket: one key per
+// reconciled model or availability mark, "<provider>.<KVKey(model id)>",
+// the value a [Record] as JSON.
+func BucketConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      subjects.ModelsBucket,
+		Description: "iii model catalog overlay: <provider>.<model id> → {model, available, reconciled}",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	}
+}
+
+// Record is the value under a key of subjects.ModelsBucket. A record of a
+// catalog model only carries its id, provider and availability (the
+// catalog keeps the rest); a reconciled record carries the whole model as
+// far as the provider described it.
+type Record struct {
+	agent.Model
+	Available  bool `json:"available"`
+	Reconciled bool `json:"reconciled,omitempty"`
+}
+
+// Store is the live model catalog: the base catalog (embedded, or
+// [WithCatalog], with [WithCatalogFile] overrides) merged with the records
+// of subjects.ModelsBucket, which it follows with a KV watch. Reads
+// ([Store.List], [Store.Get], [Store.Supports]) are served from memory;
+// [Store.Reconcile] writes the bucket. Every error it returns is a
+// *wire.Error. A Store is safe for concurrent use, and any number of
+// replicas may share the bucket.
+type Store struct {
+	e       *engine.Engine
+	kv      jetstream.KeyValue
+	logger  *slog.Logger
+	timeout time.Duration
+
+	base    []Entry       // immutable
+	baseIdx map[nameK]int // id or alias → index in base
+
+	view atomic.Pointer[view]
+
+	mu      sync.Mutex
+	overlay map[string]overlayEntry // by KV key; deletes stay as tombstones
+
+	stop      context.CancelFunc
+	watchDone chan struct{}
+}
+
+// overlayEntry is a key's latest known state; rec nil means deleted (or a
+// value that does not decode).
+type overlayEntry struct {
+	rec *Record
+	rev uint64
+}
+
+// view is an immutable snapshot of the merged catalog.
+type view struct {
+	models []Model       // sorted by provider, then id
+	byName map[nameK]int // id or alias → index
+}
+
+// Open builds the catalog from opts, opens (creating when missing) the
+// models bucket through e and loads its records; it returns once they are
+// loaded, and follows the bucket until [Store.Close].
+func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := o.catalog()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", engine.ErrInvalidOption, err)
+	}
+	kv, err := e.EnsureKV(ctx, BucketConfig())
+	if err != nil {
+		return nil, err
+	}
+	logger := o.logger
+	if logger == nil {
+		logger = e.Logger().With("worker", WorkerName)
+	}
+	s := &Store{
+		e: e, kv: kv, logger: logger, timeout: o.reconcileTimeout,
+		base: entries, baseIdx: make(map[nameK]int, len(entries)),
+		overlay: map[string]overlayEntry{}, watchDone: make(chan struct{}),
+	}
+	for i, en := range entries {
+		for _, name := range names(en) {
+			s.baseIdx[nameKey(en.Provider, name)] = i
+		}
+	}
+	s.rebuildLocked()
+	wctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	ready := make(chan struct{})
+	go s.follow(wctx, ready)
+	select {
+	case <-ready:
+		return s, nil
+	case <-ctx.Done():
+		_ = s.Close(context.Background())
+		return nil, storeErr(ctx, ctx.Err(), "load %s", subjects.ModelsBucket)
+	}
+}
+
+// Close stops following the bucket and waits, until ctx ends, for the
+// watch to stop. It is idempotent.
+func (s *Store) Close(ctx context.Context) error {
+	s.stop()
+	select {
+	case <-s.watchDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// follow watches the whole bucket until ctx ends. The first load closes
+// ready; a watch that closes (the connection went away) is opened again
+// with backoff and its snapshot replaces the overlay.
+func (s *Store) follow(ctx context.Context, ready chan struct{}) {
+	defer close(s.watchDone)
+	first := true
+	backoff := watchBackoffMin
+	for {
+		w, err := s.kv.WatchAll(ctx)
+		if err == nil {
+			fresh := map[string]overlayEntry{}
+			loaded := false
+			err = engine.FollowKV(ctx, w, func(ent jetstream.KeyValueEntry) {
+				rec := s.decode(ent)
+				if !loaded {
+					fresh[ent.Key()] = overlayEntry{rec: rec, rev: ent.Revision()}
+					return
+				}
+				s.apply(ent.Key(), rec, ent.Revision())
+			}, func() {
+				loaded = true
+				s.replace(fresh)
+				backoff = watchBackoffMin
+				if first {
+					first = false
+					close(ready)
+				}
+			})
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.logger.Warn("models bucket watch closed; retrying", "bucket", subjects.ModelsBucket, "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, watchBackoffMax)
+	}
+}
+
+// decode reads a bucket entry; a delete, a purge or a value that does not
+// decode (logged) is nil.
+func (s *Store) decode(ent jetstream.KeyValueEntry) *Record {
+	if ent.Operation() != jetstream.KeyValuePut {
+		return nil
+	}
+	rec, err := decodeRecord(ent.Key(), ent.Value())
+	if err != nil {
+		s.logger.Warn("models record ignored: bad value", "key", ent.Key(), "error", err)
+		return nil
+	}
+	return rec
+}
+
+// decodeRecord parses a record and checks it sits under its own key.
+func decodeRecord(key string, value []byte) (*Record, error) {
+	var rec Record
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return nil, err
+	}
+	want, err := recordKey(rec.Provider, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	if want != key {
+		return nil, fmt.Errorf("record of %s %q belongs under key %q", rec.Provider, rec.ID, want)
+	}
+	if err := validDisplayName(rec.DisplayName); err != nil {
+		return nil, err
+	}
+	if err := validPricing(rec.Pricing); err != nil {
+		return nil, err
+	}
+	if rec.ContextWindow < 0 || rec.MaxOutputTokens < 0 {
+		return nil, errors.New("negative token limit")
+	}
+	return &rec, nil
+}
+
+// apply records key's state at rev unless a newer revision is known, and
+// swaps in a new view.
+func (s *Store) apply(key string, rec *Record, rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.overlay[key]; ok && cur.rev >= rev {
+		return
+	}
+	s.overlay[key] = overlayEntry{rec: rec, rev: rev}
+	s.rebuildLocked()
+}
+
+// replace installs a watch snapshot. A key this store wrote at a revision
+// newer than anything the snapshot saw (a reconcile that raced the watch)
+// keeps its state; the live watch delivers it again anyway.
+func (s *Store) replace(fresh map[string]overlayEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var maxRev uint64
+	for _, f := range fresh {
+		maxRev = max(maxRev, f.rev)
+	}
+	for k, cur := range s.overlay {
+		if f, ok := fresh[k]; (ok && f.rev < cur.rev) || (!ok && cur.rev > maxRev) {
+			fresh[k] = cur
+		}
+	}
+	s.overlay = fresh
+	s.rebuildLocked()
+}
+
+// rebuildLocked merges base and overlay into a new view. Callers hold
+// s.mu (or own s exclusively).
+func (s *Store) rebuildLocked() {
+	models := make([]Model, len(s.base), len(s.base)+len(s.overlay))
+	for i, en := range s.base {
+		models[i] = Model{Entry: en, Available: true}
+	}
+	for _, oe := range s.overlay {
+		r := oe.rec
+		if r == nil {
+			continue
+		}
+		if i, ok := s.baseIdx[nameKey(r.Provider, r.ID)]; ok {
+			models[i].Available = r.Available
+			continue
+		}
+		if !r.Reconciled {
+			continue // a mark for a model the catalog no longer has
+		}
+		models = append(models, Model{Entry: Entry{Model: r.Model}, Available: r.Available, Reconciled: true})
+	}
+	slices.SortFunc(models, func(a, b Model) int {
+		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.ID, b.ID))
+	})
+	v := &view{models: models, byName: make(map[nameK]int, len(models)+8)}
+	for i, m := range models {
+		v.byName[nameKey(m.Provider, m.ID)] = i
+	}
+	for i, m := range models {
+		for _, a := range m.Aliases {
+			if _, taken := v.byName[nameKey(m.Provider, a)]; !taken {
+				v.byName[nameKey(m.Provider, a)] = i
+			}
+		}
+	}
+	s.view.Store(v)
+}
+
+// Catalog is the base catalog the store merges the bucket onto (a copy).
+func (s *Store) Catalog() []Entry { return cloneEntries(s.base) }
+
+// List returns the models of provider (all when "") that have capability
+// (any when ""), sorted by provider then id. Unavailable and reconciled
+// models are included.
+func (s *Store) List(provider, capability string) ([]Model, error) {
+	if err := (ListRequest{Provider: provider, Capability: capability}).Validate(); err != nil {
+		return nil, err
+	}
+	v := s.view.Load()
+	out := []Model{}
+	for _, m := range v.models {
+		if provider != "" && m.Provider != provider {
+			continue
+		}
+		if capability != "" && !m.Supports(capability) {
+			continue
+		}
+		out = append(out, m.Clone())
+	}
+	return out, nil
+}
+
+// Get returns the model of provider named modelID (its id or an alias), or
+// nil when the catalog has no such model.
+func (s *Store) Get(provider, modelID string) (*Model, error) {
+	if err := (GetRequest{Provider: provider, ModelID: modelID}).Validate(); err != nil {
+		return nil, err
+	}
+	v := s.view.Load()
+	i, ok := v.byName[nameKey(provider, modelID)]
+	if !ok {
+		return nil, nil
+	}
+	m := v.models[i].Clone()
+	return &m, nil
+}
+
+// Supports reports whether the model has capability; an unknown model
+// supports nothing. Availability does not change the answer.
+func (s *Store) Supports(provider, modelID, capability string) (bool, error) {
+	if err := (SupportsRequest{Provider: provider, ModelID: modelID, Capability: capability}).Validate(); err != nil {
+		return false, err
+	}
+	v := s.view.Load()
+	i, ok := v.byName[nameKey(provider, modelID)]
+	return ok && v.models[i].Supports(capability), nil
+}
+
+// Reconcile asks provider::<provider>::models for the models the provider
+// serves and brings the bucket in line: a listed model the catalog lacks
+// is stored as a reconciled record (capabilities false, prices zero); a
+// catalog model (or an earlier reconciled one) the provider does not list
+// is marked available false; a listed model marked unavailable before is
+// marked available again. Only records that change are written (last
+// writer wins; every replica computes the same records), so a second run
+// with the same answer writes nothing and returns the same lists. A
+// provider that does not answer — nobody serves the function, it times out
+// ([WithReconcileTimeout]) or fails — is unavailable.
+func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileResponse, error) {
+	if err := (ReconcileRequest{Provider: provider}).Validate(); err != nil {
+		return ReconcileResponse{}, err
+	}
+	reported, skipped, err := s.askProvider(ctx, provider)
+	if err != nil {
+		return ReconcileResponse{}, err
+	}
+	current, err := s.records(ctx, provider)
+	if err != nil {
+		return ReconcileResponse{}, err
+	}
+	resp := ReconcileResponse{Provider: provider, Known: []string{}, Added: []string{}, Missing: []string{}, Skipped: skipped}
+	desired := map[string]Record{}
+	listed := map[string]bool{} // catalog ids the provider listed (by id or alias)
+	for _, pm := range reported {
+		key, _ := recordKey(provider, pm.ID) // askProvider kept only ids with a key
+		if i, ok := s.baseIdx[nameKey(provider, pm.ID)]; ok {
+			resp.Known = append(resp.Known, pm.ID)
+			listed[s.base[i].ID] = true
+			continue
+		}
+		resp.Added = append(resp.Added, pm.ID)
+		desired[key] = Record{Model: agent.Model{ID: pm.ID, Provider: provider, DisplayName: pm.DisplayName}, Available: true, Reconciled: true}
+	}
+	for _, en := range s.base {
+		if en.Provider != provider {
+			continue
+		}
+		key, _ := recordKey(provider, en.ID) // catalog ids were validated
+		if listed[en.ID] {
+			if cur := current[key]; cur.rec != nil && !cur.rec.Available {
+				desired[key] = Record{Model: agent.Model{ID: en.ID, Provider: provider}, Available: true}
+			}
+			continue
+		}
+		resp.Missing = append(resp.Missing, en.ID)
+		desired[key] = Record{Model: agent.Model{ID: en.ID, Provider: provider}, Available: false}
+	}
+	for key, cur := range current {
+		if cur.rec == nil || !cur.rec.Reconciled {
+			continue
+		}
+		if _, ok := desired[key]; ok {
+			continue // listed again
+		}
+		if _, ok := s.baseIdx[nameKey(provider, cur.rec.ID)]; ok {
+			continue // the catalog describes it now
+		}
+		resp.Missing = append(resp.Missing, cur.rec.ID)
+		gone := *cur.rec
+		gone.Available = false
+		desired[key] = gone
+	}
+	keys := make([]string, 0, len(desired))
+	for k := range desired {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		want := desired[key]
+		if cur := current[key]; cur.rec != nil && *cur.rec == want {
+			continue
+		}
+		data, err := json.Marshal(want)
+		if err != nil {
+			return ReconcileResponse{}, wire.Wrap(wire.CodeInternal, err, "encode record %s", key)
+		}
+		rev, err := s.kv.Put(ctx, key, data)
+		if err != nil {
+			return ReconcileResponse{}, storeErr(ctx, err, "write %s %s", subjects.ModelsBucket, key)
+		}
+		s.apply(key, &want, rev)
+	}
+	slices.Sort(resp.Known)
+	slices.Sort(resp.Added)
+	slices.Sort(resp.Missing)
+	return resp, nil
+}
+
+// askProvider calls provider::<provider>::models and returns its models
+// with valid, distinct ids (display names that are not printable are
+// dropped), and how many it skipped.
+func (s *Store) askProvider(ctx context.Context, provider string) ([]ProviderModel, int, error) {
+	fn := ProviderModelsFunction(provider)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var resp ProviderModelsResponse
+	if err := s.e.Trigger(cctx, fn, struct{}{}, &resp); err != nil {
+		if we := ctxErr(ctx, "reconcile "+provider); we != nil {
+			return nil, 0, we
+		}
+		switch {
+		case errors.Is(err, wire.ErrFunctionNotFound):
+			return nil, 0, wire.Wrap(wire.CodeUnavailable, err, "provider %s does not answer: nobody serves %s", provider, fn)
+		case errors.Is(err, wire.ErrTimeout) || errors.Is(cctx.Err(), context.DeadlineExceeded):
+			return nil, 0, wire.Wrap(wire.CodeUnavailable, err, "provider %s does not answer: %s took longer than %v", provider, fn, s.timeout)
+		}
+		return nil, 0, wire.Wrap(wire.CodeUnavailable, err, "provider %s does not answer: %s failed", provider, fn)
+	}
+	if len(resp.Models) > MaxProviderModels {
+		return nil, 0, wire.Errorf(wire.CodeUnavailable, "provider %s listed %d models, more than %d", provider, len(resp.Models), MaxProviderModels)
+	}
+	out := make([]ProviderModel, 0, len(resp.Models))
+	seen := make(map[string]bool, len(resp.Models))
+	skipped, firstSkipped := 0, ""
+	for _, pm := range resp.Models {
+		if _, err := recordKey(provider, pm.ID); err != nil || seen[pm.ID] {
+			if skipped == 0 {
+				firstSkipped = pm.ID
+			}
+			skipped++
+			continue
+		}
+		seen[pm.ID] = true
+		if validDisplayName(pm.DisplayName) != nil {
+			pm.DisplayName = ""
+		}
+		out = append(out, ProviderModel{ID: pm.ID, DisplayName: pm.DisplayName})
+	}
+	if skipped > 0 {
+		s.logger.Warn("provider models skipped: invalid or repeated ids", "provider", provider, "skipped", skipped, "first", fmt.Sprintf("%.80q", firstSkipped))
+	}
+	return out, skipped, nil
+}
+
+// records reads the bucket's records of provider (a snapshot, not the
+// watched overlay, so replicas decide on the stored state).
+func (s *Store) records(ctx context.Context, provider string) (map[string]overlayEntry, error) {
+	w, err := s.kv.WatchFiltered(ctx, []string{provider + ".>"}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, storeErr(ctx, err, "watch %s", subjects.ModelsBucket)
+	}
+	out := map[string]overlayEntry{}
+	snap, stop := context.WithCancel(ctx)
+	defer stop()
+	loaded := false
+	ferr := engine.FollowKV(snap, w, func(ent jetstream.KeyValueEntry) {
+		if loaded {
+			return
+		}
+		out[ent.Key()] = overlayEntry{rec: s.decode(ent), rev: ent.Revision()}
+	}, func() {
+		loaded = true
+		stop()
+	})
+	if !loaded {
+		if ferr == nil {
+			ferr = ctx.Err()
+		}
+		return nil, storeErr(ctx, ferr, "read %s", subjects.ModelsBucket)
+	}
+	return out, nil
+}
