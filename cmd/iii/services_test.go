@@ -16,4 +16,5 @@ var wantFunctions = []string{
 	"hooks::publish_collect",
 	"auth::get_token", "auth::set_token", "auth::delete_token", "auth::status", "auth::list_providers",
 	"models::list", "models::get", "models::supports", "models::reconcile",
+	"budget::create", "budget::delete", "budget::list", "budget::check", "budget::reserve", "budget::settle", "budget::usage",
 }

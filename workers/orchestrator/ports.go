@@ -270,9 +270,13 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 	}
 	resID := ""
 	if m.spend != nil && budgeted(req.Run) {
-		resID = fmt.Sprintf("%s:%d", req.RunID, req.Step)
-		if in := m.spend.reserve(ctx, req, resID, estimate(info, req, preq.Tools), known); in != nil {
-			return in
+		id := fmt.Sprintf("%s-%d", req.RunID, req.Step) // a reservation id is an id: [A-Za-z0-9_-]
+		held, stop := m.spend.reserve(ctx, req, id, estimate(info, req, preq.Tools), known)
+		if stop != nil {
+			return stop
+		}
+		if held {
+			resID = id
 		}
 	}
 	in := m.stream(ctx, req, preq)

@@ -96,26 +96,27 @@ type budgetsAnswer struct {
 	} `json:"budgets"`
 }
 
-// reserve holds estimate in the run's budgets for reservation id. It
-// returns a non-nil input when the model must not be called:
+// reserve holds estimate in the run's budgets for reservation id; held
+// says whether any budget matched (only then is there something to
+// settle). It returns a non-nil stop when the model must not be called:
 // BudgetExceeded when a budget refuses (or has no price to enforce), a
 // failure when the budget worker cannot be asked (fail closed on money).
-func (s *spend) reserve(ctx context.Context, req session.ModelRequest, id string, estimate float64, priced bool) turn.Input {
+func (s *spend) reserve(ctx context.Context, req session.ModelRequest, id string, estimate float64, priced bool) (held bool, stop turn.Input) {
 	var ans budgetsAnswer
 	err := s.e.Trigger(ctx, budgetReserveFunction, reserveRequest{
 		WorkspaceID: req.Run.WorkspaceID, AgentID: req.Run.AgentID, EstimatedUSD: estimate, ReservationID: id,
 	}, &ans)
 	if errors.Is(err, wire.ErrBudgetExceeded) {
-		return turn.BudgetExceeded{Message: wire.From(err).Message}
+		return false, turn.BudgetExceeded{Message: wire.From(err).Message}
 	}
 	if err != nil {
-		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "the budget gate did not answer, so the model was not called: " + wire.From(err).Error()}
+		return false, turn.ModelFailed{Kind: agent.ErrorTransient, Message: "the budget gate did not answer, so the model was not called: " + wire.From(err).Error()}
 	}
 	if len(ans.Budgets) > 0 && !priced {
 		s.settle(ctx, id, 0)
-		return turn.BudgetExceeded{Message: fmt.Sprintf("model %s/%s has no price in the catalog, so budget %s cannot be enforced", req.Provider, req.Model, ans.Budgets[0].BudgetID)}
+		return false, turn.BudgetExceeded{Message: fmt.Sprintf("model %s/%s has no price in the catalog, so budget %s cannot be enforced", req.Provider, req.Model, ans.Budgets[0].BudgetID)}
 	}
-	return nil
+	return len(ans.Budgets) > 0, nil
 }
 
 // settle records the actual cost of reservation id; a failure is logged

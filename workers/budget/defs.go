@@ -1,0 +1,90 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// defs is a node's copy of the budget definitions, fed by a watch on
+// "def.*": matching a call to its budgets reads memory, not the bucket.
+type defs struct {
+	logger *slog.Logger
+
+	mu      sync.RWMutex
+	byID    map[string]Budget
+	changed chan struct{} // closed and replaced on every change
+}
+
+func newDefs(logger *slog.Logger) *defs {
+	return &defs{logger: logger, byID: map[string]Budget{}, changed: make(chan struct{})}
+}
+
+// apply folds one watched entry in; the watch delivers in revision order.
+func (d *defs) apply(ent jetstream.KeyValueEntry) {
+	id := strings.TrimPrefix(ent.Key(), defPrefix)
+	var b Budget
+	put := ent.Operation() == jetstream.KeyValuePut
+	if put {
+		if err := json.Unmarshal(ent.Value(), &b); err != nil || b.BudgetID != id || !b.Period.Valid() || !(b.CeilingUSD > 0) {
+			d.logger.Warn("budget definition does not decode; ignored", "key", ent.Key(), "error", err)
+			put = false
+		}
+		if b.AlertThresholds == nil {
+			b.AlertThresholds = []float64{}
+		}
+	}
+	d.mu.Lock()
+	if put {
+		d.byID[id] = b
+	} else {
+		delete(d.byID, id)
+	}
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.mu.Unlock()
+}
+
+func (d *defs) get(id string) (Budget, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	b, ok := d.byID[id]
+	return b, ok
+}
+
+// list returns the budgets keep accepts, sorted by id; never nil.
+func (d *defs) list(keep func(Budget) bool) []Budget {
+	d.mu.RLock()
+	out := make([]Budget, 0, len(d.byID))
+	for _, b := range d.byID {
+		if keep == nil || keep(b) {
+			out = append(out, b)
+		}
+	}
+	d.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].BudgetID < out[j].BudgetID })
+	return out
+}
+
+// wait blocks until cond holds (checked under the read lock after every
+// change) or ctx ends; it reports whether cond held.
+func (d *defs) wait(ctx context.Context, cond func() bool) bool {
+	for {
+		d.mu.RLock()
+		ok, ch := cond(), d.changed
+		d.mu.RUnlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
