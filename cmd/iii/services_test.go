@@ -16,5 +16,7 @@ var wantFunctions = []string{
 	"hooks::publish_collect",
 	"auth::get_token", "auth::set_token", "auth::delete_token", "auth::status", "auth::list_providers",
 	"models::list", "models::get", "models::supports", "models::reconcile",
+	"provider::anthropic::stream", "provider::anthropic::complete", "provider::anthropic::models",
+	"provider::openai::stream", "provider::openai::complete", "provider::openai::models",
 	"budget::create", "budget::delete", "budget::list", "budget::check", "budget::reserve", "budget::settle", "budget::usage",
 }

@@ -303,7 +303,7 @@ func TestSchemasAreJSON(t *testing.T) {
 	if err := json.Unmarshal(info.Data, &svc); err != nil {
 		t.Fatal(err)
 	}
-	if len(svc.Endpoints) != 2 {
+	if len(svc.Endpoints) != 3 {
 		t.Fatalf("endpoints %+v", svc.Endpoints)
 	}
 	for _, ep := range svc.Endpoints {

@@ -139,9 +139,11 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 				Handler:        w.completeHandler(done),
 			},
 			{
-				ID:          ModelsFunction,
-				Description: "The scripted provider's models (what models::reconcile asks).",
-				Idempotent:  true,
+				ID:             ModelsFunction,
+				Description:    "The scripted provider's models (what models::reconcile asks).",
+				RequestSchema:  `{"type":"object"}`,
+				ResponseSchema: `{"type":"object","required":["models"],"properties":{"models":{"type":"array","items":{"type":"object","required":["id"],"properties":{"id":{"type":"string"},"display_name":{"type":"string"}}}}}}`,
+				Idempotent:     true,
 				Handler: engine.Typed(func(context.Context, struct{}) (ModelsResponse, error) {
 					return ModelsResponse{Models: []ModelInfo{{ID: EchoModel, DisplayName: "Scripted echo (offline)"}}}, nil
 				}),

@@ -1,11 +1,13 @@
 package std
 
 import (
+	_ "github.com/iii-on-nats/iii/workers/anthropic"    // provider::anthropic::stream, ::complete, ::models
 	_ "github.com/iii-on-nats/iii/workers/approval"     // approval::resolve, approval::list_pending, approval settings
 	_ "github.com/iii-on-nats/iii/workers/auth"         // auth::get_token, ::set_token, ::delete_token, ::status, ::list_providers
 	_ "github.com/iii-on-nats/iii/workers/budget"       // budget::create, ::reserve, ::settle, ::usage, ...
 	_ "github.com/iii-on-nats/iii/workers/hooks"        // hooks::publish_collect
 	_ "github.com/iii-on-nats/iii/workers/models"       // models::list, ::get, ::supports, ::reconcile
+	_ "github.com/iii-on-nats/iii/workers/openai"       // provider::openai::stream (any OpenAI-compatible server)
 	_ "github.com/iii-on-nats/iii/workers/orchestrator" // run::start, run::abort, turn::get_state, session inbox
 	_ "github.com/iii-on-nats/iii/workers/policy"       // policy::check_permissions (permission gate)
 	_ "github.com/iii-on-nats/iii/workers/scripted"     // provider::scripted::stream (offline model)
@@ -13,4 +15,4 @@ import (
 
 // Default lists the modules `iii up` starts, in start order. Each module's
 // package is blank-imported above so that its init registers it.
-var Default = []string{"policy", "approval", "hooks", "auth", "models", "budget", "provider-scripted", "orchestrator"}
+var Default = []string{"policy", "approval", "hooks", "auth", "models", "budget", "provider-scripted", "provider-anthropic", "provider-openai", "orchestrator"}

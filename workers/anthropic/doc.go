@@ -1,0 +1,95 @@
+// Package anthropic is the model provider for Anthropic's Messages API: the
+// worker "provider-anthropic" serves provider::anthropic::stream,
+// provider::anthropic::complete and provider::anthropic::models (SPEC §4
+// providers) with the official Go SDK (anthropic-sdk-go/v2).
+//
+// # Requests
+//
+// A request is an agent.ProviderRequest ([StreamRequest],
+// [CompleteRequest]). The system prompt becomes a system block with a
+// cache breakpoint, the tools become tool definitions named by
+// agent.NewToolNames ("math::add" → "math__add"; the last one carries the
+// second cache breakpoint), and the transcript becomes alternating user
+// and assistant turns:
+//
+//   - user text and images (base64 sources; jpeg, png, gif, webp);
+//   - assistant text and function calls (tool_use with the call's
+//     arguments). Thinking blocks are dropped: the API takes them back
+//     only with the signature the stream carried, which agent.Content has
+//     no field for. For the same reason a request that continues a tool
+//     loop runs without thinking (the API would want the loop's signed
+//     thinking block first);
+//   - function results become tool_result blocks at the head of the next
+//     user turn, in the order of the calls; a call the transcript has no
+//     result for (a crash cut the turn) gets an [InterruptedResult] error
+//     result, and a result whose call is not in the turn before is written
+//     out as text. Without tools, calls and results are written out as
+//     text (the API refuses tool blocks in a request without tools).
+//
+// max_tokens defaults to the model family's largest output (8192 when the
+// model is unknown); thinking_level low, medium and high enable thinking
+// with a budget of 1024, 4096 and 16384 tokens (max_tokens is raised above
+// the budget).
+//
+// # Streams
+//
+// The SSE events become agent.ModelEvents, one channel frame each:
+// message_start → start (and usage with the input and cache counts);
+// content_block_start/delta/stop of text, thinking and tool_use →
+// text_*, thinking_*, functioncall_* (a call's deltas are its JSON input,
+// its end carries the parsed arguments); message_delta → usage (running
+// totals) and stop; message_stop → done {message}. Pings, signatures,
+// citations and block kinds the harness cannot carry (redacted thinking,
+// server tools) are skipped. Stop reasons: end_turn, stop_sequence,
+// refusal → end; max_tokens → length; tool_use → function_call.
+//
+// A goroutine reads the stream while another writes the channel; deltas of
+// one block that were already read when the previous frame went out are
+// sent as one event ([WithCoalesce], 16 KiB by default), so a reader that
+// keeps up sees the API's deltas one by one and a slow one fewer, larger
+// frames, never later ones. The SDK sends the request and frames the SSE
+// events; the events themselves are decoded by a small decoder of this
+// package (the SDK's reflective union decoding costs ~10 µs per token).
+//
+// A failure before the first event (429, 5xx, 529, a refused or dropped
+// connection) is retried with exponential backoff from 500 ms, honouring
+// Retry-After and retry-after-ms, up to max_retries times. Any other
+// failure, and any failure once events went out, ends the stream with an
+// error event {kind, error, message: the partial answer}: 401 and 403 are
+// auth_expired, 429 rate_limited (with retry_after_ms), a 400 that says
+// the prompt is too long context_overflow, other 4xx permanent, 5xx, 529
+// and network failures transient; an error event mid-stream is classified
+// by its type (overloaded_error → transient, rate_limit_error →
+// rate_limited...).
+//
+// # Credentials
+//
+// Before each call the provider asks auth::get_token {provider:
+// "anthropic"} and caches the answer for 30 s ([WithCredentialTTL]); a 401
+// drops it. When the auth worker is not running (function_not_found) or
+// has no credential, ANTHROPIC_API_KEY is used; with neither, the stream
+// ends with auth_expired. An API key goes out as x-api-key, an OAuth token
+// as Authorization: Bearer with the oauth beta flag. The secret never
+// appears in an event, a reply, a log line or a span.
+//
+// # Lifecycle
+//
+// The package registers the module "provider-anthropic" in init. A node
+// runs New, Provision (settings base_url, max_retries, backoff,
+// max_retry_wait, credential_ttl, idle_timeout, api_key_env, coalesce), Start
+// (registers the three functions) and Close (ends the calls in flight with
+// unavailable, then stops the endpoints). Embedders and tests use
+// [NewWorker] with their own [Provider]:
+//
+//	p, err := anthropic.New(anthropic.WithBaseURL("https://proxy.example/anthropic"))
+//	if err != nil { ... }
+//	w := anthropic.NewWorker(p)
+//	if err := w.Start(ctx, e); err != nil { ... }
+//	defer w.Close(ctx)
+//
+// and the orchestrator reads an answer as from any provider:
+//
+//	r, _ := channel.Open(ctx, e)
+//	go e.Trigger(ctx, anthropic.StreamFunction, anthropic.StreamRequest{Channel: r.ID(), Model: "claude-sonnet-4-5", Messages: msgs}, nil)
+//	for { f, err := r.Next(ctx); ... }
+package anthropic

@@ -1,0 +1,418 @@
+package anthropic_test
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/anthropic"
+)
+
+// weatherTools are the tools the recorded tool streams call.
+var weatherTools = []agent.Tool{
+	{FunctionID: "weather::get", Description: "Get the current weather in a given location", InputSchema: map[string]any{
+		"type": "object", "properties": map[string]any{"location": map[string]any{"type": "string"}, "unit": map[string]any{"enum": []any{"celsius", "fahrenheit"}}},
+		"required": []any{"location"},
+	}},
+	{FunctionID: "clock::now", Description: "The current time"},
+}
+
+// TestStreamGolden replays recorded Messages API streams and compares the
+// model events and the reply with the golden files.
+func TestStreamGolden(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		tools []agent.Tool
+		stop  agent.StopReason
+		kind  agent.ErrorKind
+	}{
+		{name: "text", stop: agent.StopEnd},
+		{name: "tools", tools: weatherTools, stop: agent.StopFunctionCall},
+		{name: "thinking", stop: agent.StopEnd},
+		{name: "cache", stop: agent.StopEnd},
+		{name: "refusal", stop: agent.StopEnd},
+		{name: "max_tokens", stop: agent.StopLength},
+		{name: "skipped", stop: agent.StopEnd},
+		{name: "error", stop: agent.StopError, kind: agent.ErrorTransient},
+		{name: "bad_input", tools: weatherTools, stop: agent.StopError, kind: agent.ErrorPermanent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			api := newFakeAPI(t, ok(sse(t, tc.name)))
+			// One event per delta of the API, so the frames are the same on
+			// every run.
+			en := setup(t, api, config{opts: []anthropic.Option{anthropic.WithCoalesce(0)}})
+			req := userReq("Hello")
+			req.Tools = tc.tools
+			res := en.stream(t, req, nil)
+			if res.err != nil || !isEnd(res.end) {
+				t.Fatalf("call err %v, stream end %v", res.err, res.end)
+			}
+			if res.Reply.StopReason != tc.stop || res.Reply.Kind != tc.kind {
+				t.Fatalf("reply %+v, want stop %q kind %q", res.Reply, tc.stop, tc.kind)
+			}
+			if n := len(api.received()); n != 1 {
+				t.Fatalf("%d requests, want 1 (no retry once events went out)", n)
+			}
+			golden(t, "stream_"+tc.name, res)
+		})
+	}
+}
+
+func TestStreamTextEvents(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, ok(sse(t, "text")))
+	en := setup(t, api, config{opts: []anthropic.Option{anthropic.WithCoalesce(0)}})
+	res := en.stream(t, userReq("Hello"), nil)
+	want := []agent.ModelEventType{
+		agent.ModelStart, agent.ModelUsage, agent.ModelTextStart, agent.ModelTextDelta, agent.ModelTextDelta,
+		agent.ModelTextEnd, agent.ModelUsage, agent.ModelStop, agent.ModelDone,
+	}
+	if got := types(res.Events); !slices.Equal(got, want) {
+		t.Fatalf("event types %v, want %v", got, want)
+	}
+	done := last(res.Events).Message
+	usage := agent.Usage{InputTokens: 25, OutputTokens: 15}
+	if done.Content[0].Text != "Hello!" || done.StopReason != agent.StopEnd || *done.Usage != usage ||
+		done.Model != "claude-opus-4-20250514" || done.Provider != "anthropic" || done.Timestamp != epoch.UnixMilli() {
+		t.Fatalf("done message %+v (usage %+v)", done, done.Usage)
+	}
+}
+
+func TestStreamParallelCalls(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, ok(sse(t, "tools")))
+	en := setup(t, api, config{})
+	req := userReq("What's the weather and the time in SF?")
+	req.Tools = weatherTools
+	res := en.stream(t, req, nil)
+	calls := last(res.Events).Message.FunctionCalls()
+	want := []agent.FunctionCall{
+		{ID: "toolu_01T1x1fJ34qAmk2tNTrN7Up6", FunctionID: "weather::get", Arguments: map[string]any{"location": "San Francisco, CA", "unit": "fahrenheit"}},
+		{ID: "toolu_01HxsNKDxWvhRCeJvTWdXJ1F", FunctionID: "clock::now", Arguments: map[string]any{}},
+	}
+	if len(calls) != 2 || calls[0].ID != want[0].ID || calls[0].FunctionID != want[0].FunctionID ||
+		calls[0].Arguments["location"] != "San Francisco, CA" || calls[1].FunctionID != want[1].FunctionID || len(calls[1].Arguments) != 0 {
+		t.Fatalf("calls %+v, want %+v", calls, want)
+	}
+	var starts, ends []agent.ModelEvent
+	var args strings.Builder
+	for _, ev := range res.Events {
+		switch ev.Type {
+		case agent.ModelFunctionCallStart:
+			starts = append(starts, ev)
+		case agent.ModelFunctionCallEnd:
+			ends = append(ends, ev)
+		case agent.ModelFunctionCallDelta:
+			if ev.Index == 1 {
+				args.WriteString(ev.Delta)
+			}
+		}
+	}
+	if len(starts) != 2 || starts[0].Index != 1 || starts[0].FunctionID != "weather::get" || starts[1].Index != 2 || starts[1].ID != want[1].ID {
+		t.Fatalf("functioncall_start events %+v", starts)
+	}
+	if len(ends) != 2 || ends[1].Content.FunctionID != "clock::now" {
+		t.Fatalf("functioncall_end events %+v", ends)
+	}
+	if args.String() != `{"location": "San Francisco, CA", "unit": "fahrenheit"}` {
+		t.Fatalf("argument deltas %q", args.String())
+	}
+}
+
+func TestStreamErrorCarriesPartial(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, ok(sse(t, "error")))
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), nil)
+	ev := last(res.Events)
+	if ev.Type != agent.ModelError || ev.Kind != agent.ErrorTransient || !strings.Contains(ev.Error, "overloaded_error") {
+		t.Fatalf("last event %+v", ev)
+	}
+	if ev.Message == nil || ev.Message.StopReason != agent.StopError || len(ev.Message.Content) != 1 || ev.Message.Content[0].Text != "Hello" {
+		t.Fatalf("partial %+v", ev.Message)
+	}
+	if err := ev.Message.Validate(); err != nil {
+		t.Fatalf("partial does not validate: %v", err)
+	}
+}
+
+func TestRateLimitRetryAfterThenSuccess(t *testing.T) {
+	t.Parallel()
+	limited := apiError(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")
+	limited.header = map[string]string{"retry-after-ms": "150", "Retry-After": "1"}
+	api := newFakeAPI(t, limited, ok(sse(t, "text")))
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), nil)
+	if res.Reply.StopReason != agent.StopEnd || last(res.Events).Type != agent.ModelDone {
+		t.Fatalf("reply %+v, last event %+v", res.Reply, last(res.Events))
+	}
+	got := api.received()
+	if len(got) != 2 {
+		t.Fatalf("%d requests, want 2", len(got))
+	}
+	if gap := got[1].at.Sub(got[0].at); gap < 150*time.Millisecond {
+		t.Fatalf("retried after %v, want ≥ 150ms (retry-after-ms)", gap)
+	}
+	if res.Events[0].Type != agent.ModelStart {
+		t.Fatalf("the failed attempt leaked events: %v", types(res.Events))
+	}
+}
+
+func TestRateLimitHintTooLongIsNotWaited(t *testing.T) {
+	t.Parallel()
+	limited := apiError(429, "rate_limit_error", "slow down")
+	limited.header = map[string]string{"Retry-After": "120"}
+	api := newFakeAPI(t, limited)
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), nil)
+	ev := last(res.Events)
+	if len(res.Events) != 1 || ev.Type != agent.ModelError || ev.Kind != agent.ErrorRateLimited || ev.RetryAfterMs != 120_000 || ev.Message != nil {
+		t.Fatalf("events %+v", res.Events)
+	}
+	if n := len(api.received()); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+}
+
+func TestTransientRetriesExhausted(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, apiError(529, "overloaded_error", "Overloaded"))
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), nil)
+	if len(res.Events) != 1 || res.Events[0].Type != agent.ModelError || res.Events[0].Kind != agent.ErrorTransient {
+		t.Fatalf("events %+v", res.Events)
+	}
+	if !strings.Contains(res.Events[0].Error, "529") {
+		t.Fatalf("error text %q", res.Events[0].Error)
+	}
+	if n := len(api.received()); n != 1+anthropic.DefaultMaxRetries {
+		t.Fatalf("%d requests, want %d", n, 1+anthropic.DefaultMaxRetries)
+	}
+	if res.Reply != (anthropic.StreamResponse{StopReason: agent.StopError, Kind: agent.ErrorTransient}) {
+		t.Fatalf("reply %+v", res.Reply)
+	}
+}
+
+func TestUnauthorizedDropsCredential(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, apiError(401, "authentication_error", "invalid x-api-key"), ok(sse(t, "text")))
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), nil)
+	if len(res.Events) != 1 || res.Events[0].Kind != agent.ErrorAuthExpired {
+		t.Fatalf("events %+v", res.Events)
+	}
+	if n := len(api.received()); n != 1 {
+		t.Fatalf("%d requests, want 1 (no retry on 401)", n)
+	}
+	if n := en.auth.count(); n != 1 {
+		t.Fatalf("auth asked %d times, want 1", n)
+	}
+	// The credential was dropped: the next call asks auth again, within
+	// the TTL.
+	res = en.stream(t, userReq("Hello"), nil)
+	if res.Reply.StopReason != agent.StopEnd {
+		t.Fatalf("second call %+v", res.Reply)
+	}
+	if n := en.auth.count(); n != 2 {
+		t.Fatalf("auth asked %d times, want 2", n)
+	}
+}
+
+func TestContextOverflow(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, apiError(400, "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"))
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), nil)
+	if len(res.Events) != 1 || res.Events[0].Kind != agent.ErrorContextOverflow {
+		t.Fatalf("events %+v", res.Events)
+	}
+}
+
+func TestDroppedBeforeFirstEventIsRetried(t *testing.T) {
+	t.Parallel()
+	body := sse(t, "text")
+	// Headers, then the connection drops inside the first event.
+	api := newFakeAPI(t, response{status: 200, body: body, cut: 40}, ok(body))
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), nil)
+	if res.Reply.StopReason != agent.StopEnd || last(res.Events).Message.Content[0].Text != "Hello!" {
+		t.Fatalf("reply %+v, events %v", res.Reply, types(res.Events))
+	}
+	if n := len(api.received()); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
+	}
+}
+
+func TestDroppedMidStreamEndsWithPartial(t *testing.T) {
+	t.Parallel()
+	body := sse(t, "tools")
+	cut := strings.Index(body, `" Francisc"`) // inside the first call's input
+	api := newFakeAPI(t, response{status: 200, body: body, cut: cut})
+	en := setup(t, api, config{})
+	req := userReq("weather?")
+	req.Tools = weatherTools
+	res := en.stream(t, req, nil)
+	ev := last(res.Events)
+	if ev.Type != agent.ModelError || ev.Kind != agent.ErrorTransient {
+		t.Fatalf("last event %+v", ev)
+	}
+	// The text block finished; the call whose input did not is left out.
+	if ev.Message == nil || len(ev.Message.Content) != 1 || ev.Message.Content[0].Text != "Okay, let's check the weather and the time:" {
+		t.Fatalf("partial %+v", ev.Message)
+	}
+	if n := len(api.received()); n != 1 {
+		t.Fatalf("%d requests, want 1 (events went out)", n)
+	}
+}
+
+func TestStalledStreamEnds(t *testing.T) {
+	t.Parallel()
+	body := sse(t, "text")
+	cut := strings.Index(body, "event: content_block_stop")
+	api := newFakeAPI(t, response{status: 200, body: body[:cut], hold: true})
+	en := setup(t, api, config{opts: []anthropic.Option{anthropic.WithIdleTimeout(200 * time.Millisecond)}})
+	res := en.stream(t, userReq("Hello"), nil)
+	ev := last(res.Events)
+	if ev.Type != agent.ModelError || ev.Kind != agent.ErrorTransient || !strings.Contains(ev.Error, "stalled") {
+		t.Fatalf("last event %+v", ev)
+	}
+	if ev.Message == nil || ev.Message.Content[0].Text != "Hello!" {
+		t.Fatalf("partial %+v", ev.Message)
+	}
+}
+
+func TestReaderGoneCancelsTheRequest(t *testing.T) {
+	t.Parallel()
+	body := sse(t, "text")
+	cut := strings.Index(body, "event: content_block_stop")
+	api := newFakeAPI(t, response{status: 200, body: body[:cut], hold: true})
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), func(r *channel.Reader, ev agent.ModelEvent) {
+		if ev.Type == agent.ModelTextDelta {
+			_ = r.Close()
+		}
+	})
+	if res.err == nil || !strings.Contains(res.err.Error(), string(wire.CodeCanceled)) {
+		t.Fatalf("function error %v, want canceled", res.err)
+	}
+	got := api.received()
+	select {
+	case <-got[0].gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the HTTP request was not cancelled after the reader left")
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, ok(sse(t, "text")))
+	en := setup(t, api, config{})
+	good := userReq("hi")
+	for name, mutate := range map[string]func(r *anthropic.StreamRequest){
+		"no model":        func(r *anthropic.StreamRequest) { r.Model = "" },
+		"no messages":     func(r *anthropic.StreamRequest) { r.Messages = nil },
+		"bad message":     func(r *anthropic.StreamRequest) { r.Messages = []agent.Message{{Role: "robot"}} },
+		"negative max":    func(r *anthropic.StreamRequest) { r.MaxTokens = -1 },
+		"bad thinking":    func(r *anthropic.StreamRequest) { r.ThinkingLevel = "extreme" },
+		"tool without id": func(r *anthropic.StreamRequest) { r.Tools = []agent.Tool{{Description: "x"}} },
+		"only empty text": func(r *anthropic.StreamRequest) {
+			r.Messages = []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{agent.Text("")}}}
+		},
+	} {
+		req := good
+		req.Messages = append([]agent.Message(nil), good.Messages...)
+		mutate(&req)
+		res := en.stream(t, req, nil)
+		if len(res.Events) != 0 || res.err == nil || !strings.Contains(res.err.Error(), string(wire.CodeInvalidPayload)) {
+			t.Errorf("%s: events %v, err %v; want invalid_payload and nothing written", name, types(res.Events), res.err)
+		}
+	}
+	if n := len(api.received()); n != 0 {
+		t.Fatalf("%d requests reached the API", n)
+	}
+}
+
+func TestCloseEndsStreamsInFlight(t *testing.T) {
+	t.Parallel()
+	body := sse(t, "text")
+	cut := strings.Index(body, "event: content_block_stop")
+	api := newFakeAPI(t, response{status: 200, body: body[:cut], hold: true})
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("Hello"), func(_ *channel.Reader, ev agent.ModelEvent) {
+		if ev.Type == agent.ModelTextDelta {
+			go func() { _ = en.w.Close(t.Context()) }()
+		}
+	})
+	if res.end == nil || isEnd(res.end) || !strings.Contains(res.end.Error(), "shutting down") {
+		t.Fatalf("stream ended with %v, want the shutdown error frame", res.end)
+	}
+}
+
+// TestCoalescing reads a long answer through a reader that grants one
+// frame at a time, so the provider reads ahead: deltas that were waiting
+// go out merged, and the events are those of an uncoalesced stream with
+// adjacent deltas joined.
+func TestCoalescing(t *testing.T) {
+	t.Parallel()
+	const deltas, size = 500, 64
+	body := bigStream(deltas)
+	plain := setup(t, newFakeAPI(t, ok(body)), config{opts: []anthropic.Option{anthropic.WithCoalesce(0)}})
+	want := plain.stream(t, userReq("go"), nil)
+	merged := setup(t, newFakeAPI(t, ok(body)), config{opts: []anthropic.Option{anthropic.WithCoalesce(size)}})
+	got := merged.stream(t, userReq("go"), nil, channel.WithWindow(1))
+
+	if n := len(want.Events); n != deltas+7 {
+		t.Fatalf("%d events without coalescing, want %d", n, deltas+7)
+	}
+	if len(got.Events) >= len(want.Events) {
+		t.Fatalf("%d events with coalescing, %d without: nothing was merged", len(got.Events), len(want.Events))
+	}
+	joined := joinDeltas(want.Events)
+	if a, b := fmt.Sprint(types(joinDeltas(got.Events))), fmt.Sprint(types(joined)); a != b {
+		t.Fatalf("event types %s, want %s", a, b)
+	}
+	for _, ev := range got.Events {
+		if ev.Type == agent.ModelTextDelta && len(ev.Delta) > size+len(" tok0") {
+			t.Fatalf("a delta of %d bytes, over the coalesce size %d", len(ev.Delta), size)
+		}
+	}
+	if !reflect.DeepEqual(last(got.Events), last(want.Events)) || !reflect.DeepEqual(joinDeltas(got.Events), joined) {
+		t.Fatal("coalesced stream differs from the plain one")
+	}
+}
+
+// joinDeltas merges adjacent deltas of one type and index.
+func joinDeltas(evs []agent.ModelEvent) []agent.ModelEvent {
+	var out []agent.ModelEvent
+	for _, ev := range evs {
+		if n := len(out); n > 0 && ev.Delta != "" && out[n-1].Type == ev.Type && out[n-1].Index == ev.Index {
+			out[n-1].Delta += ev.Delta
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// TestConnectionReused checks that a finished stream is read to its end,
+// so the next call reuses the connection (no new TLS handshake with the
+// real API).
+func TestConnectionReused(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, response{status: 200, body: sse(t, "text"), linger: 50 * time.Millisecond})
+	en := setup(t, api, config{})
+	en.stream(t, userReq("one"), nil)
+	en.stream(t, userReq("two"), nil)
+	got := api.received()
+	if len(got) != 2 || got[0].remote != got[1].remote {
+		t.Fatalf("remote addresses %q and %q: the connection was not reused", got[0].remote, got[1].remote)
+	}
+}

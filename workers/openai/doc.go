@@ -1,0 +1,77 @@
+// Package openai is the model provider for every server that speaks the
+// OpenAI Chat Completions API: OpenAI itself, ollama, vLLM, LM Studio,
+// kimi/moonshot, DeepSeek. The worker "provider-openai" serves
+// provider::<name>::stream, provider::<name>::complete and
+// provider::<name>::models (SPEC §4 providers), where <name> is the
+// provider name setting ("openai" by default; "ollama" with
+// --set provider-openai.name=ollama).
+//
+// # Requests
+//
+// A stream request (agent.ProviderRequest) becomes one streaming POST
+// <base_url>/chat/completions (the SDK's Chat.Completions.NewStreaming):
+// the system prompt is a system message; user text and images (data: URLs)
+// are user messages; an assistant message is its text and its calls as
+// tool_calls (thinking is not sent back); a function result is a tool
+// message, and a call of the transcript without a result (its worker died)
+// gets the tool message [InterruptedResult]. Tools are named with
+// agent.NewToolNames ("math::add" → "math__add") and the model's calls are
+// mapped back. max_tokens is sent as max_completion_tokens
+// ([WithMaxTokensField] switches to max_tokens for old servers);
+// stream_options.include_usage is always on; thinking_level low, medium or
+// high is sent as reasoning_effort to the models that accept it
+// ([WithReasoningEffort]).
+//
+// # Streams
+//
+// The response is read with the SDK's SSE decoder; its chunks are decoded
+// by the provider in one pass (the SDK's ChatCompletionChunk costs several
+// times more per token and drops the reasoning fields of compatible
+// servers), and delta frames are encoded by hand. Each chunk turns into model events, one per channel frame: start (held
+// back until the first content), text_start/delta/end for delta.content
+// (and delta.refusal), thinking_start/delta/end for the reasoning text of
+// compatible servers (reasoning_content, reasoning), functioncall_start
+// /delta for tool calls accumulated by index (parallel calls are several
+// indexes) and functioncall_end with the parsed arguments once the answer
+// finishes; then usage (input = prompt_tokens − cached, output =
+// completion_tokens, cache_read = cached), stop and done{message}. The
+// finish_reason maps to the stop reason: stop → end, length → length,
+// tool_calls → function_call, content_filter → end (logged).
+//
+// A failure ends the stream with an error event {kind, error, message =
+// the partial answer}: 401/403 auth_expired (the cached credential is
+// dropped), 429 rate_limited (with retry_after_ms), a prompt too long
+// context_overflow, other 4xx permanent, 5xx and network failures
+// transient, as is a stream that ends without a finish_reason. Rate limits
+// and transient failures are retried ([WithMaxRetries], [WithBackoff],
+// honouring Retry-After and retry-after-ms) only while nothing has been
+// written to the channel; the SDK's own retries are off. A reader that
+// leaves the channel stops the request.
+//
+// # Credentials
+//
+// Before each call the provider asks auth::get_token {provider: <name>}
+// and keeps the answer for [DefaultCredentialTTL]; when there is no auth
+// worker or no stored credential it reads the environment variable
+// ([WithAPIKeyEnv], OPENAI_API_KEY by default). No credential at all is an
+// auth_expired error event, unless [WithRequireKey](false) (local servers).
+// The key never appears in an event, an error, a log line or a span: error
+// texts from the server are scrubbed of it and of the configured header
+// values.
+//
+// # Lifecycle
+//
+// The package registers the module "provider-openai" in init. A node runs
+// New, Provision (settings name, base_url, api_key_env, require_key,
+// max_retries, max_tokens_field, reasoning_effort and header.<Name>),
+// Start (registers the three functions) and Close (ends the calls in
+// flight with unavailable, then stops the endpoints). Embedders and tests
+// build their own [Provider]:
+//
+//	p, err := openai.New(openai.WithName("ollama"),
+//		openai.WithBaseURL("http://localhost:11434/v1"), openai.WithRequireKey(false))
+//	w := openai.NewWorker(p)
+//	if err := w.Start(ctx, e); err != nil { ... }
+//	defer w.Close(ctx)
+//	// provider::ollama::stream, ::complete and ::models are served.
+package openai

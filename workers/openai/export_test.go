@@ -1,0 +1,24 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/iii-on-nats/iii/engine"
+)
+
+// WithSleep replaces the wait between attempts, so tests record the waits
+// instead of sleeping.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(o *options) error {
+		if sleep == nil {
+			return fmt.Errorf("%w: nil sleep", engine.ErrInvalidOption)
+		}
+		o.sleep = sleep
+		return nil
+	}
+}
+
+// RetryAfter is retryAfter, for the tests of the hint parser.
+var RetryAfter = retryAfter

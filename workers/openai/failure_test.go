@@ -1,0 +1,277 @@
+package openai_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/workers/openai"
+)
+
+// textBody is the recorded plain text stream.
+func textBody(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "text.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+const wantText = "Hello! How can I help you today?"
+
+// onlyError checks that a stream failed before anything streamed: one
+// error event of kind, no partial message, reply {error, kind}.
+func onlyError(t *testing.T, res result, kind agent.ErrorKind) agent.ModelEvent {
+	t.Helper()
+	if res.err != nil || !isEnd(res.end) {
+		t.Fatalf("call err %v, stream end %v", res.err, res.end)
+	}
+	if len(res.events) != 1 || res.events[0].Type != agent.ModelError {
+		t.Fatalf("events %v, want one error", types(res.events))
+	}
+	e := res.events[0]
+	if e.Kind != kind || e.Message != nil || e.Error == "" {
+		t.Fatalf("error event %+v, want kind %s without a message", e, kind)
+	}
+	if res.resp.StopReason != agent.StopError || res.resp.Kind != kind {
+		t.Fatalf("reply %+v", res.resp)
+	}
+	return e
+}
+
+func succeeded(t *testing.T, res result) {
+	t.Helper()
+	if res.err != nil || !isEnd(res.end) {
+		t.Fatalf("call err %v, stream end %v", res.err, res.end)
+	}
+	done := last(res.events)
+	if done.Type != agent.ModelDone || done.Message.Content[0].Text != wantText || res.resp.StopReason != agent.StopEnd {
+		t.Fatalf("last event %+v, reply %+v", done, res.resp)
+	}
+	if res.events[0].Type != agent.ModelStart {
+		t.Fatalf("first event %+v", res.events[0])
+	}
+}
+
+// TestRetryRateLimited: a 429 with a retry hint is retried after exactly
+// the hint, then the answer streams.
+func TestRetryRateLimited(t *testing.T) {
+	t.Parallel()
+	body := textBody(t)
+	for name, hint := range map[string]map[string]string{
+		"retry-after-ms": {"retry-after-ms": "20"},
+		"Retry-After":    {"Retry-After": "2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				if n == 0 {
+					jsonError(w, http.StatusTooManyRequests, hint, "Rate limit reached for gpt-4o-mini", "requests", "rate_limit_exceeded")
+					return
+				}
+				serveSSE(w, body, -1)
+			}, config{})
+			succeeded(t, ev.stream(t, userReq("hi")))
+			want := map[string]time.Duration{"retry-after-ms": 20 * time.Millisecond, "Retry-After": 2 * time.Second}[name]
+			if got := ev.waits.list(); !slices.Equal(got, []time.Duration{want}) {
+				t.Fatalf("waits %v, want [%v]", got, want)
+			}
+			if n := len(ev.api.requests()); n != 2 {
+				t.Fatalf("%d requests, want 2", n)
+			}
+		})
+	}
+}
+
+// TestRetryTransientBackoff: 5xx answers are retried with a doubling
+// backoff; after the retries the failure is reported.
+func TestRetryTransientBackoff(t *testing.T) {
+	t.Parallel()
+	body := textBody(t)
+	t.Run("recovers", func(t *testing.T) {
+		t.Parallel()
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			switch n {
+			case 0:
+				jsonError(w, http.StatusServiceUnavailable, nil, "overloaded", "server_error", "")
+			case 1:
+				jsonError(w, 529, nil, "overloaded", "overloaded_error", "")
+			default:
+				serveSSE(w, body, -1)
+			}
+		}, config{opts: []openai.Option{openai.WithBackoff(10*time.Millisecond, time.Second)}})
+		succeeded(t, ev.stream(t, userReq("hi")))
+		if got := ev.waits.list(); !slices.Equal(got, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}) {
+			t.Fatalf("waits %v", got)
+		}
+	})
+	t.Run("gives up", func(t *testing.T) {
+		t.Parallel()
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			jsonError(w, http.StatusInternalServerError, nil, "boom", "server_error", "")
+		}, config{opts: []openai.Option{openai.WithMaxRetries(1)}})
+		e := onlyError(t, ev.stream(t, userReq("hi")), agent.ErrorTransient)
+		if !strings.Contains(e.Error, "HTTP 500") || !strings.Contains(e.Error, "boom") {
+			t.Fatalf("error text %q", e.Error)
+		}
+		if n := len(ev.api.requests()); n != 2 {
+			t.Fatalf("%d requests, want 2", n)
+		}
+	})
+	t.Run("hint too long", func(t *testing.T) {
+		t.Parallel()
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			jsonError(w, http.StatusTooManyRequests, map[string]string{"Retry-After": "3600"}, "slow down", "requests", "rate_limit_exceeded")
+		}, config{})
+		e := onlyError(t, ev.stream(t, userReq("hi")), agent.ErrorRateLimited)
+		if e.RetryAfterMs != 3_600_000 || len(ev.waits.list()) != 0 || len(ev.api.requests()) != 1 {
+			t.Fatalf("event %+v, waits %v, %d requests", e, ev.waits.list(), len(ev.api.requests()))
+		}
+	})
+}
+
+// TestHTTPErrorKinds classifies the errors that are not retried.
+func TestHTTPErrorKinds(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		status int
+		msg    string
+		typ    string
+		code   string
+		raw    string // a body that is not an OpenAI error object
+		kind   agent.ErrorKind
+	}{
+		{name: "context", status: 400, msg: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.", typ: "invalid_request_error", code: "context_length_exceeded", kind: agent.ErrorContextOverflow},
+		{name: "vllm context", status: 400, raw: `{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}`, kind: agent.ErrorContextOverflow},
+		{name: "bad request", status: 400, msg: "Invalid value for 'temperature'", typ: "invalid_request_error", kind: agent.ErrorPermanent},
+		{name: "not found", status: 404, msg: "The model `gpt-9` does not exist", typ: "invalid_request_error", code: "model_not_found", kind: agent.ErrorPermanent},
+		{name: "forbidden", status: 403, msg: "Project does not have access", typ: "invalid_request_error", kind: agent.ErrorAuthExpired},
+		{name: "quota", status: 429, msg: "You exceeded your current quota", typ: "insufficient_quota", code: "insufficient_quota", kind: agent.ErrorPermanent},
+		{name: "too large", status: 413, raw: "request entity too large", kind: agent.ErrorContextOverflow},
+		{name: "ollama", status: 404, raw: `{"error":"model \"llama9\" not found, try pulling it first"}`, kind: agent.ErrorPermanent},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				if tc.raw != "" {
+					w.WriteHeader(tc.status)
+					_, _ = w.Write([]byte(tc.raw))
+					return
+				}
+				jsonError(w, tc.status, nil, tc.msg, tc.typ, tc.code)
+			}, config{})
+			e := onlyError(t, ev.stream(t, userReq("hi")), tc.kind)
+			if len(ev.api.requests()) != 1 {
+				t.Fatalf("%d requests, want 1 (no retry)", len(ev.api.requests()))
+			}
+			if tc.name == "ollama" && !strings.Contains(e.Error, "try pulling it first") {
+				t.Fatalf("error text %q", e.Error)
+			}
+		})
+	}
+}
+
+// Test401DropsCredential: a 401 is auth_expired and the cached credential
+// is asked for again on the next call; without a 401 it is reused.
+func Test401DropsCredential(t *testing.T) {
+	t.Parallel()
+	body := textBody(t)
+	ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			jsonError(w, http.StatusUnauthorized, nil, "Incorrect API key provided: sk-test***KEY.", "invalid_request_error", "invalid_api_key")
+			return
+		}
+		serveSSE(w, body, -1)
+	}, config{})
+	succeeded(t, ev.stream(t, userReq("hi")))
+	if n := ev.auth.calls.Load(); n != 1 {
+		t.Fatalf("auth called %d times, want 1", n)
+	}
+	onlyError(t, ev.stream(t, userReq("hi")), agent.ErrorAuthExpired) // cached credential, then 401
+	if n := ev.auth.calls.Load(); n != 1 {
+		t.Fatalf("auth called %d times, want 1 (cached)", n)
+	}
+	succeeded(t, ev.stream(t, userReq("hi")))
+	if n := ev.auth.calls.Load(); n != 2 {
+		t.Fatalf("auth called %d times, want 2 (dropped after the 401)", n)
+	}
+	if _, ok := ev.auth.providers.Load("openai"); !ok {
+		t.Fatal("auth::get_token was not asked for provider openai")
+	}
+}
+
+// TestDroppedConnection: a connection that breaks after the answer began
+// ends the stream with a transient error and the partial answer; one that
+// breaks before any content is retried.
+func TestDroppedConnection(t *testing.T) {
+	t.Parallel()
+	body := textBody(t)
+	t.Run("mid-stream", func(t *testing.T) {
+		t.Parallel()
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) { serveSSE(w, body, 4) }, config{})
+		res := ev.stream(t, userReq("hi"))
+		if res.err != nil || !isEnd(res.end) {
+			t.Fatalf("call err %v, stream end %v", res.err, res.end)
+		}
+		want := []agent.ModelEventType{agent.ModelStart, agent.ModelTextStart, agent.ModelTextDelta, agent.ModelTextDelta, agent.ModelTextDelta, agent.ModelError}
+		if got := types(res.events); !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		e := last(res.events)
+		if e.Kind != agent.ErrorTransient || e.Message == nil || e.Message.StopReason != agent.StopError ||
+			len(e.Message.Content) != 1 || e.Message.Content[0].Text != "Hello! How" || e.Message.ErrorMessage != e.Error {
+			t.Fatalf("error event %+v (message %+v)", e, e.Message)
+		}
+		if res.resp.StopReason != agent.StopError || res.resp.Kind != agent.ErrorTransient || len(ev.api.requests()) != 1 {
+			t.Fatalf("reply %+v, %d requests", res.resp, len(ev.api.requests()))
+		}
+	})
+	t.Run("before content", func(t *testing.T) {
+		t.Parallel()
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			switch n {
+			case 0:
+				hangUp(w) // no response at all
+			case 1:
+				serveSSE(w, body, 1) // the role chunk only
+			default:
+				serveSSE(w, body, -1)
+			}
+		}, config{})
+		succeeded(t, ev.stream(t, userReq("hi")))
+		if n := len(ev.api.requests()); n != 3 {
+			t.Fatalf("%d requests, want 3", n)
+		}
+	})
+	t.Run("clean end without finish", func(t *testing.T) {
+		t.Parallel()
+		cut := body[:strings.Index(string(body), `"finish_reason":"stop"`)]
+		cut = cut[:strings.LastIndex(string(cut), "data: ")]
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) { serveSSE(w, cut, -1) }, config{opts: []openai.Option{openai.WithMaxRetries(0)}})
+		res := ev.stream(t, userReq("hi"))
+		e := last(res.events)
+		if e.Type != agent.ModelError || e.Kind != agent.ErrorTransient || e.Message.Content[0].Text != wantText {
+			t.Fatalf("last event %+v", e)
+		}
+	})
+	t.Run("tail lost after finish", func(t *testing.T) {
+		t.Parallel()
+		// Everything up to finish_reason arrives; the usage chunk and
+		// [DONE] are lost: the answer is complete, without usage.
+		n := strings.Count(string(body[:strings.Index(string(body), `"finish_reason":"stop"`)]), "\n\n") + 1
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, _ int) { serveSSE(w, body, n) }, config{})
+		res := ev.stream(t, userReq("hi"))
+		succeeded(t, res)
+		if slices.Contains(types(res.events), agent.ModelUsage) {
+			t.Fatalf("usage event without usage: %v", types(res.events))
+		}
+	})
+}

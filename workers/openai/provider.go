@@ -1,0 +1,497 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// AuthFunction is the function asked for credentials:
+// auth::get_token {provider} → agent.Credential or null.
+const AuthFunction = "auth::get_token"
+
+// authTimeout bounds one auth::get_token call.
+const authTimeout = 5 * time.Second
+
+// failFrameTimeout bounds the error frame a stream sends once its own
+// context has ended.
+const failFrameTimeout = 2 * time.Second
+
+// Provider streams answers of an OpenAI-compatible Chat Completions server
+// as model events. It keeps no state between calls but a short-lived
+// credential cache, and is safe for concurrent use.
+type Provider struct {
+	o      options
+	chat   sdk.ChatCompletionService
+	models sdk.ModelService
+	sc     scrubber
+
+	mu    sync.Mutex
+	cred  string
+	until time.Time
+}
+
+// New returns a provider. Options: [WithName], [WithBaseURL],
+// [WithHTTPClient], [WithHeader], [WithAPIKeyEnv], [WithRequireKey],
+// [WithMaxRetries], [WithBackoff], [WithCredentialTTL],
+// [WithMaxTokensField], [WithReasoningEffort], [WithLogger], [WithClock],
+// [WithLookupEnv].
+func New(opts ...Option) (*Provider, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	// The services are built without sdk.NewClient, which would read
+	// OPENAI_* variables of the process: the settings alone decide.
+	base := []option.RequestOption{
+		option.WithBaseURL(o.baseURL),
+		option.WithHTTPClient(o.client),
+		option.WithMaxRetries(0),
+	}
+	var sc scrubber
+	for _, h := range o.headers {
+		base = append(base, option.WithHeader(h[0], h[1]))
+		sc = sc.with(h[1])
+	}
+	return &Provider{
+		o:      o,
+		chat:   sdk.NewChatCompletionService(base...),
+		models: sdk.NewModelService(base...),
+		sc:     sc,
+	}, nil
+}
+
+// Name is the provider name: the <name> of its function ids.
+func (p *Provider) Name() string { return p.o.name }
+
+// StreamFunction is the id of the provider's stream function,
+// provider::<name>::stream.
+func (p *Provider) StreamFunction() string { return "provider::" + p.o.name + "::stream" }
+
+// CompleteFunction is provider::<name>::complete.
+func (p *Provider) CompleteFunction() string { return "provider::" + p.o.name + "::complete" }
+
+// ModelsFunction is provider::<name>::models.
+func (p *Provider) ModelsFunction() string { return "provider::" + p.o.name + "::models" }
+
+func (p *Provider) logger(e *engine.Engine) *slog.Logger {
+	switch {
+	case p.o.logger != nil:
+		return p.o.logger
+	case e != nil:
+		return e.Logger()
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Stream answers req into the channel req.Channel: one [agent.ModelEvent]
+// per frame (start, text/thinking/functioncall blocks, usage, stop, done;
+// or an error event, with the partial message when something streamed),
+// then the channel's end frame, in codec (the worker passes the request's;
+// nil means the engine's).
+//
+// It returns why the model stopped; a model failure is reported in the
+// channel and returns {stop_reason: "error", kind} with a nil error. A bad
+// request is an invalid_payload wire error and nothing is written. A
+// reader that left the channel is a canceled wire error; so is ctx's
+// cancellation, and its deadline is a timeout one; in those cases nothing
+// more is sent to the server and the channel ends with that error frame
+// when the reader is still there.
+func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req agent.ProviderRequest, codec wire.Codec) (StreamResponse, error) {
+	if e == nil {
+		return StreamResponse{}, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
+	}
+	if err := ValidateRequest(req, true); err != nil {
+		return StreamResponse{}, wire.Wrap(wire.CodeInvalidPayload, err, "")
+	}
+	if codec == nil {
+		codec = e.Codec()
+	}
+	w, err := channel.NewWriter(e, req.Channel, channel.WithCodec(codec))
+	if err != nil {
+		return StreamResponse{}, err
+	}
+	out, err := p.run(ctx, e, req, func(ev *agent.ModelEvent) error {
+		if b := deltaFrame(codec, ev); b != nil {
+			return w.Write(ctx, b)
+		}
+		return w.Write(ctx, ev)
+	})
+	if err != nil {
+		return p.abort(ctx, e, w, err)
+	}
+	if err := w.Close(ctx); err != nil {
+		return p.abort(ctx, e, w, err)
+	}
+	if out.fail != nil {
+		return StreamResponse{StopReason: agent.StopError, Kind: out.fail.kind}, nil
+	}
+	return StreamResponse{StopReason: out.msg.StopReason}, nil
+}
+
+// Complete answers req with the final assistant message (it streams from
+// the server too, and drops the events). A model failure is a coded wire
+// error whose details carry the kind ({"kind", "retry_after_ms"?}):
+// rate_limited and transient are unavailable (retryable), auth_expired is
+// forbidden, context_overflow is invalid_payload, permanent is internal. A
+// bad request is invalid_payload; ctx's end is canceled or timeout.
+func (p *Provider) Complete(ctx context.Context, e *engine.Engine, req agent.ProviderRequest) (CompleteResponse, error) {
+	if err := ValidateRequest(req, false); err != nil {
+		return CompleteResponse{}, wire.Wrap(wire.CodeInvalidPayload, err, "")
+	}
+	out, err := p.run(ctx, e, req, func(*agent.ModelEvent) error { return nil })
+	if err != nil {
+		if ctx.Err() != nil {
+			return CompleteResponse{}, ctxError(ctx)
+		}
+		return CompleteResponse{}, wire.From(err)
+	}
+	if out.fail != nil {
+		return CompleteResponse{}, out.fail.wireError()
+	}
+	return CompleteResponse{Message: *out.msg}, nil
+}
+
+// Models lists the server's models (GET <base_url>/models), retrying as a
+// stream does. Failures are coded as for [Provider.Complete].
+func (p *Provider) Models(ctx context.Context, e *engine.Engine) (ModelsResponse, error) {
+	log := p.logger(e).With("provider", p.o.name)
+	for attempt := 0; ; attempt++ {
+		secret, f, err := p.credential(ctx, e)
+		if err != nil {
+			return ModelsResponse{}, ctxError(ctx)
+		}
+		if f == nil {
+			var page *pageOfModels
+			page, f, err = p.listModels(ctx, secret)
+			if err != nil {
+				return ModelsResponse{}, ctxError(ctx)
+			}
+			if f == nil {
+				return page.response(), nil
+			}
+		}
+		retry, err := p.retry(ctx, log, attempt, f, false)
+		if err != nil {
+			return ModelsResponse{}, ctxError(ctx)
+		}
+		if !retry {
+			return ModelsResponse{}, f.wireError()
+		}
+	}
+}
+
+type pageOfModels struct{ data []sdk.Model }
+
+func (pg *pageOfModels) response() ModelsResponse {
+	out := ModelsResponse{Models: make([]ModelInfo, 0, len(pg.data))}
+	for _, m := range pg.data {
+		mi := ModelInfo{ID: m.ID}
+		if m.Created > 0 {
+			mi.CreatedAt = m.Created * 1000
+		}
+		if f, ok := m.JSON.ExtraFields["display_name"]; ok {
+			var s string
+			if err := json.Unmarshal([]byte(f.Raw()), &s); err == nil {
+				mi.DisplayName = s
+			}
+		}
+		out.Models = append(out.Models, mi)
+	}
+	return out
+}
+
+// listModels does one GET /models. The error is ctx's.
+func (p *Provider) listModels(ctx context.Context, secret string) (*pageOfModels, *failure, error) {
+	var resp *http.Response
+	page, err := p.models.List(ctx, p.requestOptions(secret, &resp)...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, p.requestFailure(err, resp, p.sc.with(secret)), nil
+	}
+	return &pageOfModels{data: page.Data}, nil, nil
+}
+
+// requestOptions are the per-request options: the credential (none for a
+// keyless server) and where to keep the raw response.
+func (p *Provider) requestOptions(secret string, resp **http.Response) []option.RequestOption {
+	opts := []option.RequestOption{option.WithResponseInto(resp)}
+	if secret != "" {
+		opts = append(opts, option.WithAPIKey(secret))
+	}
+	return opts
+}
+
+// outcome is the end of a model call: the final message, or the failure
+// that was reported.
+type outcome struct {
+	msg  *agent.Message
+	fail *failure
+}
+
+// run makes the model call of req, retrying while nothing was emitted, and
+// emits its events. It returns an error only when emit fails or ctx ends;
+// a model failure is emitted as an error event and returned in the
+// outcome.
+func (p *Provider) run(ctx context.Context, e *engine.Engine, req agent.ProviderRequest, emit func(*agent.ModelEvent) error) (outcome, error) {
+	log := p.logger(e).With("provider", p.o.name, "model", req.Model)
+	if req.SessionID != "" {
+		log = log.With("session_id", req.SessionID)
+	}
+	ts := p.o.now().UnixMilli()
+	names := toolNames(req)
+	params := p.o.buildParams(req, names)
+	for attempt := 0; ; attempt++ {
+		a := newAssembler(p.o.name, req.Model, ts, names, log, emit)
+		secret, f, err := p.credential(ctx, e)
+		if err != nil {
+			return outcome{}, err
+		}
+		if f == nil {
+			if f, err = p.attempt(ctx, params, secret, a); err != nil {
+				return outcome{}, err
+			}
+			if f == nil {
+				msg, err := a.complete()
+				return outcome{msg: msg}, err
+			}
+		}
+		retry, err := p.retry(ctx, log, attempt, f, a.started)
+		if err != nil {
+			return outcome{}, err
+		}
+		if retry {
+			continue
+		}
+		if err := a.fail(f); err != nil {
+			return outcome{}, err
+		}
+		return outcome{fail: f}, nil
+	}
+}
+
+// retry decides what follows failure f of attempt: a 401 drops the cached
+// credential; a rate limit or a transient failure before anything
+// streamed is retried after the backoff (or the server's Retry-After)
+// unless the attempts are used up or the wait is too long. It waits, and
+// reports whether to try again; the error is ctx's.
+func (p *Provider) retry(ctx context.Context, log *slog.Logger, attempt int, f *failure, streamed bool) (bool, error) {
+	if f.kind == agent.ErrorAuthExpired {
+		p.dropCredential()
+	}
+	if streamed || !f.kind.Retryable() || attempt >= p.o.maxRetries {
+		log.Warn("openai: model call failed", "kind", string(f.kind), "error", f.text)
+		return false, nil
+	}
+	wait := f.retryAfter
+	if wait <= 0 {
+		wait = p.o.backoff << attempt
+	}
+	if wait > p.o.maxRetryWait {
+		log.Warn("openai: model call failed, retry hint too long", "kind", string(f.kind), "retry_after", wait, "error", f.text)
+		return false, nil
+	}
+	log.Info("openai: retrying model call", "attempt", attempt+1, "kind", string(f.kind), "wait", wait, "error", f.text)
+	if err := p.o.sleep(ctx, wait); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// attempt makes one streaming request and feeds its chunks to a. It
+// returns the failure of the call (nil when the answer finished), or
+// emit's or ctx's error.
+func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, secret string, a *assembler) (*failure, error) {
+	sc := p.sc.with(secret)
+	var resp *http.Response
+	opened := p.chat.NewStreaming(ctx, params, p.requestOptions(secret, &resp)...)
+	if err := opened.Err(); err != nil {
+		_ = opened.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return p.requestFailure(err, resp, sc), nil
+	}
+	// The SDK's stream would decode every event into its
+	// ChatCompletionChunk; the provider reads the same body with the SDK's
+	// SSE decoder and decodes the events itself (see chunk).
+	dec := ssestream.NewDecoder(resp)
+	defer dec.Close()
+	var c chunk
+	for dec.Next() {
+		ev := dec.Event()
+		if bytes.HasPrefix(ev.Data, doneMarker) {
+			break
+		}
+		if err := decodeChunk(ev.Data, &c); err != nil {
+			if a.done {
+				break
+			}
+			return &failure{kind: agent.ErrorTransient, text: p.o.name + ": the server sent a malformed chunk: " + err.Error()}, nil
+		}
+		if c.Error != "" || ev.Type == "error" {
+			raw := c.Error
+			if raw == "" {
+				raw = string(ev.Data)
+			}
+			return p.errorChunkFailure(raw, sc), nil
+		}
+		if err := a.chunk(&c); err != nil {
+			var f *failure
+			if errors.As(err, &f) {
+				return f, nil
+			}
+			return nil, err
+		}
+	}
+	if err := dec.Err(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !a.done {
+			return &failure{kind: agent.ErrorTransient, text: sc.clean(p.o.name + ": the stream broke: " + transportText(err))}, nil
+		}
+		// The answer is complete; only its tail (usage, [DONE]) is lost.
+		a.log.Debug("openai: stream broke after the answer finished", "error", sc.clean(transportText(err)))
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if !a.done {
+		return &failure{kind: agent.ErrorTransient, text: p.o.name + ": the stream ended before the model finished"}, nil
+	}
+	return nil, nil
+}
+
+// doneMarker is the data of the event that ends an OpenAI stream.
+var doneMarker = []byte("[DONE]")
+
+// credential returns the secret to send: from auth::get_token (cached for
+// the credential TTL), else from the environment variable; "" for a
+// keyless server. No credential at all is an auth_expired failure; a
+// failing auth function is a transient one. The error is ctx's.
+func (p *Provider) credential(ctx context.Context, e *engine.Engine) (string, *failure, error) {
+	now := p.o.now()
+	p.mu.Lock()
+	if p.cred != "" && now.Before(p.until) {
+		s := p.cred
+		p.mu.Unlock()
+		return s, nil, nil
+	}
+	p.mu.Unlock()
+	if e != nil {
+		actx, cancel := context.WithTimeout(ctx, authTimeout)
+		cred, err := engine.Call[*agent.Credential](actx, e, AuthFunction, authRequest{Provider: p.o.name})
+		cancel()
+		switch {
+		case err == nil && cred != nil && cred.Secret() != "":
+			secret := cred.Secret()
+			ttl := p.o.credentialTTL
+			if cred.ExpiresAt > 0 {
+				ttl = min(ttl, time.UnixMilli(cred.ExpiresAt).Sub(now))
+			}
+			if ttl > 0 {
+				p.mu.Lock()
+				p.cred, p.until = secret, now.Add(ttl)
+				p.mu.Unlock()
+			}
+			return secret, nil, nil
+		case err == nil, errors.Is(err, wire.ErrFunctionNotFound):
+			// No credential stored, or no auth worker: the environment.
+		default:
+			if ctx.Err() != nil {
+				return "", nil, ctx.Err()
+			}
+			return "", &failure{kind: agent.ErrorTransient, text: fmt.Sprintf("%s: %s failed: %v", p.o.name, AuthFunction, err)}, nil
+		}
+	}
+	if v, ok := p.o.lookupEnv(p.o.apiKeyEnv); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v), nil, nil
+	}
+	if p.o.requireKey {
+		return "", &failure{kind: agent.ErrorAuthExpired, text: fmt.Sprintf("%s: %v: %s has none for provider %q and $%s is not set",
+			p.o.name, ErrNoCredential, AuthFunction, p.o.name, p.o.apiKeyEnv)}, nil
+	}
+	return "", nil, nil
+}
+
+// authRequest is the payload of auth::get_token.
+type authRequest struct {
+	Provider string `json:"provider"`
+}
+
+// dropCredential forgets the cached credential (after a 401).
+func (p *Provider) dropCredential() {
+	p.mu.Lock()
+	p.cred, p.until = "", time.Time{}
+	p.mu.Unlock()
+}
+
+// abort ends a stream that could not finish and returns the function's
+// error: canceled when the reader is gone, else the cause (ctx's end, an
+// oversized frame, a connection error), which the reader gets as an error
+// frame.
+func (p *Provider) abort(ctx context.Context, e *engine.Engine, w *channel.Writer, err error) (StreamResponse, error) {
+	if errors.Is(err, channel.ErrReaderGone) {
+		_ = w.Close(ctx) // releases the writer; nothing is sent to a reader that is gone
+		p.logger(e).Debug("openai: the reader left the stream", "provider", p.o.name)
+		return StreamResponse{}, wire.Wrap(wire.CodeCanceled, err, "the reader left the channel")
+	}
+	var werr *wire.Error
+	if ctx.Err() != nil {
+		werr = ctxError(ctx)
+	} else {
+		werr = wire.From(err)
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failFrameTimeout)
+	defer cancel()
+	_ = w.Fail(fctx, werr)
+	return StreamResponse{}, werr
+}
+
+// ctxError is the wire error of an ended ctx: its cause when that is a
+// *wire.Error, timeout for a deadline, canceled otherwise.
+func ctxError(ctx context.Context) *wire.Error {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = context.Canceled
+	}
+	var werr *wire.Error
+	if errors.As(cause, &werr) {
+		return werr
+	}
+	if errors.Is(cause, context.DeadlineExceeded) {
+		return wire.Wrap(wire.CodeTimeout, cause, "the model call ran out of time")
+	}
+	return wire.Wrap(wire.CodeCanceled, cause, "the model call was canceled")
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
