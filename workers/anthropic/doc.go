@@ -49,7 +49,8 @@
 // keeps up sees the API's deltas one by one and a slow one fewer, larger
 // frames, never later ones. The SDK sends the request and frames the SSE
 // events; the events themselves are decoded by a small decoder of this
-// package (the SDK's reflective union decoding costs ~10 µs per token).
+// package (the SDK's reflective union decoding costs ~10 µs per token),
+// and delta frames are encoded by hand.
 //
 // A failure before the first event (429, 5xx, 529, a refused or dropped
 // connection) is retried with exponential backoff from 500 ms, honouring

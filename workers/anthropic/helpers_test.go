@@ -58,6 +58,9 @@ type response struct {
 	// linger keeps the stream open that long after the body, as a server
 	// that ends the body a moment after the last event.
 	linger time.Duration
+	// flush writes the body event by event, flushing each, as the API
+	// streams (by default the body goes out at once).
+	flush bool
 }
 
 func ok(body string) response { return response{status: 200, body: body} }
@@ -133,8 +136,12 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		_ = conn.Close()
 		return
 	}
-	_, _ = io.WriteString(w, resp.body)
-	w.(http.Flusher).Flush()
+	if resp.flush {
+		serveSSE(w, resp.body)
+	} else {
+		_, _ = io.WriteString(w, resp.body)
+		w.(http.Flusher).Flush()
+	}
 	if resp.hold {
 		<-r.Context().Done()
 	}
@@ -143,6 +150,21 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(resp.linger):
 		case <-r.Context().Done():
 		}
+	}
+}
+
+// serveSSE writes body event by event (an event ends with a blank line),
+// flushing each as the API does.
+func serveSSE(w http.ResponseWriter, body string) {
+	fl := w.(http.Flusher)
+	for len(body) > 0 {
+		n := strings.Index(body, "\n\n") + 2
+		if n < 2 {
+			n = len(body)
+		}
+		_, _ = io.WriteString(w, body[:n])
+		fl.Flush()
+		body = body[n:]
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/agent/modelframe"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -67,7 +68,7 @@ type Provider struct {
 // New returns a provider. Options: [WithHTTPClient], [WithBaseURL],
 // [WithMaxRetries], [WithBackoff], [WithMaxRetryWait],
 // [WithCredentialTTL], [WithIdleTimeout], [WithAPIKeyEnv],
-// [WithEnvLookup], [WithLogger], [WithClock].
+// [WithCoalesce], [WithEnvLookup], [WithLogger], [WithClock].
 func New(opts ...Option) (*Provider, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -112,6 +113,14 @@ func (p *Provider) logger(e *engine.Engine) *slog.Logger {
 // the channel stops the call at once (the reply is canceled); ctx's end is
 // canceled or timeout, sent to the reader as the channel's error frame.
 func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req StreamRequest, opts ...channel.Option) (StreamResponse, error) {
+	return p.stream(ctx, e, req, nil, opts...)
+}
+
+// stream is [Provider.Stream] with the codec of the frames when the caller
+// knows it (the worker: the request's), so that delta events are encoded
+// by hand ([modelframe.AppendDelta]); nil leaves every event to the writer's
+// codec, which opts set.
+func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamRequest, codec wire.Codec, opts ...channel.Option) (StreamResponse, error) {
 	if e == nil {
 		return StreamResponse{}, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
 	}
@@ -131,12 +140,23 @@ func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req StreamReque
 		return StreamResponse{}, err
 	}
 	defer unwatch()
+	if codec != nil {
+		opts = append(opts, channel.WithCodec(codec))
+	}
 	w, err := channel.NewWriter(e, req.Channel, opts...)
 	if err != nil {
 		return StreamResponse{}, err
 	}
 	log := p.logger(e)
-	msg, err := p.call(ctx, e, agent.ProviderRequest(req), m, func(ev *agent.ModelEvent) error { return w.Write(ctx, ev) }, true)
+	var frame []byte // reused: the writer copies a frame out before Write returns
+	write := func(ev *agent.ModelEvent) error {
+		if b := modelframe.AppendDelta(frame[:0], codec, ev); b != nil {
+			frame = b
+			return w.Write(ctx, b)
+		}
+		return w.Write(ctx, ev)
+	}
+	msg, err := p.call(ctx, e, agent.ProviderRequest(req), m, write, true)
 	var f *failure
 	switch {
 	case err == nil:
@@ -460,11 +480,14 @@ func read(ctx context.Context, resp *http.Response, items chan<- item, idle *tim
 			return false
 		}
 	}
+	// One item for the whole stream, reset per event: decoding takes its
+	// address, which would move a fresh one to the heap every time.
+	var it item
 	for dec.Next() {
 		idle.Reset(idleTimeout)
 		e := dec.Event()
 		data := bytes.TrimSuffix(e.Data, []byte("\n"))
-		var it item
+		it = item{}
 		switch e.Type {
 		case "", "ping":
 			continue // as the SDK's own stream does

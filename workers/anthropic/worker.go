@@ -11,7 +11,6 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
-	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
 )
@@ -229,7 +228,7 @@ func (w *Worker) streamHandler(e *engine.Engine, done <-chan struct{}) engine.Ha
 		}
 		ctx, release := untilDone(ctx, done)
 		defer release()
-		return w.p.Stream(ctx, e, req, channel.WithCodec(r.Codec))
+		return w.p.stream(ctx, e, req, r.Codec)
 	}
 }
 

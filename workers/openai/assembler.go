@@ -18,10 +18,11 @@ import (
 const maxCalls = 128
 
 // assembler turns the chunks of one streamed answer into model events and
-// the final assistant message. Events go to emit; the start event is held
-// back until the first event that carries something, so a request that
-// fails before any content (a dropped connection, an error chunk) has
-// written nothing and may be retried.
+// the final assistant message. Events go to emit, which must not keep one
+// past its call (delta events are reused); the start event is held back
+// until the first event that carries something, so a request that fails
+// before any content (a dropped connection, an error chunk) has written
+// nothing and may be retried.
 type assembler struct {
 	provider string
 	model    string
@@ -39,6 +40,10 @@ type assembler struct {
 	hasUsage bool
 	finish   string // the finish_reason once it came
 	done     bool   // a finish_reason came: the answer is complete
+
+	// scratch is the delta event, reused: emit must not keep an event
+	// past its call.
+	scratch agent.ModelEvent
 }
 
 // block is one content block of the answer, in the order it started.
@@ -147,7 +152,13 @@ func (a *assembler) text(typ agent.ContentType, delta string) error {
 		}
 	}
 	a.open.text.WriteString(delta)
-	return a.send(&agent.ModelEvent{Type: deltaT, Index: a.open.index, Delta: delta})
+	return a.sendDelta(deltaT, a.open.index, delta)
+}
+
+// sendDelta emits a delta event (the scratch one).
+func (a *assembler) sendDelta(typ agent.ModelEventType, index int, delta string) error {
+	a.scratch = agent.ModelEvent{Type: typ, Index: index, Delta: delta}
+	return a.send(&a.scratch)
 }
 
 // closeOpen ends the open text or thinking block.
@@ -189,7 +200,7 @@ func (a *assembler) toolCall(tc *chunkToolCall) error {
 		if args == "" {
 			return nil
 		}
-		return a.send(&agent.ModelEvent{Type: agent.ModelFunctionCallDelta, Index: c.block.index, Delta: args})
+		return a.sendDelta(agent.ModelFunctionCallDelta, c.block.index, args)
 	}
 	if tc.Function.Name == "" {
 		return nil
@@ -208,7 +219,7 @@ func (a *assembler) toolCall(tc *chunkToolCall) error {
 	if c.args.Len() == 0 {
 		return nil
 	}
-	return a.send(&agent.ModelEvent{Type: agent.ModelFunctionCallDelta, Index: b.index, Delta: c.args.String()})
+	return a.sendDelta(agent.ModelFunctionCallDelta, b.index, c.args.String())
 }
 
 // functionID maps a tool name the model used back to a function id. A

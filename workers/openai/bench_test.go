@@ -43,7 +43,12 @@ func benchBody(n int) []byte {
 // provider worker (SDK request, chunk decoding, model events) and a
 // channel to a reader that decodes every frame, as the orchestrator does.
 // ns/token of the two is the provider's overhead per token; path=channel
-// shows how much of it is the channel alone.
+// shows how much of it is the channel alone, a frame per delta. The worker
+// runs with the default coalescing and without (coalesce=0: a frame per
+// delta of the server). cpu-ns/token is the CPU time of the whole process
+// (the fake server, the NATS server, the worker and the reader) per token:
+// ns/token measures how fast tokens get through, cpu-ns/token what they
+// cost, and moves less with the load of the machine.
 func BenchmarkStreamOverhead(b *testing.B) {
 	body := benchBody(benchTokens)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +60,7 @@ func BenchmarkStreamOverhead(b *testing.B) {
 		client := srv.Client()
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu0 := cpuTime()
 		for range b.N {
 			resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
 			if err != nil {
@@ -73,6 +79,7 @@ func BenchmarkStreamOverhead(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchTokens), "ns/token")
+		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*benchTokens), "cpu-ns/token")
 	})
 
 	// path=channel is the harness's share of path=worker: the same number
@@ -89,6 +96,7 @@ func BenchmarkStreamOverhead(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu0 := cpuTime()
 		for range b.N {
 			r, err := channel.Open(ctx, re)
 			if err != nil {
@@ -130,12 +138,23 @@ func BenchmarkStreamOverhead(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchTokens), "ns/token")
+		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*benchTokens), "cpu-ns/token")
 	})
 
-	b.Run(fmt.Sprintf("path=worker,tokens=%d", benchTokens), func(b *testing.B) {
+	for _, coalesce := range []int{openai.DefaultCoalesce, 0} {
+		benchWorker(b, srv, coalesce)
+	}
+}
+
+// benchWorker is path=worker of BenchmarkStreamOverhead with the given
+// coalesce size. Besides ns/token it reports frames/op, the channel frames
+// of one call: with coalescing, deltas the provider read while the
+// previous frame went out share a frame.
+func benchWorker(b *testing.B, srv *httptest.Server, coalesce int) {
+	b.Run(fmt.Sprintf("path=worker,coalesce=%d,tokens=%d", coalesce, benchTokens), func(b *testing.B) {
 		ns := enginetest.RunServer(b)
 		p, err := openai.New(openai.WithBaseURL(srv.URL+"/v1"), openai.WithHTTPClient(srv.Client()), openai.WithRequireKey(false),
-			openai.WithLookupEnv(func(string) (string, bool) { return "", false }))
+			openai.WithLookupEnv(func(string) (string, bool) { return "", false }), openai.WithCoalesce(coalesce))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -148,8 +167,14 @@ func BenchmarkStreamOverhead(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		req := agent.ProviderRequest{Model: "gpt-4o-mini", Messages: []agent.Message{agent.UserText("count", 1)}}
+		wantText := 0
+		for i := range benchTokens {
+			wantText += len(fmt.Sprintf(" tok%d", i))
+		}
+		frames := 0
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu0 := cpuTime()
 		for range b.N {
 			r, err := channel.Open(ctx, e)
 			if err != nil {
@@ -158,7 +183,7 @@ func BenchmarkStreamOverhead(b *testing.B) {
 			req.Channel = r.ID()
 			errc := make(chan error, 1)
 			go func() { errc <- e.Trigger(ctx, p.StreamFunction(), req, nil) }()
-			deltas := 0
+			text := 0
 			for {
 				f, err := r.Next(ctx)
 				if errors.Is(err, channel.ErrEnd) {
@@ -172,14 +197,17 @@ func BenchmarkStreamOverhead(b *testing.B) {
 					b.Fatal(err)
 				}
 				if ev.Type == agent.ModelTextDelta {
-					deltas++
+					text += len(ev.Delta)
 				}
+				frames++
 			}
 			_ = r.Close()
-			if err := <-errc; err != nil || deltas != benchTokens {
-				b.Fatalf("%d deltas, %v", deltas, err)
+			if err := <-errc; err != nil || text != wantText {
+				b.Fatalf("%d bytes of text, want %d; %v", text, wantText, err)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchTokens), "ns/token")
+		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*benchTokens), "cpu-ns/token")
+		b.ReportMetric(float64(frames)/float64(b.N), "frames/op")
 	})
 }

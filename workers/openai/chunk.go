@@ -88,8 +88,18 @@ var errMalformedChunk = errors.New("the data is not JSON")
 
 // decodeChunk decodes one event's data into c (reset first). Keys match
 // as encoding/json matches them (exactly, else case-insensitively);
-// unknown keys and values of the wrong type are skipped.
+// unknown keys and values of the wrong type are skipped. The chunks that
+// make up nearly all of a stream take [fastChunk]'s single pass; the
+// others are validated, then walked with gjson.
 func decodeChunk(data []byte, c *chunk) error {
+	if fastChunk(data, c) {
+		return nil
+	}
+	return decodeGeneral(data, c)
+}
+
+// decodeGeneral is decodeChunk's general path.
+func decodeGeneral(data []byte, c *chunk) error {
 	if !gjson.ValidBytes(data) {
 		return errMalformedChunk
 	}
@@ -149,8 +159,11 @@ func decodeDelta(v gjson.Result, d *chunkDelta) {
 			d.Reasoning = strOf(v, d.Reasoning)
 		case "tool_calls":
 			d.ToolCalls = d.ToolCalls[:0]
-			if v.Type == gjson.Null {
+			switch {
+			case v.Type == gjson.Null:
 				d.ToolCalls = nil
+			case v.IsArray() && d.ToolCalls == nil:
+				d.ToolCalls = []chunkToolCall{} // [] is empty, not absent, as with encoding/json
 			}
 			if v.IsArray() {
 				v.ForEach(func(_, tc gjson.Result) bool {

@@ -25,9 +25,17 @@
 // # Streams
 //
 // The response is read with the SDK's SSE decoder; its chunks are decoded
-// by the provider in one pass (the SDK's ChatCompletionChunk costs several
-// times more per token and drops the reasoning fields of compatible
-// servers), and delta frames are encoded by hand. Each chunk turns into model events, one per channel frame: start (held
+// by the provider (the SDK's ChatCompletionChunk costs several times more
+// per token and drops the reasoning fields of compatible servers), the
+// plain deltas that make up a stream in a single pass, and delta frames
+// are encoded by hand. A goroutine reads the stream while another writes
+// the channel; plain deltas of one kind (text, reasoning, one call's
+// arguments) that were already read when the previous frame went out are
+// sent as one event ([WithCoalesce], 16 KiB by default), so a reader that
+// keeps up sees the server's deltas one by one and a slow one fewer,
+// larger frames, never later ones.
+//
+// Each chunk turns into model events, one per channel frame: start (held
 // back until the first content), text_start/delta/end for delta.content
 // (and delta.refusal), thinking_start/delta/end for the reasoning text of
 // compatible servers (reasoning_content, reasoning), functioncall_start
@@ -63,10 +71,10 @@
 //
 // The package registers the module "provider-openai" in init. A node runs
 // New, Provision (settings name, base_url, api_key_env, require_key,
-// max_retries, max_tokens_field, reasoning_effort and header.<Name>),
-// Start (registers the three functions) and Close (ends the calls in
-// flight with unavailable, then stops the endpoints). Embedders and tests
-// build their own [Provider]:
+// max_retries, max_tokens_field, reasoning_effort, coalesce and
+// header.<Name>), Start (registers the three functions) and Close (ends
+// the calls in flight with unavailable, then stops the endpoints).
+// Embedders and tests build their own [Provider]:
 //
 //	p, err := openai.New(openai.WithName("ollama"),
 //		openai.WithBaseURL("http://localhost:11434/v1"), openai.WithRequireKey(false))

@@ -216,7 +216,7 @@ func TestDroppedConnection(t *testing.T) {
 	body := textBody(t)
 	t.Run("mid-stream", func(t *testing.T) {
 		t.Parallel()
-		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) { serveSSE(w, body, 4) }, config{})
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) { serveSSE(w, body, 4) }, config{opts: []openai.Option{openai.WithCoalesce(0)}})
 		res := ev.stream(t, userReq("hi"))
 		if res.err != nil || !isEnd(res.end) {
 			t.Fatalf("call err %v, stream end %v", res.err, res.end)

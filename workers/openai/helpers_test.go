@@ -284,12 +284,12 @@ func (ev *env) stream(t *testing.T, req agent.ProviderRequest) result {
 }
 
 // streamWith is stream with a hook called after each event; the hook may
-// close the reader.
-func (ev *env) streamWith(t *testing.T, req agent.ProviderRequest, each func(r *channel.Reader, e agent.ModelEvent)) result {
+// close the reader. opts configure the reader.
+func (ev *env) streamWith(t *testing.T, req agent.ProviderRequest, each func(r *channel.Reader, e agent.ModelEvent), opts ...channel.Option) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	r, err := channel.Open(ctx, ev.e)
+	r, err := channel.Open(ctx, ev.e, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,12 @@ const (
 	// DefaultCredentialTTL is how long a credential from auth::get_token
 	// is reused.
 	DefaultCredentialTTL = 30 * time.Second
+	// DefaultCoalesce is the largest delta in bytes that one model event
+	// carries when several deltas of a block were read while the previous
+	// event went out.
+	DefaultCoalesce = 16 << 10
+	// MaxCoalesce bounds [WithCoalesce].
+	MaxCoalesce = 256 << 10
 )
 
 // Values of [WithMaxTokensField].
@@ -78,6 +84,7 @@ type options struct {
 	credentialTTL  time.Duration
 	maxTokensField string
 	reasoning      string
+	coalesce       int
 	logger         *slog.Logger
 	now            func() time.Time
 	lookupEnv      func(string) (string, bool)
@@ -97,6 +104,7 @@ func buildOptions(opts []Option) (options, error) {
 		credentialTTL:  DefaultCredentialTTL,
 		maxTokensField: MaxCompletionTokens,
 		reasoning:      ReasoningAuto,
+		coalesce:       DefaultCoalesce,
 		now:            time.Now,
 		lookupEnv:      os.LookupEnv,
 		sleep:          sleepCtx,
@@ -296,6 +304,23 @@ func WithReasoningEffort(mode string) Option {
 			return fmt.Errorf("%w: reasoning effort mode %q must be %s, %s or %s", engine.ErrInvalidOption, mode, ReasoningAuto, ReasoningAlways, ReasoningNever)
 		}
 		o.reasoning = mode
+		return nil
+	}
+}
+
+// WithCoalesce sets the largest delta in bytes that one model event may
+// carry when deltas of a block were already read while the previous event
+// went out (default [DefaultCoalesce], at most [MaxCoalesce]; 0 sends one
+// event per delta of the server). Coalescing never delays a delta: it only
+// merges what is waiting, so a reader that keeps up sees the server's
+// deltas one by one and a slow one gets fewer, larger frames. A single
+// delta larger than n is sent as it is.
+func WithCoalesce(n int) Option {
+	return func(o *options) error {
+		if n < 0 || n > MaxCoalesce {
+			return fmt.Errorf("%w: coalesce size %d must be 0..%d", engine.ErrInvalidOption, n, MaxCoalesce)
+		}
+		o.coalesce = n
 		return nil
 	}
 }

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/agent/modelframe"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -50,8 +50,8 @@ type Provider struct {
 // New returns a provider. Options: [WithName], [WithBaseURL],
 // [WithHTTPClient], [WithHeader], [WithAPIKeyEnv], [WithRequireKey],
 // [WithMaxRetries], [WithBackoff], [WithCredentialTTL],
-// [WithMaxTokensField], [WithReasoningEffort], [WithLogger], [WithClock],
-// [WithLookupEnv].
+// [WithMaxTokensField], [WithReasoningEffort], [WithCoalesce],
+// [WithLogger], [WithClock], [WithLookupEnv].
 func New(opts ...Option) (*Provider, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -127,8 +127,10 @@ func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req agent.Provi
 	if err != nil {
 		return StreamResponse{}, err
 	}
+	var frame []byte // reused: the writer copies a frame out before Write returns
 	out, err := p.run(ctx, e, req, func(ev *agent.ModelEvent) error {
-		if b := deltaFrame(codec, ev); b != nil {
+		if b := modelframe.AppendDelta(frame[:0], codec, ev); b != nil {
+			frame = b
 			return w.Write(ctx, b)
 		}
 		return w.Write(ctx, ev)
@@ -316,13 +318,22 @@ func (p *Provider) retry(ctx context.Context, log *slog.Logger, attempt int, f *
 	return true, nil
 }
 
-// attempt makes one streaming request and feeds its chunks to a. It
-// returns the failure of the call (nil when the answer finished), or
-// emit's or ctx's error.
+// attempt makes one streaming request and feeds its chunks to a. A
+// goroutine reads and decodes the stream while this one assembles and
+// emits, so reading overlaps writing; plain deltas of one kind that were
+// already read when the previous event went out are merged into one (up
+// to the coalesce size, see [coalescer]), which costs no latency and
+// spares the bus a frame per token when the reader of the channel falls
+// behind. It returns the failure of the call (nil when the answer
+// finished), or emit's or ctx's error.
 func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, secret string, a *assembler) (*failure, error) {
 	sc := p.sc.with(secret)
+	// Cancelling actx aborts the read of the body, so the reading goroutine
+	// ends when this one returns early.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var resp *http.Response
-	opened := p.chat.NewStreaming(ctx, params, p.requestOptions(secret, &resp)...)
+	opened := p.chat.NewStreaming(actx, params, p.requestOptions(secret, &resp)...)
 	if err := opened.Err(); err != nil {
 		_ = opened.Close()
 		if ctx.Err() != nil {
@@ -333,44 +344,59 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 	// The SDK's stream would decode every event into its
 	// ChatCompletionChunk; the provider reads the same body with the SDK's
 	// SSE decoder and decodes the events itself (see chunk).
-	dec := ssestream.NewDecoder(resp)
-	defer dec.Close()
-	var c chunk
-	for dec.Next() {
-		ev := dec.Event()
-		if bytes.HasPrefix(ev.Data, doneMarker) {
+	items := make(chan item, itemBuffer)
+	in := coalescer{items: items, limit: p.o.coalesce}
+	go p.read(actx, ssestream.NewDecoder(resp), sc, items)
+	finished := false // [DONE] came: the body ends next
+	defer func() {
+		if finished {
+			// Reading the body to its end lets the connection be reused.
+			t := time.NewTimer(drainGrace)
+			select {
+			case <-t.C:
+			case <-items: // nothing but the close follows [DONE]
+			}
+			t.Stop()
+		}
+		cancel()
+		for range items { // until the reading goroutine has closed the body
+		}
+	}()
+loop:
+	for {
+		it, ok := in.next()
+		if !ok {
 			break
 		}
-		if err := decodeChunk(ev.Data, &c); err != nil {
+		switch {
+		case it.done:
+			finished = true
+			break loop
+		case it.bad != nil:
 			if a.done {
-				break
+				break loop // a malformed tail after the answer finished
 			}
-			return &failure{kind: agent.ErrorTransient, text: p.o.name + ": the server sent a malformed chunk: " + err.Error()}, nil
-		}
-		if c.Error != "" || ev.Type == "error" {
-			raw := c.Error
-			if raw == "" {
-				raw = string(ev.Data)
+			return &failure{kind: agent.ErrorTransient, text: p.o.name + ": the server sent a malformed chunk: " + it.bad.Error()}, nil
+		case it.fail != nil:
+			return it.fail, nil
+		case it.err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
-			return p.errorChunkFailure(raw, sc), nil
+			if !a.done {
+				return &failure{kind: agent.ErrorTransient, text: sc.clean(p.o.name + ": the stream broke: " + transportText(it.err))}, nil
+			}
+			// The answer is complete; only its tail (usage, [DONE]) is lost.
+			a.log.Debug("openai: stream broke after the answer finished", "error", sc.clean(transportText(it.err)))
+			break loop
 		}
-		if err := a.chunk(&c); err != nil {
+		if err := a.chunk(&it.c); err != nil {
 			var f *failure
 			if errors.As(err, &f) {
 				return f, nil
 			}
 			return nil, err
 		}
-	}
-	if err := dec.Err(); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !a.done {
-			return &failure{kind: agent.ErrorTransient, text: sc.clean(p.o.name + ": the stream broke: " + transportText(err))}, nil
-		}
-		// The answer is complete; only its tail (usage, [DONE]) is lost.
-		a.log.Debug("openai: stream broke after the answer finished", "error", sc.clean(transportText(err)))
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -380,9 +406,6 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 	}
 	return nil, nil
 }
-
-// doneMarker is the data of the event that ends an OpenAI stream.
-var doneMarker = []byte("[DONE]")
 
 // credential returns the secret to send: from auth::get_token (cached for
 // the credential TTL), else from the environment variable; "" for a

@@ -1,12 +1,19 @@
 package openai_test
 
 import (
+	"bytes"
+	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/workers/openai"
 )
 
 // weatherTools are the tools of the recorded tool-call streams: the model
@@ -29,7 +36,9 @@ func TestStreamGolden(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ev := setup(t, sse(t, name+".sse"), config{})
+			// One event per delta of the server, so the frames are the same
+			// on every run.
+			ev := setup(t, sse(t, name+".sse"), config{opts: []openai.Option{openai.WithCoalesce(0)}})
 			req := userReq("hi")
 			req.Tools = weatherTools
 			res := ev.stream(t, req)
@@ -68,7 +77,7 @@ func joinDeltas(evs []agent.ModelEvent, typ agent.ModelEventType) string {
 // file holds the same).
 func TestStreamText(t *testing.T) {
 	t.Parallel()
-	ev := setup(t, sse(t, "text.sse"), config{})
+	ev := setup(t, sse(t, "text.sse"), config{opts: []openai.Option{openai.WithCoalesce(0)}})
 	res := ev.stream(t, userReq("hi"))
 	if res.err != nil || !isEnd(res.end) {
 		t.Fatalf("call err %v, stream end %v", res.err, res.end)
@@ -96,5 +105,126 @@ func TestStreamText(t *testing.T) {
 	r := ev.api.requests()[0]
 	if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer "+testKey {
 		t.Fatalf("request %s %s auth %q", r.Method, r.Path, r.Header.Get("Authorization"))
+	}
+}
+
+// longStream is an answer of many small deltas of every kind: reasoning,
+// text, and two calls whose arguments stream in pieces.
+func longStream() []byte {
+	var b bytes.Buffer
+	ev := func(format string, args ...any) {
+		b.WriteString("data: ")
+		fmt.Fprintf(&b, format, args...)
+		b.WriteString("\n\n")
+	}
+	const head = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1748011234,"model":"gpt-4o-mini","choices":[{"index":0,"delta":`
+	for i := range 150 {
+		ev(head+`{"reasoning_content":"step %d; "},"finish_reason":null}]}`, i)
+	}
+	for i := range 300 {
+		ev(head+`{"content":" tok%d\n"},"logprobs":null,"finish_reason":null}],"usage":null}`, i)
+	}
+	ev(head + `{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"weather__get","arguments":""}}]},"finish_reason":null}]}`)
+	ev(head + `{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\""}}]},"finish_reason":null}]}`)
+	for i := range 100 {
+		ev(head+`{"tool_calls":[{"index":0,"function":{"arguments":"P%d"}}]},"finish_reason":null}]}`, i)
+	}
+	ev(head + `{"tool_calls":[{"index":0,"function":{"arguments":"\"}"}}]},"finish_reason":null}]}`)
+	ev(head + `{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"math__add","arguments":"{\"a\":1,"}}]},"finish_reason":null}]}`)
+	ev(head + `{"tool_calls":[{"index":1,"function":{"arguments":"\"b\":2}"}}]},"finish_reason":null}]}`)
+	ev(head + `{},"finish_reason":"tool_calls"}]}`)
+	ev(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1748011234,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":560}}`)
+	ev("[DONE]")
+	return b.Bytes()
+}
+
+// TestCoalescing reads a long answer through a reader that grants one
+// frame at a time, so the provider reads ahead: the deltas that were
+// waiting go out merged (never over the coalesce size), and the events
+// are those of an uncoalesced stream with adjacent deltas joined: the
+// same concatenated deltas, the same final message.
+func TestCoalescing(t *testing.T) {
+	t.Parallel()
+	const size = 64
+	body := longStream()
+	serve := func(w http.ResponseWriter, r *http.Request, _ int) { serveSSE(w, body, -1) }
+	req := userReq("go")
+	req.Tools = weatherTools
+
+	plain := setup(t, serve, config{opts: []openai.Option{openai.WithCoalesce(0)}})
+	want := plain.stream(t, req)
+	merged := setup(t, serve, config{opts: []openai.Option{openai.WithCoalesce(size)}})
+	got := merged.streamWith(t, req, nil, channel.WithWindow(1))
+	for _, res := range []result{want, got} {
+		if res.err != nil || !isEnd(res.end) || res.resp.StopReason != agent.StopFunctionCall {
+			t.Fatalf("call err %v, stream end %v, reply %+v", res.err, res.end, res.resp)
+		}
+	}
+
+	// start; thinking start, 150 deltas, end; text start, 300 deltas, end;
+	// two calls' start and 102 + 2 deltas; their ends; usage, stop, done.
+	if n := len(want.events); n != 1+152+302+103+3+2+3 {
+		t.Fatalf("%d events without coalescing", n)
+	}
+	t.Logf("%d events with coalescing, %d without", len(got.events), len(want.events))
+	if len(got.events) >= len(want.events)/2 {
+		t.Fatalf("%d events with coalescing, %d without: (nearly) nothing was merged", len(got.events), len(want.events))
+	}
+	for _, typ := range []agent.ModelEventType{agent.ModelThinkingDelta, agent.ModelTextDelta, agent.ModelFunctionCallDelta} {
+		if a, b := joinDeltas(got.events, typ), joinDeltas(want.events, typ); a != b {
+			t.Fatalf("%s deltas say %q, without coalescing %q", typ, a, b)
+		}
+	}
+	for _, e := range got.events {
+		if len(e.Delta) > size {
+			t.Fatalf("a delta of %d bytes, over the coalesce size %d", len(e.Delta), size)
+		}
+	}
+	if !reflect.DeepEqual(joinAdjacent(got.events), joinAdjacent(want.events)) {
+		t.Fatalf("events (deltas joined)\n%+v\nwithout coalescing\n%+v", types(joinAdjacent(got.events)), types(joinAdjacent(want.events)))
+	}
+	if !reflect.DeepEqual(last(got.events), last(want.events)) {
+		t.Fatalf("final message %+v, without coalescing %+v", last(got.events).Message, last(want.events).Message)
+	}
+}
+
+// joinAdjacent merges adjacent deltas of one type and index.
+func joinAdjacent(evs []agent.ModelEvent) []agent.ModelEvent {
+	var out []agent.ModelEvent
+	for _, e := range evs {
+		if n := len(out); n > 0 && e.Delta != "" && out[n-1].Type == e.Type && out[n-1].Index == e.Index {
+			out[n-1].Delta += e.Delta
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestConnectionReused checks that a finished stream is read to its end,
+// so the next call reuses the connection (no new TLS handshake with the
+// real API), also when the server ends the body a moment after [DONE].
+func TestConnectionReused(t *testing.T) {
+	t.Parallel()
+	body := textBody(t)
+	var mu sync.Mutex
+	var remotes []string
+	ev := setup(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		mu.Lock()
+		remotes = append(remotes, r.RemoteAddr)
+		mu.Unlock()
+		serveSSE(w, body, -1)
+		w.(http.Flusher).Flush()
+		select { // the body ends a moment after [DONE]
+		case <-time.After(20 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+	}, config{})
+	succeeded(t, ev.stream(t, userReq("one")))
+	succeeded(t, ev.stream(t, userReq("two")))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(remotes) != 2 || remotes[0] != remotes[1] {
+		t.Fatalf("remote addresses %q: the connection was not reused", remotes)
 	}
 }

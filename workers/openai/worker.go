@@ -39,6 +39,8 @@ const (
 	SettingMaxTokensField = "max_tokens_field"
 	// SettingReasoningEffort is [WithReasoningEffort] ("never").
 	SettingReasoningEffort = "reasoning_effort"
+	// SettingCoalesce is [WithCoalesce] in bytes ("16384"; "0" is off).
+	SettingCoalesce = "coalesce"
 	// SettingHeaderPrefix prefixes [WithHeader] settings:
 	// "header.OpenAI-Organization" = "org-…".
 	SettingHeaderPrefix = "header."
@@ -123,12 +125,16 @@ func settingsOptions(settings map[string]string) ([]Option, error) {
 				return nil, fmt.Errorf("%w: %s %s=%q is not a boolean", engine.ErrInvalidOption, WorkerName, k, v)
 			}
 			opts = append(opts, WithRequireKey(b))
-		case SettingMaxRetries:
+		case SettingMaxRetries, SettingCoalesce:
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s %s=%q is not an integer", engine.ErrInvalidOption, WorkerName, k, v)
 			}
-			opts = append(opts, WithMaxRetries(n))
+			if k == SettingMaxRetries {
+				opts = append(opts, WithMaxRetries(n))
+			} else {
+				opts = append(opts, WithCoalesce(n))
+			}
 		case SettingMaxTokensField:
 			opts = append(opts, WithMaxTokensField(v))
 		case SettingReasoningEffort:
@@ -136,8 +142,8 @@ func settingsOptions(settings map[string]string) ([]Option, error) {
 		default:
 			name, ok := strings.CutPrefix(k, SettingHeaderPrefix)
 			if !ok {
-				return nil, fmt.Errorf("%w: %s has no setting %q (want %s, %s, %s, %s, %s, %s, %s or %s<Name>)", engine.ErrInvalidOption, WorkerName, k,
-					SettingName, SettingBaseURL, SettingAPIKeyEnv, SettingRequireKey, SettingMaxRetries, SettingMaxTokensField, SettingReasoningEffort, SettingHeaderPrefix)
+				return nil, fmt.Errorf("%w: %s has no setting %q (want %s, %s, %s, %s, %s, %s, %s, %s or %s<Name>)", engine.ErrInvalidOption, WorkerName, k,
+					SettingName, SettingBaseURL, SettingAPIKeyEnv, SettingRequireKey, SettingMaxRetries, SettingMaxTokensField, SettingReasoningEffort, SettingCoalesce, SettingHeaderPrefix)
 			}
 			opts = append(opts, WithHeader(name, v))
 		}

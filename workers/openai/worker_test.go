@@ -197,7 +197,7 @@ func TestProvision(t *testing.T) {
 		{name: "defaults", settings: nil, stream: "provider::openai::stream"},
 		{name: "ollama", settings: map[string]string{"name": "ollama", "base_url": "http://localhost:11434/v1", "require_key": "false", "max_retries": "0"}, stream: "provider::ollama::stream"},
 		{name: "kimi", settings: map[string]string{"name": "kimi", "base_url": "https://api.moonshot.ai/v1", "api_key_env": "MOONSHOT_API_KEY",
-			"max_tokens_field": "max_tokens", "reasoning_effort": "never", "header.X-Trace": "on"}, stream: "provider::kimi::stream"},
+			"max_tokens_field": "max_tokens", "reasoning_effort": "never", "header.X-Trace": "on", "coalesce": "0"}, stream: "provider::kimi::stream"},
 		{name: "unknown setting", settings: map[string]string{"model": "x"}},
 		{name: "bad name", settings: map[string]string{"name": "a::b"}},
 		{name: "bad url", settings: map[string]string{"base_url": "localhost:11434"}},
@@ -205,6 +205,8 @@ func TestProvision(t *testing.T) {
 		{name: "bad retries", settings: map[string]string{"max_retries": "99"}},
 		{name: "bad field", settings: map[string]string{"max_tokens_field": "tokens"}},
 		{name: "bad effort", settings: map[string]string{"reasoning_effort": "max"}},
+		{name: "bad coalesce", settings: map[string]string{"coalesce": "16KiB"}},
+		{name: "coalesce too big", settings: map[string]string{"coalesce": "1048576"}},
 		{name: "bad header", settings: map[string]string{"header.Bad Name": "x"}},
 		{name: "header newline", settings: map[string]string{"header.X-A": "a\r\nb"}},
 	}
@@ -271,6 +273,8 @@ func TestOptionsRefused(t *testing.T) {
 		"retries":      openai.WithMaxRetries(-1),
 		"scheme":       openai.WithBaseURL("ftp://x/v1"),
 		"empty header": openai.WithHeader("", "x"),
+		"coalesce":     openai.WithCoalesce(-1),
+		"coalesce max": openai.WithCoalesce(openai.MaxCoalesce + 1),
 	} {
 		if _, err := openai.New(opt); !errors.Is(err, engine.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
@@ -287,7 +291,8 @@ func TestOptionsRefused(t *testing.T) {
 // frames that decode to the same events as msgpack frames.
 func TestJSONCaller(t *testing.T) {
 	t.Parallel()
-	ev := setup(t, sse(t, "parallel_tools.sse"), config{})
+	// One event per delta of the server, so both streams are the same.
+	ev := setup(t, sse(t, "parallel_tools.sse"), config{opts: []openai.Option{openai.WithCoalesce(0)}})
 	req := userReq("hi")
 	req.Tools = weatherTools
 	want := ev.stream(t, req).events

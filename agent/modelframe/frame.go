@@ -1,40 +1,42 @@
-package openai
+package modelframe
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
-// deltaFrame encodes a text, thinking or functioncall delta event by hand
-// in codec (msgpack or JSON), as the codec would encode the ModelEvent
-// {type, index, delta}: deltas are most of a stream's frames, and the
-// reflective encoder costs more than the rest of the frame's work. It
-// returns nil for any other event or codec; the writer encodes those.
-func deltaFrame(codec wire.Codec, ev *agent.ModelEvent) []byte {
+// AppendDelta appends to dst a text, thinking or functioncall delta
+// event encoded by hand in codec (msgpack or JSON), as the codec would
+// encode the ModelEvent {type, index, delta}: without coalescing, deltas
+// are most of a stream's frames, and the reflective encoder costs more
+// than the rest of the frame's work. It returns nil for any other event or
+// codec (nil included); the writer encodes those.
+func AppendDelta(dst []byte, codec wire.Codec, ev *agent.ModelEvent) []byte {
 	switch ev.Type {
 	case agent.ModelTextDelta, agent.ModelThinkingDelta, agent.ModelFunctionCallDelta:
 	default:
 		return nil
 	}
-	if ev.Index < 0 || ev.Delta == "" {
+	if ev.Index < 0 || ev.Delta == "" || codec == nil {
 		return nil
 	}
 	switch codec.ContentType() {
 	case wire.ContentMsgpack:
-		return msgpackDelta(ev)
+		return msgpackDelta(dst, ev)
 	case wire.ContentJSON:
-		return jsonDelta(ev)
+		return jsonDelta(dst, ev)
 	}
 	return nil
 }
 
 // msgpackDelta is {"type": t, "index": i (when not 0), "delta": d} in
 // msgpack.
-func msgpackDelta(ev *agent.ModelEvent) []byte {
-	b := make([]byte, 0, 32+len(ev.Type)+len(ev.Delta))
+func msgpackDelta(b []byte, ev *agent.ModelEvent) []byte {
+	b = slices.Grow(b, 32+len(ev.Type)+len(ev.Delta))
 	n := byte(2)
 	if ev.Index != 0 {
 		n = 3
@@ -79,12 +81,12 @@ func mpUint(b []byte, v uint64) []byte {
 }
 
 // jsonDelta is the same event in JSON.
-func jsonDelta(ev *agent.ModelEvent) []byte {
+func jsonDelta(b []byte, ev *agent.ModelEvent) []byte {
 	d, err := json.Marshal(ev.Delta)
 	if err != nil {
 		return nil
 	}
-	b := make([]byte, 0, 40+len(d))
+	b = slices.Grow(b, 40+len(d))
 	b = append(b, `{"type":"`...)
 	b = append(b, ev.Type...)
 	b = append(b, '"')
