@@ -100,6 +100,9 @@ type Content struct {
 	ID         string         `json:"id,omitempty"`
 	FunctionID string         `json:"function_id,omitempty"`
 	Arguments  map[string]any `json:"arguments,omitempty"`
+	// Signature is a provider's opaque signature of a thinking block
+	// (Anthropic): the block can only be sent back to the model with it.
+	Signature string `json:"signature,omitempty"`
 }
 
 // FunctionCall is the view of a function_call content block: the call the
