@@ -3,7 +3,8 @@ package approval
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/iii-on-nats/iii/agent"
@@ -58,11 +59,7 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	if len(settings) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(settings))
 	return fmt.Errorf("%w: %s has no settings (got %q)", engine.ErrInvalidOption, WorkerName, keys)
 }
 

@@ -3,8 +3,9 @@ package auth
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -71,11 +72,7 @@ func NewWorker(opts ...Option) *Worker { return &Worker{opts: opts} }
 // corrupt stops the node before anything is registered.
 func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	settings := env.Settings[WorkerName]
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(settings))
 	var opts []Option
 	path := ""
 	if env.Home != "" {

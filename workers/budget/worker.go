@@ -3,7 +3,8 @@ package budget
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,11 +71,7 @@ func NewWorker(opts ...Option) *Worker { return &Worker{opts: opts} }
 // [SettingRetention]; anything else is an error.
 func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	settings := env.Settings[WorkerName]
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(settings))
 	for _, k := range keys {
 		v := settings[k]
 		var with func(time.Duration) Option

@@ -3,8 +3,9 @@ package models
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,11 +60,7 @@ func NewWorker(opts ...Option) *Worker { return &Worker{opts: opts} }
 // starts. Any other setting is an error.
 func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	settings := env.Settings[WorkerName]
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(settings))
 	for _, k := range keys {
 		v := settings[k]
 		switch k {

@@ -3,7 +3,8 @@ package openai
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,11 +105,7 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 
 // settingsOptions turns the module's settings into options, in key order.
 func settingsOptions(settings map[string]string) ([]Option, error) {
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(settings))
 	var opts []Option
 	for _, k := range keys {
 		v := settings[k]

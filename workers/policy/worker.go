@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -103,11 +104,7 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 
 func (w *Worker) readSettings(env workers.Env) error {
 	settings := env.Settings[WorkerName]
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(settings))
 	if env.Home != "" {
 		w.file = filepath.Join(env.Home, DefaultFileName)
 	}

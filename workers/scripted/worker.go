@@ -3,7 +3,8 @@ package scripted
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -72,11 +73,7 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 		return nil
 	}
 	settings := env.Settings[WorkerName]
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(settings))
 	var opts []Option
 	for _, k := range keys {
 		v := settings[k]
