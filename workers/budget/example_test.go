@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/budget"
 )
@@ -18,32 +15,9 @@ import (
 // Example caps a workspace at $1 a day, reserves before two model calls,
 // settles the first, and is refused on the second.
 func Example() {
-	dir, err := os.MkdirTemp("", "budget-example")
-	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(dir)
-	ns, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: dir,
-		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20, NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		panic(err)
-	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		panic("server not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
-	e, err := engine.New(nc)
-	if err != nil {
-		panic(err)
-	}
+	x := enginetest.StartExample()
+	defer x.Close()
+	e := x.Engine
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
