@@ -179,6 +179,9 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			if streamed || text != "" {
 				fmt.Fprintln(out)
 			}
+			if ev.Message.ErrorMessage != "" {
+				fmt.Fprintf(out, "error: %s\n", ev.Message.ErrorMessage)
+			}
 			streamed = false
 		case agent.EventFunctionExecutionStart:
 			args, _ := json.Marshal(ev.Args)

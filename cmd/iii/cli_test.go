@@ -198,6 +198,11 @@ func TestChatOneShot(t *testing.T) {
 	if err != nil || !strings.Contains(out, "denied (permissions)") {
 		t.Fatalf("chat with a denied call: %v\n%s", err, out)
 	}
+	// A failed model call says why.
+	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", "/fail permanent")
+	if err != nil || !strings.Contains(out, "error: ") || !strings.Contains(out, "[error]") {
+		t.Fatalf("chat with a failing model: %v\n%s", err, out)
+	}
 	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", "hello there")
 	if err != nil || !strings.Contains(out, "hello there") {
 		t.Fatalf("chat echo: %v\n%s", err, out)
