@@ -90,8 +90,9 @@ type Message struct {
 }
 
 // Content is one content block of a [Message]: text {text}, image {mime,
-// data} (data is base64), thinking {text} or function_call {id,
-// function_id, arguments}.
+// data} (data is base64), thinking {text, signature?, data?} or
+// function_call {id, function_id, arguments}. A thinking block with Data
+// is a provider's opaque (redacted) thinking: no text, sent back as is.
 type Content struct {
 	Type       ContentType    `json:"type"`
 	Text       string         `json:"text,omitempty"`

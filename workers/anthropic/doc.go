@@ -13,12 +13,15 @@
 // and assistant turns:
 //
 //   - user text and images (base64 sources; jpeg, png, gif, webp);
-//   - assistant text and function calls (tool_use with the call's
-//     arguments). Thinking blocks are dropped: the API takes them back
-//     only with the signature the stream carried, which agent.Content has
-//     no field for. For the same reason a request that continues a tool
-//     loop runs without thinking (the API would want the loop's signed
-//     thinking block first);
+//   - assistant text, function calls (tool_use with the call's arguments)
+//     and thinking, in their order. A thinking block goes back as the API
+//     sent it: with its Signature as a thinking block {thinking,
+//     signature}, or, when it has Data (a redacted one, see Streams), as a
+//     redacted_thinking block {data}. Thinking without either is dropped
+//     (the API refuses unsigned thinking), and so is the thinking of an
+//     assistant message whose Provider is neither "anthropic" nor empty,
+//     and thinking after a message's last other block (a stream cut while
+//     thinking: the API wants no message to end with thinking);
 //   - function results become tool_result blocks at the head of the next
 //     user turn, in the order of the calls; a call the transcript has no
 //     result for (a crash cut the turn) gets an [InterruptedResult] error
@@ -29,7 +32,12 @@
 // max_tokens defaults to the model family's largest output (8192 when the
 // model is unknown); thinking_level low, medium and high enable thinking
 // with a budget of 1024, 4096 and 16384 tokens (max_tokens is raised above
-// the budget).
+// the budget). A request that continues a tool loop (its last assistant
+// turn has calls) keeps its thinking level only when that turn starts with
+// a signed or redacted thinking block, as the API wants of a loop that
+// runs with thinking; otherwise (the loop ran without thinking, its
+// thinking was not signed, or a text comes first) it runs without
+// thinking, as the loop did.
 //
 // # Streams
 //
@@ -38,10 +46,17 @@
 // content_block_start/delta/stop of text, thinking and tool_use →
 // text_*, thinking_*, functioncall_* (a call's deltas are its JSON input,
 // its end carries the parsed arguments); message_delta → usage (running
-// totals) and stop; message_stop → done {message}. Pings, signatures,
-// citations and block kinds the harness cannot carry (redacted thinking,
-// server tools) are skipped. Stop reasons: end_turn, stop_sequence,
-// refusal → end; max_tokens → length; tool_use → function_call.
+// totals) and stop; message_stop → done {message}. A thinking block's
+// signature_deltas make no event: the signature is the finished block's
+// Signature, in thinking_end's content and in the final message, so the
+// transcript can send the block back. A redacted_thinking block (thinking
+// the API encrypted) becomes thinking_start and thinking_end of a thinking
+// block with no text whose Data is the API's encrypted data, which goes
+// back as it came. An unfinished block of an error event's partial message
+// has no signature. Pings, citations and block kinds the harness cannot
+// carry (server tools and their results) are skipped. Stop reasons:
+// end_turn, stop_sequence, refusal → end; max_tokens → length; tool_use →
+// function_call.
 //
 // A goroutine reads the stream while another writes the channel; deltas of
 // one block that were already read when the previous frame went out are

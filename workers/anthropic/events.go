@@ -31,8 +31,8 @@ type translator struct {
 	stop  agent.StopReason
 
 	// blocks maps the API's content index to ours: blocks of kinds that
-	// have no agent.Content (redacted thinking, server tools) are skipped,
-	// so the indexes differ once one was.
+	// have no agent.Content (server tools, their results) are skipped, so
+	// the indexes differ once one was.
 	blocks map[int64]*block
 	order  []*block
 
@@ -45,8 +45,13 @@ type block struct {
 	index int
 	typ   agent.ContentType
 	text  strings.Builder // text, thinking, or the tool input's JSON
-	id    string
-	fn    string
+	// sig is a thinking block's signature (its signature_deltas).
+	sig strings.Builder
+	// data is a redacted_thinking block's encrypted thinking; set, the
+	// block is a redacted one (a thinking block with Data and no text).
+	data string
+	id   string
+	fn   string
 	// input is the input content_block_start carried, used when no
 	// input_json_delta follows.
 	input map[string]any
@@ -143,6 +148,14 @@ func (t *translator) blockStart(ev *streamEvent, emit emitFunc) error {
 		b.typ, e.Type, initial = agent.ContentText, agent.ModelTextStart, cb.Text
 	case "thinking":
 		b.typ, e.Type, initial = agent.ContentThinking, agent.ModelThinkingStart, cb.Thinking
+	case "redacted_thinking":
+		// Encrypted thinking: no text to show, but the API wants it back
+		// as it came, so it travels as a thinking block with Data. One
+		// without data could not go back: it is skipped.
+		if cb.Data == "" {
+			return nil
+		}
+		b.typ, b.data, e.Type = agent.ContentThinking, cb.Data, agent.ModelThinkingStart
 	case "tool_use":
 		b.typ, b.id, b.fn = agent.ContentFunctionCall, cb.ID, t.names.FunctionID(cb.Name)
 		if err := agent.ValidateCallID(b.id); err != nil {
@@ -162,8 +175,8 @@ func (t *translator) blockStart(ev *streamEvent, emit emitFunc) error {
 		}
 		e.Type, e.ID, e.FunctionID = agent.ModelFunctionCallStart, b.id, b.fn
 	default:
-		// redacted_thinking, server_tool_use, web search results...: not
-		// content the harness can carry.
+		// server_tool_use, web search results...: not content the harness
+		// can carry.
 		return nil
 	}
 	t.blocks[ev.Index] = b
@@ -186,12 +199,16 @@ func (t *translator) delta(ev *streamEvent, emit emitFunc) error {
 	switch {
 	case d.Type == "text_delta" && b.typ == agent.ContentText:
 		return t.appendDelta(b, d.Text, emit)
-	case d.Type == "thinking_delta" && b.typ == agent.ContentThinking:
+	case d.Type == "thinking_delta" && b.typ == agent.ContentThinking && b.data == "":
 		return t.appendDelta(b, d.Thinking, emit)
+	case d.Type == "signature_delta" && b.typ == agent.ContentThinking && b.data == "":
+		// No event: the signature is the finished block's (thinking_end).
+		b.sig.WriteString(d.Signature)
+		return nil
 	case d.Type == "input_json_delta" && b.typ == agent.ContentFunctionCall:
 		return t.appendDelta(b, d.PartialJSON, emit)
 	}
-	// signature_delta, citations_delta: nothing to carry.
+	// citations_delta: nothing to carry.
 	return nil
 }
 
@@ -224,7 +241,7 @@ func (t *translator) blockStop(ev *streamEvent, emit emitFunc) error {
 		b.c = agent.Content{Type: agent.ContentText, Text: b.text.String()}
 		e.Type = agent.ModelTextEnd
 	case agent.ContentThinking:
-		b.c = agent.Content{Type: agent.ContentThinking, Text: b.text.String()}
+		b.c = agent.Content{Type: agent.ContentThinking, Text: b.text.String(), Signature: b.sig.String(), Data: b.data}
 		e.Type = agent.ModelThinkingEnd
 	default:
 		args, err := parseArguments(b.text.String(), b.input)
@@ -325,13 +342,18 @@ func (t *translator) defaultStop() agent.StopReason {
 
 // message is the assistant message so far: finished blocks, and with
 // partial set the text of unfinished text and thinking blocks too (a call
-// whose input did not finish is left out).
+// whose input did not finish is left out). An unfinished thinking block
+// has no signature, even when its signature already streamed: only a
+// finished block is sent back to the API as it came; an unfinished
+// redacted one has its data, which comes whole with its start.
 func (t *translator) message(partial bool) *agent.Message {
 	content := make([]agent.Content, 0, len(t.order))
 	for _, b := range t.order {
 		switch {
 		case b.ended:
 			content = append(content, b.c)
+		case b.data != "":
+			content = append(content, agent.Content{Type: agent.ContentThinking, Data: b.data})
 		case b.typ != agent.ContentFunctionCall && (partial || b.text.Len() > 0):
 			content = append(content, agent.Content{Type: b.typ, Text: b.text.String()})
 		}

@@ -44,8 +44,9 @@ func readAll(body string) ([]streamEvent, error) {
 }
 
 // FuzzStream feeds arbitrary stream bodies through the SDK's decoder and
-// the translator: no panic, every event valid, indexes in order, and a
-// finished stream's message valid.
+// the translator: no panic, every event valid, indexes in order, thinking
+// blocks well formed (checkThinking), and a finished stream's message
+// valid.
 func FuzzStream(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
 	for _, name := range files {
@@ -69,6 +70,20 @@ func FuzzStream(f *testing.F) {
 				}
 				if ev.Index > maxIndex+1 {
 					t.Fatalf("index %d skips past %d", ev.Index, maxIndex)
+				}
+				if ev.Type == agent.ModelThinkingEnd {
+					if err := checkThinking(ev.Content); err != nil {
+						t.Fatalf("thinking_end: %v", err)
+					}
+				}
+				if ev.Message != nil {
+					for i := range ev.Message.Content {
+						if c := &ev.Message.Content[i]; c.Type == agent.ContentThinking {
+							if err := checkThinking(c); err != nil {
+								t.Fatalf("%s message: %v", ev.Type, err)
+							}
+						}
+					}
 				}
 				maxIndex = max(maxIndex, ev.Index)
 				return nil
@@ -97,6 +112,18 @@ func FuzzStream(f *testing.F) {
 	})
 }
 
+// checkThinking checks a thinking block of a stream: a thinking block,
+// either redacted (data, no text, no signature) or not (no data).
+func checkThinking(c *agent.Content) error {
+	switch {
+	case c == nil || c.Type != agent.ContentThinking:
+		return fmt.Errorf("not a thinking block: %+v", c)
+	case c.Data != "" && (c.Text != "" || c.Signature != ""):
+		return fmt.Errorf("redacted thinking with text or a signature: %+v", c)
+	}
+	return nil
+}
+
 // FuzzFastDelta checks the fast path against encoding/json: whenever it
 // decodes, it decodes exactly what json.Unmarshal would.
 func FuzzFastDelta(f *testing.F) {
@@ -104,6 +131,7 @@ func FuzzFastDelta(f *testing.F) {
 		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`,
 		`{"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"location\":"}}`,
 		`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQB"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","Signature":"a","signature":"b\/c"}}`,
 		`{"delta":{"text":"a"},"delta":{"type":"b"},"index":-0,"TYPE":"x"}`,
 		`{"type":"content_block_delta","index":01,"delta":{}}`,
 		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\u00e9\ud83d\ude00 \ud800"}}`,
@@ -135,6 +163,13 @@ func transcriptFrom(data []byte) ([]agent.Message, []agent.Tool, string) {
 	fns := []string{"math::add", "fs::read", "math__add", "a::b::c", "weird name!"}
 	texts := []string{"", "hello", "ünïcode", " "}
 	levels := []string{"", "off", "low", "medium", "high"}
+	providers := []string{"anthropic", "", "openai"}
+	thinking := []agent.Content{
+		{Type: agent.ContentThinking, Text: "hmm"},                    // unsigned
+		{Type: agent.ContentThinking, Text: "hmm", Signature: "EqQB"}, // signed
+		{Type: agent.ContentThinking, Signature: "EqQB"},              // signed, no text shown
+		{Type: agent.ContentThinking, Data: "EmwKAhgB"},               // redacted
+	}
 	pos := 0
 	next := func() int {
 		if pos >= len(data) {
@@ -162,14 +197,14 @@ func transcriptFrom(data []byte) ([]agent.Message, []agent.Tool, string) {
 			}
 			msgs = append(msgs, m)
 		case 1:
-			m := agent.Message{Role: agent.RoleAssistant}
+			m := agent.Message{Role: agent.RoleAssistant, Provider: providers[next()%len(providers)]}
 			seen := map[string]bool{}
 			for n := next() % 4; n > 0; n-- {
 				switch next() % 3 {
 				case 0:
 					m.Content = append(m.Content, agent.Text(texts[next()%len(texts)]))
 				case 1:
-					m.Content = append(m.Content, agent.Content{Type: agent.ContentThinking, Text: "hmm"})
+					m.Content = append(m.Content, thinking[next()%len(thinking)])
 				default:
 					id := ids[next()%len(ids)]
 					if !seen[id] {
@@ -234,9 +269,11 @@ var (
 // alternating roles starting with user, no empty message or text block,
 // tool names and ids of the right alphabet, unique tool_use ids, every
 // tool_use answered by a tool_result at the head of the next user message
-// (in order) and no other tool_result, no tool block without tools, and a
-// thinking budget below max_tokens that is not used to continue a tool
-// loop.
+// (in order) and no other tool_result, no tool block without tools,
+// thinking blocks only in assistant messages, signed (redacted ones with
+// data) and never last, and a thinking budget below max_tokens; a request
+// that continues a tool loop with thinking on starts its last assistant
+// message with thinking.
 func checkRequest(body []byte) error {
 	var r struct {
 		MaxTokens int64 `json:"max_tokens"`
@@ -274,7 +311,7 @@ func checkRequest(body []byte) error {
 	}
 	seenIDs := map[string]bool{}
 	uses, results := 0, 0
-	lastAssistantCalls := false
+	lastAssistantCalls, lastAssistantThinks := false, false
 	for i, m := range r.Messages {
 		if i > 0 && m.Role == r.Messages[i-1].Role {
 			return fmt.Errorf("messages %d and %d are both %s", i-1, i, m.Role)
@@ -308,12 +345,22 @@ func checkRequest(body []byte) error {
 				calls = append(calls, id)
 			case "tool_result":
 				results++
+			case "thinking":
+				sig, _ := b["signature"].(string)
+				if _, ok := b["thinking"].(string); !ok || sig == "" || m.Role != "assistant" || j == len(m.Content)-1 {
+					return fmt.Errorf("message %d block %d: thinking %v", i, j, b)
+				}
+			case "redacted_thinking":
+				if data, _ := b["data"].(string); data == "" || m.Role != "assistant" || j == len(m.Content)-1 {
+					return fmt.Errorf("message %d block %d: redacted_thinking %v", i, j, b)
+				}
 			default:
 				return fmt.Errorf("message %d block %d: type %v", i, j, b["type"])
 			}
 		}
 		if m.Role == "assistant" {
 			lastAssistantCalls = len(calls) > 0
+			lastAssistantThinks = m.Content[0]["type"] == "thinking" || m.Content[0]["type"] == "redacted_thinking"
 		}
 		if len(calls) == 0 {
 			continue
@@ -346,9 +393,9 @@ func checkRequest(body []byte) error {
 		if th.BudgetTokens < 1024 || th.BudgetTokens >= r.MaxTokens {
 			return fmt.Errorf("budget %d, max_tokens %d", th.BudgetTokens, r.MaxTokens)
 		}
-		if lastAssistantCalls {
-			return errors.New("thinking on while continuing a tool loop")
-		}
+	}
+	if th := r.Thinking; th != nil && th.Type != "disabled" && lastAssistantCalls && !lastAssistantThinks {
+		return errors.New("thinking on while continuing a tool loop whose last assistant message does not start with thinking")
 	}
 	return nil
 }

@@ -67,8 +67,10 @@ type mapped struct {
 	params sdk.MessageNewParams
 	names  agent.ToolNames
 	// thinkingDropped is set when a thinking level was asked for but the
-	// transcript continues a tool loop whose thinking blocks (and their
-	// signatures) are not carried: the API would refuse it with thinking on.
+	// transcript continues a tool loop whose assistant turn does not start
+	// with a signed (or redacted) thinking block: the loop ran without
+	// thinking, or its thinking was not signed, and the API would refuse
+	// the request with thinking on.
 	thinkingDropped bool
 	// synthetic counts the interrupted results added for orphaned calls.
 	synthetic int
@@ -90,11 +92,11 @@ func buildParams(req agent.ProviderRequest) (mapped, error) {
 		p.System = []sdk.TextBlockParam{{Text: req.SystemPrompt, CacheControl: sdk.NewCacheControlEphemeralParam()}}
 	}
 	p.Tools = tools(req.Tools, m.names)
-	msgs, synthetic, lastCalls := transcript(req.Messages, m.names, len(p.Tools) > 0)
-	if len(msgs) == 0 {
+	tr := transcript(req.Messages, m.names, len(p.Tools) > 0)
+	if len(tr.messages) == 0 {
 		return mapped{}, fmt.Errorf("%w: the transcript has no content the Messages API accepts", ErrInvalidRequest)
 	}
-	p.Messages, m.synthetic = msgs, synthetic
+	p.Messages, m.synthetic = tr.messages, tr.synthetic
 
 	maxTokens := int64(req.MaxTokens)
 	ceiling := modelMaxTokens(req.Model)
@@ -103,10 +105,12 @@ func buildParams(req agent.ProviderRequest) (mapped, error) {
 	}
 	if budget, ok := thinkingBudget[req.ThinkingLevel]; ok {
 		switch {
-		case lastCalls:
+		case tr.loop && !tr.signed:
 			// The final assistant turn is a tool loop's and would have to
-			// start with its signed thinking block, which agent.Content
-			// cannot carry: this request runs without thinking.
+			// start with its signed thinking block, which it does not have
+			// (the loop ran without thinking, its thinking is unsigned or
+			// another provider's, or a text comes first): this request
+			// runs without thinking, as the loop did.
 			m.thinkingDropped = true
 		case adaptiveThinking[req.Model]:
 			p.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
@@ -187,16 +191,30 @@ type result struct {
 	blocks []sdk.ToolResultBlockParamContentUnion
 }
 
+// mappedTranscript is a transcript as the Messages API takes it, with what
+// the mapping learned about it.
+type mappedTranscript struct {
+	messages []sdk.MessageParam
+	// synthetic counts the interrupted results made up for orphaned calls.
+	synthetic int
+	// loop is set when the request continues a tool loop: the last
+	// assistant turn has calls.
+	loop bool
+	// signed is set when the last assistant turn starts with a signed
+	// thinking block or a redacted one, as the API wants of a tool loop's
+	// turn when thinking is on.
+	signed bool
+}
+
 // transcript maps messages onto alternating user and assistant turns:
 // consecutive messages of one side merge, function results join the next
 // user turn (results first, in the order of the calls), a call without a
 // result gets an [InterruptedResult], and a result without its call in the
 // turn just before becomes text. Without tools (native bool false), calls
 // and results are written out as text, since the API refuses tool blocks
-// in a request that defines no tools. It also reports how many results were
-// made up and whether the request continues a tool loop (its last
-// assistant turn has calls).
-func transcript(msgs []agent.Message, names agent.ToolNames, native bool) ([]sdk.MessageParam, int, bool) {
+// in a request that defines no tools. Assistant thinking goes back as
+// [assistantBlocks] says.
+func transcript(msgs []agent.Message, names agent.ToolNames, native bool) mappedTranscript {
 	var turns []*turn
 	used := map[string]bool{}
 	side := func(assistant bool) *turn {
@@ -215,7 +233,7 @@ func transcript(msgs []agent.Message, names agent.ToolNames, native bool) ([]sdk
 				t.blocks = append(t.blocks, blocks...)
 			}
 		case agent.RoleAssistant:
-			blocks, calls := assistantBlocks(m.Content, names, native, used)
+			blocks, calls := assistantBlocks(m, names, native, used)
 			if len(blocks) > 0 {
 				t := side(true)
 				t.blocks = append(t.blocks, blocks...)
@@ -238,12 +256,12 @@ func transcript(msgs []agent.Message, names agent.ToolNames, native bool) ([]sdk
 		// The API wants a user turn first.
 		out = append(out, sdk.NewUserMessage(sdk.NewTextBlock("(conversation continues)")))
 	}
-	synthetic := 0
-	lastCalls := false
+	tr := mappedTranscript{}
 	for i, t := range turns {
 		if t.assistant {
 			out = append(out, sdk.NewAssistantMessage(t.blocks...))
-			lastCalls = len(t.calls) > 0
+			tr.loop = len(t.calls) > 0
+			tr.signed = t.blocks[0].OfThinking != nil || t.blocks[0].OfRedactedThinking != nil
 			continue
 		}
 		var calls []call
@@ -251,12 +269,13 @@ func transcript(msgs []agent.Message, names agent.ToolNames, native bool) ([]sdk
 			calls = turns[i-1].calls
 		}
 		blocks, made := fixup(calls, t)
-		synthetic += made
+		tr.synthetic += made
 		if len(blocks) > 0 {
 			out = append(out, sdk.NewUserMessage(blocks...))
 		}
 	}
-	return out, synthetic, lastCalls
+	tr.messages = out
+	return tr
 }
 
 // fixup lays out a user turn after an assistant turn with calls: one
@@ -339,22 +358,40 @@ func mediaType(mime string) (string, bool) {
 	return "", false
 }
 
-// assistantBlocks maps an assistant message: its text and its calls.
-// Thinking blocks are dropped: the API only takes them back with the
-// signature the stream carried, which agent.Content has no field for.
-// Images are dropped too (an assistant turn cannot carry one).
-func assistantBlocks(content []agent.Content, names agent.ToolNames, native bool, used map[string]bool) ([]sdk.ContentBlockParamUnion, []call) {
+// assistantBlocks maps an assistant message: its text, its calls and its
+// thinking, in their order. A thinking block goes back only as the API
+// sent it: with its signature as a thinking block, or, when it has Data
+// (a redacted one), as a redacted_thinking block with that data; one with
+// neither is dropped (the API refuses unsigned thinking), and so is the
+// thinking of a message another provider wrote (its signatures are not
+// Anthropic's). Thinking after the message's last other block (a stream
+// cut while thinking) is dropped too: the API wants no assistant message
+// to end with thinking. Images are dropped (an assistant turn cannot carry
+// one).
+func assistantBlocks(m agent.Message, names agent.ToolNames, native bool, used map[string]bool) ([]sdk.ContentBlockParamUnion, []call) {
 	var out []sdk.ContentBlockParamUnion
 	var calls []call
-	for _, c := range content {
+	ours := m.Provider == "" || m.Provider == ProviderName
+	end := 0 // out[:end] ends with a block that is not thinking
+	for _, c := range m.Content {
 		switch c.Type {
+		case agent.ContentThinking:
+			switch {
+			case !ours:
+			case c.Data != "":
+				out = append(out, sdk.NewRedactedThinkingBlock(c.Data))
+			case c.Signature != "":
+				out = append(out, sdk.NewThinkingBlock(c.Signature, c.Text))
+			}
 		case agent.ContentText:
 			if c.Text != "" {
 				out = append(out, sdk.NewTextBlock(c.Text))
+				end = len(out)
 			}
 		case agent.ContentFunctionCall:
 			if !native {
 				out = append(out, sdk.NewTextBlock(callAsText(c)))
+				end = len(out)
 				continue
 			}
 			ref := toolUseID(c.ID)
@@ -369,9 +406,10 @@ func assistantBlocks(content []agent.Content, names agent.ToolNames, native bool
 			}
 			out = append(out, sdk.NewToolUseBlock(id, input, names.Name(c.FunctionID)))
 			calls = append(calls, call{ref: ref, id: id})
+			end = len(out)
 		}
 	}
-	return out, calls
+	return out[:end], calls
 }
 
 // resultBlocks maps a function result's content into tool_result content:

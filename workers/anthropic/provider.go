@@ -272,7 +272,7 @@ func (p *Provider) Models(ctx context.Context, e *engine.Engine) (ModelsResponse
 func (p *Provider) call(ctx context.Context, e *engine.Engine, req agent.ProviderRequest, m mapped, emit emitFunc, visible bool) (*agent.Message, error) {
 	log := p.logger(e)
 	if m.thinkingDropped {
-		log.Debug("anthropic: thinking off for a request that continues a tool loop (thinking signatures are not carried)", "model", req.Model, "session_id", req.SessionID)
+		log.Debug("anthropic: thinking off for a request that continues a tool loop whose turn has no signed thinking", "model", req.Model, "session_id", req.SessionID)
 	}
 	written := false
 	counted := emit

@@ -34,6 +34,8 @@ type eventBlock struct {
 	ID       string          `json:"id"`
 	Name     string          `json:"name"`
 	Input    json.RawMessage `json:"input"`
+	// Data is the encrypted thinking of a redacted_thinking block.
+	Data string `json:"data"`
 }
 
 type eventDelta struct {
@@ -41,7 +43,9 @@ type eventDelta struct {
 	Text        string `json:"text"`
 	PartialJSON string `json:"partial_json"`
 	Thinking    string `json:"thinking"`
-	StopReason  string `json:"stop_reason"`
+	// Signature is (a part of) a thinking block's signature.
+	Signature  string `json:"signature"`
+	StopReason string `json:"stop_reason"`
 }
 
 // eventUsage holds token counts; nil means the event did not say.
@@ -128,7 +132,7 @@ func intern(b []byte) string {
 // those of ev's fast fields) case-insensitively: encoding/json would fill
 // that field, so the fast path must not guess.
 func foldsToKnown(key []byte, known ...string) bool {
-	for _, k := range append(known, "type", "index", "delta", "text", "partial_json", "thinking", "stop_reason") {
+	for _, k := range append(known, "type", "index", "delta", "text", "partial_json", "thinking", "signature", "stop_reason") {
 		if bytes.EqualFold(key, []byte(k)) {
 			return true
 		}
@@ -280,6 +284,8 @@ func (p *scanner) delta(d *eventDelta) bool {
 			field = &d.PartialJSON
 		case "thinking":
 			field = &d.Thinking
+		case "signature":
+			field = &d.Signature
 		case "stop_reason":
 			field = &d.StopReason
 		default:
@@ -294,9 +300,9 @@ func (p *scanner) delta(d *eventDelta) bool {
 	}
 }
 
-// skip passes over one value of a key the fast path ignores (a signature,
-// a citation). Only strings are skipped; anything else goes to
-// encoding/json.
+// skip passes over one value of a key the fast path ignores (a key of a
+// later API version). Only strings are skipped; anything else (a
+// citation's object) goes to encoding/json.
 func (p *scanner) skip() bool {
 	_, ok := p.str()
 	return ok

@@ -36,6 +36,7 @@ func TestStreamGolden(t *testing.T) {
 		{name: "text", stop: agent.StopEnd},
 		{name: "tools", tools: weatherTools, stop: agent.StopFunctionCall},
 		{name: "thinking", stop: agent.StopEnd},
+		{name: "thinking_tools", tools: weatherTools, stop: agent.StopFunctionCall},
 		{name: "cache", stop: agent.StopEnd},
 		{name: "refusal", stop: agent.StopEnd},
 		{name: "max_tokens", stop: agent.StopLength},
