@@ -73,3 +73,66 @@ func (p *Endpoints) Close(ctx context.Context, before func()) error {
 	}
 	return ew.Close(ctx)
 }
+
+// Served is the engine worker of a module that serves a resource (a store,
+// a ledger) opened at Start: the resource's functions are registered once
+// it is open, and Close stops the endpoints, then the resource. The zero
+// value is ready to use.
+type Served[R Closer] struct {
+	eps Endpoints
+
+	mu       sync.Mutex
+	resource R
+	open     bool
+}
+
+// Start opens the resource with open (only when neither started nor
+// closed) and registers the functions it returns on a new engine worker
+// name of e; see [Endpoints.Start].
+// A resource whose functions fail to register is closed again.
+func (s *Served[R]) Start(ctx context.Context, e *engine.Engine, name, description string, open func() (R, []engine.Function, error)) error {
+	opened := false
+	err := s.eps.Start(ctx, e, name, description, func() ([]engine.Function, error) {
+		r, fns, err := open()
+		if err != nil {
+			return nil, err
+		}
+		opened = true
+		s.mu.Lock()
+		s.resource, s.open = r, true
+		s.mu.Unlock()
+		return fns, nil
+	})
+	if err != nil && opened {
+		s.mu.Lock()
+		r := s.resource
+		var zero R
+		s.resource, s.open = zero, false
+		s.mu.Unlock()
+		_ = r.Close(ctx)
+	}
+	return err
+}
+
+// Resource is the open resource; ok is false before Start.
+func (s *Served[R]) Resource() (r R, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resource, s.open
+}
+
+// Close stops the endpoints, waiting for calls in flight until ctx ends,
+// then closes the resource. Close is idempotent.
+func (s *Served[R]) Close(ctx context.Context) error {
+	err := s.eps.Close(ctx, nil)
+	s.mu.Lock()
+	r, open := s.resource, s.open
+	s.open = false
+	s.mu.Unlock()
+	if open {
+		if cerr := r.Close(ctx); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}

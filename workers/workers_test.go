@@ -143,3 +143,54 @@ func TestEndpointsLifecycle(t *testing.T) {
 		t.Fatal("a bad function registered")
 	}
 }
+
+// closeCounter is a resource that counts its closes.
+type closeCounter struct{ n *int }
+
+func (c closeCounter) Close(context.Context) error { *c.n++; return nil }
+
+func TestServedLifecycle(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	ctx := context.Background()
+	var s workers.Served[closeCounter]
+	if _, ok := s.Resource(); ok {
+		t.Fatal("a resource before Start")
+	}
+	closes := 0
+	err := s.Start(ctx, e, "served", "test", func() (closeCounter, []engine.Function, error) {
+		return closeCounter{&closes}, []engine.Function{{ID: "served::ping", Handler: func(context.Context, *engine.Request) (any, error) { return "pong", nil }}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Resource(); !ok {
+		t.Fatal("no resource after Start")
+	}
+	if err := s.Close(ctx); err != nil || closes != 1 {
+		t.Fatalf("Close = %v, %d closes", err, closes)
+	}
+	if err := s.Close(ctx); err != nil || closes != 1 {
+		t.Fatalf("second Close = %v, %d closes", err, closes)
+	}
+	var failed workers.Served[closeCounter]
+	if err := failed.Start(ctx, e, "served2", "test", func() (closeCounter, []engine.Function, error) {
+		return closeCounter{}, nil, errors.New("boom")
+	}); err == nil {
+		t.Fatal("a failed open started")
+	}
+	if _, ok := failed.Resource(); ok {
+		t.Fatal("a failed open left a resource")
+	}
+	// A resource whose functions do not register is closed again.
+	var badFn workers.Served[closeCounter]
+	closes = 0
+	if err := badFn.Start(ctx, e, "served3", "test", func() (closeCounter, []engine.Function, error) {
+		return closeCounter{&closes}, []engine.Function{{ID: "bad id", Handler: func(context.Context, *engine.Request) (any, error) { return nil, nil }}}, nil
+	}); err == nil || closes != 1 {
+		t.Fatalf("Start with a bad function = %v, %d closes", err, closes)
+	}
+	if _, ok := badFn.Resource(); ok {
+		t.Fatal("a resource left after a failed registration")
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
@@ -57,10 +56,7 @@ var (
 type Worker struct {
 	opts []Option
 
-	eps workers.Endpoints
-
-	mu     sync.Mutex
-	ledger *Ledger
+	served workers.Served[*Ledger]
 }
 
 // NewWorker returns a worker whose ledger is opened with opts at Start.
@@ -98,37 +94,25 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 
 // Ledger is the worker's ledger, nil before Start.
 func (w *Worker) Ledger() *Ledger {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ledger
+	l, _ := w.served.Resource()
+	return l
 }
 
 // Start opens the ledger and registers the budget functions on e. It
 // returns [ErrStarted] when called twice and engine.ErrClosed after Close.
 func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
-	return w.eps.Start(ctx, e, WorkerName, "budgets: spend ceilings in USD per period, reserved before and settled after every model call", func() ([]engine.Function, error) {
+	return w.served.Start(ctx, e, WorkerName, "budgets: spend ceilings in USD per period, reserved before and settled after every model call", func() (*Ledger, []engine.Function, error) {
 		l, err := Open(ctx, e, w.opts...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		w.mu.Lock()
-		w.ledger = l
-		w.mu.Unlock()
-		return l.functions(), nil
+		return l, l.functions(), nil
 	})
 }
 
 // Close stops the endpoints (waiting for calls in flight until ctx ends),
 // then the ledger. Close is idempotent.
-func (w *Worker) Close(ctx context.Context) error {
-	err := w.eps.Close(ctx, nil)
-	if l := w.Ledger(); l != nil {
-		if cerr := l.Close(ctx); err == nil {
-			err = cerr
-		}
-	}
-	return err
-}
+func (w *Worker) Close(ctx context.Context) error { return w.served.Close(ctx) }
 
 func (l *Ledger) functions() []engine.Function {
 	return []engine.Function{

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
@@ -45,10 +44,7 @@ var (
 type Worker struct {
 	opts []Option
 
-	eps workers.Endpoints
-
-	mu    sync.Mutex
-	store *Store
+	served workers.Served[*Store]
 }
 
 // NewWorker returns a worker whose store is opened with opts at Start. The
@@ -90,38 +86,26 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 
 // Store is the worker's store, nil before Start.
 func (w *Worker) Store() *Store {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.store
+	s, _ := w.served.Resource()
+	return s
 }
 
 // Start opens the store (creating the bucket when missing, loading its
 // records) and registers the four functions on e. It returns [ErrStarted]
 // when called twice and engine.ErrClosed after Close.
 func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
-	return w.eps.Start(ctx, e, WorkerName, "model catalog: what each model can do and what it costs", func() ([]engine.Function, error) {
+	return w.served.Start(ctx, e, WorkerName, "model catalog: what each model can do and what it costs", func() (*Store, []engine.Function, error) {
 		s, err := Open(ctx, e, w.opts...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		w.mu.Lock()
-		w.store = s
-		w.mu.Unlock()
-		return s.functions(), nil
+		return s, s.functions(), nil
 	})
 }
 
 // Close stops the endpoints, waiting for calls in flight until ctx ends,
 // then stops following the bucket. Close is idempotent.
-func (w *Worker) Close(ctx context.Context) error {
-	err := w.eps.Close(ctx, nil)
-	if s := w.Store(); s != nil {
-		if cerr := s.Close(ctx); err == nil {
-			err = cerr
-		}
-	}
-	return err
-}
+func (w *Worker) Close(ctx context.Context) error { return w.served.Close(ctx) }
 
 func (s *Store) functions() []engine.Function {
 	return []engine.Function{
