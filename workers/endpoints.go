@@ -136,3 +136,36 @@ func (s *Served[R]) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// Shutdown ends a module's calls in flight when it closes: Bind derives a
+// call's context that also ends, with the Shutdown's cause, at Close.
+type Shutdown struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	cause  error
+}
+
+// NewShutdown returns a Shutdown whose Close ends bound contexts with
+// cause (a wire error, say "unavailable: X is shutting down").
+func NewShutdown(cause error) *Shutdown {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Shutdown{ctx: ctx, cancel: cancel, cause: cause}
+}
+
+// Bind derives from ctx a context that also ends at Close; release it
+// when the call ends.
+func (s *Shutdown) Bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(s.cause) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// Close ends every bound context. It is idempotent; nil is a no-op.
+func (s *Shutdown) Close() {
+	if s != nil {
+		s.cancel(s.cause)
+	}
+}

@@ -74,7 +74,7 @@ type Worker struct {
 	eps workers.Endpoints
 
 	mu   sync.Mutex
-	done chan struct{} // closed by Close: calls in flight stop
+	done *workers.Shutdown // closed by Close: calls in flight stop
 }
 
 // NewWorker returns a worker serving p. With a nil p the worker builds a
@@ -173,7 +173,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 			}
 			w.p = p
 		}
-		done := make(chan struct{})
+		done := workers.NewShutdown(errShuttingDown)
 		w.done = done
 		return []engine.Function{
 			{
@@ -212,55 +212,39 @@ func (w *Worker) Close(ctx context.Context) error {
 	return w.eps.Close(ctx, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.done != nil {
-			close(w.done)
-		}
+		w.done.Close()
 	})
 }
 
 // streamHandler decodes a stream request and writes its frames in the
 // request's codec.
-func (w *Worker) streamHandler(e *engine.Engine, done <-chan struct{}) engine.Handler {
+func (w *Worker) streamHandler(e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return func(ctx context.Context, r *engine.Request) (any, error) {
 		var req StreamRequest
 		if err := r.Bind(&req); err != nil {
 			return nil, err
 		}
-		ctx, release := untilDone(ctx, done)
+		ctx, release := done.Bind(ctx)
 		defer release()
 		return w.p.stream(ctx, e, req, r.Codec)
 	}
 }
 
-func (w *Worker) completeHandler(e *engine.Engine, done <-chan struct{}) engine.Handler {
+func (w *Worker) completeHandler(e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return engine.Typed(func(ctx context.Context, req CompleteRequest) (CompleteResponse, error) {
-		ctx, release := untilDone(ctx, done)
+		ctx, release := done.Bind(ctx)
 		defer release()
 		msg, err := w.p.Complete(ctx, e, req)
 		return CompleteResponse{Message: msg}, err
 	})
 }
 
-func (w *Worker) modelsHandler(e *engine.Engine, done <-chan struct{}) engine.Handler {
+func (w *Worker) modelsHandler(e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return engine.Typed(func(ctx context.Context, _ ModelsRequest) (ModelsResponse, error) {
-		ctx, release := untilDone(ctx, done)
+		ctx, release := done.Bind(ctx)
 		defer release()
 		return w.p.Models(ctx, e)
 	})
-}
-
-// untilDone derives a context that also ends, with errShuttingDown as its
-// cause, when done closes.
-func untilDone(ctx context.Context, done <-chan struct{}) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		select {
-		case <-done:
-			cancel(errShuttingDown)
-		case <-ctx.Done(): // released, or the call's own end
-		}
-	}()
-	return ctx, func() { cancel(nil) }
 }
 
 // CompleteResponse is provider::anthropic::complete's answer, the same

@@ -73,7 +73,7 @@ type Worker struct {
 	eps workers.Endpoints
 
 	mu   sync.Mutex
-	done chan struct{} // closed by Close: calls in flight stop
+	done *workers.Shutdown // closed by Close: calls in flight stop
 }
 
 // NewWorker returns a worker serving p. With a nil p the worker builds a
@@ -170,7 +170,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 			w.p = p
 		}
 		p := w.p
-		done := make(chan struct{})
+		done := workers.NewShutdown(errShuttingDown)
 		w.done = done
 		return []engine.Function{
 			{
@@ -210,36 +210,34 @@ func (w *Worker) Close(ctx context.Context) error {
 	return w.eps.Close(ctx, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.done != nil {
-			close(w.done)
-		}
+		w.done.Close()
 	})
 }
 
 // streamHandler decodes a stream request and writes its frames in the
 // request's codec.
-func streamHandler(p *Provider, e *engine.Engine, done <-chan struct{}) engine.Handler {
+func streamHandler(p *Provider, e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return func(ctx context.Context, r *engine.Request) (any, error) {
 		var req agent.ProviderRequest
 		if err := r.Bind(&req); err != nil {
 			return nil, err
 		}
-		ctx, release := untilDone(ctx, done)
+		ctx, release := done.Bind(ctx)
 		defer release()
 		return p.Stream(ctx, e, req, r.Codec)
 	}
 }
 
-func completeHandler(p *Provider, e *engine.Engine, done <-chan struct{}) engine.Handler {
+func completeHandler(p *Provider, e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return engine.Typed(func(ctx context.Context, req agent.ProviderRequest) (CompleteResponse, error) {
-		ctx, release := untilDone(ctx, done)
+		ctx, release := done.Bind(ctx)
 		defer release()
 		return p.Complete(ctx, e, req)
 	})
 }
 
 // modelsHandler takes {} or an empty payload.
-func modelsHandler(p *Provider, e *engine.Engine, done <-chan struct{}) engine.Handler {
+func modelsHandler(p *Provider, e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return func(ctx context.Context, r *engine.Request) (any, error) {
 		if len(strings.TrimSpace(string(r.Data))) > 0 {
 			var req ModelsRequest
@@ -247,22 +245,8 @@ func modelsHandler(p *Provider, e *engine.Engine, done <-chan struct{}) engine.H
 				return nil, err
 			}
 		}
-		ctx, release := untilDone(ctx, done)
+		ctx, release := done.Bind(ctx)
 		defer release()
 		return p.Models(ctx, e)
 	}
-}
-
-// untilDone derives a context that also ends, with errShuttingDown as its
-// cause, when done closes.
-func untilDone(ctx context.Context, done <-chan struct{}) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		select {
-		case <-done:
-			cancel(errShuttingDown)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancel(nil) }
 }

@@ -57,7 +57,7 @@ type Worker struct {
 	eps workers.Endpoints
 
 	mu   sync.Mutex
-	done chan struct{} // closed by Close: calls in flight stop
+	done *workers.Shutdown // closed by Close: calls in flight stop
 }
 
 // NewWorker returns a worker serving p. With a nil p the worker builds a
@@ -115,7 +115,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 			}
 			w.p = p
 		}
-		done := make(chan struct{})
+		done := workers.NewShutdown(errShuttingDown)
 		w.done = done
 		fns := []engine.Function{
 			{
@@ -157,50 +157,30 @@ func (w *Worker) Close(ctx context.Context) error {
 	return w.eps.Close(ctx, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.done != nil {
-			close(w.done)
-		}
+		w.done.Close()
 	})
 }
 
 // streamHandler decodes a stream request and writes its frames in the
 // request's codec.
-func (w *Worker) streamHandler(e *engine.Engine, done <-chan struct{}) engine.Handler {
+func (w *Worker) streamHandler(e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return func(ctx context.Context, r *engine.Request) (any, error) {
 		var req StreamRequest
 		if err := r.Bind(&req); err != nil {
 			return nil, err
 		}
-		ctx, release := untilDone(ctx, done)
+		ctx, release := done.Bind(ctx)
 		defer release()
 		return w.p.Stream(ctx, e, req, channel.WithCodec(r.Codec))
 	}
 }
 
-func (w *Worker) completeHandler(done <-chan struct{}) engine.Handler {
+func (w *Worker) completeHandler(done *workers.Shutdown) engine.Handler {
 	return engine.Typed(func(ctx context.Context, req CompleteRequest) (CompleteResponse, error) {
-		ctx, release := untilDone(ctx, done)
+		ctx, release := done.Bind(ctx)
 		defer release()
 		return w.p.Complete(ctx, req)
 	})
-}
-
-// untilDone derives a context that also ends, with errShuttingDown as its
-// cause, when done closes.
-func untilDone(ctx context.Context, done <-chan struct{}) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
-	go func() {
-		select {
-		case <-done:
-			cancel(errShuttingDown)
-		case <-stop:
-		}
-	}()
-	return ctx, func() {
-		close(stop)
-		cancel(nil)
-	}
 }
 
 // ModelsResponse is provider::scripted::models' answer.
