@@ -194,3 +194,28 @@ func TestServedLifecycle(t *testing.T) {
 		t.Fatal("a resource left after a failed registration")
 	}
 }
+
+func TestShutdown(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("shutting down")
+	s := workers.NewShutdown(cause)
+	ctx, release := s.Bind(context.Background())
+	released, releaseEarly := s.Bind(context.Background())
+	releaseEarly()
+	if context.Cause(released) != context.Canceled {
+		t.Fatalf("a released context's cause is %v", context.Cause(released))
+	}
+	s.Close()
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), cause) {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+	release()
+	// Bound after Close: ends at once.
+	late, lateRelease := s.Bind(context.Background())
+	defer lateRelease()
+	<-late.Done()
+	s.Close() // idempotent
+	var none *workers.Shutdown
+	none.Close()
+}
