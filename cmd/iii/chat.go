@@ -70,7 +70,7 @@ func newChatCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if cfg.message != "" {
-				return chatTurn(ctx, e, cfg, cfg.message, out)
+				return chatTurn(ctx, e, cfg, cfg.message, out, nil)
 			}
 			fmt.Fprintf(out, "session %s · %s/%s · Ctrl-D to quit\n", cfg.session, cfg.provider, cfg.model)
 			sc := bufio.NewScanner(cmd.InOrStdin())
@@ -85,7 +85,13 @@ func newChatCmd(g *globals) *cobra.Command {
 				if line == "" {
 					continue
 				}
-				if err := chatTurn(ctx, e, cfg, line, out); err != nil {
+				ask := func() (string, bool) {
+					if !sc.Scan() {
+						return "", false
+					}
+					return strings.TrimSpace(sc.Text()), true
+				}
+				if err := chatTurn(ctx, e, cfg, line, out, ask); err != nil {
 					if ctx.Err() != nil {
 						return nil
 					}
@@ -104,7 +110,10 @@ func newChatCmd(g *globals) *cobra.Command {
 }
 
 // chatTurn starts a run with text and prints its events until agent_end.
-func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer) error {
+// A call that needs approval is put to the user through ask (a line of
+// input) when it is set; otherwise the command that decides it is printed
+// and the turn waits.
+func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer, ask func() (string, bool)) error {
 	subj, err := subjects.EventSubject(cfg.session)
 	if err != nil {
 		return err
@@ -142,11 +151,14 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	if !res.Started {
 		return fmt.Errorf("session %s is busy (%s)", cfg.session, res.Reason)
 	}
-	streamed := false
+	streamed, parked := false, 0
 	for {
 		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Minute))
 		if err != nil {
 			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+				if parked > 0 {
+					continue // a human may take longer
+				}
 				return errors.New("no event for 5 minutes")
 			}
 			return err
@@ -199,10 +211,36 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			}
 			fmt.Fprintf(out, "← %s (%s, %d ms) %s\n", ev.FunctionCallID, status, ev.DurationMs, clip(text, 200))
 		case agent.EventApprovalRequested:
+			parked++
 			args, _ := json.Marshal(ev.Args)
-			req, _ := json.Marshal(map[string]string{"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": "allow"})
-			fmt.Fprintf(out, "? %s %s needs approval; waiting. Allow it with (decision deny or aborted to refuse):\n  iii trigger approval::resolve '%s'\n",
-				ev.FunctionID, clip(string(args), 200), req)
+			if ask == nil {
+				req, _ := json.Marshal(map[string]string{"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": "allow"})
+				fmt.Fprintf(out, "? %s %s needs approval; waiting. Allow it with (decision deny or aborted to refuse):\n  iii trigger approval::resolve '%s'\n",
+					ev.FunctionID, clip(string(args), 200), req)
+				continue
+			}
+			fmt.Fprintf(out, "? %s %s needs approval. Allow? [y]es / [n]o / [a]bort the run: ", ev.FunctionID, clip(string(args), 200))
+			answer, ok := ask()
+			decision := agent.DecisionDeny
+			switch strings.ToLower(answer) {
+			case "y", "yes":
+				decision = agent.DecisionAllow
+			case "a", "abort":
+				decision = agent.DecisionAborted
+			}
+			if !ok {
+				decision = agent.DecisionAborted
+			}
+			err := e.Trigger(ctx, "approval::resolve", map[string]string{
+				"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": decision, "reason": "decided in iii chat",
+			}, nil)
+			if err != nil {
+				fmt.Fprintf(out, "could not record the decision (%v); the call stays parked\n", err)
+			}
+		case agent.EventTurnStateChanged:
+			if ev.State != agent.StateFunctionAwaitingApproval {
+				parked = 0
+			}
 		case agent.EventAgentEnd:
 			if ev.StopReason != agent.StopEnd {
 				fmt.Fprintf(out, "[%s]\n", ev.StopReason)

@@ -331,3 +331,23 @@ func TestModelsReconcileScripted(t *testing.T) {
 		t.Fatalf("reconcile: %v %s", err, out)
 	}
 }
+
+// In interactive mode iii chat asks about a parked call and records the
+// answer itself.
+func TestChatAsksForApproval(t *testing.T) {
+	a := startTestApp(t)
+	var out lockedBuffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetIn(strings.NewReader("/call fs::write {\"path\":\"/tmp/x\"}\nn\n"))
+	cmd.SetArgs([]string{"chat", "--nats", a.node.ClientURL(), "--session", "chat_ask"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("chat: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"needs approval. Allow?", "denied by the user: decided in iii chat"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("chat output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
