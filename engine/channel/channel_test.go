@@ -442,12 +442,14 @@ func TestReaderCloseWhileWriterBlocked(t *testing.T) {
 	t.Parallel()
 	_, re, we := pair(t)
 	ctx := testCtx(t)
-	r := open(t, re)
+	// A window of one: the reader grants frame 1 only, so frame 2 waits for
+	// a grant that only Next would send (with a wider window a credit
+	// request could be answered before the reader closes).
+	r := open(t, re, channel.WithWindow(1))
 	w := writer(t, we, r.ID())
 	if err := w.Write(ctx, event{N: 0}); err != nil {
 		t.Fatal(err)
 	}
-	// Frame 2 waits for a grant that only Next would send.
 	blocked := make(chan error, 1)
 	go func() { blocked <- w.Write(ctx, event{N: 1}) }()
 	start := time.Now()
