@@ -9,12 +9,9 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-
 	"github.com/iii-on-nats/iii/agent"
-	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/workers/anthropic"
 )
 
@@ -52,24 +49,9 @@ func Example() {
 	}))
 	defer api.Close()
 
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
-	if err != nil {
-		panic(err)
-	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		panic("server not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
-	e, err := engine.New(nc)
-	if err != nil {
-		panic(err)
-	}
+	x := enginetest.StartExample()
+	defer x.Close()
+	e := x.Engine
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
