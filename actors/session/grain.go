@@ -531,22 +531,29 @@ func (g *grain) onVerdict(id string, v Verdict) bool {
 	case VerdictDeny:
 		return g.apply(turn.CallDone{ID: id, Result: v.Result})
 	case VerdictPark:
-		if !g.apply(turn.CallParked{ID: id, ArgsHash: v.ArgsHash}) {
-			return false
+		// The approval is recorded before the parked state is written: a
+		// client that sees the call parked can resolve it at once. A crash
+		// in between leaves a record for a call that is not parked yet; the
+		// next activation gates the call again, parks it under the same
+		// record, and applies a decision already written there.
+		in := turn.CallParked{ID: id, ArgsHash: v.ArgsHash}
+		next, _, err := turn.Apply(g.rec, in, g.host.opts.now().UnixMilli())
+		if err != nil {
+			return g.apply(in) // refused or failed: apply logs or halts
 		}
-		for _, p := range g.rec.AwaitingApproval {
+		for _, p := range next.AwaitingApproval {
 			if p.FunctionCallID != id {
 				continue
 			}
 			ctx, cancel := g.ctx()
-			err := g.host.ports.Approvals.Request(ctx, g.sid, g.rec.RunID, p)
+			err := g.host.ports.Approvals.Request(ctx, g.sid, next.RunID, p)
 			cancel()
 			if err != nil {
-				g.halt("record pending approval", err) // the next activation records it
+				g.halt("record pending approval", err) // the call is gated again
 				return false
 			}
 		}
-		return true
+		return g.write(next)
 	default:
 		if !g.apply(turn.CallsStarted{IDs: []string{id}}) {
 			return false

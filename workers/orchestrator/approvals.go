@@ -169,6 +169,11 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	waiting := err == nil && rec.RunID == ar.RunID && isParked(rec, ar.FunctionCallID, ar.ArgsHash)
+	if !waiting && err == nil && rec.RunID == ar.RunID && mayPark(rec, ar.FunctionCallID) {
+		// The grain records a call before it writes it parked: the
+		// decision is read from the record when the call parks.
+		return nil
+	}
 	if !waiting {
 		// Nobody waits for it: the run ended or the decision was applied.
 		// Delete it unless it changed since.
@@ -185,9 +190,27 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 	return o.enqueueWake(ctx, rec, fmt.Sprintf("approval:%s:%d", ar.FunctionCallID, ar.DecidedAt))
 }
 
+// mayPark says whether the call is of the current batch and has neither
+// started, finished, been approved nor been parked: its gate may still park
+// it.
+func mayPark(rec turn.Record, callID string) bool {
+	if rec.State != agent.StateFunctionExecute || rec.Work == nil {
+		return false
+	}
+	if _, ok := rec.Work.Effects[callID]; ok {
+		return false
+	}
+	for _, c := range rec.Work.Prepared {
+		if c.ID == callID {
+			return !c.Approved && !isParked(rec, callID, "")
+		}
+	}
+	return false
+}
+
 func isParked(rec turn.Record, callID, hash string) bool {
 	for _, p := range rec.AwaitingApproval {
-		if p.FunctionCallID == callID && p.ArgsHash == hash {
+		if p.FunctionCallID == callID && (hash == "" || p.ArgsHash == hash) {
 			return true
 		}
 	}
