@@ -100,6 +100,11 @@ type Function struct {
 	// Timeout bounds one invocation; zero means the engine default. A
 	// caller's shorter remaining budget wins.
 	Timeout time.Duration
+	// Skill is the function's skill document (markdown, optional
+	// frontmatter): how and when to use it. [Worker.Register] publishes it
+	// to the skills bucket as "<worker>/<function id>" ([PublishSkill]),
+	// where the directory serves it.
+	Skill string
 	// Handler serves the calls.
 	Handler Handler
 }
@@ -213,6 +218,14 @@ func (w *Worker) Register(fn Function) error {
 	// trip makes the function reachable from other connections on return.
 	if err := w.e.nc.Flush(); err != nil {
 		return wire.FromNATS(err)
+	}
+	if fn.Skill != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), skillPublishTimeout)
+		defer cancel()
+		if err := w.e.PublishSkill(ctx, w.name, fn.ID, fn.Skill); err != nil {
+			// The function serves without it; the directory lacks one page.
+			w.e.opts.logger.Warn("skill not published", "worker", w.name, "function_id", fn.ID, "error", err)
+		}
 	}
 	return nil
 }

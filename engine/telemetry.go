@@ -86,6 +86,15 @@ func WithSession(ctx context.Context, sessionID, messageID string) context.Conte
 	return baggage.ContextWithBaggage(ctx, b)
 }
 
+// SessionFromContext returns the session and message ids a call carries in
+// its baggage ([WithSession] on the caller's side; a handler's ctx holds
+// the caller's baggage). Both are empty for a call made outside a session.
+// A tool that works on a session's resources takes the session from here,
+// never from its arguments, which the model writes.
+func SessionFromContext(ctx context.Context) (sessionID, messageID string) {
+	return idsFromBaggage(ctx)
+}
+
 // idsFromBaggage returns the session and message ids carried in ctx.
 func idsFromBaggage(ctx context.Context) (sid, mid string) {
 	b := baggage.FromContext(ctx)

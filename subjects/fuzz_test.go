@@ -72,3 +72,23 @@ func FuzzStateKey(f *testing.F) {
 		}
 	})
 }
+
+// SkillKey is injective and SkillID reverses it.
+func FuzzSkillKey(f *testing.F) {
+	f.Add("sandbox", "fs::read")
+	f.Add("w", "a/b::c")
+	f.Add("bad.worker", "x")
+	f.Fuzz(func(t *testing.T, worker, fn string) {
+		key, err := SkillKey(worker, fn)
+		if err != nil {
+			return
+		}
+		if strings.ContainsAny(key, "*> ") {
+			t.Fatalf("key %q has a wildcard or space", key)
+		}
+		w, id, err := SkillID(key)
+		if err != nil || w != worker || id != fn {
+			t.Fatalf("SkillID(%q) = %q, %q, %v; want %q, %q", key, w, id, err, worker, fn)
+		}
+	})
+}

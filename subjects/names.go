@@ -265,3 +265,33 @@ const (
 	// BudgetAlertStream keeps budget alerts.
 	BudgetAlertStream = "III_BUDGET_ALERTS"
 )
+
+// SkillsBucket holds skill documents (markdown), one key per skill
+// ([SkillKey]).
+const SkillsBucket = "iii-skills"
+
+// SkillKey is the KV key of the skill of function functionID published by
+// worker: [KVKey] of "<worker>/<function id>" ("sandbox/fs::read" →
+// "sandbox.fs=3A=3Aread"). [SkillID] reverses it.
+func SkillKey(worker, functionID string) (string, error) {
+	if err := ValidateID("worker", worker); err != nil {
+		return "", err
+	}
+	if err := ValidateFunctionID(functionID); err != nil {
+		return "", err
+	}
+	return KVKey(worker + "/" + functionID)
+}
+
+// SkillID maps a skills bucket key back onto "<worker>/<function id>".
+func SkillID(kvKey string) (worker, functionID string, err error) {
+	id, err := KeyFromKV(kvKey)
+	if err != nil {
+		return "", "", err
+	}
+	worker, functionID, ok := strings.Cut(id, "/")
+	if !ok || ValidateID("worker", worker) != nil || ValidateFunctionID(functionID) != nil {
+		return "", "", fmt.Errorf("%w: %q is not a skill key", ErrInvalidKey, kvKey)
+	}
+	return worker, functionID, nil
+}
