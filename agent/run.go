@@ -42,6 +42,12 @@ type RunStart struct {
 	MaxTokens int `json:"max_tokens,omitempty"`
 	// ThinkingLevel is "", "off", "low", "medium" or "high".
 	ThinkingLevel string `json:"thinking_level,omitempty"`
+	// Sandbox makes provisioning create an isolated sandbox for the run
+	// (sandbox::create); its workdir is where fs::* and shell::exec work,
+	// and it is destroyed when the run ends.
+	Sandbox bool `json:"sandbox,omitempty"`
+	// SandboxNetwork lets the sandbox reach the network (off by default).
+	SandboxNetwork bool `json:"sandbox_network,omitempty"`
 }
 
 // ToolMode is how a run offers functions to the model.
@@ -60,6 +66,7 @@ var ControlSurface = []string{
 	"provider::*", "run::*", "harness::*", "agent::*", "session::*", "turn::*",
 	"policy::*", "hooks::*", "approval::*", "auth::*", "budget::*", "models::reconcile",
 	"queue::*", "topic::*", "cron::*", "http::*", "engine::*", "state::set", "state::update", "state::delete",
+	"sandbox::*",
 }
 
 // Offers reports whether a run offers functionID to the model as a tool.

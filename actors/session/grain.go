@@ -335,6 +335,10 @@ func (g *grain) drive() {
 		case turn.ActionWait:
 			return
 		case turn.ActionProvision:
+			if g.host.ports.Workspace != nil {
+				g.startProvision()
+				return
+			}
 			if !g.apply(turn.Provisioned{}) {
 				return
 			}
@@ -404,6 +408,13 @@ func (g *grain) deliver() bool {
 				if err == nil && len(eff.Finish.Withdraw) > 0 {
 					err = g.host.ports.Approvals.Withdraw(ctx, g.sid, eff.Finish.Withdraw)
 				}
+				if err == nil && eff.Finish.Sandbox && g.host.ports.Workspace != nil {
+					// Not worth holding the run's end for: the sandbox
+					// worker reaps idle sandboxes.
+					if rerr := g.host.ports.Workspace.Release(ctx, g.sid); rerr != nil {
+						g.host.opts.logger.Warn("sandbox not released; the sandbox worker reaps it when idle", "session_id", g.sid, "error", rerr)
+					}
+				}
 			}
 		}
 		if err != nil {
@@ -460,6 +471,22 @@ func (g *grain) settle() {
 		g.hbTimer.Stop()
 		g.hbTimer = nil
 	}
+}
+
+// startProvision provisions the run asynchronously; the answer comes back
+// as a modelResult, so an abort stops it the way it stops a model call.
+func (g *grain) startProvision() {
+	g.token++
+	tok := g.token
+	ctx, cancel := context.WithTimeout(g.base, g.host.opts.callTimeout)
+	g.stopModel = cancel
+	g.running = true
+	ws, root, self, sid, run := g.host.ports.Workspace, g.root, g.self, g.sid, g.rec.Request
+	go func() {
+		defer cancel()
+		in := ws.Provision(ctx, sid, run)
+		root.Send(self, &modelResult{token: tok, in: in})
+	}()
 }
 
 func (g *grain) startModel() {

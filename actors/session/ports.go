@@ -145,7 +145,21 @@ type Inbox interface {
 	Requeue(ctx context.Context, sid string, msgs []agent.Message) error
 }
 
-// Ports are all the grain's effects.
+// Workspace prepares what a run works with besides the model (its
+// sandbox, its assembled system prompt) and releases it when the run ends.
+type Workspace interface {
+	// Provision runs once per run, in provisioning, and again after a
+	// crash during it (so it must be idempotent per session). It returns
+	// [turn.Provisioned] (with the frozen system prompt) or
+	// [turn.ProvisionFailed]; when ctx was cancelled by an abort its answer
+	// is dropped.
+	Provision(ctx context.Context, sid string, run agent.RunStart) turn.Input
+	// Release destroys the session's sandbox. Idempotent.
+	Release(ctx context.Context, sid string) error
+}
+
+// Ports are all the grain's effects. Workspace is optional: without it
+// provisioning succeeds at once and runs get no sandbox.
 type Ports struct {
 	Store     Store
 	History   History
@@ -154,6 +168,7 @@ type Ports struct {
 	Functions Functions
 	Inbox     Inbox
 	Approvals Approvals
+	Workspace Workspace
 }
 
 func (p Ports) valid() error {

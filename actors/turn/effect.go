@@ -36,8 +36,8 @@ type Effect struct {
 // Finish tells the grain that the run ended and what to clean up: cancel
 // the calls still in flight (their results were already recorded as
 // aborted), withdraw the approvals still pending, push Requeue back to the
-// session's follow-up inbox, settle the budget reservation, and ack the
-// step that woke the session.
+// session's follow-up inbox, destroy the run's sandbox, settle the budget
+// reservation, and ack the step that woke the session.
 type Finish struct {
 	StopReason agent.StopReason `json:"stop_reason"`
 	// Reason is the human text of an abort, a budget stop or a failure.
@@ -45,4 +45,6 @@ type Finish struct {
 	Cancel   []string        `json:"cancel,omitempty"`
 	Withdraw []string        `json:"withdraw,omitempty"`
 	Requeue  []agent.Message `json:"requeue,omitempty"`
+	// Sandbox: the run asked for a sandbox; destroy the session's.
+	Sandbox bool `json:"sandbox,omitempty"`
 }

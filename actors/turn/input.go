@@ -10,8 +10,11 @@ type Input interface {
 }
 
 // Provisioned: provisioning (model catalog, skills, system prompt, budget
-// reservation) succeeded. Accepted in provisioning.
-type Provisioned struct{}
+// reservation, sandbox) succeeded. Accepted in provisioning. A non-empty
+// SystemPrompt is the run's assembled prompt, frozen for the run.
+type Provisioned struct {
+	SystemPrompt string
+}
 
 // ProvisionFailed: provisioning failed for good (unknown model, no
 // credentials, ...). The run fails. Accepted in provisioning. An empty Kind

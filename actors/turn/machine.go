@@ -37,7 +37,7 @@ func Apply(rec Record, in Input, nowMs int64) (Record, []Effect, error) {
 	var err error
 	switch in := in.(type) {
 	case Provisioned:
-		err = t.provisioned()
+		err = t.provisioned(in)
 	case ProvisionFailed:
 		err = t.provisionFailed(in)
 	case BudgetExceeded:
@@ -174,6 +174,7 @@ func (t *tx) finish(state agent.TurnState, sr agent.StopReason, reason string, c
 		Cancel:     cancel,
 		Withdraw:   withdraw,
 		Requeue:    t.rec.Followups,
+		Sandbox:    t.rec.Request.Sandbox,
 	}})
 	t.rec.Followups = nil
 }
@@ -232,9 +233,12 @@ func errorKind(in Input, k agent.ErrorKind) (agent.ErrorKind, error) {
 	return k, nil
 }
 
-func (t *tx) provisioned() error {
-	if err := t.want(Provisioned{}, agent.StateProvisioning); err != nil {
+func (t *tx) provisioned(in Provisioned) error {
+	if err := t.want(in, agent.StateProvisioning); err != nil {
 		return err
+	}
+	if in.SystemPrompt != "" {
+		t.rec.Request.SystemPrompt = in.SystemPrompt
 	}
 	t.flushInput()
 	t.startTurn()

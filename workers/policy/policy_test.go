@@ -297,8 +297,9 @@ func TestDefaultPolicy(t *testing.T) {
 		"policy::reload", "policy::status", "policy::check_permissions", "hooks::publish_collect",
 		"queue::redrive", "topic::publish", "cron::register", "http::register", "auth::get_token",
 		"auth::status", "budget::create", "budget::reserve", "budget::settle", "engine::traces::tree",
+		"sandbox::create", "sandbox::exec", "sandbox::destroy", "sandbox::list",
 	}
-	approval := []string{"fs::write", "fs::delete", "shell::exec", "web::fetch", "models", "fs::readx", "xfs::read", "fs::read::evil"}
+	approval := []string{"fs::write", "fs::edit", "fs::delete", "shell::exec", "web::fetch", "models", "fs::readx", "xfs::read", "fs::read::evil"}
 	for _, id := range allowed {
 		if d := p.Check(id, map[string]any{}); d.Decision != Allow {
 			t.Errorf("default %s = %+v, want allow", id, d)
