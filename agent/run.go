@@ -48,7 +48,13 @@ type RunStart struct {
 	Sandbox bool `json:"sandbox,omitempty"`
 	// SandboxNetwork lets the sandbox reach the network (off by default).
 	SandboxNetwork bool `json:"sandbox_network,omitempty"`
+	// Skills are skill ids ("worker/function" or "iii://worker/function")
+	// whose documents provisioning puts into the assembled system prompt.
+	Skills []string `json:"skills,omitempty"`
 }
+
+// MaxRunSkills bounds RunStart.Skills.
+const MaxRunSkills = 32
 
 // ToolMode is how a run offers functions to the model.
 type ToolMode string
@@ -144,6 +150,14 @@ func (r RunStart) Validate() error {
 	}
 	for _, p := range r.Tools {
 		if err := validName("tool pattern", p); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidRunStart, err)
+		}
+	}
+	if len(r.Skills) > MaxRunSkills {
+		return fmt.Errorf("%w: more than %d skills", ErrInvalidRunStart, MaxRunSkills)
+	}
+	for _, id := range r.Skills {
+		if err := validName("skill id", id); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalidRunStart, err)
 		}
 	}

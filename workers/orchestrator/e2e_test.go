@@ -54,12 +54,19 @@ func startPolicy(t *testing.T, e *engine.Engine, policyYAML string) *policy.Work
 // no policy worker).
 func startStackPolicy(t *testing.T, ns *server.Server, policyYAML string, opts ...orchestrator.Option) *stack {
 	t.Helper()
+	return startStackScripted(t, ns, policyYAML, nil, opts...)
+}
+
+// startStackScripted is startStackPolicy with options for the scripted
+// provider (scripts of other models).
+func startStackScripted(t *testing.T, ns *server.Server, policyYAML string, sopts []scripted.Option, opts ...orchestrator.Option) *stack {
+	t.Helper()
 	ctx := context.Background()
 	s := &stack{e: enginetest.NewEngine(t, ns)}
 	if policyYAML != "" {
 		startPolicy(t, s.e, policyYAML)
 	}
-	p, err := scripted.New()
+	p, err := scripted.New(sopts...)
 	if err != nil {
 		t.Fatal(err)
 	}

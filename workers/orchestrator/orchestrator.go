@@ -192,7 +192,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		Functions: o.fns,
 		Inbox:     o.inbox,
 		Approvals: o.approvals,
-		Workspace: workspace{e: e},
+		Workspace: &workspace{e: e, logger: o.logger},
 	}, append([]session.Option{session.WithLogger(o.logger), session.WithHeartbeat(o.ackWait / 4)}, o.hostOpts...)...)
 	if err != nil {
 		return err

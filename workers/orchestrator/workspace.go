@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
@@ -25,37 +28,94 @@ type sandboxCreated struct {
 	Network   bool   `json:"network"`
 }
 
-// workspace is the grain's Workspace port: a run with sandbox:true gets a
-// sandbox at provisioning (sandbox::create is idempotent per session, so a
-// provisioning re-run after a crash finds the same one) and loses it when
-// the run ends.
+// Functions of the directory the orchestrator calls.
+const (
+	skillsIndex = "directory::skills::index"
+	skillsGet   = "directory::skills::get"
+)
+
+// indexTTL is how long the skills index is reused across runs.
+const indexTTL = 5 * time.Second
+
+// workspace is the grain's Workspace port. At provisioning it assembles
+// the run's system prompt (unless the run brought one: that is used
+// verbatim) from the directory's skills index and the run's default
+// skills, and gives a run with sandbox:true its sandbox (sandbox::create
+// is idempotent per session, so provisioning re-run after a crash finds
+// the same one). When the run ends the sandbox is destroyed.
 type workspace struct {
-	e *engine.Engine
+	e      *engine.Engine
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	index   string
+	indexAt time.Time
 }
 
-func (w workspace) Provision(ctx context.Context, sid string, run agent.RunStart) turn.Input {
-	if !run.Sandbox {
-		return turn.Provisioned{}
-	}
+func (w *workspace) Provision(ctx context.Context, sid string, run agent.RunStart) turn.Input {
 	ctx = engine.WithSession(ctx, sid, "")
-	var sb sandboxCreated
-	err := w.e.Trigger(ctx, sandboxCreate, map[string]any{"session_id": sid, "network": run.SandboxNetwork}, &sb)
-	if err != nil {
-		we := wire.From(err)
-		kind := agent.ErrorTransient
-		if we.Code == wire.CodeInvalidPayload || we.Code == wire.CodeForbidden {
-			kind = agent.ErrorPermanent
+	parts := promptParts{Mode: run.Mode}
+	if run.SystemPrompt == "" {
+		parts.Index = w.skillsIndex(ctx)
+		for _, id := range run.Skills {
+			var doc skillDoc
+			if err := w.e.Trigger(ctx, skillsGet, map[string]string{"id": id}, &doc); err != nil {
+				return provisionFailed(fmt.Sprintf("the run's skill %q", id), err)
+			}
+			parts.Skills = append(parts.Skills, doc)
 		}
-		return turn.ProvisionFailed{Kind: kind, Message: "the run asked for a sandbox and none could be made: " + we.Error()}
+	}
+	if run.Sandbox {
+		var sb sandboxCreated
+		err := w.e.Trigger(ctx, sandboxCreate, map[string]any{"session_id": sid, "network": run.SandboxNetwork}, &sb)
+		if err != nil {
+			return provisionFailed("the run's sandbox", err)
+		}
+		parts.Sandbox = &sb
 	}
 	if run.SystemPrompt != "" {
-		// A caller's system prompt is used verbatim (docs/PROTOCOL.md).
-		return turn.Provisioned{}
+		return turn.Provisioned{} // a caller's system prompt is used verbatim
 	}
-	return turn.Provisioned{SystemPrompt: workspacePrompt(sb)}
+	return turn.Provisioned{SystemPrompt: assemblePrompt(parts)}
 }
 
-func (w workspace) Release(ctx context.Context, sid string) error {
+// provisionFailed fails the run: what could not be had, and why.
+func provisionFailed(what string, err error) turn.Input {
+	we := wire.From(err)
+	kind := agent.ErrorTransient
+	switch we.Code {
+	case wire.CodeInvalidPayload, wire.CodeForbidden, wire.CodeNotFound:
+		kind = agent.ErrorPermanent
+	}
+	return turn.ProvisionFailed{Kind: kind, Message: what + " could not be provisioned: " + we.Error()}
+}
+
+// skillsIndex returns the directory's index, reused for [indexTTL]; ""
+// when no directory answers (the prompt then goes without it).
+func (w *workspace) skillsIndex(ctx context.Context) string {
+	w.mu.Lock()
+	if !w.indexAt.IsZero() && time.Since(w.indexAt) < indexTTL {
+		idx := w.index
+		w.mu.Unlock()
+		return idx
+	}
+	w.mu.Unlock()
+	var out struct {
+		Markdown string `json:"markdown"`
+	}
+	if err := w.e.Trigger(ctx, skillsIndex, map[string]any{}, &out); err != nil {
+		if !errors.Is(err, wire.ErrFunctionNotFound) {
+			w.logger.Warn("skills index unavailable; the system prompt goes without it", "error", err)
+		}
+		out.Markdown = ""
+	}
+	w.mu.Lock()
+	w.index, w.indexAt = out.Markdown, time.Now()
+	w.mu.Unlock()
+	return out.Markdown
+}
+
+func (w *workspace) Release(ctx context.Context, sid string) error {
 	ctx = engine.WithSession(ctx, sid, "")
 	var out map[string]any
 	err := w.e.Trigger(ctx, sandboxDestroy, map[string]any{"session_id": sid}, &out)
@@ -74,6 +134,5 @@ func workspacePrompt(sb sandboxCreated) string {
 	return fmt.Sprintf("You work in a sandboxed workspace: the directory %s. "+
 		"Use fs::ls, fs::read, fs::glob and fs::grep to look at files there, fs::write and fs::edit to change them "+
 		"(paths are relative to the workspace), and shell::exec to run commands inside it. "+
-		"Nothing outside the workspace is visible or writable. Network access is %s. "+
-		"Some calls need a human's approval; if one is denied, do not retry it unchanged.", sb.Workdir, network)
+		"Nothing outside the workspace is visible or writable. Network access is %s.", sb.Workdir, network)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/scripted"
 )
 
 // sandboxCalls records what a stand-in sandbox worker was asked (the real
@@ -108,5 +110,83 @@ func TestRunSandboxUnavailable(t *testing.T) {
 	}
 	if s.calls.Load() != 0 {
 		t.Fatal("a function ran")
+	}
+}
+
+// serveDirectory stands in for the directory worker: an index and one
+// skill.
+func serveDirectory(t *testing.T, e *engine.Engine) {
+	t.Helper()
+	w, err := e.Worker("directory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type getReq struct {
+		ID string `json:"id"`
+	}
+	fns := []engine.Function{
+		{ID: "directory::skills::index", Handler: engine.Typed(func(context.Context, map[string]any) (map[string]any, error) {
+			return map[string]any{"markdown": "- [Add](iii://tools/math::add): adds two numbers"}, nil
+		})},
+		{ID: "directory::skills::get", Handler: engine.Typed(func(_ context.Context, r getReq) (map[string]any, error) {
+			if r.ID != "tools/math::add" {
+				return nil, wire.Errorf(wire.CodeNotFound, "no skill %q", r.ID)
+			}
+			return map[string]any{"id": r.ID, "link": "iii://" + r.ID, "title": "Adding", "body": "Call math::add with a and b."}, nil
+		})},
+	}
+	for _, fn := range fns {
+		if err := w.Register(fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The model receives the assembled prompt: preamble, mode, workspace,
+// skills index and the run's skills; a prompt the caller brings is sent
+// verbatim; an unknown skill fails the run.
+func TestAssembledSystemPrompt(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	prompts := make(chan string, 4)
+	s := startStackScripted(t, ns, allowAll, []scripted.Option{scripted.WithScript("capture", func(req scripted.StreamRequest) (scripted.Reply, error) {
+		prompts <- req.SystemPrompt
+		return scripted.Reply{Text: "ok"}, nil
+	})})
+	serveDirectory(t, s.e)
+	var calls sandboxCalls
+	serveSandbox(t, s.e, &calls)
+	ctx := context.Background()
+	run := func(sid string, rs agent.RunStart) []agent.Event {
+		t.Helper()
+		rs.SessionID, rs.Provider, rs.Model = sid, "scripted", "capture"
+		rs.Messages = []agent.Message{userText("hi")}
+		if err := s.e.Trigger(ctx, "run::start", rs, nil); err != nil {
+			t.Fatal(err)
+		}
+		return events(t, s.e, sid, 20*time.Second)
+	}
+	run("p1", agent.RunStart{Mode: agent.ModePlan, Sandbox: true, Skills: []string{"tools/math::add"}})
+	got := <-prompts
+	for _, want := range []string{"directory::skills::get", "Mode: plan", "/sandboxes/p1", "iii://tools/math::add", "## Adding (iii://tools/math::add)", "Call math::add with a and b."} {
+		if !strings.Contains(got, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, got)
+		}
+	}
+	run("p2", agent.RunStart{SystemPrompt: "Be terse.", Sandbox: true})
+	if got := <-prompts; got != "Be terse." {
+		t.Errorf("a caller's prompt was changed: %q", got)
+	}
+	evs := run("p3", agent.RunStart{Skills: []string{"nope/none"}})
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopError {
+		t.Fatalf("unknown skill: stop reason %q", last.StopReason)
+	}
+	if view := waitState(t, s.e, "p3", agent.StateFailed); view.Error == nil || !strings.Contains(view.Error.Message, `skill "nope/none"`) {
+		t.Fatalf("failure %+v", view.Error)
+	}
+	select {
+	case p := <-prompts:
+		t.Fatalf("the model was called for a run whose skill is unknown: %q", p)
+	default:
 	}
 }

@@ -1,0 +1,44 @@
+package orchestrator
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/iii-on-nats/iii/agent"
+)
+
+func TestAssemblePrompt(t *testing.T) {
+	t.Parallel()
+	sb := &sandboxCreated{Workdir: "/w/s1"}
+	tests := []struct {
+		name    string
+		parts   promptParts
+		want    []string // in this order
+		notWant []string
+	}{
+		{"bare", promptParts{}, []string{identityPreamble, "Mode: agent."}, []string{"# Functions", "# Skills", "workspace"}},
+		{"ask", promptParts{Mode: agent.ModeAsk}, []string{"Mode: ask."}, []string{"Mode: agent."}},
+		{"everything", promptParts{Mode: agent.ModePlan, Index: "- [A](iii://w/a): a\n", Sandbox: sb,
+			Skills: []skillDoc{{ID: "w/a", Link: "iii://w/a", Body: "  use a  "}, {ID: "w/b", Title: "B", Body: "use b"}}},
+			[]string{identityPreamble, "Mode: plan.", "/w/s1", "Network access is off", "# Functions and their skills\n\n- [A](iii://w/a): a", "# Skills for this run", "## w/a (iii://w/a)\n\nuse a", "## B\n\nuse b"}, nil},
+		{"blank index", promptParts{Index: " \n "}, nil, []string{"# Functions"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := assemblePrompt(tt.parts)
+			at := 0
+			for _, w := range tt.want {
+				i := strings.Index(got[at:], w)
+				if i < 0 {
+					t.Fatalf("lacks %q after offset %d:\n%s", w, at, got)
+				}
+				at += i + len(w)
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(got, w) {
+					t.Fatalf("has %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
