@@ -70,14 +70,15 @@ func TestBudgetRunsOutMidConversation(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
 	s := startMoney(t, ns, pricedEcho)
-	// The first call holds ~$0.17 (100 output tokens and the prompt at
+	// The runs bring a short system prompt (the assembled one would change
+	// the estimates). The first call holds ~$0.17 (100 output tokens and the prompt at
 	// $1,000 per million) and costs $0.02; the second holds more than the
 	// $0.17 left.
 	createBudget(t, s, "ws1", 0.19)
 	ctx := context.Background()
 	var res orchestrator.RunStartResult
 	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{
-		SessionID: "money1", Provider: "scripted", Model: "echo", WorkspaceID: "ws1", Tools: []string{"math::*"},
+		SessionID: "money1", Provider: "scripted", Model: "echo", SystemPrompt: "Be brief.", WorkspaceID: "ws1", Tools: []string{"math::*"},
 		Messages: []agent.Message{userText(`/call math::add {"a":1,"b":2}`)},
 	}, &res); err != nil || !res.Started {
 		t.Fatalf("run::start = %+v, %v", res, err)
@@ -123,7 +124,7 @@ func TestBudgetManySessions(t *testing.T) {
 			sid := fmt.Sprintf("many%d", i)
 			var res orchestrator.RunStartResult
 			if err := s.e.Trigger(context.Background(), "run::start", agent.RunStart{
-				SessionID: sid, Provider: "scripted", Model: "echo", WorkspaceID: "ws50", ToolMode: agent.ToolsNone,
+				SessionID: sid, Provider: "scripted", Model: "echo", SystemPrompt: "Be brief.", WorkspaceID: "ws50", ToolMode: agent.ToolsNone,
 				Messages: []agent.Message{userText("hello from a session that spends")},
 			}, &res); err != nil || !res.Started {
 				t.Errorf("run::start %s = %+v, %v", sid, res, err)
