@@ -62,7 +62,8 @@ func assemblePrompt(p promptParts) string {
 		b.WriteString(workspacePrompt(*p.Sandbox))
 	}
 	if idx := strings.TrimSpace(p.Index); idx != "" {
-		b.WriteString("\n\n# Functions and their skills\n\n")
+		// The directory's index brings its own heading ("# Skills").
+		b.WriteString("\n\n")
 		b.WriteString(idx)
 	}
 	if len(p.Skills) > 0 {

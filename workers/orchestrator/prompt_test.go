@@ -16,12 +16,12 @@ func TestAssemblePrompt(t *testing.T) {
 		want    []string // in this order
 		notWant []string
 	}{
-		{"bare", promptParts{}, []string{identityPreamble, "Mode: agent."}, []string{"# Functions", "# Skills", "workspace"}},
+		{"bare", promptParts{}, []string{identityPreamble, "Mode: agent."}, []string{"# Skills", "workspace"}},
 		{"ask", promptParts{Mode: agent.ModeAsk}, []string{"Mode: ask."}, []string{"Mode: agent."}},
-		{"everything", promptParts{Mode: agent.ModePlan, Index: "- [A](iii://w/a): a\n", Sandbox: sb,
+		{"everything", promptParts{Mode: agent.ModePlan, Index: "# Skills\n\n- [A](iii://w/a): a\n", Sandbox: sb,
 			Skills: []skillDoc{{ID: "w/a", Link: "iii://w/a", Body: "  use a  "}, {ID: "w/b", Title: "B", Body: "use b"}}},
-			[]string{identityPreamble, "Mode: plan.", "/w/s1", "Network access is off", "# Functions and their skills\n\n- [A](iii://w/a): a", "# Skills for this run", "## w/a (iii://w/a)\n\nuse a", "## B\n\nuse b"}, nil},
-		{"blank index", promptParts{Index: " \n "}, nil, []string{"# Functions"}},
+			[]string{identityPreamble, "Mode: plan.", "/w/s1", "Network access is off", "# Skills\n\n- [A](iii://w/a): a", "# Skills for this run", "## w/a (iii://w/a)\n\nuse a", "## B\n\nuse b"}, nil},
+		{"blank index", promptParts{Index: " \n "}, nil, []string{"# Skills"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
