@@ -35,7 +35,7 @@ const (
 )
 
 // indexTTL is how long the skills index is reused across runs.
-const indexTTL = 5 * time.Second
+const indexTTL = time.Second
 
 // workspace is the grain's Workspace port. At provisioning it assembles
 // the run's system prompt (unless the run brought one: that is used
