@@ -1,0 +1,76 @@
+// Package fstool is the file tools of the sandbox: fs::read, fs::write,
+// fs::edit, fs::ls, fs::glob and fs::grep, confined to the working
+// directory of the caller's session. It is a library: [Functions] returns
+// the functions and the sandbox worker registers them.
+//
+//	fs::read  {path, offset?, limit?}        → {path, content, lines_read, total_lines, truncated, binary?, size}
+//	fs::write {path, content}                → {path, bytes, created}
+//	fs::edit  {path, old_text, new_text, replace_all?} → {path, replacements}
+//	fs::ls    {path?}                        → {path, entries:[{name, type, size, mod_time}], truncated}
+//	fs::glob  {pattern, path?}               → {matches:[...], truncated}
+//	fs::grep  {pattern, path?, glob?, ignore_case?, max_results?} → {matches:[{path, line, text}], truncated}
+//
+// Every call asks the [Resolver] for its root (the session's workdir),
+// opens it as an [os.Root] and works beneath it. A path is relative to the
+// root, or absolute and inside it (then it is made relative); answers name
+// paths relative to the root.
+//
+// # Confinement
+//
+//   - ".." past the root ("../x", "a/../../x") and absolute paths
+//     elsewhere ("/etc/passwd", "/proc/self/root/...") are refused with
+//     forbidden before any file is touched.
+//   - A symlink anywhere in a path is refused with forbidden, even one
+//     that points inside the root: the tools never follow symlinks. fs::ls
+//     shows them, fs::glob lists them without entering them, fs::grep
+//     skips them.
+//   - The check above is a policy; the confinement itself is os.Root,
+//     which resolves every name beneath the root (openat, component by
+//     component) and refuses what escapes, so a symlink planted between
+//     the check and the use still cannot lead outside. A read also checks
+//     that it opened the very file it checked, and never blocks on a FIFO.
+//   - fs::write and fs::edit write a temporary file in the same directory
+//     (created exclusively) and rename it over the target: a reader never
+//     sees half a file, and a symlink or hard link at the target is
+//     replaced rather than written through.
+//   - A NUL byte, an over-long path or an empty required path is
+//     invalid_payload.
+//
+// Bounds (all options, see [Option]): lines per read and bytes per line,
+// bytes per answer, bytes per write, entries per fs::ls and fs::glob,
+// matches and file size for fs::grep, entries walked per call. An answer
+// that reaches one says truncated; a write over its bound is refused.
+//
+// # Errors
+//
+// Errors that cross the wire are *wire.Error values from the catalog:
+//
+//   - invalid_payload: the request does not validate (empty or NUL path,
+//     bad pattern or expression, old_text empty or equal to new_text), or
+//     does not fit the file (a directory to fs::read, old_text not found
+//     or ambiguous — details carry "matches" —, content over the cap);
+//   - forbidden: the path leaves the root or goes through a symlink;
+//   - not_found: the file does not exist, or the resolver found no root
+//     (a *wire.Error from the resolver passes through as is);
+//   - unavailable: the disk is full;
+//   - timeout / canceled: the caller's time ran out;
+//   - internal: anything else (messages never name the root).
+//
+// # Lifecycle
+//
+// There is none: the functions hold no state but in-process locks that
+// serialise writers of one file. Register them and they serve.
+//
+//	fns, err := fstool.Functions(func(ctx context.Context) (string, error) {
+//		sid, _ := engine.SessionFromContext(ctx)
+//		return workdirOf(sid) // the sandbox's own mapping
+//	})
+//	if err != nil { ... }
+//	for _, fn := range fns {
+//		if err := w.Register(fn); err != nil { ... }
+//	}
+//
+// From a shell (JSON):
+//
+//	nats req iii.fn.fs.read '{"path":"README.md","limit":20}'
+package fstool

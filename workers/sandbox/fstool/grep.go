@@ -1,0 +1,166 @@
+package fstool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"regexp"
+	"strings"
+)
+
+func (t *tools) grep(ctx context.Context, req GrepRequest) (GrepResult, error) {
+	re, err := compileRegexp(req.Pattern, req.IgnoreCase)
+	if err != nil {
+		return GrepResult{}, err
+	}
+	var filter *glob
+	if req.Glob != "" {
+		if filter, err = compileGlob(req.Glob); err != nil {
+			return GrepResult{}, err
+		}
+	}
+	// The whole-file pre-check: with (?m), ^ and $ match at line ends, so
+	// a file where no line matches is skipped with one scan. Expressions
+	// whose meaning (?m) could change (\A, \z, their own flags) go line
+	// by line only.
+	var pre *regexp.Regexp
+	if !strings.Contains(req.Pattern, `\A`) && !strings.Contains(req.Pattern, `\z`) && !strings.Contains(req.Pattern, "(?") {
+		pre, _ = compileRegexp("(?m)"+req.Pattern, req.IgnoreCase)
+	}
+	limit := req.MaxResults
+	if limit == 0 {
+		limit = DefaultGrepResults
+	}
+	limit = min(limit, t.o.maxGrepResults)
+	return call(ctx, t, "grep", req.Path, func(w *workdir, base string) (GrepResult, error) {
+		info, _, err := w.lstat(base)
+		if err != nil {
+			return GrepResult{}, err
+		}
+		s := &search{t: t, w: w, re: re, pre: pre, limit: limit, res: GrepResult{Matches: []GrepMatch{}}}
+		if !info.IsDir() {
+			// One file, named explicitly: the glob does not apply.
+			if !info.Mode().IsRegular() {
+				return GrepResult{}, invalid("%.256q is not a regular file", base)
+			}
+			if info.Size() > t.o.maxGrepFileBytes {
+				return GrepResult{}, invalid("%.256q is %d bytes, more than the %d fs::grep searches", base, info.Size(), t.o.maxGrepFileBytes)
+			}
+			_, err := s.file(ctx, base, info)
+			return s.res, err
+		}
+		k := newWalker(w, &t.o)
+		prefix := len(base) + 1
+		if base == "." {
+			prefix = 0
+		}
+		err = walk(ctx, k, base, struct{}{}, func(rel string, d fs.DirEntry, _ struct{}) (struct{}, bool, bool) {
+			if d.IsDir() {
+				return struct{}{}, true, false
+			}
+			if !d.Type().IsRegular() { // symlinks, devices, sockets, FIFOs
+				return struct{}{}, false, false
+			}
+			if filter != nil {
+				name := rel[prefix:]
+				if !strings.Contains(req.Glob, "/") {
+					name = d.Name()
+				}
+				if !filter.match(name) {
+					return struct{}{}, false, false
+				}
+			}
+			fi, err := d.Info()
+			if err != nil || fi.Size() > t.o.maxGrepFileBytes {
+				return struct{}{}, false, false
+			}
+			stop, err := s.file(ctx, rel, fi)
+			if err != nil {
+				// An unreadable file is skipped; the context ending stops.
+				return struct{}{}, false, ctx.Err() != nil
+			}
+			return struct{}{}, false, stop
+		})
+		if err != nil {
+			return GrepResult{}, err
+		}
+		if e := ctxErr(ctx); e != nil {
+			return GrepResult{}, e
+		}
+		s.res.Truncated = s.res.Truncated || k.truncated
+		return s.res, nil
+	})
+}
+
+// search is one fs::grep call's progress.
+type search struct {
+	t     *tools
+	w     *workdir
+	re    *regexp.Regexp
+	pre   *regexp.Regexp // nil: no whole-file pre-check
+	limit int
+	size  int
+	buf   []byte
+	res   GrepResult
+}
+
+// file searches the file rel; it returns true when the answer is full.
+// Binary files are skipped.
+func (s *search) file(ctx context.Context, rel string, info fs.FileInfo) (stop bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	f, err := s.w.openRegular(rel, info)
+	if err != nil {
+		return false, err
+	}
+	// One buffer serves every file of the search. A file larger than its
+	// Lstat said is being written: it is skipped.
+	want := int(min(info.Size(), s.t.o.maxGrepFileBytes)) + 1
+	if cap(s.buf) < want {
+		s.buf = make([]byte, want)
+	}
+	n, err := io.ReadFull(f, s.buf[:want])
+	_ = f.Close()
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	if n == want {
+		return false, nil
+	}
+	data := s.buf[:n]
+	if isBinary(data[:min(len(data), sniffBytes)], len(data) > sniffBytes) || (s.pre != nil && !s.pre.Match(data)) {
+		return false, nil
+	}
+	for n := 1; len(data) > 0; n++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if !s.re.Match(line) {
+			continue
+		}
+		if len(s.res.Matches) == s.limit {
+			s.res.Truncated = true
+			return true, nil
+		}
+		text, cut := cutLine(line, DefaultGrepLineBytes)
+		m := GrepMatch{Path: rel, Line: n, Text: string(text)}
+		if cut {
+			m.Text += LineCutMarker
+		}
+		// Path, text and some room for the field names and the number.
+		cost := len(m.Path) + len(m.Text) + 40
+		if s.size+cost > s.t.o.maxAnswerBytes {
+			s.res.Truncated = true
+			return true, nil
+		}
+		s.size += cost
+		s.res.Matches = append(s.res.Matches, m)
+	}
+	return false, nil
+}

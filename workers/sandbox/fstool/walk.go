@@ -1,0 +1,106 @@
+package fstool
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+)
+
+// walker walks directories below the root for fs::ls, fs::glob and
+// fs::grep. It never follows a symlink (an entry's type comes from the
+// directory, as Lstat sees it), skips the configured directory names, and
+// stops after budget entries, marking the walk truncated.
+type walker struct {
+	w         *workdir
+	skip      map[string]bool
+	budget    int
+	truncated bool
+}
+
+func newWalker(w *workdir, o *options) *walker {
+	return &walker{w: w, skip: o.skipDirs, budget: o.maxWalk}
+}
+
+// readDir reads the entries of the directory rel, at most the walker's
+// remaining budget, sorted so that a depth-first walk visits paths in
+// byte order: a directory sorts as its name plus '/', where its
+// descendants' paths sort.
+func (k *walker) readDir(rel string) ([]fs.DirEntry, error) {
+	f, err := k.w.root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var all []fs.DirEntry
+	for k.budget > 0 {
+		batch, err := f.ReadDir(min(k.budget, 1024))
+		all = append(all, batch...)
+		k.budget -= len(batch)
+		if err == io.EOF || (err == nil && len(batch) == 0) {
+			break
+		}
+		if err != nil {
+			return all, err
+		}
+	}
+	if k.budget <= 0 {
+		// Whether more entries were left is unknown; say so.
+		k.truncated = true
+	}
+	slices.SortFunc(all, func(a, b fs.DirEntry) int { return strings.Compare(sortKey(a), sortKey(b)) })
+	return all, nil
+}
+
+func sortKey(d fs.DirEntry) string {
+	if d.IsDir() {
+		return d.Name() + "/"
+	}
+	return d.Name()
+}
+
+// visitFunc sees one entry at the root-relative path rel, with the state
+// its parent directory was given. It returns the state for the entry's
+// children, whether to descend (only asked of directories), and whether
+// to stop the whole walk.
+type visitFunc[S any] func(rel string, d fs.DirEntry, parent S) (child S, descend, stop bool)
+
+// walk visits the tree below the directory dir (root-relative, already
+// checked) depth first in path order, skipping symlinked directories
+// (they are entries, never descended) and the skip names. Directories it
+// cannot read are skipped. It returns the context's error if ctx ends.
+func walk[S any](ctx context.Context, k *walker, dir string, st S, visit visitFunc[S]) error {
+	_, err := walkDir(ctx, k, dir, st, visit)
+	return err
+}
+
+func walkDir[S any](ctx context.Context, k *walker, dir string, st S, visit visitFunc[S]) (stop bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	entries, err := k.readDir(dir)
+	if err != nil && len(entries) == 0 {
+		return false, nil
+	}
+	for _, d := range entries {
+		rel := d.Name()
+		if dir != "." {
+			rel = dir + "/" + d.Name()
+		}
+		isDir := d.IsDir() // false for a symlink, whatever it points at
+		if isDir && k.skip[d.Name()] {
+			continue
+		}
+		child, descend, stop := visit(rel, d, st)
+		if stop {
+			return true, nil
+		}
+		if isDir && descend {
+			if stop, err := walkDir(ctx, k, rel, child, visit); stop || err != nil {
+				return true, err
+			}
+		}
+	}
+	return false, nil
+}

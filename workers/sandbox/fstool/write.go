@@ -1,0 +1,168 @@
+package fstool
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// newFileMode is the mode of a file fs::write creates; a replaced file
+// keeps its own.
+const newFileMode = 0o644
+
+func (t *tools) write(ctx context.Context, req WriteRequest) (WriteResult, error) {
+	if len(req.Content) > t.o.maxWriteBytes {
+		return WriteResult{}, invalid("content is %d bytes, more than the %d allowed", len(req.Content), t.o.maxWriteBytes)
+	}
+	return call(ctx, t, "write", req.Path, func(w *workdir, rel string) (WriteResult, error) {
+		if rel == "." {
+			return WriteResult{}, invalid("the path is the working directory itself, not a file")
+		}
+		unlock := t.lock(w, rel)
+		defer unlock()
+		info, missing, err := w.lstat(rel)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if missing < strings.Count(rel, "/") {
+				if err := w.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+					return WriteResult{}, err
+				}
+			}
+		case err != nil:
+			return WriteResult{}, err
+		case !info.Mode().IsRegular():
+			if info.IsDir() {
+				return WriteResult{}, invalid("%.256q is a directory", rel)
+			}
+			return WriteResult{}, invalid("%.256q is not a regular file", rel)
+		}
+		res := WriteResult{Path: rel, Bytes: len(req.Content), Created: info == nil}
+		mode := fs.FileMode(newFileMode)
+		if info != nil {
+			mode = info.Mode().Perm()
+			if info.Size() == int64(len(req.Content)) {
+				same, err := w.sameContent(rel, info, req.Content)
+				if err != nil {
+					return WriteResult{}, err
+				}
+				if same {
+					return res, nil // nothing to do: the call is idempotent
+				}
+			}
+		}
+		if err := w.writeAtomic(rel, []byte(req.Content), mode); err != nil {
+			return WriteResult{}, err
+		}
+		return res, nil
+	})
+}
+
+// sameContent reports whether the file rel already holds content.
+func (w *workdir) sameContent(rel string, info fs.FileInfo, content string) (bool, error) {
+	f, err := w.openRegular(rel, info)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	have, err := io.ReadAll(io.LimitReader(f, int64(len(content))+1))
+	if err != nil {
+		return false, err
+	}
+	return string(have) == content, nil
+}
+
+// writeAtomic replaces rel with data: it writes a temporary file in the
+// same directory (created exclusively, so it never opens an existing file
+// or a symlink), syncs it and renames it over rel. A rename replaces a
+// symlink at rel instead of writing through it, and a reader sees the old
+// content or the new, never a mix. On failure the temporary file is
+// removed and rel is untouched.
+func (w *workdir) writeAtomic(rel string, data []byte, mode fs.FileMode) (err error) {
+	dir, base := path.Split(rel)
+	if len(base) > 128 {
+		base = base[:128]
+	}
+	tmp := dir + "." + base + ".fstool-" + rand.Text()[:12] + ".tmp"
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = w.root.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	// The umask may have narrowed the mode of the new file.
+	if err = f.Chmod(mode); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return w.root.Rename(tmp, rel)
+}
+
+func (t *tools) edit(ctx context.Context, req EditRequest) (EditResult, error) {
+	return call(ctx, t, "edit", req.Path, func(w *workdir, rel string) (EditResult, error) {
+		unlock := t.lock(w, rel)
+		defer unlock()
+		info, _, err := w.lstat(rel)
+		if err != nil {
+			return EditResult{}, err
+		}
+		if info.Size() > int64(t.o.maxWriteBytes) {
+			return EditResult{}, invalid("%.256q is %d bytes, more than the %d fs::edit handles", rel, info.Size(), t.o.maxWriteBytes)
+		}
+		f, err := w.openRegular(rel, info)
+		if err != nil {
+			return EditResult{}, err
+		}
+		data, err := io.ReadAll(io.LimitReader(f, int64(t.o.maxWriteBytes)+1))
+		_ = f.Close()
+		if err != nil {
+			return EditResult{}, err
+		}
+		if len(data) > t.o.maxWriteBytes {
+			return EditResult{}, invalid("%.256q grew over the %d bytes fs::edit handles", rel, t.o.maxWriteBytes)
+		}
+		head := data[:min(len(data), sniffBytes)]
+		if isBinary(head, len(data) > sniffBytes) {
+			return EditResult{}, invalid("%.256q is a binary file; fs::edit changes text", rel)
+		}
+		old := []byte(req.OldText)
+		n := bytes.Count(data, old)
+		switch {
+		case n == 0:
+			return EditResult{}, invalid("old_text not found in %.256q: it must match the file exactly, whitespace and indentation included (read the file again with fs::read)", rel).
+				WithDetails(map[string]any{"matches": 0})
+		case n > 1 && !req.ReplaceAll:
+			return EditResult{}, invalid("old_text occurs %d times in %.256q: add surrounding lines to old_text so it is unique, or set replace_all", n, rel).
+				WithDetails(map[string]any{"matches": n})
+		}
+		limit := 1
+		if req.ReplaceAll {
+			limit = -1
+		}
+		out := bytes.Replace(data, old, []byte(req.NewText), limit)
+		if len(out) > t.o.maxWriteBytes {
+			return EditResult{}, invalid("the edited file would be %d bytes, more than the %d allowed", len(out), t.o.maxWriteBytes)
+		}
+		if err := w.writeAtomic(rel, out, info.Mode().Perm()); err != nil {
+			return EditResult{}, err
+		}
+		return EditResult{Path: rel, Replacements: n}, nil
+	})
+}
