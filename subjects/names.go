@@ -295,3 +295,23 @@ func SkillID(kvKey string) (worker, functionID string, err error) {
 	}
 	return worker, functionID, nil
 }
+
+// The session tree's names (workers/sessiontree).
+const (
+	// SessionEntryStream keeps every entry of every session, one stream
+	// message per entry; the stream sequence is the entry's identity.
+	SessionEntryStream = "III_SESSION_ENTRIES"
+	// SessionEntrySubjectPrefix prefixes a session's entry subject.
+	SessionEntrySubjectPrefix = "iii.session.entries."
+	// SessionsBucket holds one meta record per session (key = session id).
+	SessionsBucket = "iii-sessions"
+)
+
+// SessionEntrySubject is the entry subject of session sid
+// ("iii.session.entries.<sid>").
+func SessionEntrySubject(sid string) (string, error) {
+	if err := ValidateID("session_id", sid); err != nil {
+		return "", err
+	}
+	return SessionEntrySubjectPrefix + sid, nil
+}

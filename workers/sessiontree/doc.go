@@ -1,0 +1,153 @@
+// Package sessiontree is the session worker: the "session" module, which
+// stores every session as a durable, branching tree of entries on
+// JetStream, so that a conversation can be resumed, rewound, branched,
+// forked and cloned.
+//
+// # Entries
+//
+// An [Entry] is {id, parent_id, type, timestamp, ...}: a message (one
+// agent.Message), a compaction {summary, first_kept_entry_id,
+// tokens_before}, a branch_summary {summary, from_entry_id} or a custom
+// entry {custom_type, data}. The store assigns ids: an entry's id is its
+// stream sequence in base 36 behind an "e" ([FormatEntryID]: "e1", "e2s"),
+// short, unique, a valid subject token. A new entry goes under a parent
+// that already exists (in the session, or in the history it was forked
+// from), so a parent is always older than its child and the tree can hold
+// no cycle: self-parents and cycles cannot even be named.
+//
+// # Functions
+//
+//   - session::create {display_name?, session_id?} → {session_id}
+//     (conflict when session_id exists).
+//   - session::ensure {session_id, display_name?} → {session_id, created}.
+//   - session::get {session_id} → [Meta].
+//   - session::append {session_id, parent_id?, entry | message, dedup_id?}
+//     → {entry_id}. The parent defaults to the active leaf (the root for an
+//     empty session); the new entry becomes the active leaf.
+//   - session::append_batch {session_id, parent_id?, entries[] |
+//     messages[], dedup_id?} → {entry_ids}: a chain, the last becomes the
+//     active leaf.
+//   - session::messages {session_id, leaf?} → {messages: [{entry_id,
+//     message}], path: [{entry_id, type}], leaf}: what the model sees on
+//     the path from the root to leaf (default: the active leaf), oldest
+//     first. The last compaction on the path wins: its summary comes first
+//     as a user message ([CompactionPrefix]), then the messages from its
+//     first_kept_entry_id on; compaction entries never appear verbatim,
+//     branch summaries are user messages ([BranchSummaryPrefix]), custom
+//     entries are left out.
+//   - session::entries {session_id, leaf?} → {entries, leaf}: the raw path.
+//   - session::fork {session_id, from_entry_id, new_session_id?,
+//     display_name?} → {session_id}: a new session whose history is the
+//     path up to and including from_entry_id, shared and not copied.
+//   - session::clone {session_id, leaf?, new_session_id?, display_name?} →
+//     {session_id}: a fork at the leaf.
+//   - session::tree {session_id} → {nodes: [{entry_id, parent_id, type,
+//     timestamp, summary, children_count, session_id}], active_leaf}.
+//   - session::list {limit?, cursor?} → {sessions, next_cursor?}: one page
+//     of [Meta] values, most recently updated first.
+//   - session::set_active_leaf {session_id, entry_id} → {session_id,
+//     active_leaf}.
+//   - session::export_html {session_id, leaf?} → {html}: one
+//     self-contained page (inline CSS, html/template escaping).
+//
+// Errors: invalid_payload for bad ids, invalid entries, an entry over the
+// size cap (256 KiB encoded, [WithMaxEntrySize]) or a compaction whose
+// first_kept_entry_id is not on its path; not_found for an unknown session,
+// or an entry that is not in the session's history (unknown, or of an
+// unrelated session); conflict for a create (fork, clone) of an existing
+// id; unavailable, timeout when JetStream does not answer; internal for a
+// stored record that does not decode or breaks the tree (written around
+// the store).
+//
+// Replies are bounded by the server's max payload (1 MiB by default): a
+// path, tree or page whose encoding is larger fails over the bus (the
+// engine answers internal); the [Store] methods have no such bound.
+//
+// session::inbox_push and session::inbox_drain are the orchestrator's.
+//
+// # Storage layout
+//
+// Stream [EntryStream] ("III_SESSION_ENTRIES", [EntryStreamConfig]):
+// subjects "iii.session.entries.<session id>", one message per entry, the
+// entry as msgpack (a record: the entry's fields without its id, plus
+// bookkeeping). Limits retention, direct get allowed, single deletes
+// denied, a two-minute dedup window for dedup_id.
+//
+// KV bucket [MetaBucket] ("iii-sessions", [MetaBucketConfig]): key the
+// session id, value the JSON [Meta]:
+//
+//	{"session_id": "s1", "display_name": "…", "created_at": 1767225600000,
+//	  "updated_at": 1767225612000, "active_leaf": "e4k", "entry_count": 12,
+//	  "forked_from": {"session_id": "s0", "entry_id": "e2s"},
+//	  "summary": "fix the failing parser test", "last_seq": 164}
+//
+// An append costs a meta read, a direct get of the parent, one publish
+// and a meta compare-and-set on the revision it read (four round trips);
+// it never reads the session's history. A fork writes
+// one meta and no entry: reading its path walks into the session it was
+// forked from.
+//
+// A path is read run by run. A run is a chain of entries stored one after
+// the other on one session's subject, each the parent of the next (a
+// linear conversation is one run; a branch starts a new one). Each record
+// carries its depth and its run's first sequence, depth and parent, so
+// one batch direct get reads a whole run and a path costs two round trips
+// per run (a direct get of its last entry, a batch for the rest),
+// reading only the path's entries however big the session is. Whether
+// an entry is an ancestor of another (a fork's inherited history, a
+// compaction's first kept entry) is decided the same way, one direct get
+// per run.
+//
+// # Concurrency
+//
+// Every publish of an entry carries Nats-Expected-Last-Subject-Sequence:
+// the meta's last_seq. Appends to one session are thereby serialized by
+// JetStream: each entry knows its ordinal (entry_count) and whether it
+// extends its parent's run. A writer that loses the race refreshes the
+// meta and publishes again, so concurrent appends all land; one without
+// parent_id then goes under the refreshed active leaf (the entry that won),
+// so concurrent writers to the active leaf make a chain, not siblings.
+// The meta is updated by compare-and-set with retries; the active leaf is
+// last writer wins: the newest entry, or a set_active_leaf that comes
+// after it.
+//
+// # Crash safety
+//
+// An entry is durable once append returns: its publish is acknowledged
+// before the meta is touched. The meta is a cache of the stream. A writer
+// that stops between publishing an entry and updating the meta (a crash, a
+// lost connection) leaves a meta whose last_seq is behind the session's
+// subject; the tree itself is valid, since the entry's parent existed.
+// Repair rule: whoever next reads the session's meta through the store
+// (every read, ensure, set_active_leaf, clone) or appends to it (its
+// publish expectation fails) reads the newest entry on the subject and,
+// when its sequence is above last_seq, folds it in: last_seq and
+// entry_count from that entry, the active leaf moves to it (the append
+// completes as if it had not been interrupted), and the summary is filled
+// if empty. A batch interrupted in the middle leaves a shorter chain,
+// folded the same way; a retry with its dedup_id completes it.
+//
+// # Lifecycle
+//
+//  1. New: the registry builds a [Worker]; embedders use [NewWorker].
+//  2. Provision: the setting "max_entry_size" (bytes); any other is an
+//     error.
+//  3. Start: open (create) the stream and the bucket ([Open]) and
+//     register the functions on the engine worker "session".
+//  4. Close: stop the endpoints. The stream and the bucket stay.
+//
+// # Example
+//
+//	w := sessiontree.NewWorker()
+//	if err := w.Start(ctx, e); err != nil {
+//		return err
+//	}
+//	defer w.Close(ctx)
+//	s, _ := engine.Call[sessiontree.CreateResponse](ctx, e, sessiontree.CreateFunction, sessiontree.CreateRequest{})
+//	msg := agent.UserText("hello", 0)
+//	a, _ := engine.Call[sessiontree.AppendResponse](ctx, e, sessiontree.AppendFunction,
+//		sessiontree.AppendRequest{SessionID: s.SessionID, Message: &msg})
+//	f, _ := engine.Call[sessiontree.CreateResponse](ctx, e, sessiontree.ForkFunction,
+//		sessiontree.ForkRequest{SessionID: s.SessionID, FromEntryID: a.EntryID})
+//	_ = f.SessionID // its history is "hello"; what it appends stays its own
+package sessiontree

@@ -1,0 +1,432 @@
+package sessiontree
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// errNoEntry is returned by [Store.get] when no message is stored at the
+// sequence; callers turn it into not_found or corrupt as fits.
+var errNoEntry = errors.New("sessiontree: no entry at this sequence")
+
+// directGetSubject is the JetStream direct get API of [EntryStream].
+const directGetSubject = "$JS.API.DIRECT.GET." + EntryStream
+
+// numPendingHeader counts, on the end-of-batch status, the matching
+// messages a batch direct get left out.
+const numPendingHeader = "Nats-Num-Pending"
+
+// maxBatch bounds the messages of one batch direct get; maxBatchBytes
+// bounds its bytes (the server stops early and the loop asks again).
+const (
+	maxBatch      = 1024
+	maxBatchBytes = 8 << 20
+)
+
+// get reads the entry stored at seq: one direct get, and when that finds
+// nothing, one get from the stream leader (in a cluster, a replica that
+// answers direct gets may not have the newest entries yet).
+func (s *Store) get(ctx context.Context, seq uint64) (node, error) {
+	s.fetched.Add(1)
+	s.trips.Add(1)
+	msg, err := s.stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return s.leaderGet(ctx, seq)
+	}
+	if err != nil {
+		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
+	}
+	return toNode(msg.Subject, msg.Sequence, msg.Data)
+}
+
+// leaderGetSubject is the JetStream API that reads a message from the
+// stream leader.
+const leaderGetSubject = "$JS.API.STREAM.MSG.GET." + EntryStream
+
+// leaderGet reads the entry stored at seq from the stream leader.
+func (s *Store) leaderGet(ctx context.Context, seq uint64) (node, error) {
+	s.trips.Add(1)
+	body, _ := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	reply, err := s.nc.RequestWithContext(ctx, leaderGetSubject, body)
+	if err != nil {
+		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
+	}
+	var resp struct {
+		Error *struct {
+			Code      int `json:"code"`
+			ErrorCode int `json:"err_code"`
+		} `json:"error"`
+		Message *struct {
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return node{}, wire.Errorf(wire.CodeUnavailable, "read entry %s: reply does not decode", FormatEntryID(seq))
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == int(jetstream.JSErrCodeMessageNotFound):
+		return node{}, errNoEntry
+	case resp.Error != nil || resp.Message == nil:
+		return node{}, wire.Errorf(wire.CodeUnavailable, "read entry %s: %s", FormatEntryID(seq), reply.Data)
+	}
+	return toNode(resp.Message.Subject, resp.Message.Seq, resp.Message.Data)
+}
+
+// getID reads the entry id names, which the store wrote itself (an active
+// leaf, a parent pointer): a missing entry is a corrupt store.
+func (s *Store) getID(ctx context.Context, id string) (node, error) {
+	seq, err := ParseEntryID(id)
+	if err != nil {
+		return node{}, corrupt("stored id %q", id)
+	}
+	n, err := s.get(ctx, seq)
+	if errors.Is(err, errNoEntry) {
+		return node{}, corrupt("entry %s is missing", id)
+	}
+	return n, err
+}
+
+func toNode(subj string, seq uint64, data []byte) (node, error) {
+	var n node
+	err := n.decode(subj, seq, data)
+	return n, err
+}
+
+// decode fills n with the entry stored at seq on subject subj.
+func (n *node) decode(subj string, seq uint64, data []byte) error {
+	sid, ok := strings.CutPrefix(subj, EntrySubjectPrefix)
+	if !ok || sid == "" {
+		return corrupt("entry %s on subject %q", FormatEntryID(seq), subj)
+	}
+	n.seq, n.sid = seq, sid
+	if err := decodeRecordInto(&n.rec, data, seq); err != nil {
+		return wire.Wrap(wire.CodeInternal, err, "")
+	}
+	return nil
+}
+
+// lastOwn reads the newest entry on sid's subject; ok is false when the
+// session has none.
+func (s *Store) lastOwn(ctx context.Context, sid string) (node, bool, error) {
+	s.fetched.Add(1)
+	s.trips.Add(1)
+	msg, err := s.stream.GetLastMsgForSubject(ctx, EntrySubjectPrefix+sid)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return node{}, false, nil
+	}
+	if err != nil {
+		return node{}, false, storeErr(ctx, err, "read session %s", sid)
+	}
+	n, err := toNode(msg.Subject, msg.Sequence, msg.Data)
+	return n, err == nil, err
+}
+
+// batchRequest is the JSON request of a batch direct get.
+type batchRequest struct {
+	Seq      uint64 `json:"seq"`
+	NextFor  string `json:"next_by_subj"`
+	Batch    int    `json:"batch"`
+	MaxBytes int    `json:"max_bytes"`
+	// NoHeaders leaves out every header, the sequence and subject
+	// included: the server then skips rewriting each stored header, which
+	// dominates the cost of a batch of entries (stored with the
+	// expected-sequence header of their publish).
+	NoHeaders bool `json:"no_hdr,omitempty"`
+}
+
+// scan reads the entries on subject subj from sequence from up to upTo (0:
+// no bound), oldest first, at most limit of them (0: no limit), with batch
+// direct gets: one request per [maxBatch] entries. fn returns false to
+// stop.
+func (s *Store) scan(ctx context.Context, subj string, from, upTo uint64, limit int, fn func(node) (bool, error)) error {
+	got := 0
+	done := false
+	each := func(n node) (bool, error) {
+		if upTo > 0 && n.seq > upTo {
+			done = true
+			return false, nil
+		}
+		ok, err := fn(n)
+		done = !ok
+		return ok, err
+	}
+	for limit == 0 || got < limit {
+		want := maxBatch
+		if limit > 0 {
+			want = min(want, limit-got)
+		}
+		n, last, more, err := s.batch(ctx, batchRequest{Seq: from, NextFor: subj, Batch: want, MaxBytes: maxBatchBytes}, each)
+		got += n
+		if err != nil || done || !more || n == 0 {
+			return err
+		}
+		from = last + 1
+	}
+	return nil
+}
+
+// batch runs one batch direct get, handing each entry to fn. It returns
+// how many entries fn saw, the last sequence, and whether the server has
+// more matching messages.
+func (s *Store) batch(ctx context.Context, req batchRequest, fn func(node) (bool, error)) (n int, last uint64, more bool, err error) {
+	more, err = s.rawBatch(ctx, req, func(msg *nats.Msg) (bool, error) {
+		nd, err := directNode(msg)
+		if err != nil {
+			return false, err
+		}
+		n++
+		last = nd.seq
+		return fn(nd)
+	})
+	return n, last, more, err
+}
+
+// rawBatch runs one batch direct get, handing each message to fn until it
+// returns false. more reports whether the server has more matching
+// messages. The reply is collected by a callback subscription (a
+// synchronous one would allocate its 64k-slot channel per request) and
+// handed to fn once complete.
+func (s *Store) rawBatch(ctx context.Context, req batchRequest, fn func(*nats.Msg) (bool, error)) (more bool, err error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return false, wire.Wrap(wire.CodeInternal, err, "batch request")
+	}
+	var (
+		mu   sync.Mutex
+		msgs []*nats.Msg
+		end  *nats.Msg
+		done = make(chan struct{})
+	)
+	sub, err := s.nc.Subscribe(s.nc.NewInbox(), func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if end != nil {
+			return
+		}
+		if m.Header.Get("Status") == "" {
+			msgs = append(msgs, m)
+			return
+		}
+		end = m
+		close(done)
+	})
+	if err != nil {
+		return false, storeErr(ctx, err, "batch read")
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	s.trips.Add(1)
+	if err := s.nc.PublishRequest(directGetSubject, sub.Subject, body); err != nil {
+		return false, storeErr(ctx, err, "batch read")
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return false, storeErr(ctx, ctx.Err(), "batch read of %s", req.NextFor)
+	}
+	mu.Lock()
+	got, status := msgs, end
+	mu.Unlock()
+	switch code := status.Header.Get("Status"); code {
+	case "204": // end of batch
+		pending, _ := strconv.ParseUint(status.Header.Get(numPendingHeader), 10, 64)
+		more = pending > 0
+	case "404": // nothing at or after req.Seq
+	default:
+		return false, wire.Errorf(wire.CodeUnavailable, "batch read of %s: status %s %s", req.NextFor, code, status.Header.Get("Description"))
+	}
+	for _, m := range got {
+		s.fetched.Add(1)
+		ok, err := fn(m)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return more, nil
+}
+
+// directNode decodes one message of a direct get reply.
+func directNode(msg *nats.Msg) (node, error) {
+	seq, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return node{}, wire.Errorf(wire.CodeInternal, "direct get reply without a sequence")
+	}
+	return toNode(msg.Header.Get(jetstream.SubjectHeader), seq, msg.Data)
+}
+
+// path returns the entries from the root to leaf, oldest first. It costs
+// two round trips per run on the path (one direct get for the run's last
+// entry, one batch direct get for the rest) and reads only the path's
+// entries.
+func (s *Store) path(ctx context.Context, leaf node) ([]node, error) {
+	rev := make([]node, 0, min(leaf.rec.Depth+1, 1<<16))
+	cur := leaf
+	for {
+		rev = append(rev, cur)
+		if cur.runStart() != cur.seq {
+			var err error
+			if rev, err = s.readRun(ctx, cur, rev); err != nil {
+				return nil, err
+			}
+		}
+		top := &rev[len(rev)-1]
+		if top.rec.ParentID == "" {
+			break
+		}
+		next, err := s.getID(ctx, top.rec.ParentID)
+		if err != nil {
+			return nil, err
+		}
+		cur = next
+	}
+	// Every link, checked once: a corrupt record fails the read instead
+	// of yielding a wrong history.
+	for i := 0; i+1 < len(rev); i++ {
+		child, parent := &rev[i], &rev[i+1]
+		if child.rec.ParentID != parent.id() || child.rec.Depth != parent.rec.Depth+1 {
+			return nil, corrupt("entry %s (depth %d) does not follow %s (depth %d)", child.id(), child.rec.Depth, parent.id(), parent.rec.Depth)
+		}
+	}
+	if root := &rev[len(rev)-1]; root.rec.Depth != 0 {
+		return nil, corrupt("root %s at depth %d", root.id(), root.rec.Depth)
+	}
+	slices.Reverse(rev)
+	return rev, nil
+}
+
+// maxRunBytes bounds the bytes of the one batch that reads a run
+// (Store.runBytes, which tests lower).
+const maxRunBytes = 32 << 20
+
+// readRun appends to dst the entries of cur's run before cur, newest
+// first. A run's entries follow one another on the session's subject, so
+// one batch direct get from the run's first sequence reads exactly them;
+// it asks for no headers, and each entry's sequence follows from its
+// child's parent pointer (the first from cur's). A run the batch does not
+// bring whole (over [maxRunBytes], or a replica behind the leader) is read
+// entry by entry, following the parent pointers.
+func (s *Store) readRun(ctx context.Context, cur node, dst []node) ([]node, error) {
+	start := cur.runStart()
+	k := int(cur.rec.Depth - cur.runDepth()) // entries before cur in its run
+	subj := EntrySubjectPrefix + cur.sid
+	data := make([][]byte, 0, k)
+	_, err := s.rawBatch(ctx, batchRequest{Seq: start, NextFor: subj, Batch: k, MaxBytes: s.runBytes, NoHeaders: true}, func(msg *nats.Msg) (bool, error) {
+		data = append(data, msg.Data)
+		return len(data) < k, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	parent := cur.rec.ParentID
+	for i := k - 1; i >= 0; i-- {
+		if len(data) == k {
+			seq, err := ParseEntryID(parent)
+			if err != nil {
+				return nil, corrupt("run of %s: parent %q", cur.id(), parent)
+			}
+			dst = append(dst, node{})
+			if err := dst[len(dst)-1].decode(subj, seq, data[i]); err != nil {
+				return nil, err
+			}
+		} else {
+			n, err := s.getID(ctx, parent)
+			if err != nil {
+				return nil, err
+			}
+			dst = append(dst, n)
+		}
+		parent = dst[len(dst)-1].rec.ParentID
+	}
+	if first := &dst[len(dst)-1]; first.seq != start {
+		return nil, corrupt("run of %s starts at %s, not %s", cur.id(), first.id(), FormatEntryID(start))
+	}
+	return dst, nil
+}
+
+// isAncestorOrSelf reports whether a is b or one of b's ancestors. It
+// walks b's path one run per round trip, stopping at a's depth.
+func (s *Store) isAncestorOrSelf(ctx context.Context, a, b node) (bool, error) {
+	cur := b
+	for {
+		if a.rec.Depth > cur.rec.Depth {
+			return false, nil
+		}
+		if a.rec.Depth >= cur.runDepth() {
+			// The ancestor at a's depth is in cur's run: a is it when a
+			// is in that run (a run is a chain, one entry per depth).
+			return a.runStart() == cur.runStart(), nil
+		}
+		rp := cur.runParent()
+		if rp == "" {
+			return false, nil
+		}
+		next, err := s.getID(ctx, rp)
+		if err != nil {
+			return false, err
+		}
+		cur = next
+	}
+}
+
+// resolve reads entry id (a caller's) and checks that it is in the
+// history of session m: one of its own entries, or the fork point or one
+// of its ancestors. A malformed id is invalid_payload; any other id is
+// not_found.
+func (s *Store) resolve(ctx context.Context, m Meta, id, what string) (node, error) {
+	seq, err := ParseEntryID(id)
+	if err != nil {
+		return node{}, invalid("%s: %v", what, err)
+	}
+	n, err := s.get(ctx, seq)
+	if errors.Is(err, errNoEntry) {
+		return node{}, notFound("%s %s does not exist", what, id)
+	}
+	if err != nil {
+		return node{}, err
+	}
+	if n.sid == m.SessionID {
+		return n, nil
+	}
+	if m.ForkedFrom != nil && m.ForkedFrom.EntryID != "" {
+		fp, err := s.getID(ctx, m.ForkedFrom.EntryID)
+		if err != nil {
+			return node{}, err
+		}
+		ok, err := s.isAncestorOrSelf(ctx, n, fp)
+		if err != nil {
+			return node{}, err
+		}
+		if ok {
+			return n, nil
+		}
+	}
+	return node{}, notFound("%s %s is not in the history of session %s", what, id, m.SessionID)
+}
+
+// leafOf is the leaf a read starts from: the caller's leaf (checked to be
+// in the session's history) or the active leaf. ok is false when the
+// session has no history.
+func (s *Store) leafOf(ctx context.Context, m Meta, leaf string) (node, bool, error) {
+	if leaf != "" {
+		n, err := s.resolve(ctx, m, leaf, "leaf")
+		return n, err == nil, err
+	}
+	if m.ActiveLeaf == "" {
+		return node{}, false, nil
+	}
+	n, err := s.getID(ctx, m.ActiveLeaf)
+	return n, err == nil, err
+}

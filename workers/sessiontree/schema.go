@@ -1,0 +1,111 @@
+package sessiontree
+
+// JSON Schemas of the functions, shown by `nats micro info` and
+// engine::functions::list.
+const (
+	sessionIDSchema = `{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"}`
+	entryIDSchema   = `{"type":"string","pattern":"^e[1-9a-z][0-9a-z]{0,12}$"}`
+	entryTypeSchema = `{"enum":["message","compaction","branch_summary","custom"]}`
+
+	messageSchema = `{"type":"object","required":["role"],"properties":{` +
+		`"role":{"enum":["user","assistant","function_result"]},` +
+		`"content":{"type":["array","null"],"items":{"type":"object","required":["type"],"properties":{` +
+		`"type":{"enum":["text","image","thinking","function_call"]},"text":{"type":"string"},` +
+		`"mime":{"type":"string"},"data":{"type":"string"},"id":{"type":"string"},` +
+		`"function_id":{"type":"string"},"arguments":{"type":"object"},"signature":{"type":"string"}}}},` +
+		`"timestamp":{"type":"integer"},"stop_reason":{"type":"string"},"usage":{"type":"object"},` +
+		`"model":{"type":"string"},"provider":{"type":"string"},"error_message":{"type":"string"},` +
+		`"function_call_id":{"type":"string"},"function_id":{"type":"string"},"details":{},"is_error":{"type":"boolean"}}}`
+
+	entryPayloadProperties = `"type":` + entryTypeSchema + `,` +
+		`"timestamp":{"type":"integer","minimum":0,"description":"Unix ms; 0 or absent: now"},` +
+		`"message":` + messageSchema + `,` +
+		`"summary":{"type":"string","description":"compaction and branch_summary"},` +
+		`"first_kept_entry_id":` + entryIDSchema + `,` +
+		`"tokens_before":{"type":"integer","minimum":0},` +
+		`"from_entry_id":` + entryIDSchema + `,` +
+		`"custom_type":{"type":"string","maxLength":128},` +
+		`"data":{"description":"custom: any JSON value"}`
+
+	newEntrySchema = `{"type":"object","required":["type"],"properties":{` + entryPayloadProperties + `}}`
+
+	entrySchema = `{"type":"object","required":["id","type","timestamp"],"properties":{` +
+		`"id":` + entryIDSchema + `,"parent_id":` + entryIDSchema + `,` + entryPayloadProperties + `}}`
+
+	metaSchema = `{"type":"object","required":["session_id","created_at","updated_at","entry_count"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"display_name":{"type":"string"},` +
+		`"created_at":{"type":"integer"},"updated_at":{"type":"integer"},` +
+		`"active_leaf":` + entryIDSchema + `,"entry_count":{"type":"integer"},` +
+		`"forked_from":{"type":"object","properties":{"session_id":` + sessionIDSchema + `,"entry_id":` + entryIDSchema + `}},` +
+		`"summary":{"type":"string"},"last_seq":{"type":"integer"}}}`
+
+	createRequestSchema = `{"type":"object","properties":{` +
+		`"session_id":` + sessionIDSchema + `,"display_name":{"type":"string","maxLength":256}}}`
+
+	createResponseSchema = `{"type":"object","required":["session_id"],"properties":{"session_id":` + sessionIDSchema + `}}`
+
+	ensureRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"display_name":{"type":"string","maxLength":256}}}`
+
+	ensureResponseSchema = `{"type":"object","required":["session_id","created"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"created":{"type":"boolean"}}}`
+
+	sessionRequestSchema = `{"type":"object","required":["session_id"],"properties":{"session_id":` + sessionIDSchema + `}}`
+
+	appendRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"parent_id":` + entryIDSchema + `,` +
+		`"entry":` + newEntrySchema + `,"message":` + messageSchema + `,` +
+		`"dedup_id":` + sessionIDSchema + `},` +
+		`"oneOf":[{"required":["entry"]},{"required":["message"]}]}`
+
+	appendResponseSchema = `{"type":"object","required":["entry_id"],"properties":{"entry_id":` + entryIDSchema + `}}`
+
+	appendBatchRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"parent_id":` + entryIDSchema + `,` +
+		`"entries":{"type":"array","maxItems":1024,"items":` + newEntrySchema + `},` +
+		`"messages":{"type":"array","maxItems":1024,"items":` + messageSchema + `},` +
+		`"dedup_id":` + sessionIDSchema + `},` +
+		`"oneOf":[{"required":["entries"]},{"required":["messages"]}]}`
+
+	appendBatchResponseSchema = `{"type":"object","required":["entry_ids"],"properties":{"entry_ids":{"type":"array","items":` + entryIDSchema + `}}}`
+
+	readRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"leaf":` + entryIDSchema + `}}`
+
+	messagesResponseSchema = `{"type":"object","required":["messages","path"],"properties":{` +
+		`"leaf":` + entryIDSchema + `,` +
+		`"messages":{"type":"array","items":{"type":"object","required":["entry_id","message"],"properties":{"entry_id":` + entryIDSchema + `,"message":` + messageSchema + `}}},` +
+		`"path":{"type":"array","items":{"type":"object","required":["entry_id","type"],"properties":{"entry_id":` + entryIDSchema + `,"type":` + entryTypeSchema + `}}}}}`
+
+	entriesResponseSchema = `{"type":"object","required":["entries"],"properties":{` +
+		`"leaf":` + entryIDSchema + `,"entries":{"type":"array","items":` + entrySchema + `}}}`
+
+	forkRequestSchema = `{"type":"object","required":["session_id","from_entry_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"from_entry_id":` + entryIDSchema + `,` +
+		`"new_session_id":` + sessionIDSchema + `,"display_name":{"type":"string","maxLength":256}}}`
+
+	cloneRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"leaf":` + entryIDSchema + `,` +
+		`"new_session_id":` + sessionIDSchema + `,"display_name":{"type":"string","maxLength":256}}}`
+
+	treeResponseSchema = `{"type":"object","required":["session_id","nodes"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"active_leaf":` + entryIDSchema + `,` +
+		`"nodes":{"type":"array","items":{"type":"object","required":["entry_id","type","timestamp","summary","children_count","session_id"],"properties":{` +
+		`"entry_id":` + entryIDSchema + `,"parent_id":` + entryIDSchema + `,"type":` + entryTypeSchema + `,` +
+		`"timestamp":{"type":"integer"},"summary":{"type":"string"},"children_count":{"type":"integer"},"session_id":` + sessionIDSchema + `}}}}}`
+
+	listRequestSchema = `{"type":"object","properties":{` +
+		`"limit":{"type":"integer","minimum":0,"maximum":1000,"description":"0 or absent: 50"},` +
+		`"cursor":{"type":"string","description":"next_cursor of the previous page"}}}`
+
+	listResponseSchema = `{"type":"object","required":["sessions"],"properties":{` +
+		`"sessions":{"type":"array","items":` + metaSchema + `},"next_cursor":{"type":"string"}}}`
+
+	setActiveLeafRequestSchema = `{"type":"object","required":["session_id","entry_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"entry_id":` + entryIDSchema + `}}`
+
+	setActiveLeafResponseSchema = `{"type":"object","required":["session_id","active_leaf"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"active_leaf":` + entryIDSchema + `}}`
+
+	exportHTMLResponseSchema = `{"type":"object","required":["html"],"properties":{"html":{"type":"string"}}}`
+)

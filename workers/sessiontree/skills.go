@@ -1,0 +1,157 @@
+package sessiontree
+
+// Skill documents of the functions (markdown with frontmatter), published
+// to the skills bucket when the worker registers them.
+const (
+	createSkill = `---
+title: Create a session
+---
+# session::create
+
+Creates an empty session (no entries, no active leaf) and returns its id.
+
+- ` + "`session_id`" + ` (optional): the id to use, 1–128 characters of ` + "`A-Za-z0-9_-`" + `. Omitted: a fresh ` + "`s_<nuid>`" + `.
+- ` + "`display_name`" + ` (optional): up to 256 bytes, shown by lists and exports.
+
+` + "```json" + `
+{"display_name": "refactor the parser"}  →  {"session_id": "s_Qx3…"}
+` + "```" + `
+
+Errors: ` + "`conflict`" + ` when the id exists (use session::ensure to accept an existing one), ` + "`invalid_payload`" + ` for a bad id or name.
+`
+
+	ensureSkill = `---
+title: Make sure a session exists
+---
+# session::ensure
+
+Creates the session when it does not exist and answers ` + "`{session_id, created}`" + `. Safe to call before every run: an existing session is left as it is (its metadata is repaired if a writer stopped halfway).
+
+` + "```json" + `
+{"session_id": "s1"}  →  {"session_id": "s1", "created": true}
+` + "```" + `
+
+` + "`display_name`" + ` is used only when the session is created.
+`
+
+	getSkill = `---
+title: Read a session's metadata
+---
+# session::get
+
+Returns the session's metadata: ` + "`{session_id, display_name, created_at, updated_at, active_leaf, entry_count, forked_from?, summary, last_seq}`" + ` (times in Unix ms). ` + "`entry_count`" + ` counts the session's own entries; a fork shares the history before its fork point without counting it.
+
+Errors: ` + "`not_found`" + ` for an unknown session.
+`
+
+	appendSkill = `---
+title: Append one entry to a session
+---
+# session::append
+
+Appends one entry under ` + "`parent_id`" + ` (default: the active leaf; the root when the session is empty) and makes it the active leaf. Answers ` + "`{entry_id}`" + `; the entry is durable when the call returns.
+
+Pass either ` + "`message`" + ` (an AgentMessage) or ` + "`entry`" + `:
+
+- ` + "`{type: \"message\", message}`" + `
+- ` + "`{type: \"compaction\", summary, first_kept_entry_id?, tokens_before?}`" + `: the model then sees the summary followed by the messages from first_kept_entry_id (which must be on the path).
+- ` + "`{type: \"branch_summary\", summary, from_entry_id}`" + `: the model sees the summary as a user message.
+- ` + "`{type: \"custom\", custom_type, data}`" + `: application data the model never sees.
+
+Appending under an older entry starts a branch. ` + "`dedup_id`" + ` makes a retry within two minutes answer the first attempt's entry instead of appending twice.
+
+` + "```json" + `
+{"session_id": "s1", "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]}}  →  {"entry_id": "e4k"}
+` + "```" + `
+
+Errors: ` + "`not_found`" + ` (unknown session, or a parent that is not in this session's history), ` + "`invalid_payload`" + ` (bad ids, an invalid entry, an entry over 256 KiB encoded).
+`
+
+	appendBatchSkill = `---
+title: Append a chain of entries
+---
+# session::append_batch
+
+Appends ` + "`entries`" + ` (or ` + "`messages`" + `, as a shorthand) as a chain: the first under ` + "`parent_id`" + ` (default: the active leaf), each next under the one before; the last becomes the active leaf. Answers ` + "`{entry_ids}`" + ` in order. At most 1024 items.
+
+Everything is validated before anything is written. If JetStream fails in the middle, the entries already stored stay (the error says how many); retrying with the same ` + "`dedup_id`" + ` completes the chain without repeating them.
+
+` + "```json" + `
+{"session_id": "s1", "messages": [{"role": "assistant", …}, {"role": "function_result", …}]}  →  {"entry_ids": ["e4l", "e4m"]}
+` + "```" + `
+`
+
+	messagesSkill = `---
+title: Read the messages the model sees
+---
+# session::messages
+
+Returns the model-facing messages of the path from the root to ` + "`leaf`" + ` (default: the active leaf), oldest first, as ` + "`{messages: [{entry_id, message}], path: [{entry_id, type}], leaf}`" + `.
+
+With a compaction on the path, the list starts with its summary (a user message whose entry_id is the compaction's) followed by the messages from its first_kept_entry_id; compaction entries never appear verbatim, branch summaries appear as user messages, custom entries not at all. ` + "`path`" + ` lists every entry of the path for UIs. A fork's path continues into the session it was forked from.
+
+Errors: ` + "`not_found`" + ` for an unknown session or a leaf outside its history.
+`
+
+	entriesSkill = `---
+title: Read the raw entries of a path
+---
+# session::entries
+
+Returns every entry on the path from the root to ` + "`leaf`" + ` (default: the active leaf), root first, as stored: ` + "`{entries: [{id, parent_id, type, timestamp, …}], leaf}`" + `, compactions and custom entries included.
+`
+
+	forkSkill = `---
+title: Fork a session at an entry
+---
+# session::fork
+
+Creates a new session whose history is the path up to and including ` + "`from_entry_id`" + ` (any entry of the session's history). The history is shared, not copied: the new session's metadata points at (session, entry) and its reads continue into the original. Its active leaf is the fork point, so the next append branches off there. Forks of forks work the same way.
+
+` + "```json" + `
+{"session_id": "s1", "from_entry_id": "e4k"}  →  {"session_id": "s_Zp…"}
+` + "```" + `
+
+` + "`new_session_id`" + ` and ` + "`display_name`" + ` are optional (the name defaults to the original's). Errors: ` + "`not_found`" + `, ` + "`conflict`" + ` when new_session_id exists.
+`
+
+	cloneSkill = `---
+title: Clone a session
+---
+# session::clone
+
+A fork at ` + "`leaf`" + ` (default: the active leaf): a new session with the same current conversation, that can go on independently. A session with no entries clones into an empty one.
+`
+
+	treeSkill = `---
+title: Show a session's tree
+---
+# session::tree
+
+Returns every entry of the session as ` + "`{nodes: [{entry_id, parent_id, type, timestamp, summary, children_count, session_id}], active_leaf}`" + `: for a fork, first the shared path from the root to the fork point (their session_id is the original's), then the session's own entries, oldest first. ` + "`summary`" + ` is one line of the entry's content. Reads the whole session: use session::messages for the conversation itself.
+`
+
+	listSkill = `---
+title: List sessions
+---
+# session::list
+
+Pages through sessions, most recently updated first: ` + "`{limit?, cursor?}`" + ` → ` + "`{sessions: [metadata], next_cursor?}`" + `. ` + "`limit`" + ` is 1–1000 (default 50); pass ` + "`next_cursor`" + ` back as ` + "`cursor`" + ` for the next page. Each session's ` + "`summary`" + ` is its first user text, on one line.
+`
+
+	setActiveLeafSkill = `---
+title: Move a session's active leaf
+---
+# session::set_active_leaf
+
+Makes ` + "`entry_id`" + ` (any entry of the session's history) the active leaf: the next append without parent_id goes under it, and session::messages reads its path. This is how a UI switches branches or rewinds a conversation; nothing is deleted.
+`
+
+	exportHTMLSkill = `---
+title: Export a conversation as HTML
+---
+# session::export_html
+
+Renders the path to ` + "`leaf`" + ` (default: the active leaf) as one self-contained HTML page (inline CSS, no scripts, all text escaped): ` + "`{html}`" + `. Save it to a file to share or archive a conversation.
+`
+)

@@ -1,0 +1,492 @@
+package sessiontree
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// Store is the session tree on JetStream: entries in [EntryStream], one
+// [Meta] per session in [MetaBucket]. It is safe for concurrent use, by
+// any number of processes: it keeps no state of its own between calls.
+type Store struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	meta   jetstream.KeyValue
+	opts   options
+
+	// runBytes bounds the batch that reads one run ([maxRunBytes]).
+	runBytes int
+
+	// fetched counts the entries read from the stream and trips the
+	// requests that read them (tests check that reads are proportional
+	// to the path).
+	fetched, trips atomic.Int64
+}
+
+// Open opens the store on e, creating the stream and the bucket when
+// missing. An existing stream without direct get is updated to allow it.
+func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.logger == nil {
+		o.logger = e.Logger().With("worker", WorkerName)
+	}
+	s := &Store{nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	if s.stream, err = e.EnsureStream(ctx, EntryStreamConfig(e.Replicas())); err != nil {
+		return nil, err
+	}
+	if info := s.stream.CachedInfo(); info == nil || !info.Config.AllowDirect {
+		st, err := s.js.Stream(ctx, EntryStream)
+		if err != nil {
+			return nil, storeErr(ctx, err, "stream %s", EntryStream)
+		}
+		if !st.CachedInfo().Config.AllowDirect {
+			cfg := st.CachedInfo().Config
+			cfg.AllowDirect = true
+			if st, err = s.js.UpdateStream(ctx, cfg); err != nil {
+				return nil, storeErr(ctx, err, "allow direct get on %s", EntryStream)
+			}
+		}
+		s.stream = st
+	}
+	if s.meta, err = e.EnsureKV(ctx, MetaBucketConfig(e.Replicas())); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.opts.timeout)
+}
+
+func (s *Store) nowMs() int64 { return s.opts.now().UnixMilli() }
+
+// newSessionID is the id of a session created without one.
+func newSessionID() string { return "s_" + nuid.Next() }
+
+// createMeta writes m as a new session: conflict when the id exists.
+func (s *Store) createMeta(ctx context.Context, m Meta) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return wire.Wrap(wire.CodeInternal, err, "encode meta")
+	}
+	_, err = s.meta.Create(ctx, m.SessionID, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return wire.Errorf(wire.CodeConflict, "session %s already exists", m.SessionID)
+	}
+	if err != nil {
+		return storeErr(ctx, err, "create session %s", m.SessionID)
+	}
+	return nil
+}
+
+// Create creates a session with no history.
+func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, error) {
+	if err := req.Validate(); err != nil {
+		return CreateResponse{}, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	sid := req.SessionID
+	if sid == "" {
+		sid = newSessionID()
+	}
+	now := s.nowMs()
+	if err := s.createMeta(ctx, Meta{SessionID: sid, DisplayName: req.DisplayName, CreatedAt: now, UpdatedAt: now}); err != nil {
+		return CreateResponse{}, err
+	}
+	return CreateResponse{SessionID: sid}, nil
+}
+
+// Ensure creates the session when it does not exist; an existing one has
+// its meta repaired (see [Store.Meta]).
+func (s *Store) Ensure(ctx context.Context, req EnsureRequest) (EnsureResponse, error) {
+	if err := req.Validate(); err != nil {
+		return EnsureResponse{}, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	now := s.nowMs()
+	err := s.createMeta(ctx, Meta{SessionID: req.SessionID, DisplayName: req.DisplayName, CreatedAt: now, UpdatedAt: now})
+	if err == nil {
+		return EnsureResponse{SessionID: req.SessionID, Created: true}, nil
+	}
+	if !errors.Is(err, wire.ErrConflict) {
+		return EnsureResponse{}, err
+	}
+	if _, err := s.refresh(ctx, req.SessionID); err != nil {
+		return EnsureResponse{}, err
+	}
+	return EnsureResponse{SessionID: req.SessionID}, nil
+}
+
+// Meta returns the meta of session sid, first folding in an entry a
+// writer stored without updating the meta (one extra direct get).
+func (s *Store) Meta(ctx context.Context, sid string) (Meta, error) {
+	if err := validSessionID(sid); err != nil {
+		return Meta{}, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	return s.refresh(ctx, sid)
+}
+
+// refresh loads the meta of sid and repairs it when its subject holds a
+// newer entry than the meta accounts for.
+func (s *Store) refresh(ctx context.Context, sid string) (Meta, error) {
+	m, _, err := s.loadMeta(ctx, sid)
+	if err != nil {
+		return Meta{}, err
+	}
+	last, ok, err := s.lastOwn(ctx, sid)
+	if err != nil {
+		return Meta{}, err
+	}
+	if !ok || last.seq <= m.LastSeq {
+		return m, nil
+	}
+	s.opts.logger.Info("session meta repaired", "session_id", sid, "last_seq", m.LastSeq, "newest_seq", last.seq)
+	return s.fold(ctx, sid, last, userSummary(last.rec))
+}
+
+// Append appends one entry and makes it the active leaf.
+func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResponse, error) {
+	if err := req.Validate(); err != nil {
+		return AppendResponse{}, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID)
+	if err != nil {
+		return AppendResponse{}, err
+	}
+	return AppendResponse{EntryID: ids[0]}, nil
+}
+
+// AppendBatch appends a chain of entries and makes the last one the
+// active leaf. When JetStream fails in the middle of the chain, the
+// entries already stored stay (a valid, shorter chain) and the error says
+// how many; a retry with the same dedup_id completes the chain without
+// repeating them.
+func (s *Store) AppendBatch(ctx context.Context, req AppendBatchRequest) (AppendBatchResponse, error) {
+	if err := req.Validate(); err != nil {
+		return AppendBatchResponse{}, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID)
+	if err != nil {
+		return AppendBatchResponse{}, err
+	}
+	return AppendBatchResponse{EntryIDs: ids}, nil
+}
+
+// recordSlack bounds the bytes the bookkeeping fields add to an encoded
+// record, so sizes are checked before anything is written.
+const recordSlack = 160
+
+// appendChain stores entries as a chain under parentID (or the active
+// leaf), one publish each, then folds the last into the meta.
+//
+// Every publish expects the session subject's last sequence to be the
+// meta's last_seq: appends to one session are serialized by JetStream, so
+// each entry knows its ordinal and whether it extends its parent's run.
+// A publish that loses (another writer appended, or one stopped before
+// updating the meta) refreshes the meta and tries again; an append without
+// parent_id then goes under the refreshed active leaf.
+func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries []Entry, dedupID string) ([]string, error) {
+	now := s.nowMs()
+	recs := make([]record, len(entries))
+	summary := ""
+	for i, e := range entries {
+		if e.Timestamp == 0 {
+			e.Timestamp = now
+		}
+		recs[i] = newRecord(e)
+		recs[i].N = 1
+		b, err := encodeRecord(&recs[i])
+		if err != nil {
+			return nil, invalid("entries[%d]: %v", i, err)
+		}
+		if len(b)+recordSlack > s.opts.maxEntrySize {
+			return nil, invalid("entry %d is %d bytes encoded (at most %d)", i, len(b), s.opts.maxEntrySize-recordSlack)
+		}
+		if summary == "" {
+			summary = userSummary(recs[i])
+		}
+	}
+	m, rev, err := s.loadMeta(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	// The meta as read: the final fold tries its compare-and-set on it
+	// first, which saves a read when no other writer came in between (and
+	// costs nothing more when one did: the revision no longer matches).
+	read := m
+	var base *node
+	if parentID != "" {
+		p, err := s.resolve(ctx, m, parentID, "parent_id")
+		if err != nil {
+			return nil, err
+		}
+		base = &p
+	} else if base, err = s.activeLeaf(ctx, m); err != nil {
+		return nil, err
+	}
+	if err := s.checkRefs(ctx, m, base, entries); err != nil {
+		return nil, err
+	}
+	subj := EntrySubjectPrefix + sid
+	ids := make([]string, 0, len(entries))
+	prev := base
+	var last node
+	for i := range recs {
+		n, err := s.publish(ctx, subj, sid, &m, prev, recs[i], dedupID, i, func(fresh Meta) (*node, error) {
+			if i > 0 || parentID != "" {
+				return prev, nil
+			}
+			nb, err := s.activeLeaf(ctx, fresh)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.checkRefs(ctx, fresh, nb, entries); err != nil {
+				return nil, wire.Errorf(wire.CodeConflict, "the active leaf moved under the entries' references: %v", err)
+			}
+			return nb, nil
+		})
+		if err != nil {
+			if i > 0 {
+				s.foldAfter(ctx, sid, nil, 0, last, summary)
+				return nil, wire.Wrap(wire.From(err).Code, err, "%d of %d entries appended (last %s)", i, len(recs), last.id())
+			}
+			return nil, err
+		}
+		ids = append(ids, n.id())
+		last = n
+		prev = &last
+	}
+	s.foldAfter(ctx, sid, &read, rev, last, summary)
+	return ids, nil
+}
+
+// foldAfter folds the last appended entry into the meta, starting from
+// known (read at rev) when not nil. The entries are durable already, so a
+// failure is logged, not returned: the meta lags and the next reader or
+// writer repairs it.
+func (s *Store) foldAfter(ctx context.Context, sid string, known *Meta, rev uint64, last node, summary string) {
+	if _, err := s.foldFrom(ctx, sid, known, rev, last, summary); err != nil {
+		s.opts.logger.Warn("session meta not updated after append", "session_id", sid, "entry_id", last.id(), "error", err)
+	}
+}
+
+// activeLeaf reads the active leaf of m, nil when it has none.
+func (s *Store) activeLeaf(ctx context.Context, m Meta) (*node, error) {
+	if m.ActiveLeaf == "" {
+		return nil, nil
+	}
+	n, err := s.getID(ctx, m.ActiveLeaf)
+	if err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// publish stores rec under prev as the next entry of session sid, whose
+// meta (m) the caller keeps current. rebase is called after a lost race
+// with the refreshed meta and returns the parent to use.
+func (s *Store) publish(ctx context.Context, subj, sid string, m *Meta, prev *node, rec record, dedupID string, i int, rebase func(Meta) (*node, error)) (node, error) {
+	for attempt := 0; ; attempt++ {
+		rec.ParentID, rec.Depth, rec.Run, rec.RunDepth, rec.RunParent = "", 0, 0, 0, ""
+		if prev != nil {
+			rec.ParentID = prev.id()
+			rec.Depth = prev.rec.Depth + 1
+			if prev.sid == sid && m.LastSeq != 0 && prev.seq == m.LastSeq {
+				// prev is the last entry on the subject: rec extends its run.
+				rec.Run, rec.RunDepth, rec.RunParent = prev.runStart(), prev.runDepth(), prev.runParent()
+			}
+		}
+		rec.N = m.EntryCount + 1
+		data, err := encodeRecord(&rec)
+		if err != nil {
+			return node{}, wire.Wrap(wire.CodeInternal, err, "")
+		}
+		if len(data) > s.opts.maxEntrySize {
+			return node{}, invalid("entry is %d bytes encoded (at most %d)", len(data), s.opts.maxEntrySize)
+		}
+		msg := nats.NewMsg(subj)
+		msg.Data = data
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(m.LastSeq, 10))
+		if dedupID != "" {
+			msg.Header.Set(jetstream.MsgIDHeader, sid+"."+dedupID+"."+strconv.Itoa(i))
+		}
+		ack, err := s.js.PublishMsg(ctx, msg)
+		if err == nil {
+			n := node{seq: ack.Sequence, sid: sid, rec: rec}
+			if ack.Duplicate {
+				// A retry of a deduplicated append: the entry stored the
+				// first time is the one to answer.
+				if n, err = s.get(ctx, ack.Sequence); err != nil {
+					return node{}, wire.From(err)
+				}
+			}
+			if n.seq > m.LastSeq {
+				m.LastSeq, m.EntryCount = n.seq, n.rec.N
+			}
+			return n, nil
+		}
+		if !isCASConflict(err) {
+			return node{}, storeErr(ctx, err, "append to session %s", sid)
+		}
+		if attempt >= maxCASAttempts {
+			return node{}, wire.Errorf(wire.CodeConflict, "session %s: too many concurrent appends", sid)
+		}
+		fresh, err := s.refresh(ctx, sid)
+		if err != nil {
+			return node{}, err
+		}
+		*m = fresh
+		if prev, err = rebase(fresh); err != nil {
+			return node{}, err
+		}
+	}
+}
+
+// checkRefs checks the entry ids that entries name: a compaction's
+// first_kept_entry_id must be on the path to base (the parent of the
+// chain), a branch summary's from_entry_id in the session's history.
+func (s *Store) checkRefs(ctx context.Context, m Meta, base *node, entries []Entry) error {
+	for i, e := range entries {
+		switch {
+		case e.Type == TypeCompaction && e.FirstKeptEntryID != "":
+			if base == nil {
+				return invalid("entries[%d]: first_kept_entry_id %s is not on the path (the session has none)", i, e.FirstKeptEntryID)
+			}
+			k, err := s.resolve(ctx, m, e.FirstKeptEntryID, "first_kept_entry_id")
+			if err != nil {
+				return err
+			}
+			ok, err := s.isAncestorOrSelf(ctx, k, *base)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return invalid("entries[%d]: first_kept_entry_id %s is not on the path to %s", i, e.FirstKeptEntryID, base.id())
+			}
+		case e.Type == TypeBranchSummary:
+			if _, err := s.resolve(ctx, m, e.FromEntryID, "from_entry_id"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SetActiveLeaf makes entry_id (of the session's history) the active leaf.
+func (s *Store) SetActiveLeaf(ctx context.Context, req SetActiveLeafRequest) (SetActiveLeafResponse, error) {
+	if err := req.Validate(); err != nil {
+		return SetActiveLeafResponse{}, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	m, err := s.refresh(ctx, req.SessionID)
+	if err != nil {
+		return SetActiveLeafResponse{}, err
+	}
+	n, err := s.resolve(ctx, m, req.EntryID, "entry_id")
+	if err != nil {
+		return SetActiveLeafResponse{}, err
+	}
+	now := s.nowMs()
+	_, err = s.updateMeta(ctx, req.SessionID, func(m *Meta) (bool, error) {
+		if m.ActiveLeaf == n.id() {
+			return false, nil
+		}
+		m.ActiveLeaf = n.id()
+		m.UpdatedAt = max(now, m.UpdatedAt)
+		return true, nil
+	})
+	if err != nil {
+		return SetActiveLeafResponse{}, err
+	}
+	return SetActiveLeafResponse{SessionID: req.SessionID, ActiveLeaf: n.id()}, nil
+}
+
+// Fork creates a session whose history is the path from the root to
+// from_entry_id: shared, not copied. Its meta points at the entry, its
+// active leaf is the entry, and reading its path continues into the
+// session the entry is stored in.
+func (s *Store) Fork(ctx context.Context, req ForkRequest) (CreateResponse, error) {
+	if err := req.Validate(); err != nil {
+		return CreateResponse{}, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	m, _, err := s.loadMeta(ctx, req.SessionID)
+	if err != nil {
+		return CreateResponse{}, err
+	}
+	n, err := s.resolve(ctx, m, req.FromEntryID, "from_entry_id")
+	if err != nil {
+		return CreateResponse{}, err
+	}
+	return s.fork(ctx, m, n.id(), req.NewSessionID, req.DisplayName)
+}
+
+// Clone is a fork at the leaf (the active leaf by default). A session with
+// no history clones into an empty session that names it in forked_from.
+func (s *Store) Clone(ctx context.Context, req CloneRequest) (CreateResponse, error) {
+	if err := req.Validate(); err != nil {
+		return CreateResponse{}, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	m, err := s.refresh(ctx, req.SessionID)
+	if err != nil {
+		return CreateResponse{}, err
+	}
+	leaf, ok, err := s.leafOf(ctx, m, req.Leaf)
+	if err != nil {
+		return CreateResponse{}, err
+	}
+	at := ""
+	if ok {
+		at = leaf.id()
+	}
+	return s.fork(ctx, m, at, req.NewSessionID, req.DisplayName)
+}
+
+func (s *Store) fork(ctx context.Context, from Meta, at, sid, name string) (CreateResponse, error) {
+	if sid == "" {
+		sid = newSessionID()
+	}
+	if name == "" {
+		name = from.DisplayName
+	}
+	now := s.nowMs()
+	m := Meta{
+		SessionID: sid, DisplayName: name, CreatedAt: now, UpdatedAt: now,
+		ActiveLeaf: at, ForkedFrom: &ForkPoint{SessionID: from.SessionID, EntryID: at}, Summary: from.Summary,
+	}
+	if err := s.createMeta(ctx, m); err != nil {
+		return CreateResponse{}, err
+	}
+	return CreateResponse{SessionID: sid}, nil
+}
