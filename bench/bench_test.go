@@ -36,7 +36,7 @@ func TestRunSmall(t *testing.T) {
 	// transcript (user, assistant, function result, assistant) appended
 	// and at least a dozen events.
 	if c.StreamWrites["KV_iii-turn-state"] < 2 || c.StreamWrites["III_TURN_STEPS"] < 1 ||
-		c.StreamWrites["III_HISTORY"] < 4 || c.StreamWrites["III_EVENTS"] < 5 || c.Events < 5 || c.Acks < 1 || c.MsgsIn < c.Writes {
+		c.StreamWrites["III_SESSION_ENTRIES"] < 4 || c.StreamWrites["III_EVENTS"] < 5 || c.Events < 5 || c.Acks < 1 || c.MsgsIn < c.Writes {
 		t.Errorf("per-turn cost: %+v", c)
 	}
 	if res.KV == nil || res.KV.PutsPerSec <= 0 || res.KVPutsPerTurn <= 0 {

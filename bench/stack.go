@@ -16,6 +16,7 @@ import (
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
 )
 
 // stack is one embedded single node with the turn loop on it: the server
@@ -33,6 +34,7 @@ type stack struct {
 	sw      *scripted.Worker
 	orch    *orchestrator.Orchestrator
 	policy  *policy.Worker
+	tree    *sessiontree.Worker
 	watch   *watcher
 	warns   *warnCounter
 }
@@ -105,6 +107,11 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 	// rounds).
 	s.policy = policy.NewWorker("", policy.WithFallback([]byte(BenchPolicy)))
 	if err := s.policy.Start(ctx, toolEngine); err != nil {
+		return nil, err
+	}
+	// The transcript: the session tree worker.
+	s.tree = sessiontree.NewWorker(sessiontree.WithLogger(logger))
+	if err := s.tree.Start(ctx, toolEngine); err != nil {
 		return nil, err
 	}
 	s.orch = orchestrator.New(
@@ -205,6 +212,9 @@ func (s *stack) close(ctx context.Context) {
 	}
 	if s.sw != nil {
 		_ = s.sw.Close(ctx)
+	}
+	if s.tree != nil {
+		_ = s.tree.Close(ctx)
 	}
 	if s.policy != nil {
 		_ = s.policy.Close(ctx)

@@ -17,6 +17,7 @@ import (
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
 )
 
 const allowAll = "version: 1\nrules:\n  - \"*\"\n"
@@ -39,6 +40,7 @@ func TestPublishedSkillReachesNextRunPrompt(t *testing.T) {
 	}
 	n.start(policy.NewWorker("", policy.WithFallback([]byte(allowAll))), env)
 	n.start(directory.NewWorker(), env)
+	n.start(sessiontree.NewWorker(), env)
 	n.start(scripted.NewWorker(p), env)
 	n.start(orchestrator.New(), env)
 

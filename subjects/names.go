@@ -147,11 +147,6 @@ const (
 	EventStream = "III_EVENTS"
 	// EventSubjectPrefix prefixes every session's event subject.
 	EventSubjectPrefix = "iii.events."
-	// HistoryStream keeps every session's transcript, one message per
-	// stream message; subjects [HistorySubject].
-	HistoryStream = "III_HISTORY"
-	// HistorySubjectPrefix prefixes every session's transcript subject.
-	HistorySubjectPrefix = "iii.history."
 )
 
 // StepSubject is the step subject of session sid ("iii.turn.step.<sid>").
@@ -168,15 +163,6 @@ func EventSubject(sid string) (string, error) {
 		return "", err
 	}
 	return EventSubjectPrefix + sid, nil
-}
-
-// HistorySubject is the transcript subject of session sid
-// ("iii.history.<sid>").
-func HistorySubject(sid string) (string, error) {
-	if err := ValidateID("session_id", sid); err != nil {
-		return "", err
-	}
-	return HistorySubjectPrefix + sid, nil
 }
 
 // The chokepoint's names (approval gate, hooks).

@@ -14,6 +14,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/scripted"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
 )
 
 // Example runs one turn through the grains the orchestrator hosts, with the
@@ -35,6 +36,9 @@ func Example() {
 	model := scripted.NewWorker(p)
 	_ = model.Start(ctx, e)
 	defer model.Close(ctx)
+	sessions := sessiontree.NewWorker() // the transcript
+	_ = sessions.Start(ctx, e)
+	defer sessions.Close(ctx)
 	orch := orchestrator.New()
 	_ = orch.Start(ctx, e)
 	defer orch.Close(ctx)

@@ -174,8 +174,8 @@ func (g *grain) ctx() (context.Context, context.CancelFunc) {
 }
 
 // load reads the record when the grain is idle (run::start may have
-// written a new run since), and the transcript once per activation, or
-// again when someone else wrote the record.
+// written a new run since), and the transcript whenever the record moved
+// (activation, a new run, another activation's write).
 func (g *grain) load() error {
 	if g.loaded && (g.running || len(g.wakes) > 0) {
 		return nil
@@ -189,14 +189,14 @@ func (g *grain) load() error {
 	if g.loaded && rev == g.rev {
 		return nil
 	}
-	foreign := g.loaded && rec.RunID == g.rec.RunID
-	if !g.loaded || foreign {
-		hist, err := g.host.ports.History.Load(ctx, g.sid)
-		if err != nil {
-			return err
-		}
-		g.history = hist
+	// The record moved: another activation wrote it, or a new run
+	// started. Either way the transcript is read again, so what others
+	// appended meanwhile (a compaction between runs) is seen.
+	hist, err := g.host.ports.History.Load(ctx, g.sid)
+	if err != nil {
+		return err
 	}
+	g.history = hist
 	g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
 	g.gating = nil
 	// A dead activation may have parked calls without recording them in

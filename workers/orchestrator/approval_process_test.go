@@ -67,7 +67,7 @@ func (p *orchestratorProc) kill() {
 // orchestrator process completes the turn and the call runs once.
 func TestApprovalAcrossOrchestratorKill(t *testing.T) {
 	t.Parallel()
-	n := startCrashNodeWith(t, "version: 1\nrules: []\n", []string{"--workers", "policy,approval,hooks,provider-scripted"})
+	n := startCrashNodeWith(t, "version: 1\nrules: []\n", []string{"--workers", "policy,approval,hooks,session,provider-scripted"})
 	tl := newCrashTools(t, n.url())
 	orch := startOrchestratorProc(t, n)
 	js := tl.e.JetStream()

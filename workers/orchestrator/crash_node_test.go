@@ -706,40 +706,26 @@ func crashResultText(ev crashEvent) string {
 	return b.String()
 }
 
-// crashCheckTranscript reads sid's transcript and checks every message is there
-// once, in the order roles want.
-func crashCheckTranscript(t *testing.T, js jetstream.JetStream, sid string, roles ...agent.Role) {
+// crashCheckTranscript reads sid's transcript from the session tree and
+// checks every message is there once, in the order roles want.
+func crashCheckTranscript(t *testing.T, e *engine.Engine, sid string, roles ...agent.Role) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	subj := "iii.history." + sid
-	s, err := js.Stream(ctx, "III_HISTORY")
-	if err != nil {
-		t.Fatal(err)
+	var out struct {
+		Messages []struct {
+			Message agent.Message `json:"message"`
+		} `json:"messages"`
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		t.Fatal(err)
+	if err := e.Trigger(ctx, "session::messages", map[string]string{"session_id": sid}, &out); err != nil {
+		t.Fatalf("transcript of %s: %v", sid, err)
 	}
-	n := int(info.State.Subjects[subj])
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]agent.Role, 0, n)
-	for len(got) < n {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			t.Fatalf("transcript of %s: %v", sid, err)
-		}
-		var msg agent.Message
-		if err := json.Unmarshal(m.Data(), &msg); err != nil {
-			t.Fatalf("transcript of %s: %v", sid, err)
-		}
-		if err := msg.Validate(); err != nil {
+	got := make([]agent.Role, 0, len(out.Messages))
+	for _, m := range out.Messages {
+		if err := m.Message.Validate(); err != nil {
 			t.Errorf("transcript of %s: message %d: %v", sid, len(got), err)
 		}
-		got = append(got, msg.Role)
+		got = append(got, m.Message.Role)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(roles) {
 		t.Errorf("transcript of %s: roles %v, want %v", sid, got, roles)

@@ -70,7 +70,7 @@ func TestCrashMidStream(t *testing.T) {
 	if rec.TurnCount != 1 || rec.StopReason != agent.StopEnd {
 		t.Fatalf("record: turn_count %d, stop_reason %q", rec.TurnCount, rec.StopReason)
 	}
-	crashCheckTranscript(t, js, sid, agent.RoleUser, agent.RoleAssistant)
+	crashCheckTranscript(t, tl.e, sid, agent.RoleUser, agent.RoleAssistant)
 	crashQuiesce(t, js, 10*time.Second)
 }
 
@@ -200,7 +200,7 @@ func TestCrashCallStarted(t *testing.T) {
 
 	for _, sid := range []string{"crash_b1", "crash_b2"} {
 		crashSettled(t, js, sid)
-		crashCheckTranscript(t, js, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleAssistant)
+		crashCheckTranscript(t, tl.e, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleAssistant)
 	}
 	// Once every step is acked nothing runs any more: the counts are final.
 	crashQuiesce(t, js, 10*time.Second)
@@ -256,7 +256,7 @@ func TestCrashBetweenSteps(t *testing.T) {
 		}
 		t.Logf("%s: killed after %q; results %v", sid, typ, results)
 		crashSettled(t, js, sid)
-		crashCheckTranscript(t, js, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleFunctionResult, agent.RoleAssistant)
+		crashCheckTranscript(t, tl.e, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleFunctionResult, agent.RoleAssistant)
 	}
 	crashQuiesce(t, js, 10*time.Second)
 	for k, c := range tl.counts() {

@@ -14,9 +14,12 @@
 //   - stream III_EVENTS, subjects iii.events.<sid>: the session's events
 //     (SPEC §6), Nats-Msg-Id = the turn effect id, so a redelivered effect
 //     is deduplicated.
-//   - stream III_HISTORY, subjects iii.history.<sid>: the transcript, one
-//     message per agent message, appended once and read once per grain
-//     activation.
+//   - the transcript is the session tree's (the session worker,
+//     session::*): run::start ensures the session, the grain reads the
+//     active path with session::messages (compactions applied) when it
+//     activates or a run starts, and appends with session::append_batch
+//     (dedup id from the effect id), in order, awaited before each record
+//     write.
 //   - KV iii-inbox: "<sid>.steering" and "<sid>.followup", JSON arrays.
 //   - KV iii-runs: run::start idempotency keys (24 h).
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
 )
 
 // stack starts a scripted provider, a test tool and an orchestrator on ns.
@@ -37,6 +38,16 @@ const allowAll = "version: 1\nrules:\n  - \"*\"\n"
 func startStack(t *testing.T, ns *server.Server, opts ...orchestrator.Option) *stack {
 	t.Helper()
 	return startStackPolicy(t, ns, allowAll, opts...)
+}
+
+// startSessions serves the session tree (the transcript) on e.
+func startSessions(t *testing.T, e *engine.Engine) {
+	t.Helper()
+	w := sessiontree.NewWorker()
+	if err := w.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
 }
 
 // startPolicy serves policyYAML as policy::check_permissions on e.
@@ -66,6 +77,7 @@ func startStackScripted(t *testing.T, ns *server.Server, policyYAML string, sopt
 	if policyYAML != "" {
 		startPolicy(t, s.e, policyYAML)
 	}
+	startSessions(t, s.e)
 	p, err := scripted.New(sopts...)
 	if err != nil {
 		t.Fatal(err)
@@ -491,6 +503,7 @@ func TestAbortKeepsPartial(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sw.Close(context.Background()) })
+	startSessions(t, e)
 	orch := orchestrator.New()
 	if err := orch.Start(ctx, e); err != nil {
 		t.Fatal(err)

@@ -32,15 +32,3 @@ func eventStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamConfi
 		Duplicates:  10 * time.Minute,
 	}
 }
-
-func historyStreamConfig(replicas int) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        subjects.HistoryStream,
-		Description: "iii session transcripts, one message per agent message",
-		Subjects:    []string{subjects.HistorySubjectPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		Duplicates:  10 * time.Minute,
-	}
-}

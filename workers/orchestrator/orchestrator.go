@@ -60,6 +60,7 @@ type Orchestrator struct {
 	runs    jetstream.KeyValue
 	inbox   inbox
 	pub     *publisher
+	history *history
 	host    *session.Host
 	catalog *catalogCache
 	fns     functions
@@ -175,18 +176,19 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		approvalKVs = append(approvalKVs, kv)
 	}
 	o.approvals = approvals{kv: approvalKVs[0], now: time.Now}
-	for _, cfg := range []jetstream.StreamConfig{stepStreamConfig(e.Replicas()), eventStreamConfig(e.Replicas(), o.eventMaxAge), historyStreamConfig(e.Replicas())} {
+	for _, cfg := range []jetstream.StreamConfig{stepStreamConfig(e.Replicas()), eventStreamConfig(e.Replicas(), o.eventMaxAge)} {
 		if _, err := e.EnsureStream(ctx, cfg); err != nil {
 			return err
 		}
 	}
 	o.pub = newPublisher(e.JetStream())
+	o.history = newHistory(e, o.pub)
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
 	o.spend = newSpend(e, o.logger)
 	o.fns = functions{e: e, catalog: o.catalog, settings: approvalKVs[1], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence}
 	o.host, err = session.NewHost(session.Ports{
 		Store:     store{kv: o.turns},
-		History:   o.pub,
+		History:   o.history,
 		Events:    o.pub,
 		Model:     model{e: e, pub: o.pub, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond},
 		Functions: o.fns,
@@ -340,6 +342,12 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 				return prev, nil
 			}
 		}
+	}
+	// The transcript lives in the session tree: the session must exist
+	// before the grain appends to it (an existing one is resumed on its
+	// active leaf).
+	if err := o.history.ensure(ctx, rs.SessionID); err != nil {
+		return RunStartResult{}, err
 	}
 	st := store{kv: o.turns}
 	for attempt := 0; ; attempt++ {

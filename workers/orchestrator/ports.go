@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,8 +62,8 @@ func isWrongSeq(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
-// publisher publishes events and transcript appends asynchronously and
-// waits for their acks per session in one batch (Flush).
+// publisher publishes events asynchronously and waits for their acks per
+// session in one batch (Flush).
 type publisher struct {
 	js jetstream.JetStream
 
@@ -74,7 +73,6 @@ type publisher struct {
 }
 
 var (
-	_ session.History   = (*publisher)(nil)
 	_ session.Events    = (*publisher)(nil)
 	_ session.Forgetter = (*publisher)(nil)
 	_ session.Store     = store{}
@@ -152,23 +150,6 @@ func (p *publisher) Emit(ctx context.Context, ev agent.Event, id string) error {
 	return p.publish(ev.SessionID, subj, "ev:"+ev.SessionID+":"+id, data)
 }
 
-func (p *publisher) Append(ctx context.Context, sid, id string, msgs []agent.Message) error {
-	subj, err := subjects.HistorySubject(sid)
-	if err != nil {
-		return err
-	}
-	for i, m := range msgs {
-		data, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		if err := p.publish(sid, subj, "h:"+sid+":"+id+":"+strconv.Itoa(i), data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (p *publisher) Flush(ctx context.Context, sid string) error {
 	p.mu.Lock()
 	fs := p.pending[sid]
@@ -184,56 +165,6 @@ func (p *publisher) Flush(ctx context.Context, sid string) error {
 		}
 	}
 	return nil
-}
-
-func (p *publisher) Load(ctx context.Context, sid string) ([]agent.Message, error) {
-	// A grain loads the transcript when it activates: another process may
-	// have emitted this session's events since this one last did, so the
-	// next seq is read from the stream again.
-	p.Forget(sid)
-	subj, err := subjects.HistorySubject(sid)
-	if err != nil {
-		return nil, err
-	}
-	s, err := p.js.Stream(ctx, subjects.HistoryStream)
-	if err != nil {
-		return nil, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		return nil, err
-	}
-	n := int(info.State.Subjects[subj])
-	if n == 0 {
-		return nil, nil
-	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]agent.Message, 0, n)
-	for len(out) < n {
-		batch, err := cons.Fetch(min(n-len(out), 1000), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, err
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			var msg agent.Message
-			if err := json.Unmarshal(m.Data(), &msg); err != nil {
-				return nil, fmt.Errorf("transcript of %s: %w", sid, err)
-			}
-			out = append(out, msg)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, err
-		}
-		if got == 0 {
-			return nil, fmt.Errorf("transcript of %s: %d of %d messages read", sid, len(out), n)
-		}
-	}
-	return out, nil
 }
 
 // model streams a provider through a channel, with the run's tools, and

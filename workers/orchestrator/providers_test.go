@@ -37,6 +37,7 @@ import (
 	"github.com/iii-on-nats/iii/workers/openai"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/policy"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
 )
 
 // The keys the vault holds; nothing but the vendors' servers may see them.
@@ -191,6 +192,7 @@ func TestProvidersEndToEnd(t *testing.T) {
 		Close(context.Context) error
 	}{
 		policy.NewWorker("", policy.WithFallback([]byte(allowAll)), policy.WithLogger(logger)),
+		sessiontree.NewWorker(sessiontree.WithLogger(logger)),
 		auth.NewWorker(auth.WithVaultPath(filepath.Join(t.TempDir(), "auth", "credentials.json")), auth.WithLogger(logger), auth.WithGetenv(func(string) string { return "" })),
 		models.NewWorker(models.WithLogger(logger), models.WithCatalog([]agent.Model{
 			{ID: "claude-test", Provider: "anthropic", ContextWindow: 200_000, MaxOutputTokens: 1000, SupportsTools: true, Pricing: price},

@@ -71,7 +71,7 @@
 // subjects "iii.session.entries.<session id>", one message per entry, the
 // entry as msgpack (a record: the entry's fields without its id, plus
 // bookkeeping). Limits retention, direct get allowed, single deletes
-// denied, a two-minute dedup window for dedup_id.
+// denied, a ten-minute dedup window for dedup_id.
 //
 // KV bucket [MetaBucket] ("iii-sessions", [MetaBucketConfig]): key the
 // session id, value the JSON [Meta]:

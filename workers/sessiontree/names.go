@@ -44,7 +44,7 @@ const (
 func EntrySubject(sid string) (string, error) { return subjects.SessionEntrySubject(sid) }
 
 // dedupWindow is how long a dedup_id makes a repeated append a no-op.
-const dedupWindow = 2 * time.Minute
+const dedupWindow = 10 * time.Minute
 
 // EntryStreamConfig is the configuration of [EntryStream]: limits
 // retention (entries are kept forever), file storage, direct get on (the
