@@ -301,3 +301,7 @@ func SessionEntrySubject(sid string) (string, error) {
 	}
 	return SessionEntrySubjectPrefix + sid, nil
 }
+
+// SandboxesBucket holds one record per live sandbox (workers/sandbox):
+// its session, node, workdir and limits.
+const SandboxesBucket = "iii-sandboxes"

@@ -11,6 +11,7 @@ import (
 	_ "github.com/iii-on-nats/iii/workers/openai"       // provider::openai::stream (any OpenAI-compatible server)
 	_ "github.com/iii-on-nats/iii/workers/orchestrator" // run::start, run::abort, turn::get_state, session inbox
 	_ "github.com/iii-on-nats/iii/workers/policy"       // policy::check_permissions (permission gate)
+	_ "github.com/iii-on-nats/iii/workers/sandbox"      // sandbox::*, shell::exec, fs::* (isolated workspaces)
 	_ "github.com/iii-on-nats/iii/workers/scripted"     // provider::scripted::stream (offline model)
 	_ "github.com/iii-on-nats/iii/workers/sessiontree"  // session::create, ::append, ::messages, ::fork, ::tree, ...
 	_ "github.com/iii-on-nats/iii/workers/web"          // web::fetch (public web pages as text)
@@ -18,4 +19,4 @@ import (
 
 // Default lists the modules `iii up` starts, in start order. Each module's
 // package is blank-imported above so that its init registers it.
-var Default = []string{"policy", "approval", "hooks", "auth", "models", "budget", "directory", "provider-scripted", "provider-anthropic", "provider-openai", "web", "session", "orchestrator"}
+var Default = []string{"policy", "approval", "hooks", "auth", "models", "budget", "directory", "provider-scripted", "provider-anthropic", "provider-openai", "web", "sandbox", "session", "orchestrator"}

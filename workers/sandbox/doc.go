@@ -1,0 +1,199 @@
+// Package sandbox is the "sandbox" worker module: isolated command
+// execution for agent tools. Each session may have one sandbox on one
+// node: a private working directory (the only place its commands can
+// write) and resource limits; commands run in it under bubblewrap.
+//
+// # Functions
+//
+//	sandbox::create  {session_id, network?, limits?}  → Sandbox                    (idempotent)
+//	sandbox::exec    {sandbox_id, command|argv, stdin?, env?, timeout_ms?} → Result
+//	shell::exec      {command|argv, stdin?, env?, timeout_ms?} → Result           (the caller's session)
+//	sandbox::destroy {sandbox_id} | {session_id} → {destroyed}                     (idempotent)
+//	sandbox::list    {session_id?} → {sandboxes}                                   (idempotent)
+//
+// create returns the session's live sandbox when it has one (so
+// provisioning may retry after a crash); its limits and network stay as
+// they were. A [Sandbox] names its node, workdir, isolation ("bwrap", or
+// "none" where allowed), network, effective [Limits] and what enforces
+// them (Enforced). shell::exec takes the session from the call's baggage
+// (engine.SessionFromContext), never from its arguments, which a model
+// writes; no session or no sandbox is not_found ("no sandbox for session
+// X: start the run with sandbox:true"). An exec is `/bin/sh -c command`
+// or argv as is; env adds variables to PATH, HOME (the workdir), TMPDIR
+// (/tmp) and LANG (C.UTF-8), and may override them. A [Result] carries
+// the exit code (128+N for a command killed by signal N), stdout and
+// stderr capped at 64 KiB each (the rest is read and discarded:
+// truncated, with the full byte counts), timed_out, oom_killed,
+// over_quota, the duration and the isolation. Every function answers bad
+// input with invalid_payload and never leaves half-made state.
+// [Worker.Workdir] gives in-process tools (fs::*) the same workdir, so
+// paths agree between shell::exec and them; [Worker.CallerWorkdir] takes
+// the session from the call.
+//
+// # Isolation
+//
+// Every exec runs, through a small /bin/sh shim (below), as
+//
+//	bwrap --unshare-all [--share-net] --unshare-user --disable-userns
+//	      --die-with-parent --new-session --uid 1000 --gid 1000
+//	      --hostname sandbox --cap-drop ALL
+//	      --clearenv --setenv PATH … --setenv HOME <workdir> --setenv TMPDIR /tmp --setenv LANG C.UTF-8 [--setenv K V]…
+//	      --ro-bind /usr /usr  --symlink usr/bin /bin  --symlink usr/sbin /sbin
+//	      --symlink usr/lib /lib  --symlink usr/lib64 /lib64          (as the host has them)
+//	      --ro-bind-try /etc/{passwd,group,hosts,resolv.conf,nsswitch.conf,ssl/certs,alternatives,ld.so.cache} (same path)
+//	      --proc /proc --remount-ro /proc
+//	      --dev /dev --size <memory> --tmpfs /dev/shm --remount-ro /dev
+//	      --size <memory> --tmpfs /tmp
+//	      --bind <workdir> <workdir> --remount-ro / --chdir <workdir>
+//	      -- <command>
+//
+// New user, mount, pid, ipc, uts, cgroup and (unless network) net
+// namespaces; an unprivileged uid and gid with no capabilities and no
+// nested user namespaces; a fresh, read-only root that holds only the
+// system's program and library folders (read-only), a few /etc files
+// (read-only), a private read-only /proc, a private /dev (read-only but
+// for its devices and /dev/shm), a private /tmp (emptied after every
+// exec; /tmp and /dev/shm are sized and charged as memory), and the
+// sandbox's workdir — at its own host path, writable, the working
+// directory. Nothing else exists inside: not the node's home (where the
+// credential vault lives), /root, /home, other sandboxes' workdirs.
+// Without network the sandbox has an empty network namespace: even the
+// host's 127.0.0.1 is unreachable. The host's environment never reaches a
+// command. Background processes do not outlive their exec: the pid
+// namespace dies with its init when the command returns.
+//
+// Who the sandbox's user is on the host matters for every permission
+// check the kernel makes by uid (not by capability). A node running as
+// root runs bubblewrap as an unprivileged host user (setting host_uid,
+// default 65534 "nobody"; [WithHostUser]): bubblewrap maps the sandbox's
+// uid 1000 to it, and it owns the sandbox's files ([Worker.FileOwner];
+// files written into a workdir as root, by the fs tools, are given to it
+// before the next exec). That needs unprivileged user namespaces and a
+// root folder that user can reach: the root is then mode 0711 (search,
+// no listing; workdirs 0700 with unguessable names), and every parent of
+// it must be searchable (o+x). Where that does not work the node logs a
+// warning and runs bubblewrap as root (also with host_uid=0): the
+// sandbox's user is then root on the host for file permission checks, so
+// /proc is read-only (as always) — its root-owned files, /proc/sys
+// among them, would otherwise be writable (core_pattern runs a program
+// as root). A node not running as root runs bubblewrap as its own user.
+//
+// At Start the worker runs `true` in a sandbox built the same way. If
+// bubblewrap is missing (setting bwrap, default /usr/bin/bwrap; Debian
+// package bubblewrap) or fails (as the host user and as root), the node
+// logs why (Warn) and refuses create and exec with unavailable, saying
+// why and naming the setting allow_unsandboxed; with
+// allow_unsandboxed=true it runs commands with os/exec in the workdir
+// instead (as the node's user, every limit below but the namespaces
+// still applied) and every result says isolation "none". A sandbox created isolated never runs unisolated: on a node
+// that lost bubblewrap its execs are unavailable.
+//
+// # Limits
+//
+// Per sandbox, shared by its execs ([Limits]; defaults [DefaultLimits],
+// maxima [MaxLimits], both settable; a create's out-of-range limit is
+// invalid_payload):
+//
+//   - pids: cgroup pids.max over all the sandbox's tasks (threads count,
+//     and so do bubblewrap's own two). A fork bomb stops there.
+//   - memory_mb: cgroup memory limit (v1 memory.limit_in_bytes and
+//     memsw; v2 memory.max, memory.swap.max 0), /tmp included. Without a
+//     writable memory cgroup: RLIMIT_AS per process ("rlimit:as"; some
+//     runtimes that reserve address space, like V8, then fail).
+//   - cpu_seconds: RLIMIT_CPU of every process of an exec (SIGXCPU at the
+//     limit, SIGKILL a second later); it bounds each process, not their
+//     sum — the wall clock bounds the exec.
+//   - disk_mb: RLIMIT_FSIZE (no file grows past it: SIGXFSZ), and after
+//     each exec the workdir's usage (allocated blocks) is measured: over
+//     the quota, the result says over_quota and the next exec is refused
+//     with forbidden (ErrDiskQuota, details used_bytes and limit_bytes)
+//     until files are removed — from the host (fs tools) or by destroy;
+//     each refused exec measures again.
+//   - wall_ms: the timeout of an exec; timeout_ms may shorten it (a
+//     longer one is invalid_payload), and a caller's shorter deadline
+//     wins (minus a margin to answer). At the timeout every process of
+//     the exec gets SIGTERM, then after kill_grace (default 500 ms)
+//     SIGKILL; the result says timed_out and which signal ended it.
+//
+// The process the worker starts is a /bin/sh shim (its script is a
+// constant; limits and cgroup files are its positional parameters, the
+// command follows "--" and is only ever "$@"): it joins the exec's
+// cgroups (v1: writes its pid to cgroup.procs; on v2 the process is born
+// in its cgroup through clone3 CLONE_INTO_CGROUP), sets RLIMIT_CORE 0,
+// RLIMIT_CPU, RLIMIT_FSIZE (and RLIMIT_AS), then execs bwrap: nothing
+// of the exec runs before it is accounted. RLIMIT_NPROC is not used: as
+// root it counts every process of uid 0.
+//
+// Cgroups: v2 where /sys/fs/cgroup/cgroup.controllers exists (setting
+// cgroup_root), else the v1 hierarchies pids/ and memory/ under it. The
+// node gets a group named after its root folder (iii-sandbox-<hash>), a
+// sandbox a cgroup in it holding its limits, an exec a leaf below that
+// holding its processes; leaves are removed after their exec. Where no
+// cgroup is writable, rlimits alone stand in, and Enforced says so. On
+// v2 without the pids or memory controller the leaves still track (and
+// kill) every process.
+//
+// Killing an exec (timeout, destroy, shutdown) signals every process of
+// its leaf cgroup and every descendant of the started process (found in
+// /proc), each pinned by a pidfd and checked by start time so a reused
+// pid is never hit; bubblewrap itself last, once the sandbox's init is
+// gone, so it reaps it and no zombie is left to the host's pid 1. The
+// worker always waits for the process.
+//
+// # Records, nodes, crashes
+//
+// Records live in the KV bucket [SandboxesBucket] under
+// "session.<session id>" (JSON, readable with `nats kv get`): sandbox_id,
+// session_id, node, workdir, isolation, network, limits, enforced,
+// created_at, last_used_at (Unix ms; written at most about once a
+// minute). create is a KV Create, so racing creates of one session agree
+// on the winner. A sandbox id is "<session id>_<10 characters>": it names
+// its record, and a destroyed sandbox's id never names its successor.
+//
+// Sandboxes are node-local: only the node that created one (setting
+// node, default the host name) runs commands in it or destroys it. A call
+// that reaches another node's sandbox worker answers unavailable
+// ("sandbox X lives on node Y"); list shows every node's. Workdirs live in
+// the node's root (setting root, default <home>/sandboxes, mode 0700),
+// one folder per sandbox id (0700).
+//
+// Sandboxes outlive a restart of the worker: Close ends running execs
+// (they answer unavailable) but keeps records, workdirs and cgroups, and
+// Start adopts this node's records again. The reaper runs at Start and
+// every reap_interval (default 1m): it destroys this node's sandboxes
+// idle (no exec) longer than idle_ttl (default 30m) or older than
+// max_age (default 24h, even while running), deletes this node's records
+// whose workdir is gone (a crash between the record and the folder), and
+// removes workdirs (folders named like sandbox ids) and cgroups under
+// this node's root and group that belong to no record — a crash's
+// leftovers. Other folders in the root are left alone.
+//
+// # Lifecycle
+//
+//  1. New: the registry builds a [Worker]; embedders use [NewWorker].
+//  2. Provision: read the settings (root, node, allow_unsandboxed, bwrap,
+//     cgroup_root, uid, gid, host_uid, host_gid, max_output_bytes,
+//     kill_grace, idle_ttl, max_age, reap_interval, default_<limit>,
+//     max_<limit>); any other is an error.
+//  3. Start: create the root, find the cgroups, probe bubblewrap (as the
+//     host user, else as root), adopt
+//     this node's records, reap, start the reaper, register the five
+//     functions (each with its skill document) on the engine worker
+//     "sandbox".
+//  4. Close: end running execs, stop the endpoints and the reaper.
+//
+// # Example
+//
+//	w := sandbox.NewWorker(sandbox.WithRoot("/var/lib/iii/sandboxes"))
+//	if err := w.Start(ctx, e); err != nil { ... }
+//	defer w.Close(ctx)
+//	sb, err := engine.Call[sandbox.Sandbox](ctx, e, sandbox.CreateFunction,
+//		sandbox.CreateRequest{SessionID: sid, Limits: sandbox.Limits{MemoryMB: 512}})
+//	res, err := engine.Call[sandbox.Result](engine.WithSession(ctx, sid, mid), e,
+//		sandbox.ShellExecFunction, sandbox.Command{Command: "go test ./..."})
+//
+// From a shell:
+//
+//	nats req iii.fn.sandbox.create '{"session_id":"s1"}'
+//	nats req iii.fn.sandbox.exec '{"sandbox_id":"s1_k3j9x2qa7b","command":"ls -la"}'
+package sandbox

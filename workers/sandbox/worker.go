@@ -1,0 +1,342 @@
+package sandbox
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/sandbox/fstool"
+)
+
+// WorkerName is the name of the module and of its engine worker.
+const WorkerName = "sandbox"
+
+// Function ids the worker serves.
+const (
+	CreateFunction    = "sandbox::create"
+	ExecFunction      = "sandbox::exec"
+	DestroyFunction   = "sandbox::destroy"
+	ListFunction      = "sandbox::list"
+	ShellExecFunction = "shell::exec"
+)
+
+func init() {
+	workers.Register(workers.Module{
+		Name:        WorkerName,
+		Description: "isolated execution: sandbox::create, ::exec, ::destroy, ::list and shell::exec in bubblewrap sandboxes with cgroup limits",
+		New:         func() workers.Worker { return NewWorker() },
+	})
+}
+
+var (
+	_ workers.Worker      = (*Worker)(nil)
+	_ workers.Provisioner = (*Worker)(nil)
+	_ workers.Closer      = (*Worker)(nil)
+)
+
+// Worker serves this node's sandboxes on the engine worker "sandbox".
+type Worker struct {
+	opts []Option
+
+	eps      workers.Endpoints
+	shutdown *workers.Shutdown
+
+	mu       sync.Mutex
+	settings []Option
+	home     string
+	m        *manager
+	reaper   *reaper
+}
+
+// NewWorker returns an unstarted worker; opts win over settings.
+func NewWorker(opts ...Option) *Worker {
+	return &Worker{opts: opts, shutdown: workers.NewShutdown(errShuttingDown)}
+}
+
+// Provision reads the module's settings (see the Setting constants; any
+// other is an error) and the home, which holds the default root
+// <home>/sandboxes.
+func (w *Worker) Provision(_ context.Context, env workers.Env) error {
+	opts, err := parseSettings(env.Settings[WorkerName], env.Home)
+	if err != nil {
+		return err
+	}
+	if _, err := buildOptions(append(opts, w.opts...)); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.settings, w.home = opts, env.Home
+	return nil
+}
+
+// Start prepares the node (root folder, cgroups, the bubblewrap probe),
+// adopts the sandboxes a previous run of this node left, reaps, starts
+// the reaper and registers the five functions. It returns [ErrNoRoot]
+// without a root, [ErrStarted] when called twice and engine.ErrClosed
+// after Close. A node where bubblewrap does not work still starts: it
+// logs why and refuses create and exec (unless allow_unsandboxed).
+func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
+	started := false
+	err := w.eps.Start(ctx, e, WorkerName, "isolated command execution in per-session sandboxes", func() ([]engine.Function, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		var opts []Option
+		if w.home != "" {
+			opts = append(opts, WithRoot(filepath.Join(w.home, "sandboxes")))
+		}
+		o, err := buildOptions(append(append(opts, w.settings...), w.opts...))
+		if err != nil {
+			return nil, err
+		}
+		if o.root == "" {
+			return nil, fmt.Errorf("%w: set the %s setting, WithRoot, or the node's home", ErrNoRoot, SettingRoot)
+		}
+		logger := o.logger
+		if logger == nil {
+			logger = e.Logger().With("worker", WorkerName)
+		}
+		kv, err := e.EnsureKV(ctx, BucketConfig(e.Replicas()))
+		if err != nil {
+			return nil, err
+		}
+		m := newManager(o, kv, logger)
+		if err := m.setup(ctx); err != nil {
+			m.cg.removeGroup()
+			return nil, err
+		}
+		stale, err := m.loadRecords(ctx)
+		if err != nil {
+			m.cg.removeGroup()
+			return nil, err
+		}
+		st, err := m.reap(ctx)
+		if err != nil {
+			m.cg.removeGroup()
+			return nil, err
+		}
+		st.StaleRecords = stale
+		if !st.zero() {
+			logger.Info("sandbox reaper at start", "idle", st.Idle, "expired", st.Expired, "stale_records", st.StaleRecords,
+				"orphan_workdirs", st.OrphanWorkdirs, "orphan_cgroups", st.OrphanCgroups)
+		}
+		w.m, w.reaper = m, m.startReaper(o.reapInterval)
+		started = true
+		return w.functions(m)
+	})
+	if err != nil && started {
+		w.mu.Lock()
+		m, r := w.m, w.reaper
+		w.m, w.reaper = nil, nil
+		w.mu.Unlock()
+		r.Stop()
+		_ = m.close(ctx)
+	}
+	return err
+}
+
+// Close ends running execs (they answer unavailable), stops the
+// endpoints and the reaper. Sandboxes stay (records, workdirs, cgroups):
+// the next Start adopts them. Close is idempotent.
+func (w *Worker) Close(ctx context.Context) error {
+	w.shutdown.Close()
+	err := w.eps.Close(ctx, nil)
+	w.mu.Lock()
+	m, r := w.m, w.reaper
+	w.mu.Unlock()
+	if r != nil {
+		r.Stop()
+	}
+	if m != nil {
+		if cerr := m.close(ctx); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+func (w *Worker) manager() (*manager, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		return nil, wire.Wrap(wire.CodeUnavailable, fmt.Errorf("%w: the sandbox worker is not started", ErrNoSandbox), "")
+	}
+	return w.m, nil
+}
+
+// Workdir returns the workdir of the session's live sandbox on this node
+// (the fs tools' root). The error wraps [ErrNoSandbox] (and
+// wire.ErrNotFound) when the session has none, [ErrOtherNode] (and
+// wire.ErrUnavailable) when it lives on another node.
+func (w *Worker) Workdir(ctx context.Context, sessionID string) (string, error) {
+	m, err := w.manager()
+	if err != nil {
+		return "", err
+	}
+	return m.workdir(ctx, sessionID)
+}
+
+// CallerWorkdir is [Worker.Workdir] of the session a call carries in its
+// baggage (engine.SessionFromContext): the resolver of tools that work in
+// the caller's sandbox.
+func (w *Worker) CallerWorkdir(ctx context.Context) (string, error) {
+	sid, _ := engine.SessionFromContext(ctx)
+	if sid == "" {
+		return "", errNoSession
+	}
+	return w.Workdir(ctx, sid)
+}
+
+// FileOwner is the host uid and gid that own the files of this node's
+// isolated sandboxes (the sandbox's user on the host: the host_uid
+// setting, 65534 by default, or 0 when bubblewrap had to run as root);
+// -1, -1 when the node does not run as root (files are the node user's),
+// or before Start. Tools that write into a workdir as root should give
+// what they create to this owner; the worker also does so before each
+// exec.
+func (w *Worker) FileOwner() (uid, gid int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		return -1, -1
+	}
+	return w.m.fileOwner()
+}
+
+// Isolation is this node's isolation ("bwrap" or "none") and, for
+// "none", why bubblewrap is not used; "" before Start.
+func (w *Worker) Isolation() (mode, why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		return "", ""
+	}
+	return w.m.isolation, w.m.whyNone
+}
+
+var errNoSession = wire.Wrap(wire.CodeNotFound, fmt.Errorf("%w: the call carries no session (baggage %s): tools run in the caller's session sandbox; start the run with sandbox:true",
+	ErrNoSandbox, engine.AttrSessionID), "")
+
+// skillFiles holds one skill document per function:
+// skills/<id with "::" as "_">.md.
+//
+//go:embed skills/*.md
+var skillFiles embed.FS
+
+func skill(id string) string {
+	b, err := skillFiles.ReadFile("skills/" + strings.ReplaceAll(id, "::", "_") + ".md")
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// execTimeout bounds one exec call: the largest wall clock plus the kill.
+func (w *Worker) execTimeout(o options) time.Duration {
+	return o.max.Wall() + o.killGrace + killDeadline + 5*time.Second
+}
+
+func (w *Worker) functions(m *manager) ([]engine.Function, error) {
+	// The file tools work in the caller's sandbox workdir, on this node,
+	// from the host side (files they create are given to the sandbox's
+	// user before its next exec).
+	tools, err := fstool.Functions(w.CallerWorkdir)
+	if err != nil {
+		return nil, err
+	}
+	own, err := w.ownFunctions(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(own, tools...), nil
+}
+
+func (w *Worker) ownFunctions(m *manager) ([]engine.Function, error) {
+	bind := w.shutdown.Bind
+	return []engine.Function{
+		{
+			ID:             CreateFunction,
+			Description:    "Create the session's sandbox (or return its live one): a private workdir on this node and resource limits (cpu_seconds, memory_mb, pids, disk_mb, wall_ms). Idempotent.",
+			RequestSchema:  createRequestSchema,
+			ResponseSchema: sandboxSchema,
+			Idempotent:     true,
+			Skill:          skill(CreateFunction),
+			Handler: engine.Typed(func(ctx context.Context, req CreateRequest) (Sandbox, error) {
+				return m.create(ctx, req)
+			}),
+		},
+		{
+			ID:             ExecFunction,
+			Description:    "Run a command (command via /bin/sh -c, or argv) in the sandbox sandbox_id; answers exit_code, capped stdout/stderr, timed_out. Not idempotent.",
+			RequestSchema:  execRequestSchema,
+			ResponseSchema: resultSchema,
+			Timeout:        w.execTimeout(m.o),
+			Skill:          skill(ExecFunction),
+			Handler: engine.Typed(func(ctx context.Context, req ExecRequest) (Result, error) {
+				ctx, release := bind(ctx)
+				defer release()
+				lv, err := m.resolve(ctx, req.SandboxID, "")
+				if err != nil {
+					return Result{}, err
+				}
+				return m.exec(ctx, lv, req.Command)
+			}),
+		},
+		{
+			ID:             ShellExecFunction,
+			Description:    "Run a shell command (or argv) in the caller's session sandbox: the workdir is the only writable folder and persists between calls; network off unless the run asked for it. Answers exit_code, stdout, stderr (capped), timed_out.",
+			RequestSchema:  shellExecRequestSchema,
+			ResponseSchema: resultSchema,
+			Timeout:        w.execTimeout(m.o),
+			Skill:          skill(ShellExecFunction),
+			Handler: engine.Typed(func(ctx context.Context, req Command) (Result, error) {
+				ctx, release := bind(ctx)
+				defer release()
+				// The session comes from the call's baggage, never from
+				// the arguments: the model writes those.
+				sid, _ := engine.SessionFromContext(ctx)
+				if sid == "" {
+					return Result{}, errNoSession
+				}
+				if err := validateSessionID(sid); err != nil {
+					return Result{}, wire.Wrap(wire.CodeNotFound, fmt.Errorf("%w for session %q: %w", ErrNoSandbox, sid, err), "")
+				}
+				lv, err := m.resolve(ctx, "", sid)
+				if err != nil {
+					return Result{}, err
+				}
+				return m.exec(ctx, lv, req)
+			}),
+		},
+		{
+			ID:             DestroyFunction,
+			Description:    "Destroy a sandbox by sandbox_id or session_id: kill its processes, delete its workdir, cgroups and record. Idempotent ({destroyed:false} when there was none).",
+			RequestSchema:  destroyRequestSchema,
+			ResponseSchema: destroyResponseSchema,
+			Idempotent:     true,
+			Timeout:        m.o.killGrace + killDeadline + 30*time.Second,
+			Skill:          skill(DestroyFunction),
+			Handler: engine.Typed(func(ctx context.Context, req DestroyRequest) (DestroyResponse, error) {
+				return m.destroy(ctx, req)
+			}),
+		},
+		{
+			ID:             ListFunction,
+			Description:    "List the sandboxes of every node (or of session_id) with their node, workdir, limits and last use.",
+			RequestSchema:  listRequestSchema,
+			ResponseSchema: listResponseSchema,
+			Idempotent:     true,
+			Skill:          skill(ListFunction),
+			Handler: engine.Typed(func(ctx context.Context, req ListRequest) (ListResponse, error) {
+				return m.list(ctx, req)
+			}),
+		},
+	}, nil
+}
