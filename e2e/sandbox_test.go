@@ -29,7 +29,7 @@ func TestSandboxedTurnWithApprovals(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
 	n := newNode(t, ns)
-	env := workers.Env{Home: t.TempDir()}
+	env := workers.Env{Home: reachableHome(t)}
 	p, err := scripted.New()
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +110,9 @@ func TestSandboxedTurnWithApprovals(t *testing.T) {
 	}
 	if !strings.Contains(out, "hello from the sandbox") || !strings.Contains(out, "1000") {
 		t.Fatalf("shell::exec answered %q; want the file's content, run as the sandbox's uid 1000", out)
+	}
+	if uid, _ := sb.FileOwner(); os.Geteuid() == 0 && uid != 65534 {
+		t.Fatalf("a root node ran bubblewrap as host uid %d, want the unprivileged 65534", uid)
 	}
 	enginetest.Eventually(t, 10*time.Second, func() error {
 		var list sandbox.ListResponse

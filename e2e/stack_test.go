@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -97,4 +99,19 @@ func (n *node) events(sid string, timeout time.Duration) []agent.Event {
 			return out
 		}
 	}
+}
+
+// reachableHome is a temporary node home the sandbox's unprivileged host
+// user may pass through (the testing package makes the test's folder
+// 0700), so a root test node runs bubblewrap as that user, as
+// production nodes with such a home do.
+func reachableHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	for _, d := range []string{filepath.Dir(home), home} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home
 }

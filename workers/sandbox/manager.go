@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -94,7 +95,12 @@ func newManager(o options, kv jetstream.KeyValue, logger *slog.Logger) *manager 
 // probe. It logs loudly what is not enforced.
 func (m *manager) setup(ctx context.Context) error {
 	m.cg = &cgroupHost{} // until openCgroups: nothing to remove on failure
-	if err := os.MkdirAll(m.o.root, 0o700); err != nil {
+	// Missing parents are made 0711: the unprivileged host user must pass
+	// through them to reach the workdirs (it cannot list them).
+	if err := os.MkdirAll(filepath.Dir(m.o.root), 0o711); err != nil {
+		return fmt.Errorf("sandbox: create root %s: %w", m.o.root, err)
+	}
+	if err := os.Mkdir(m.o.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("sandbox: create root %s: %w", m.o.root, err)
 	}
 	// 0700, or 0711 when bubblewrap runs as the unprivileged host user: it

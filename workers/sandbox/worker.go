@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -90,7 +93,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 		defer w.mu.Unlock()
 		var opts []Option
 		if w.home != "" {
-			opts = append(opts, WithRoot(filepath.Join(w.home, "sandboxes")))
+			opts = append(opts, WithRoot(defaultRoot(w.home, os.Geteuid() == 0)))
 		}
 		o, err := buildOptions(append(append(opts, w.settings...), w.opts...))
 		if err != nil {
@@ -339,4 +342,44 @@ func (w *Worker) ownFunctions(m *manager) ([]engine.Function, error) {
 			}),
 		},
 	}, nil
+}
+
+// SystemRoot holds the sandboxes of a root node whose home the sandbox's
+// unprivileged host user cannot pass through (a home under /root).
+const SystemRoot = "/var/lib/iii/sandboxes"
+
+// defaultRoot is where a node keeps its sandboxes when the root setting
+// is not given: <home>/sandboxes, unless the node runs as root and a
+// folder on the way there is closed to other users. bubblewrap, run as
+// the unprivileged host user, could not reach the workdirs there (it would
+// have to run as root, weaker), so the sandboxes go under [SystemRoot],
+// one folder per home.
+func defaultRoot(home string, asRoot bool) string {
+	root := filepath.Join(home, "sandboxes")
+	if !asRoot || searchable(home) {
+		return root
+	}
+	abs, err := filepath.Abs(home)
+	if err != nil {
+		abs = home
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(SystemRoot, hex.EncodeToString(sum[:6]))
+}
+
+// searchable reports whether other users may pass through dir and every
+// folder above it (o+x). A folder that does not exist yet counts as
+// searchable: the worker creates missing folders 0711.
+func searchable(dir string) bool {
+	dir = filepath.Clean(dir)
+	for {
+		if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return true
+		}
+		dir = parent
+	}
 }

@@ -600,7 +600,7 @@ func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	e := enginetest.Engine(t)
 	ctx := context.Background()
-	home := t.TempDir()
+	home := reachableHome(t)
 	env := workers.Env{Home: home, Settings: map[string]map[string]string{WorkerName: {
 		"node": "n1", "reap_interval": "0", "default_memory_mb": "128", "max_output_bytes": "1024",
 	}}}
@@ -641,5 +641,35 @@ func TestLifecycle(t *testing.T) {
 	r, err := engine.Call[Result](ctx, e, ExecFunction, ExecRequest{SandboxID: sb.SandboxID, Command: Command{Command: "yes | head -c 5000"}})
 	if err != nil || len(r.Stdout) != 1024 || !r.Truncated {
 		t.Fatalf("output cap: %d %v %v", len(r.Stdout), r.Truncated, err)
+	}
+}
+
+// A root node keeps its sandboxes in its home when the sandbox's host
+// user can pass through it, and under SystemRoot otherwise.
+func TestDefaultRoot(t *testing.T) {
+	t.Parallel()
+	open := reachableHome(t)
+	closed := t.TempDir()
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		home   string
+		asRoot bool
+		want   string
+	}{
+		{"not root", closed, false, filepath.Join(closed, "sandboxes")},
+		{"root, reachable home", open, true, filepath.Join(open, "sandboxes")},
+		{"root, home not yet made under a reachable folder", filepath.Join(open, "new"), true, filepath.Join(open, "new", "sandboxes")},
+	}
+	for _, tt := range tests {
+		if got := defaultRoot(tt.home, tt.asRoot); got != tt.want {
+			t.Errorf("%s: defaultRoot(%s) = %s, want %s", tt.name, tt.home, got, tt.want)
+		}
+	}
+	got := defaultRoot(closed, true)
+	if filepath.Dir(got) != SystemRoot || got != defaultRoot(closed, true) || got == defaultRoot(open+"x", true) {
+		t.Errorf("root, closed home: defaultRoot = %s, want one stable folder per home under %s", got, SystemRoot)
 	}
 }
