@@ -28,6 +28,7 @@ type chatConfig struct {
 	model    string
 	message  string
 	embedded bool
+	sandbox  bool
 	home     string
 }
 
@@ -105,6 +106,7 @@ func newChatCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.model, "model", "echo", "model id")
 	cmd.Flags().StringVarP(&cfg.message, "message", "m", "", "send this one message, print the turn, and exit")
 	cmd.Flags().BoolVar(&cfg.embedded, "embedded", true, "start a node in this process when none answers at --nats")
+	cmd.Flags().BoolVar(&cfg.sandbox, "sandbox", false, "give every run a bubblewrap sandbox (fs::* and shell::exec work in it; it is destroyed when the run ends)")
 	cmd.Flags().StringVar(&cfg.home, "home", defaultHome(), "data directory of an embedded node")
 	return cmd
 }
@@ -139,7 +141,7 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	}
 	var res orchestrator.RunStartResult
 	err = e.Trigger(ctx, "harness::trigger", orchestrator.HarnessTrigger{Payload: agent.RunStart{
-		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model,
+		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model, Sandbox: cfg.sandbox,
 		Messages: []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentText, Text: text}}, Timestamp: time.Now().UnixMilli()}},
 	}}, &struct {
 		StatusCode int                          `json:"status_code"`
@@ -152,17 +154,23 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		return fmt.Errorf("session %s is busy (%s)", cfg.session, res.Reason)
 	}
 	streamed, parked := false, 0
+	last := time.Now()
 	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Minute))
+		if err := ctx.Err(); err != nil {
+			return err // interrupted: the run goes on without this client
+		}
+		// Short waits, so a signal ends the wait at once.
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
-				if parked > 0 {
+				if parked > 0 || time.Since(last) < 5*time.Minute {
 					continue // a human may take longer
 				}
 				return errors.New("no event for 5 minutes")
 			}
 			return err
 		}
+		last = time.Now()
 		var ev agent.Event
 		if json.Unmarshal(m.Data(), &ev) != nil {
 			continue
