@@ -305,3 +305,13 @@ func SessionEntrySubject(sid string) (string, error) {
 // SandboxesBucket holds one record per live sandbox (workers/sandbox):
 // its session, node, workdir and limits.
 const SandboxesBucket = "iii-sandboxes"
+
+// The compaction worker's names (workers/compaction).
+const (
+	// CompactionLeasesBucket holds one lease per session being compacted
+	// (key = session id), created with a per-key TTL (LimitMarkerTTL on).
+	CompactionLeasesBucket = "iii-compaction-leases"
+	// CompactionConsumer is the compaction workers' shared durable
+	// consumer on [EventStream] (the threshold trigger).
+	CompactionConsumer = "compaction"
+)

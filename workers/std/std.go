@@ -5,6 +5,7 @@ import (
 	_ "github.com/iii-on-nats/iii/workers/approval"     // approval::resolve, approval::list_pending, approval settings
 	_ "github.com/iii-on-nats/iii/workers/auth"         // auth::get_token, ::set_token, ::delete_token, ::status, ::list_providers
 	_ "github.com/iii-on-nats/iii/workers/budget"       // budget::create, ::reserve, ::settle, ::usage, ...
+	_ "github.com/iii-on-nats/iii/workers/compaction"   // compaction::compact (context compaction, threshold trigger)
 	_ "github.com/iii-on-nats/iii/workers/directory"    // directory::skills::get, ::list, ::index
 	_ "github.com/iii-on-nats/iii/workers/hooks"        // hooks::publish_collect
 	_ "github.com/iii-on-nats/iii/workers/models"       // models::list, ::get, ::supports, ::reconcile
@@ -19,4 +20,4 @@ import (
 
 // Default lists the modules `iii up` starts, in start order. Each module's
 // package is blank-imported above so that its init registers it.
-var Default = []string{"policy", "approval", "hooks", "auth", "models", "budget", "directory", "provider-scripted", "provider-anthropic", "provider-openai", "web", "sandbox", "session", "orchestrator"}
+var Default = []string{"policy", "approval", "hooks", "auth", "models", "budget", "directory", "provider-scripted", "provider-anthropic", "provider-openai", "web", "sandbox", "session", "compaction", "orchestrator"}

@@ -1,0 +1,334 @@
+package compaction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// Functions of other workers the compactor calls (it imports none of
+// them: these are their wire contracts).
+const (
+	sessionMessagesFunction = "session::messages"
+	sessionEntriesFunction  = "session::entries"
+	sessionAppendFunction   = "session::append"
+	modelsGetFunction       = "models::get"
+)
+
+// completeFunction is the provider function that writes summaries.
+func completeFunction(provider string) string { return "provider::" + provider + "::complete" }
+
+// entryTypeCompaction is the session tree's compaction entry type.
+const entryTypeCompaction = "compaction"
+
+// payloadMargin is what a summarizer request keeps free of the bus's max
+// payload for its envelope (system prompt, encoding, headers).
+const payloadMargin = 64 << 10
+
+// modelCacheTTL is how long a models::get answer is reused.
+const modelCacheTTL = 30 * time.Second
+
+// Wire shapes of the session tree, models catalog and providers.
+type (
+	readRequest struct {
+		SessionID string `json:"session_id"`
+		Leaf      string `json:"leaf,omitempty"`
+	}
+	pathMessage struct {
+		EntryID string        `json:"entry_id"`
+		Message agent.Message `json:"message"`
+	}
+	pathStep struct {
+		EntryID string `json:"entry_id"`
+		Type    string `json:"type"`
+	}
+	messagesResponse struct {
+		Leaf     string        `json:"leaf"`
+		Messages []pathMessage `json:"messages"`
+		Path     []pathStep    `json:"path"`
+	}
+	treeEntry struct {
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		Timestamp int64  `json:"timestamp"`
+		Summary   string `json:"summary"`
+	}
+	entriesResponse struct {
+		Leaf    string      `json:"leaf"`
+		Entries []treeEntry `json:"entries"`
+	}
+	compactionEntry struct {
+		Type             string `json:"type"`
+		Summary          string `json:"summary"`
+		FirstKeptEntryID string `json:"first_kept_entry_id"`
+		TokensBefore     int64  `json:"tokens_before"`
+	}
+	appendRequest struct {
+		SessionID string          `json:"session_id"`
+		Entry     compactionEntry `json:"entry"`
+	}
+	appendResponse struct {
+		EntryID string `json:"entry_id"`
+	}
+	modelRequest struct {
+		Provider string `json:"provider"`
+		ModelID  string `json:"model_id"`
+	}
+	modelInfo struct {
+		ID              string `json:"id"`
+		Provider        string `json:"provider"`
+		ContextWindow   int    `json:"context_window"`
+		MaxOutputTokens int    `json:"max_output_tokens"`
+	}
+	completeResponse struct {
+		Message agent.Message `json:"message"`
+	}
+)
+
+// compactor runs compactions over the bus.
+type compactor struct {
+	e      *engine.Engine
+	o      options
+	log    *slog.Logger
+	leases *leases
+
+	mu     sync.Mutex
+	models map[modelRequest]cachedModel
+}
+
+type cachedModel struct {
+	m       modelInfo
+	expires time.Time
+}
+
+// model looks the model up in the catalog (models::get), reusing an
+// answer for [modelCacheTTL]. An unknown model is invalid_payload.
+func (c *compactor) model(ctx context.Context, provider, id string) (modelInfo, error) {
+	k := modelRequest{Provider: provider, ModelID: id}
+	c.mu.Lock()
+	cm, ok := c.models[k]
+	c.mu.Unlock()
+	if ok && time.Now().Before(cm.expires) {
+		return cm.m, nil
+	}
+	var m *modelInfo
+	if err := c.e.Trigger(ctx, modelsGetFunction, k, &m); err != nil {
+		return modelInfo{}, callErr(err, "look up model %s/%s", provider, id)
+	}
+	if m == nil {
+		return modelInfo{}, wire.Wrap(wire.CodeInvalidPayload,
+			fmt.Errorf("%w: models::get knows no model %q of provider %q", ErrUnknownModel, id, provider), "")
+	}
+	if m.ContextWindow <= 0 {
+		return modelInfo{}, wire.Wrap(wire.CodeInvalidPayload,
+			fmt.Errorf("%w: model %s/%s has no context window", ErrUnknownModel, provider, id), "")
+	}
+	c.mu.Lock()
+	if c.models == nil {
+		c.models = map[modelRequest]cachedModel{}
+	}
+	if len(c.models) > 1024 {
+		clear(c.models)
+	}
+	c.models[k] = cachedModel{m: *m, expires: time.Now().Add(modelCacheTTL)}
+	c.mu.Unlock()
+	return *m, nil
+}
+
+// compact serves one compaction: the model's window, the session's lease
+// (or the answer that another compaction holds it), then [compactor.run].
+// staleBefore, when not 0, makes a path whose last compaction is that
+// recent (Unix ms) answer done_by_other: the threshold trigger passes the
+// time of the turn whose usage it saw. With it, a caller that waited for
+// another compaction tries again instead of answering done_by_other.
+func (c *compactor) compact(ctx context.Context, req CompactRequest, staleBefore int64) (CompactResponse, error) {
+	if err := req.Validate(); err != nil {
+		return CompactResponse{}, err
+	}
+	if req.Reason == "" {
+		req.Reason = ReasonManual
+	}
+	m, err := c.model(ctx, req.Provider, req.Model)
+	if err != nil {
+		return CompactResponse{}, err
+	}
+	var l *lease
+	for {
+		var holder string
+		l, holder, err = c.leases.acquire(ctx, req.SessionID, req.Reason)
+		if err != nil {
+			return CompactResponse{}, err
+		}
+		if l != nil {
+			break
+		}
+		if !req.Wait {
+			return CompactResponse{Reason: OutcomeInProgress}, nil
+		}
+		if err := c.leases.wait(ctx, req.SessionID, holder); err != nil {
+			return CompactResponse{}, err
+		}
+		if staleBefore == 0 {
+			return CompactResponse{Reason: OutcomeDoneByOther}, nil
+		}
+		// The threshold trigger tries again: if the other compaction
+		// came after its turn, the stale check skips it.
+	}
+	defer l.release(ctx)
+	hctx, cancel := l.hold(ctx)
+	defer cancel()
+	resp, err := c.run(hctx, req, m, staleBefore)
+	if err != nil && hctx.Err() != nil {
+		// A lost lease (or a shutdown) explains the failure better than
+		// the canceled call it caused.
+		err = busErr(hctx, err, "compact session %s", req.SessionID)
+	}
+	return resp, err
+}
+
+// run compacts the session's active path under its lease.
+func (c *compactor) run(ctx context.Context, req CompactRequest, m modelInfo, staleBefore int64) (CompactResponse, error) {
+	sid := req.SessionID
+	var view messagesResponse
+	if err := c.e.Trigger(ctx, sessionMessagesFunction, readRequest{SessionID: sid}, &view); err != nil {
+		return CompactResponse{}, callErr(err, "read session %s", sid)
+	}
+	msgs := make([]agent.Message, len(view.Messages))
+	tok := make([]int, len(view.Messages))
+	before := 0
+	for i := range view.Messages {
+		msgs[i] = view.Messages[i].Message
+		tok[i] = MessageTokens(msgs[i])
+		before += tok[i]
+	}
+	resp := CompactResponse{TokensBefore: before, TokensAfter: before}
+
+	// The previous summary, when the path has one: it comes first.
+	start, prev := 0, ""
+	if len(view.Messages) > 0 && isCompaction(view.Path, view.Messages[0].EntryID) {
+		start = 1
+		var ents entriesResponse
+		err := c.e.Trigger(ctx, sessionEntriesFunction, readRequest{SessionID: sid, Leaf: view.Leaf}, &ents)
+		if err != nil {
+			return CompactResponse{}, callErr(err, "read session %s", sid)
+		}
+		for _, en := range ents.Entries {
+			if en.ID == view.Messages[0].EntryID {
+				prev = en.Summary
+				if staleBefore > 0 && en.Timestamp >= staleBefore {
+					resp.Reason = OutcomeDoneByOther
+					return resp, nil
+				}
+			}
+		}
+	}
+
+	usable := c.o.usableWindow(m.ContextWindow)
+	keep := req.KeepTokens
+	if keep == 0 {
+		keep = c.o.keepTokens(usable)
+	}
+	rest := msgs[start:]
+	cu := chooseCut(rest, tok[start:], keep, c.o.splitTurns)
+	if cu.index == 0 {
+		resp.Reason = OutcomeNothingToCompact
+		return resp, nil
+	}
+	old, kept := rest[:cu.index], rest[cu.index:]
+
+	s := summarizer{
+		complete:   c.completer(req.Provider, req.Model, sid),
+		usable:     usable,
+		maxTokens:  c.o.reserveFor(m.ContextWindow),
+		pruneBytes: c.o.pruneBytes,
+		maxBytes:   max(int(c.e.Conn().MaxPayload())-payloadMargin, minChunkBytes*4),
+	}
+	if m.MaxOutputTokens > 0 {
+		s.maxTokens = min(s.maxTokens, m.MaxOutputTokens)
+	}
+	summary, calls, err := s.run(ctx, prev, old)
+	resp.SummaryCalls = calls
+	if err != nil {
+		if errors.Is(err, ErrWindowTooSmall) {
+			return CompactResponse{}, wire.Wrap(wire.CodeInternal, err, "model %s/%s (usable window %d tokens)", req.Provider, req.Model, usable)
+		}
+		return CompactResponse{}, busErr(ctx, err, "summarize session %s", sid)
+	}
+	quote := ""
+	if cu.split {
+		if cu.lastUser >= 0 {
+			quote = messageText(rest[cu.lastUser])
+		} else {
+			quote = latestRequest(prev)
+		}
+		quote = shorten(quote, max(2*keep, minChunkBytes))
+	}
+	summary = withLatestRequest(summary, quote)
+
+	if err := context.Cause(ctx); err != nil {
+		return CompactResponse{}, busErr(ctx, err, "compact session %s", sid)
+	}
+	firstKept := view.Messages[start+cu.index].EntryID
+	var app appendResponse
+	err = c.e.Trigger(ctx, sessionAppendFunction, appendRequest{SessionID: sid, Entry: compactionEntry{
+		Type: entryTypeCompaction, Summary: summary, FirstKeptEntryID: firstKept, TokensBefore: int64(before),
+	}}, &app)
+	if err != nil {
+		return CompactResponse{}, callErr(err, "append the compaction of session %s", sid)
+	}
+	resp.Compacted = true
+	resp.EntryID = app.EntryID
+	resp.FirstKeptEntryID = firstKept
+	resp.TokensAfter = MessageTokens(agent.UserText(summary, 0)) + EstimateTokens(kept)
+	c.log.Info("session compacted",
+		slog.String("session_id", sid), slog.String("reason", string(req.Reason)),
+		slog.String("entry_id", app.EntryID), slog.String("first_kept_entry_id", firstKept),
+		slog.Int("tokens_before", resp.TokensBefore), slog.Int("tokens_after", resp.TokensAfter),
+		slog.Int("summarized_messages", len(old)), slog.Int("summary_calls", calls), slog.Bool("split_turn", cu.split))
+	return resp, nil
+}
+
+func isCompaction(path []pathStep, id string) bool {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i].EntryID == id {
+			return path[i].Type == entryTypeCompaction
+		}
+	}
+	return false
+}
+
+// completer asks provider::<provider>::complete for one summary
+// (agent.ProviderRequest without tools): the system prompt, one user
+// message, a bound on the output.
+func (c *compactor) completer(provider, model, sid string) completeFunc {
+	id := completeFunction(provider)
+	return func(ctx context.Context, system, user string, maxTokens int) (string, error) {
+		req := agent.ProviderRequest{
+			SystemPrompt: system, Model: model, MaxTokens: maxTokens, SessionID: sid,
+			Messages: []agent.Message{agent.UserText(user, time.Now().UnixMilli())},
+		}
+		var resp completeResponse
+		if err := c.e.Trigger(ctx, id, req, &resp); err != nil {
+			return "", callErr(err, "summarize with %s", id)
+		}
+		var b strings.Builder
+		for _, blk := range resp.Message.Content {
+			if blk.Type == agent.ContentText {
+				b.WriteString(blk.Text)
+			}
+		}
+		out := strings.TrimSpace(b.String())
+		if out == "" {
+			return "", wire.Wrap(wire.CodeInternal, ErrEmptySummary, "%s", id)
+		}
+		return out, nil
+	}
+}

@@ -1,0 +1,699 @@
+package compaction_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/compaction"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
+)
+
+// checkView checks what the model sees after a compaction answered r: the
+// summary (as the tree presents it), then the messages from the first
+// kept one on, all under the usable window.
+func checkView(t *testing.T, f *fixture, sid string, r compaction.CompactResponse, summary string) sessiontree.MessagesResponse {
+	t.Helper()
+	v := f.view(t, sid)
+	if len(v.Messages) < 2 {
+		t.Fatalf("view has %d messages", len(v.Messages))
+	}
+	if v.Messages[0].EntryID != r.EntryID {
+		t.Fatalf("first message is entry %s, want the compaction %s", v.Messages[0].EntryID, r.EntryID)
+	}
+	if got := v.Messages[0].Message.Content[0].Text; got != sessiontree.CompactionPrefix+summary {
+		t.Fatalf("summary message = %.200q", got)
+	}
+	if v.Messages[1].EntryID != r.FirstKeptEntryID {
+		t.Fatalf("second message is entry %s, want the first kept %s", v.Messages[1].EntryID, r.FirstKeptEntryID)
+	}
+	if v.Messages[1].Message.Role != agent.RoleUser {
+		t.Fatalf("first kept message is a %s message", v.Messages[1].Message.Role)
+	}
+	est := compaction.EstimateTokens(viewMessages(v))
+	if est >= usable {
+		t.Fatalf("view after compaction is %d tokens, not under the usable window %d", est, usable)
+	}
+	if est < r.TokensAfter || est > r.TokensAfter+len(sessiontree.CompactionPrefix)/4+1 {
+		t.Fatalf("view is %d tokens, compaction said %d", est, r.TokensAfter)
+	}
+	return v
+}
+
+func markers(from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, fmt.Sprintf("m%d", i))
+	}
+	return out
+}
+
+// A conversation that crosses the window twice is compacted twice; the
+// second summary updates the first.
+func TestCompactTwice(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+
+	f.conversation(t, sid, 1, 32)
+	before := compaction.EstimateTokens(viewMessages(f.view(t, sid)))
+	if before <= usable {
+		t.Fatalf("setup: %d tokens do not cross the window", before)
+	}
+	r1, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Reason: compaction.ReasonOverflow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r1.Compacted || r1.SummaryCalls != 1 || r1.TokensBefore != before || r1.TokensAfter >= usable {
+		t.Fatalf("first compaction: %+v (before %d)", r1, before)
+	}
+	c1 := f.compactions(t, sid)
+	if len(c1) != 1 || c1[0].ID != r1.EntryID || c1[0].FirstKeptEntryID != r1.FirstKeptEntryID || c1[0].TokensBefore != int64(before) {
+		t.Fatalf("compaction entries: %+v", c1)
+	}
+	s1 := c1[0].Summary
+	v1 := checkView(t, f, sid, r1, s1)
+	// The kept tail is the newest ~750 tokens from a user message on;
+	// everything before it is in the summary.
+	k := firstMarker(t, v1.Messages[1].Message)
+	if kept := compaction.EstimateTokens(viewMessages(v1)[1:]); kept > keepDefault {
+		t.Fatalf("kept %d tokens, more than keep_tokens %d", kept, keepDefault)
+	}
+	if k < 20 || k%2 != 1 {
+		t.Fatalf("first kept message is m%d", k)
+	}
+	if want := "seen: " + strings.Join(markers(1, k-1), " "); !strings.HasPrefix(s1, "## Goal\n"+want) {
+		t.Fatalf("summary 1 = %q, want it to start with %q", s1, want)
+	}
+
+	// Cross the window again.
+	f.conversation(t, sid, 33, 64)
+	r2, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Reason: compaction.ReasonOverflow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r2.Compacted || r2.TokensBefore <= usable {
+		t.Fatalf("second compaction: %+v", r2)
+	}
+	c2 := f.compactions(t, sid)
+	if len(c2) != 2 {
+		t.Fatalf("%d compaction entries", len(c2))
+	}
+	s2 := c2[1].Summary
+	if !strings.Contains(s2, s1) {
+		t.Fatalf("summary 2 does not update summary 1:\n%s", s2)
+	}
+	v2 := checkView(t, f, sid, r2, s2)
+	k2 := firstMarker(t, v2.Messages[1].Message)
+	got := words(s2)
+	for _, m := range markers(1, k2-1) {
+		if !got[m] {
+			t.Fatalf("summary 2 misses %s:\n%s", m, s2)
+		}
+	}
+	prompts := f.sum.allPrompts()
+	if p := prompts[r1.SummaryCalls]; !strings.HasPrefix(p, "<previous-summary>\n"+s1+"\n</previous-summary>") {
+		t.Fatalf("the summarizer did not get the previous summary:\n%.300s", p)
+	}
+	if len(prompts) != r1.SummaryCalls+r2.SummaryCalls {
+		t.Fatalf("%d summarizer calls, compactions said %d + %d", len(prompts), r1.SummaryCalls, r2.SummaryCalls)
+	}
+}
+
+// Two compactions racing for one session: one runs the provider, the
+// other answers in_progress at once, or done_by_other when it waits.
+func TestCompactRace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 32)
+
+	req := compaction.CompactRequest{SessionID: sid, Model: gatedModel}
+	type answer struct {
+		r   compaction.CompactResponse
+		err error
+	}
+	racers := make(chan answer, 2)
+	var start sync.WaitGroup
+	start.Add(1)
+	for range 2 {
+		go func() {
+			start.Wait()
+			r, err := f.compact(ctx, req)
+			racers <- answer{r, err}
+		}()
+	}
+	start.Done()
+	// One holds the lease (blocked in the summarizer), the other answers.
+	first := <-racers
+	if first.err != nil || first.r.Compacted || first.r.Reason != compaction.OutcomeInProgress {
+		t.Fatalf("loser answered %+v, %v", first.r, first.err)
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if n := f.sum.calls.Load(); n != 1 {
+			return fmt.Errorf("%d summarizer calls", n)
+		}
+		return nil
+	})
+	// A waiting caller waits for the winner.
+	waiter := make(chan answer, 1)
+	go func() {
+		r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Model: gatedModel, Wait: true, Reason: compaction.ReasonOverflow})
+		waiter <- answer{r, err}
+	}()
+	select {
+	case a := <-waiter:
+		t.Fatalf("the waiter answered while the lease is held: %+v, %v", a.r, a.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(f.sum.gate)
+	won := <-racers
+	if won.err != nil || !won.r.Compacted {
+		t.Fatalf("winner answered %+v, %v", won.r, won.err)
+	}
+	w := <-waiter
+	if w.err != nil || w.r.Compacted || w.r.Reason != compaction.OutcomeDoneByOther {
+		t.Fatalf("waiter answered %+v, %v", w.r, w.err)
+	}
+	if n := f.sum.calls.Load(); n != 1 {
+		t.Fatalf("%d summarizer calls, want 1", n)
+	}
+	if c := f.compactions(t, sid); len(c) != 1 {
+		t.Fatalf("%d compaction entries", len(c))
+	}
+	// The lease is gone: the next compaction runs (and finds nothing).
+	r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || r.Compacted || r.Reason != compaction.OutcomeNothingToCompact {
+		t.Fatalf("after the race: %+v, %v", r, err)
+	}
+}
+
+// A lease whose holder crashed expires; until then callers answer
+// in_progress, and a waiting caller answers done_by_other once it is
+// gone.
+func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false), compaction.WithLeaseTTL(time.Second))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 32)
+
+	kv, err := f.e.JetStream().KeyValue(ctx, compaction.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, sid, []byte(`{"owner":"crashed"}`), jetstream.KeyTTL(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || r.Reason != compaction.OutcomeInProgress {
+		t.Fatalf("with a crashed holder's lease: %+v, %v", r, err)
+	}
+	began := time.Now()
+	r, err = f.compact(ctx, compaction.CompactRequest{SessionID: sid, Wait: true})
+	if err != nil || r.Reason != compaction.OutcomeDoneByOther {
+		t.Fatalf("waiting for an expiring lease: %+v, %v", r, err)
+	}
+	if d := time.Since(began); d > 4*time.Second {
+		t.Fatalf("the lease expired after %v", d)
+	}
+	r, err = f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || !r.Compacted {
+		t.Fatalf("after expiry: %+v, %v", r, err)
+	}
+	if f.sum.calls.Load() != 1 {
+		t.Fatalf("%d summarizer calls", f.sum.calls.Load())
+	}
+}
+
+// A compaction longer than the lease TTL renews its lease, so nobody
+// else starts meanwhile.
+func TestLeaseRenewal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false), compaction.WithLeaseTTL(time.Second))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 32)
+	kv, err := f.e.JetStream().KeyValue(ctx, compaction.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Model: gatedModel})
+		if err == nil && !r.Compacted {
+			err = fmt.Errorf("not compacted: %+v", r)
+		}
+		done <- err
+	}()
+	var rev0 uint64
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		e, err := kv.Get(ctx, sid)
+		if err != nil {
+			return err
+		}
+		rev0 = e.Revision()
+		return nil
+	})
+	// Four renewals (every third of the TTL) outlast the TTL.
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		e, err := kv.Get(ctx, sid)
+		if err != nil {
+			return fmt.Errorf("lease gone: %w", err)
+		}
+		if e.Revision() < rev0+4 {
+			return fmt.Errorf("lease at revision %d", e.Revision())
+		}
+		return nil
+	})
+	r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || r.Reason != compaction.OutcomeInProgress {
+		t.Fatalf("during a renewed compaction: %+v, %v", r, err)
+	}
+	close(f.sum.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, sid); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("lease not released: %v", err)
+	}
+}
+
+// Function outputs above prune_bytes reach the summarizer as a marker.
+func TestPruning(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	big := strings.Repeat("y", 5000)
+	f.appendMsgs(t, sid,
+		agent.UserText("m1 read the file", 1),
+		call("call_1", "fs::read", map[string]any{"path": "/big"}),
+		result("call_1", "fs::read", big),
+		call("call_2", "fs::stat", map[string]any{"path": "/small"}),
+		result("call_2", "fs::stat", "size 12"),
+		exchange(2, 100),
+	)
+	f.conversation(t, sid, 3, 12)
+	r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, KeepTokens: 300})
+	if err != nil || !r.Compacted {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	p := f.sum.lastPrompt()
+	for _, want := range []string{
+		"[output of fs::read pruned: 5000 bytes]",
+		`[call fs::read (call_1)] {"path":"/big"}`,
+		"[function_result fs::stat (call_2)]\nsize 12\n",
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("summarizer prompt lacks %q", want)
+		}
+	}
+	if strings.Contains(p, "yyyy") {
+		t.Error("the pruned output reached the summarizer")
+	}
+}
+
+// An old part larger than the window is summarized in chunks, each
+// folded into the running summary; no request exceeds the window (the
+// summarizer would fail).
+func TestChunkedSummary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	for i := 1; i <= 120; i += 40 {
+		f.conversation(t, sid, i, i+39)
+	}
+	r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || !r.Compacted {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if r.TokensBefore < 3*usable || r.SummaryCalls < 4 || int64(r.SummaryCalls) != f.sum.calls.Load() {
+		t.Fatalf("%d tokens summarized in %d calls (%d counted)", r.TokensBefore, r.SummaryCalls, f.sum.calls.Load())
+	}
+	c := f.compactions(t, sid)
+	if len(c) != 1 {
+		t.Fatalf("%d compactions", len(c))
+	}
+	v := checkView(t, f, sid, r, c[0].Summary)
+	k := firstMarker(t, v.Messages[1].Message)
+	// Every summarized message's marker survives the folding.
+	got := words(c[0].Summary)
+	for _, m := range markers(1, k-1) {
+		if !got[m] {
+			t.Fatalf("summary lost %s:\n%s", m, c[0].Summary)
+		}
+	}
+}
+
+// Nothing older than the cut: nothing is written.
+func TestNothingToCompact(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 4)
+	r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || r.Compacted || r.Reason != compaction.OutcomeNothingToCompact || r.TokensBefore == 0 || r.TokensAfter != r.TokensBefore {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	// An empty session, and one that is one huge user turn with splitting
+	// off, have nothing to compact either.
+	empty := f.create(t)
+	if r, err := f.compact(ctx, compaction.CompactRequest{SessionID: empty}); err != nil || r.Reason != compaction.OutcomeNothingToCompact {
+		t.Fatalf("empty session: %+v, %v", r, err)
+	}
+	if c := f.compactions(t, sid); len(c) != 0 || f.sum.calls.Load() != 0 {
+		t.Fatalf("%d compactions, %d calls", len(c), f.sum.calls.Load())
+	}
+}
+
+// One user prompt followed by a long agent loop: the kept part starts at
+// an assistant message and the summary quotes the prompt; with
+// split_turns off there is nothing to compact.
+func TestSplitTurn(t *testing.T) {
+	t.Parallel()
+	long := func(f *fixture, sid string) {
+		msgs := []agent.Message{agent.UserText("m1 please refactor the parser", 1)}
+		for i := 0; i < 14; i++ {
+			id := fmt.Sprintf("call_%d", i)
+			msgs = append(msgs, call(id, "fs::read", map[string]any{"path": fmt.Sprintf("/f%d", i)}),
+				result(id, "fs::read", fmt.Sprintf("m%d %s", i+2, pad(800))))
+		}
+		f.appendMsgs(t, sid, msgs...)
+	}
+	t.Run("split", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, compaction.WithAuto(false))
+		sid := f.create(t)
+		long(f, sid)
+		r, err := f.compact(ctxT(t), compaction.CompactRequest{SessionID: sid})
+		if err != nil || !r.Compacted {
+			t.Fatalf("%+v, %v", r, err)
+		}
+		v := f.view(t, sid)
+		if v.Messages[1].Message.Role != agent.RoleAssistant || v.Messages[1].EntryID != r.FirstKeptEntryID {
+			t.Fatalf("kept part starts with %+v", v.Messages[1])
+		}
+		s := f.compactions(t, sid)[0].Summary
+		if !strings.HasSuffix(s, compaction.LatestRequestHeading+"\n\nm1 please refactor the parser") {
+			t.Fatalf("summary does not quote the prompt:\n%s", s)
+		}
+		if est := compaction.EstimateTokens(viewMessages(v)); est >= usable {
+			t.Fatalf("view is %d tokens", est)
+		}
+		// Again: no user message after the summary; the quote carries over.
+		long2 := []agent.Message{}
+		for i := 20; i < 30; i++ {
+			id := fmt.Sprintf("call_%d", i)
+			long2 = append(long2, call(id, "fs::read", nil), result(id, "fs::read", fmt.Sprintf("m%d %s", i, pad(800))))
+		}
+		f.appendMsgs(t, sid, long2...)
+		r, err = f.compact(ctxT(t), compaction.CompactRequest{SessionID: sid})
+		if err != nil || !r.Compacted {
+			t.Fatalf("second: %+v, %v", r, err)
+		}
+		s = f.compactions(t, sid)[1].Summary
+		if strings.Count(s, compaction.LatestRequestHeading) != 1 || !strings.HasSuffix(s, "m1 please refactor the parser") {
+			t.Fatalf("second summary does not carry the quote:\n%s", s)
+		}
+	})
+	t.Run("no split", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, compaction.WithAuto(false), compaction.WithSplitTurns(false))
+		sid := f.create(t)
+		long(f, sid)
+		r, err := f.compact(ctxT(t), compaction.CompactRequest{SessionID: sid})
+		if err != nil || r.Reason != compaction.OutcomeNothingToCompact {
+			t.Fatalf("%+v, %v", r, err)
+		}
+	})
+}
+
+// Bad input answers coded errors and writes nothing.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 32)
+	tests := []struct {
+		name string
+		req  compaction.CompactRequest
+		want error
+		msg  string
+	}{
+		{"unknown session", compaction.CompactRequest{SessionID: "nobody"}, wire.ErrNotFound, ""},
+		{"bad session id", compaction.CompactRequest{SessionID: "a.b"}, wire.ErrInvalidPayload, "session_id"},
+		{"no session id", compaction.CompactRequest{}, wire.ErrInvalidPayload, "session_id"},
+		{"bad provider", compaction.CompactRequest{SessionID: sid, Provider: "a b"}, wire.ErrInvalidPayload, "provider"},
+		{"bad model", compaction.CompactRequest{SessionID: sid, Model: "a b"}, wire.ErrInvalidPayload, "model"},
+		{"unknown model", compaction.CompactRequest{SessionID: sid, Model: "nope"}, wire.ErrInvalidPayload, "unknown model"},
+		{"unknown provider", compaction.CompactRequest{SessionID: sid, Provider: "acme"}, wire.ErrInvalidPayload, "unknown model"},
+		{"bad reason", compaction.CompactRequest{SessionID: sid, Reason: "bored"}, wire.ErrInvalidPayload, "reason"},
+		{"negative keep", compaction.CompactRequest{SessionID: sid, KeepTokens: -1}, wire.ErrInvalidPayload, "keep_tokens"},
+		{"provider fails", compaction.CompactRequest{SessionID: sid, Model: brokenModel}, wire.ErrInternal, "broken"},
+	}
+	for _, tt := range tests {
+		_, err := f.compact(ctx, tt.req)
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: %v, want %v containing %q", tt.name, err, tt.want, tt.msg)
+		}
+	}
+	if c := f.compactions(t, sid); len(c) != 0 {
+		t.Fatalf("%d compaction entries written", len(c))
+	}
+	kv, err := f.e.JetStream().KeyValue(ctx, compaction.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := kv.Keys(ctx); !errors.Is(err, jetstream.ErrNoKeysFound) {
+		t.Fatalf("leases left: %v, %v", keys, err)
+	}
+	// JSON callers (the nats CLI) get the same checks.
+	_, _, err = f.e.TriggerRaw(ctx, compaction.CompactFunction, []byte(`{"session_id":"s","provider":"scripted"}`), wire.JSON)
+	if !errors.Is(err, wire.ErrInvalidPayload) {
+		t.Fatalf("JSON without model: %v", err)
+	}
+	_, _, err = f.e.TriggerRaw(ctx, compaction.CompactFunction, []byte(`{"session_id":`), wire.JSON)
+	if !errors.Is(err, wire.ErrInvalidPayload) {
+		t.Fatalf("broken JSON: %v", err)
+	}
+}
+
+// eventStream creates the events stream as the orchestrator does.
+func eventStream(t *testing.T, f *fixture) jetstream.Stream {
+	t.Helper()
+	s, err := f.e.JetStream().CreateStream(ctxT(t), jetstream.StreamConfig{
+		Name: "III_EVENTS", Subjects: []string{"iii.events.>"}, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func publishEvent(t *testing.T, f *fixture, ev agent.Event) {
+	t.Helper()
+	data, err := wire.JSON.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.e.JetStream().Publish(ctxT(t), "iii.events."+ev.SessionID, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func turnEnd(sid string, input int64) agent.Event {
+	return agent.Event{Type: agent.EventTurnEnd, SessionID: sid, TS: time.Now().UnixMilli(), Message: &agent.Message{
+		Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("done")}, StopReason: agent.StopEnd,
+		Provider: "scripted", Model: tinyModel, Timestamp: time.Now().UnixMilli(),
+		Usage: &agent.Usage{InputTokens: input, OutputTokens: 10},
+	}}
+}
+
+// A turn_end whose usage reaches the window compacts the session; other
+// events, and turn_ends under the window, do not.
+func TestThresholdTrigger(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t) // the worker starts before the stream exists
+	ctx := ctxT(t)
+	s := eventStream(t, f)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		_, err := s.Consumer(ctx, compaction.ConsumerName)
+		return err
+	})
+	big, small := f.create(t), f.create(t)
+	f.conversation(t, big, 1, 32)
+	f.conversation(t, small, 1, 32)
+
+	publishEvent(t, f, agent.Event{Type: agent.EventMessageUpdate, SessionID: big, Delta: "hi"})
+	publishEvent(t, f, turnEnd(small, usable-11)) // 2999 < 3000
+	publishEvent(t, f, turnEnd(big, usable-10))   // 3000
+	publishEvent(t, f, agent.Event{Type: agent.EventAgentEnd, SessionID: big, StopReason: agent.StopEnd})
+
+	drained(t, s, 4)
+	if c := f.compactions(t, big); len(c) != 1 {
+		t.Fatalf("%d compactions of the session over the threshold", len(c))
+	}
+	if c := f.compactions(t, small); len(c) != 0 {
+		t.Fatalf("%d compactions of the session under the threshold", len(c))
+	}
+	// A turn_end from before that compaction is stale: skipped.
+	stale := turnEnd(big, usable)
+	stale.Message.Timestamp = time.Now().Add(-time.Hour).UnixMilli()
+	publishEvent(t, f, stale)
+	f.conversation(t, big, 33, 64)
+	publishEvent(t, f, turnEnd(big, usable+500))
+	drained(t, s, 6)
+	if c := f.compactions(t, big); len(c) != 2 {
+		t.Fatalf("%d compactions, want 2 (the stale turn_end is skipped)", len(c))
+	}
+}
+
+// drained waits until the trigger's consumer has acked every event of the
+// stream, at least n of them.
+func drained(t *testing.T, s jetstream.Stream, n uint64) {
+	t.Helper()
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		c, err := s.Consumer(ctxT(t), compaction.ConsumerName)
+		if err != nil {
+			return err
+		}
+		ci, err := c.Info(ctxT(t))
+		if err != nil {
+			return err
+		}
+		if ci.NumPending != 0 || ci.NumAckPending != 0 || ci.AckFloor.Stream < n {
+			return fmt.Errorf("consumer: pending %d, ack pending %d, ack floor %d", ci.NumPending, ci.NumAckPending, ci.AckFloor.Stream)
+		}
+		return nil
+	})
+}
+
+// Provision reads the settings and refuses bad ones.
+func TestProvision(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		settings map[string]string
+		ok       bool
+	}{
+		{map[string]string{}, true},
+		{map[string]string{"reserve_tokens": "8000", "keep_fraction": "0.3", "prune_bytes": "4096", "lease_ttl": "90s",
+			"auto": "false", "concurrency": "2", "timeout": "5m", "split_turns": "false"}, true},
+		{map[string]string{"reserve_tokens": "0"}, false},
+		{map[string]string{"reserve_tokens": "many"}, false},
+		{map[string]string{"keep_fraction": "1"}, false},
+		{map[string]string{"keep_fraction": "NaN"}, false},
+		{map[string]string{"prune_bytes": "10"}, false},
+		{map[string]string{"lease_ttl": "10ms"}, false},
+		{map[string]string{"lease_ttl": "soon"}, false},
+		{map[string]string{"auto": "maybe"}, false},
+		{map[string]string{"concurrency": "0"}, false},
+		{map[string]string{"timeout": "-1s"}, false},
+		{map[string]string{"colour": "blue"}, false},
+	}
+	for _, tt := range tests {
+		w := compaction.NewWorker()
+		err := w.Provision(context.Background(), workers.Env{Settings: map[string]map[string]string{compaction.WorkerName: tt.settings}})
+		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, engine.ErrInvalidOption)) {
+			t.Errorf("%v: %v", tt.settings, err)
+		}
+	}
+}
+
+// The worker's lifecycle: one start, close idempotent, no start after
+// close; the function is in the catalog with its schemas.
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := ctxT(t)
+	if err := f.w.Start(ctx, f.e); !errors.Is(err, compaction.ErrStarted) {
+		t.Fatalf("second start: %v", err)
+	}
+	fns, err := f.e.FunctionsList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, fn := range fns {
+		if fn.ID == compaction.CompactFunction {
+			found = len(fn.RequestSchema) > 0 && len(fn.ResponseSchema) > 0
+		}
+	}
+	if !found {
+		t.Fatal("compaction::compact is not in the catalog with its schemas")
+	}
+	if err := f.w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.w.Compact(ctx, compaction.CompactRequest{SessionID: "s", Provider: "scripted", Model: tinyModel}); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("compact after close: %v", err)
+	}
+	w2 := compaction.NewWorker()
+	if err := w2.Start(ctx, f.e); err != nil {
+		t.Fatalf("a second replica: %v", err)
+	}
+	if err := w2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Start(ctx, f.e); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("start after close: %v", err)
+	}
+}
+
+// The trigger binds its consumer again when it is deleted; with auto off
+// there is no consumer at all.
+func TestTriggerRebinds(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := ctxT(t)
+	s := eventStream(t, f)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		_, err := s.Consumer(ctx, compaction.ConsumerName)
+		return err
+	})
+	if err := s.DeleteConsumer(ctx, compaction.ConsumerName); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted under a pending pull: at once; before the first pull: after
+	// two missed heartbeats.
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		_, err := s.Consumer(ctx, compaction.ConsumerName)
+		return err
+	})
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 32)
+	publishEvent(t, f, turnEnd(sid, usable))
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if c := f.compactions(t, sid); len(c) != 1 {
+			return fmt.Errorf("%d compactions", len(c))
+		}
+		return nil
+	})
+
+	off := newFixture(t, compaction.WithAuto(false))
+	s2 := eventStream(t, off)
+	if names := s2.ConsumerNames(ctx); names.Err() == nil {
+		for n := range names.Name() {
+			t.Fatalf("consumer %s with auto off", n)
+		}
+	}
+}

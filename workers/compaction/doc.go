@@ -1,0 +1,96 @@
+// Package compaction is the compaction worker: the "compaction" module,
+// which keeps a session's history inside its model's context window by
+// replacing the oldest part of the active path with a summary written by
+// the session's own model.
+//
+// # Function
+//
+// compaction::compact {session_id, provider, model, reason?, wait?,
+// keep_tokens?} → [CompactResponse] {compacted, entry_id?,
+// first_kept_entry_id?, tokens_before, tokens_after, reason?,
+// summary_calls?}. Step by step:
+//
+//  1. The model's window comes from models::get (an unknown model is
+//     invalid_payload). The usable window is context_window − reserve,
+//     the reserve being min(reserve_tokens, context_window/4).
+//  2. One compaction per session at a time: a lease, the key <session_id>
+//     of the KV bucket [LeaseBucket], created with a per-key TTL
+//     ([WithLeaseTTL], two minutes) and renewed by its holder every third
+//     of it; a crashed holder's lease expires. A second caller answers
+//     {compacted: false, reason: "in_progress"} at once, or with wait
+//     watches the key until the lease is gone and answers "done_by_other"
+//     (the caller then re-reads the session).
+//  3. The active path is read with session::messages (and
+//     session::entries for the previous summary's text, when there is
+//     one). Tokens are estimated with [EstimateTokens].
+//  4. The cut: the newest messages up to keep_tokens (default a quarter
+//     of the usable window) stay verbatim. The kept part starts at a user
+//     message, never between a function call and its result, and always
+//     holds the newest user message — unless that turn alone is more than
+//     twice keep_tokens (a long agent loop on one prompt): then, with
+//     [WithSplitTurns] (the default), the kept part starts at an
+//     assistant message of that turn and the summary ends with the
+//     newest user message verbatim ([LatestRequestHeading]). Nothing
+//     older than the cut (besides the previous summary) answers
+//     "nothing_to_compact".
+//  5. The older part is rendered as text (function outputs larger than
+//     [WithPruneBytes] become "[output of <function_id> pruned: N
+//     bytes]") and summarized by provider::<provider>::complete with
+//     [SystemPrompt]: sections Goal, Constraints, Progress, Decisions,
+//     Function calls made, Next steps, Critical context, Files; a previous
+//     summary is updated, not replaced. No request is estimated above the
+//     usable window: a transcript too big for one request is summarized
+//     in chunks, each folded into the running summary.
+//  6. The entry {type: "compaction", summary, first_kept_entry_id,
+//     tokens_before} is appended with session::append at the active leaf,
+//     so messages appended meanwhile stay on the path;
+//     session::messages then answers [summary, ...kept messages].
+//
+// Errors are coded: invalid_payload for bad input or an unknown model;
+// the session tree's not_found for an unknown session; the provider's
+// error when a summary cannot be written; conflict when the compaction
+// lost its lease ([ErrLeaseLost]). Nothing is appended on any error.
+//
+// # Threshold trigger
+//
+// A durable consumer [ConsumerName] on the events stream (III_EVENTS,
+// subjects iii.events.<session_id>) reads every event, decoding only its
+// type first. A turn_end whose assistant message's usage ([UsedTokens]:
+// input, cache and output tokens) reaches the usable window of the
+// message's provider and model starts a compaction with reason
+// "threshold" in the background, at most [WithConcurrency] at a time (an
+// event that finds no free slot is redelivered a second later). When
+// another compaction of the session runs, the trigger waits for it and
+// checks again: a turn_end older than the path's last compaction is
+// skipped. Failures are logged and acked: the orchestrator, which
+// compacts with reason "overflow" before a model request that would not
+// fit, is the backstop. The setting auto=false turns the trigger off. The
+// consumer binds as soon as the stream exists (the orchestrator creates
+// it), new events only, and binds again if it is deleted.
+//
+// # Lifecycle
+//
+//  1. New: the registry builds a [Worker]; embedders use [NewWorker].
+//  2. Provision: the settings reserve_tokens, keep_fraction, prune_bytes,
+//     lease_ttl, auto, concurrency, timeout and split_turns (see the
+//     Setting* constants); any other is an error.
+//  3. Start: open (create) [LeaseBucket], register compaction::compact
+//     on the engine worker "compaction" with its schemas and skill, start
+//     the trigger.
+//  4. Close: stop the trigger, end the compactions in flight (their
+//     leases are released), stop the endpoint.
+//
+// # Example
+//
+//	w := compaction.NewWorker()
+//	if err := w.Start(ctx, e); err != nil {
+//		return err
+//	}
+//	defer w.Close(ctx)
+//	r, err := engine.Call[compaction.CompactResponse](ctx, e, compaction.CompactFunction,
+//		compaction.CompactRequest{SessionID: sid, Provider: "anthropic", Model: "claude-sonnet-4-5",
+//			Reason: compaction.ReasonOverflow, Wait: true})
+//	if err == nil && (r.Compacted || r.Reason == compaction.OutcomeDoneByOther) {
+//		// re-read session::messages
+//	}
+package compaction
