@@ -37,7 +37,8 @@ func (t EventType) Valid() bool {
 //   - function_execution_end: FunctionCallID, Result, IsError, DurationMs.
 //   - approval_requested: FunctionCallID, FunctionID, Args.
 //   - turn_end: Message (the assistant message), FunctionResults.
-//   - compaction_done: no fields yet.
+//   - compaction_done: Compaction (the orchestrator compacted the
+//     transcript before a model call that would have overflowed).
 //   - agent_end: StopReason.
 //
 // Seq orders a session's events; the publisher assigns it (it is 0 in
@@ -66,4 +67,16 @@ type Event struct {
 	FunctionResults []Message `json:"function_results,omitempty"`
 
 	StopReason StopReason `json:"stop_reason,omitempty"`
+
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// Compaction describes a compaction of the session's transcript: the
+// compaction entry written to the session tree and the estimated tokens
+// (EstimateTokens) of the transcript before and after.
+type Compaction struct {
+	EntryID      string `json:"entry_id,omitempty"`
+	Reason       string `json:"reason"`
+	TokensBefore int    `json:"tokens_before"`
+	TokensAfter  int    `json:"tokens_after"`
 }

@@ -115,3 +115,38 @@ func reachableHome(t *testing.T) string {
 	}
 	return home
 }
+
+// eventsUntil reads the session's events from the start of its stream up
+// to the n-th agent_end and returns those of the last run.
+func (n *node) eventsUntil(sid string, ends int, timeout time.Duration) []agent.Event {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	subj, err := subjects.EventSubject(sid)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cons, err := n.e.JetStream().OrderedConsumer(ctx, subjects.EventStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var run []agent.Event
+	for seen := 0; ; {
+		dl, _ := ctx.Deadline()
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Until(dl)))
+		if err != nil {
+			n.t.Fatalf("events of %s after %d agent_end: %v", sid, seen, err)
+		}
+		var ev agent.Event
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			n.t.Fatal(err)
+		}
+		run = append(run, ev)
+		if ev.Type == agent.EventAgentEnd {
+			if seen++; seen == ends {
+				return run
+			}
+			run = nil
+		}
+	}
+}

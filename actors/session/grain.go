@@ -18,6 +18,8 @@ import (
 type modelResult struct {
 	token uint64
 	in    turn.Input
+	// history, when not nil, is the compacted transcript the call used.
+	history []agent.Message
 }
 
 type callResult struct {
@@ -96,6 +98,9 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(g.onAbort(m.reason, nil))
 	case *modelResult:
+		if m.token == g.token && m.history != nil {
+			g.history = m.history
+		}
 		if m.token == g.token && g.running && len(g.aborts) > 0 {
 			g.running = false
 			var partial *agent.Message
@@ -508,8 +513,10 @@ func (g *grain) startModel() {
 	model, root, self := g.host.ports.Model, g.root, g.self
 	go func() {
 		defer cancel()
+		var compacted []agent.Message
+		req.Compacted = func(msgs []agent.Message) { compacted = msgs }
 		in := model.Stream(ctx, req)
-		root.Send(self, &modelResult{token: tok, in: in})
+		root.Send(self, &modelResult{token: tok, in: in, history: compacted})
 	}()
 }
 

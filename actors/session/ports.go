@@ -61,6 +61,11 @@ type ModelRequest struct {
 	// Run is the run's request without its messages (workspace, agent,
 	// tools, limits).
 	Run agent.RunStart
+	// Compacted, called by the port on the call's goroutine before Stream
+	// returns, hands the grain the transcript the call used instead of
+	// Messages: the port compacted it (the model's window would have
+	// overflowed) and the grain keeps the compacted one from then on.
+	Compacted func(msgs []agent.Message)
 }
 
 // Model calls the run's provider.

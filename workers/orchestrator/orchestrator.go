@@ -190,7 +190,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		Store:     store{kv: o.turns},
 		History:   o.history,
 		Events:    o.pub,
-		Model:     model{e: e, pub: o.pub, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond},
+		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond},
 		Functions: o.fns,
 		Inbox:     o.inbox,
 		Approvals: o.approvals,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -170,10 +171,12 @@ func (p *publisher) Flush(ctx context.Context, sid string) error {
 // model streams a provider through a channel, with the run's tools, and
 // prices the call (and holds it in the run's budgets) around it.
 type model struct {
-	e     *engine.Engine
-	pub   *publisher
-	spend *spend
-	tools *toolList
+	e       *engine.Engine
+	pub     *publisher
+	history *history
+	logger  *slog.Logger
+	spend   *spend
+	tools   *toolList
 	// coalesce bounds message_update batching (SPEC: ~60 ms / 4 KiB).
 	coalesce time.Duration
 }
@@ -199,6 +202,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "the model catalog did not answer, so the call could not be priced for its budget: " + err.Error()}
 		}
 	}
+	m.fitWindow(ctx, req, &preq, info, known)
 	resID := ""
 	if m.spend != nil && budgeted(req.Run) {
 		id := fmt.Sprintf("%s-%d", req.RunID, req.Step) // a reservation id is an id: [A-Za-z0-9_-]
@@ -394,20 +398,43 @@ type catalogCache struct {
 	e   *engine.Engine
 	ttl time.Duration
 
-	mu   sync.Mutex
-	at   time.Time
-	byID map[string]engine.FunctionInfo
+	mu       sync.Mutex
+	at       time.Time
+	byID     map[string]engine.FunctionInfo
+	inflight chan struct{} // closed when the discovery in flight ends
 }
 
+// lookup finds id in the catalog. A miss refreshes the catalog at most
+// once per ttl, and concurrent misses share one discovery: a burst of
+// lookups must not fan out a burst of $SRV.INFO rounds, whose replies then
+// come too late for the discovery's quiet period.
 func (c *catalogCache) lookup(ctx context.Context, id string) (engine.FunctionInfo, bool) {
 	c.mu.Lock()
-	recent := time.Since(c.at) < c.ttl
 	info, ok := c.byID[id]
-	c.mu.Unlock()
-	if ok || recent {
-		return info, ok // a miss refreshes at most once per ttl
+	if ok || time.Since(c.at) < c.ttl {
+		c.mu.Unlock()
+		return info, ok
 	}
+	if ch := c.inflight; ch != nil {
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return engine.FunctionInfo{}, false
+		}
+		c.mu.Lock()
+		info, ok = c.byID[id]
+		c.mu.Unlock()
+		return info, ok
+	}
+	ch := make(chan struct{})
+	c.inflight = ch
+	c.mu.Unlock()
 	fns, err := c.e.FunctionsList(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight = nil
+	close(ch)
 	if err != nil {
 		return engine.FunctionInfo{}, false
 	}
@@ -415,9 +442,7 @@ func (c *catalogCache) lookup(ctx context.Context, id string) (engine.FunctionIn
 	for _, f := range fns {
 		m[f.ID] = f
 	}
-	c.mu.Lock()
 	c.byID, c.at = m, time.Now()
-	c.mu.Unlock()
 	info, ok = m[id]
 	return info, ok
 }
