@@ -81,6 +81,9 @@ func (g *grain) Receive(ctx actor.Context) {
 			if f, ok := g.host.ports.Events.(Forgetter); ok {
 				f.Forget(g.sid)
 			}
+			if f, ok := g.host.ports.History.(Forgetter); ok && any(f) != any(g.host.ports.Events) {
+				f.Forget(g.sid)
+			}
 			ctx.Stop(g.self)
 		}
 	case *wakeMsg:

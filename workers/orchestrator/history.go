@@ -19,13 +19,17 @@ import (
 const (
 	sessionEnsure      = "session::ensure"
 	sessionMessages    = "session::messages"
+	sessionGet         = "session::get"
 	sessionAppendBatch = "session::append_batch"
 )
 
 // appendTimeout bounds one transcript append.
 const appendTimeout = 30 * time.Second
 
-var _ session.History = (*history)(nil)
+var (
+	_ session.History   = (*history)(nil)
+	_ session.Forgetter = (*history)(nil)
+)
 
 // history is the grain's History port on the session tree: the transcript
 // is the session's active path as the model sees it (session::messages:
@@ -40,6 +44,26 @@ type history struct {
 
 	mu   sync.Mutex
 	tail map[string]*appendOp // the last append of each session
+	// known is what this process knows of each active session's path, so
+	// a run that starts on an unchanged tree reads one meta instead of the
+	// whole path.
+	known map[string]*knownPath
+}
+
+// knownPath is a session's path as this process last read or wrote it:
+// the tree's entry count and active leaf then, and the messages. A tree
+// whose meta shows another count or leaf changed under us (a compaction,
+// another writer, set_active_leaf) and is read again.
+type knownPath struct {
+	count uint64
+	leaf  string
+	msgs  []agent.Message
+}
+
+// sessionMeta is the part of session::get's answer used here.
+type sessionMeta struct {
+	ActiveLeaf string `json:"active_leaf"`
+	EntryCount uint64 `json:"entry_count"`
 }
 
 // appendOp is one append in flight; done closes when it ended.
@@ -49,7 +73,7 @@ type appendOp struct {
 }
 
 func newHistory(e *engine.Engine, pub *publisher) *history {
-	return &history{e: e, pub: pub, tail: map[string]*appendOp{}}
+	return &history{e: e, pub: pub, tail: map[string]*appendOp{}, known: map[string]*knownPath{}}
 }
 
 // pathEntry is one message of session::messages.
@@ -66,12 +90,29 @@ func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error)
 	if err := h.Flush(ctx, sid); err != nil {
 		return nil, err
 	}
+	var meta sessionMeta
+	err := h.e.Trigger(ctx, sessionGet, map[string]string{"session_id": sid}, &meta)
+	if errors.Is(err, wire.ErrNotFound) {
+		h.forget(sid)
+		return nil, nil // no session yet: nothing said
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transcript of %s: %w", sid, err)
+	}
+	h.mu.Lock()
+	k := h.known[sid]
+	h.mu.Unlock()
+	if k != nil && k.count == meta.EntryCount && k.leaf == meta.ActiveLeaf {
+		return append([]agent.Message(nil), k.msgs...), nil
+	}
 	var out struct {
+		Leaf     string      `json:"leaf"`
 		Messages []pathEntry `json:"messages"`
 	}
-	err := h.e.Trigger(ctx, sessionMessages, map[string]string{"session_id": sid}, &out)
+	err = h.e.Trigger(ctx, sessionMessages, map[string]string{"session_id": sid}, &out)
 	if errors.Is(err, wire.ErrNotFound) {
-		return nil, nil // no session yet: nothing said
+		h.forget(sid)
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transcript of %s: %w", sid, err)
@@ -80,7 +121,40 @@ func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error)
 	for i, pe := range out.Messages {
 		msgs[i] = pe.Message
 	}
-	return msgs, nil
+	h.mu.Lock()
+	if out.Leaf == meta.ActiveLeaf {
+		// The count was read before the path: a writer in between makes
+		// it look changed next time (one read more, never one less).
+		h.known[sid] = &knownPath{count: meta.EntryCount, leaf: out.Leaf, msgs: msgs}
+	} else {
+		delete(h.known, sid)
+	}
+	h.mu.Unlock()
+	return append([]agent.Message(nil), msgs...), nil
+}
+
+// Forget drops what this process knows of sid's path (its grain
+// passivated).
+func (h *history) Forget(sid string) { h.forget(sid) }
+
+func (h *history) forget(sid string) {
+	h.mu.Lock()
+	delete(h.known, sid)
+	h.mu.Unlock()
+}
+
+// appended records that this process appended msgs to sid's path, ending
+// at leaf.
+func (h *history) appended(sid string, msgs []agent.Message, leaf string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := h.known[sid]
+	if k == nil {
+		return
+	}
+	k.count += uint64(len(msgs))
+	k.leaf = leaf
+	k.msgs = append(k.msgs, msgs...)
 }
 
 func (h *history) Append(_ context.Context, sid, id string, msgs []agent.Message) error {
@@ -104,8 +178,27 @@ func (h *history) Append(_ context.Context, sid, id string, msgs []agent.Message
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
 		defer cancel()
-		if err := h.e.Trigger(ctx, sessionAppendBatch, req, nil); err != nil {
+		var res struct {
+			EntryIDs []string `json:"entry_ids"`
+		}
+		err := h.e.Trigger(ctx, sessionAppendBatch, req, &res)
+		if errors.Is(err, wire.ErrNotFound) {
+			// A session whose turn record predates its tree entry (or
+			// whose tree meta was lost): make it, then append.
+			h.forget(sid)
+			if err = h.ensure(ctx, sid); err == nil {
+				err = h.e.Trigger(ctx, sessionAppendBatch, req, &res)
+			}
+		}
+		if err != nil {
+			h.forget(sid)
 			op.err = fmt.Errorf("append to the transcript of %s: %w", sid, err)
+			return
+		}
+		if n := len(res.EntryIDs); n == len(msgs) {
+			h.appended(sid, msgs, res.EntryIDs[n-1])
+		} else {
+			h.forget(sid)
 		}
 	}()
 	return nil

@@ -343,12 +343,6 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 			}
 		}
 	}
-	// The transcript lives in the session tree: the session must exist
-	// before the grain appends to it (an existing one is resumed on its
-	// active leaf).
-	if err := o.history.ensure(ctx, rs.SessionID); err != nil {
-		return RunStartResult{}, err
-	}
 	st := store{kv: o.turns}
 	for attempt := 0; ; attempt++ {
 		res, err := o.runStartOnce(ctx, rs, st)
@@ -382,6 +376,14 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 			return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: cur.RunID}, nil // a retry of the run in flight
 		}
 		return RunStartResult{SessionID: rs.SessionID, Started: false, Reason: "session_busy"}, nil
+	}
+	if rev == 0 {
+		// A new session: its transcript lives in the session tree, which
+		// must hold the session before the grain appends to it. (A
+		// session that ran before resumes on its active leaf.)
+		if err := o.history.ensure(ctx, rs.SessionID); err != nil {
+			return RunStartResult{}, err
+		}
 	}
 	runID := nuid.Next()
 	rec, _, err := turn.New(rs, runID, time.Now().UnixMilli())

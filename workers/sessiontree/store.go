@@ -28,6 +28,10 @@ type Store struct {
 	// runBytes bounds the batch that reads one run ([maxRunBytes]).
 	runBytes int
 
+	// leaves keeps the entries this store appended last, so the next
+	// append under one of them needs no read.
+	leaves leafCache
+
 	// fetched counts the entries read from the stream and trips the
 	// requests that read them (tests check that reads are proportional
 	// to the path).
@@ -302,6 +306,11 @@ func (s *Store) activeLeaf(ctx context.Context, m Meta) (*node, error) {
 	if m.ActiveLeaf == "" {
 		return nil, nil
 	}
+	if seq, err := ParseEntryID(m.ActiveLeaf); err == nil {
+		if n, ok := s.leaves.get(seq); ok {
+			return &n, nil // appended here: entries never change
+		}
+	}
 	n, err := s.getID(ctx, m.ActiveLeaf)
 	if err != nil {
 		return nil, err
@@ -350,6 +359,7 @@ func (s *Store) publish(ctx context.Context, subj, sid string, m *Meta, prev *no
 			if n.seq > m.LastSeq {
 				m.LastSeq, m.EntryCount = n.seq, n.rec.N
 			}
+			s.leaves.put(n)
 			return n, nil
 		}
 		if !isCASConflict(err) {
