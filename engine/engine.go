@@ -30,6 +30,7 @@ type Engine struct {
 	mu      sync.Mutex
 	workers map[*Worker]struct{}
 	streams map[string]jetstream.Stream
+	skills  jetstream.KeyValue // the skills bucket, once opened
 	closed  bool
 }
 

@@ -103,7 +103,8 @@ type Function struct {
 	// Skill is the function's skill document (markdown, optional
 	// frontmatter): how and when to use it. [Worker.Register] publishes it
 	// to the skills bucket as "<worker>/<function id>" ([PublishSkill]),
-	// where the directory serves it.
+	// where the directory serves it; without one, it publishes
+	// [GeneratedSkill] (the description and the schemas).
 	Skill string
 	// Handler serves the calls.
 	Handler Handler
@@ -219,13 +220,15 @@ func (w *Worker) Register(fn Function) error {
 	if err := w.e.nc.Flush(); err != nil {
 		return wire.FromNATS(err)
 	}
-	if fn.Skill != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), skillPublishTimeout)
-		defer cancel()
-		if err := w.e.PublishSkill(ctx, w.name, fn.ID, fn.Skill); err != nil {
-			// The function serves without it; the directory lacks one page.
-			w.e.opts.logger.Warn("skill not published", "worker", w.name, "function_id", fn.ID, "error", err)
-		}
+	doc := fn.Skill
+	if doc == "" {
+		doc = GeneratedSkill(fn)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), skillPublishTimeout)
+	defer cancel()
+	if err := w.e.PublishSkill(ctx, w.name, fn.ID, doc); err != nil {
+		// The function serves without it; the directory lacks one page.
+		w.e.opts.logger.Warn("skill not published", "worker", w.name, "function_id", fn.ID, "error", err)
 	}
 	return nil
 }

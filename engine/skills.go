@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,7 +42,7 @@ func (e *Engine) PublishSkill(ctx context.Context, worker, functionID, markdown 
 	if len(markdown) == 0 || len(markdown) > MaxSkillSize {
 		return wire.Errorf(wire.CodeInvalidPayload, "skill %s: %d bytes (1 to %d)", key, len(markdown), MaxSkillSize)
 	}
-	kv, err := e.EnsureKV(ctx, SkillsBucketConfig())
+	kv, err := e.skillsKV(ctx)
 	if err != nil {
 		return err
 	}
@@ -50,4 +53,69 @@ func (e *Engine) PublishSkill(ctx context.Context, worker, functionID, markdown 
 		return wire.Wrap(wire.CodeUnavailable, err, "publish skill %s", key)
 	}
 	return nil
+}
+
+// skillsKV opens the skills bucket once per engine.
+func (e *Engine) skillsKV(ctx context.Context) (jetstream.KeyValue, error) {
+	e.mu.Lock()
+	kv := e.skills
+	e.mu.Unlock()
+	if kv != nil {
+		return kv, nil
+	}
+	kv, err := e.EnsureKV(ctx, SkillsBucketConfig())
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.skills = kv
+	e.mu.Unlock()
+	return kv, nil
+}
+
+// GeneratedSkill is the skill document of a function registered without
+// one: its description and its request and response schemas, so every
+// function on the bus has a page in the directory.
+func GeneratedSkill(fn Function) string {
+	var b strings.Builder
+	desc := strings.TrimSpace(fn.Description)
+	b.WriteString("---\ntitle: ")
+	b.WriteString(fn.ID)
+	b.WriteString("\nfunction_id: ")
+	b.WriteString(fn.ID)
+	if first, _, _ := strings.Cut(desc, "\n"); first != "" {
+		b.WriteString("\ndescription: ")
+		b.WriteString(yamlQuote(first))
+	}
+	b.WriteString("\n---\n# ")
+	b.WriteString(fn.ID)
+	b.WriteString("\n\n")
+	if desc != "" {
+		b.WriteString(desc)
+		b.WriteString("\n\n")
+	}
+	if fn.Idempotent {
+		b.WriteString("Idempotent: calling it again with the same arguments is harmless.\n\n")
+	}
+	for _, part := range []struct{ name, schema string }{{"Arguments", fn.RequestSchema}, {"Result", fn.ResponseSchema}} {
+		if part.schema == "" {
+			continue
+		}
+		var pretty bytes.Buffer
+		if json.Indent(&pretty, []byte(part.schema), "", "  ") != nil {
+			continue
+		}
+		b.WriteString("## ")
+		b.WriteString(part.name)
+		b.WriteString(" (JSON Schema)\n\n```json\n")
+		b.Write(pretty.Bytes())
+		b.WriteString("\n```\n\n")
+	}
+	return strings.TrimRight(b.String(), "\n") + "\n"
+}
+
+// yamlQuote makes s one double-quoted YAML scalar.
+func yamlQuote(s string) string {
+	q, _ := json.Marshal(s) // a JSON string is a valid YAML double-quoted scalar
+	return string(q)
 }

@@ -65,3 +65,44 @@ func TestSkillPublishedAndSessionFromContext(t *testing.T) {
 		}
 	}
 }
+
+// A function registered without a skill gets one made of its description
+// and schemas, so the directory has a page for every function.
+func TestGeneratedSkill(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	w, err := e.Worker("calc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := engine.Function{
+		ID:            "calc::add",
+		Description:   "Add two numbers: \"a\" and b.\nSecond line.",
+		RequestSchema: `{"type":"object","properties":{"a":{"type":"number"}}}`,
+		Idempotent:    true,
+		Handler:       func(context.Context, *engine.Request) (any, error) { return nil, nil },
+	}
+	if err := w.Register(fn); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kv, err := e.JetStream().KeyValue(ctx, subjects.SkillsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := subjects.SkillKey("calc", "calc::add")
+	got, err := kv.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(got.Value())
+	if doc != engine.GeneratedSkill(fn) {
+		t.Fatalf("published %q, want the generated skill", doc)
+	}
+	for _, want := range []string{"---\ntitle: calc::add\nfunction_id: calc::add\ndescription: \"Add two numbers: \\\"a\\\" and b.\"\n---\n", "Second line.", "Idempotent", "## Arguments (JSON Schema)\n\n```json\n{\n  \"type\": \"object\""} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("skill lacks %q:\n%s", want, doc)
+		}
+	}
+}

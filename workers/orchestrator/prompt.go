@@ -86,3 +86,61 @@ func assemblePrompt(p promptParts) string {
 	}
 	return b.String()
 }
+
+// offeredIndex keeps of the directory's index markdown the skills of the
+// functions the run offers the model (agent.RunStart.Offers), and the
+// sections of workers with at least one of them: the prompt lists what
+// the model can call, not the harness's own machinery. Lines it does not
+// recognise are kept.
+func offeredIndex(md string, run agent.RunStart) string {
+	var out, section []string
+	keep, kept, inSections := false, false, false
+	flush := func() {
+		if keep {
+			out, kept = append(out, section...), true
+		}
+		section, keep = nil, false
+	}
+	for _, line := range strings.Split(md, "\n") {
+		switch fn, ok := indexedFunction(line); {
+		case strings.HasPrefix(line, "## "):
+			flush()
+			inSections = true
+			section = append(section, line)
+		case !inSections:
+			out = append(out, line)
+		case ok && fn != "" && !run.Offers(fn):
+			// a function the run does not offer
+		default:
+			keep = keep || (ok && fn != "")
+			section = append(section, line)
+		}
+	}
+	flush()
+	if inSections && !kept {
+		return "" // no worker left: no index
+	}
+	return strings.TrimSpace(strings.Join(out, "\n"))
+}
+
+// indexedFunction reads the function id of an index line
+// "- [title](iii://worker/function): …": ok for a skill line, with fn ""
+// for a worker's page that is not a function (its overview).
+func indexedFunction(line string) (fn string, ok bool) {
+	_, rest, found := strings.Cut(line, "](iii://")
+	if !found || !strings.HasPrefix(strings.TrimSpace(line), "- [") {
+		return "", false
+	}
+	id, _, found := strings.Cut(rest, ")")
+	if !found {
+		return "", false
+	}
+	_, name, found := strings.Cut(id, "/")
+	if !found {
+		return "", false
+	}
+	if !strings.Contains(name, "::") {
+		return "", true // a page such as <worker>/overview
+	}
+	return name, true
+}

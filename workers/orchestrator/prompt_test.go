@@ -42,3 +42,28 @@ func TestAssemblePrompt(t *testing.T) {
 		})
 	}
 }
+
+func TestOfferedIndex(t *testing.T) {
+	t.Parallel()
+	md := "# Skills\n\nEach line links a skill document.\n\n" +
+		"## approval\n- [approval::resolve](iii://approval/approval::resolve): decide\n\n" +
+		"## sandbox\n[Sandboxes](iii://sandbox/overview): run commands\n- [shell::exec](iii://sandbox/shell::exec): run one\n- [sandbox::create](iii://sandbox/sandbox::create): make one\n\n" +
+		"## directory\n- [get](iii://directory/directory::skills::get): a skill"
+	got := offeredIndex(md, agent.RunStart{})
+	for _, want := range []string{"# Skills", "Each line links", "## sandbox", "(iii://sandbox/overview)", "shell::exec", "## directory", "directory::skills::get"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"## approval", "approval::resolve", "sandbox::create"} {
+		if strings.Contains(got, not) {
+			t.Errorf("has %q (not offered):\n%s", not, got)
+		}
+	}
+	if got := offeredIndex(md, agent.RunStart{ToolMode: agent.ToolsNone}); got != "" {
+		t.Errorf("a run with no tools got an index:\n%s", got)
+	}
+	if got := offeredIndex(md, agent.RunStart{Tools: []string{"shell::*"}}); strings.Contains(got, "directory") || !strings.Contains(got, "shell::exec") {
+		t.Errorf("tools [shell::*]:\n%s", got)
+	}
+}

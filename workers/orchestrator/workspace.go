@@ -56,7 +56,7 @@ func (w *workspace) Provision(ctx context.Context, sid string, run agent.RunStar
 	ctx = engine.WithSession(ctx, sid, "")
 	parts := promptParts{Mode: run.Mode}
 	if run.SystemPrompt == "" {
-		parts.Index = w.skillsIndex(ctx)
+		parts.Index = offeredIndex(w.skillsIndex(ctx), run)
 		for _, id := range run.Skills {
 			var doc skillDoc
 			if err := w.e.Trigger(ctx, skillsGet, map[string]string{"id": id}, &doc); err != nil {
