@@ -437,3 +437,23 @@ func (w *Worker) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// MaxReplyMargin bounds the time [WithReplyMargin] keeps for the answer.
+const MaxReplyMargin = 250 * time.Millisecond
+
+// WithReplyMargin ends a handler's work before ctx's deadline (the
+// caller's budget, counted from when the request arrived, so transit is
+// not in it): a quarter of the time left, at most [MaxReplyMargin]. The
+// handler's own answer — a partial result or a timeout — then reaches a
+// caller that still listens. Without a deadline it changes nothing.
+func WithReplyMargin(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	margin := min(time.Until(dl)/4, MaxReplyMargin)
+	if margin <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, dl.Add(-margin))
+}

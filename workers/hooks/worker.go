@@ -67,7 +67,7 @@ func publishCollect(e *engine.Engine) engine.Handler {
 	logger := e.Logger().With("worker", WorkerName)
 	inject := hook.WithInjector(e.Inject)
 	return engine.Typed(func(ctx context.Context, req hook.Request) (hook.Result, error) {
-		ctx, cancel := withReplyMargin(ctx)
+		ctx, cancel := engine.WithReplyMargin(ctx)
 		defer cancel()
 		res, err := hook.PublishCollect(ctx, nc, req, inject)
 		if errors.Is(err, hook.ErrPublishFailed) {
@@ -76,27 +76,6 @@ func publishCollect(e *engine.Engine) engine.Handler {
 		}
 		return res, err
 	})
-}
-
-// maxReplyMargin bounds the time [withReplyMargin] keeps for the answer.
-const maxReplyMargin = 250 * time.Millisecond
-
-// withReplyMargin ends the collect before ctx's deadline (the caller's
-// budget, counted from when the request arrived, so transit is not in
-// it): a quarter of the time left, at most [maxReplyMargin]. The answer
-// then reaches a caller whose budget is shorter than timeout_ms while it
-// still listens. It changes nothing when timeout_ms ends the collect
-// first.
-func withReplyMargin(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return ctx, func() {}
-	}
-	margin := min(time.Until(dl)/4, maxReplyMargin)
-	if margin <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
 // Close stops the endpoint, waiting until ctx ends for calls in flight.

@@ -142,7 +142,7 @@ func (w *Worker) fetch(f *Fetcher, maxPayload int64) engine.Handler {
 		}
 		ctx, release := w.shutdown.Bind(ctx)
 		defer release()
-		ctx, cancel := withReplyMargin(ctx)
+		ctx, cancel := engine.WithReplyMargin(ctx)
 		defer cancel()
 		res, err := f.Fetch(ctx, req)
 		if err != nil {
@@ -195,25 +195,6 @@ func encoded(body []byte, err error) (engine.Raw, error) {
 		return nil, wire.Wrap(wire.CodeInternal, err, "response does not encode")
 	}
 	return body, nil
-}
-
-// maxReplyMargin bounds the time [withReplyMargin] keeps for the answer.
-const maxReplyMargin = 250 * time.Millisecond
-
-// withReplyMargin ends the fetch a little before ctx's deadline (the
-// caller's budget): a quarter of the time left, at most
-// [maxReplyMargin], so a timeout answer still reaches a caller that
-// listens.
-func withReplyMargin(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return ctx, func() {}
-	}
-	margin := min(time.Until(dl)/4, maxReplyMargin)
-	if margin <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
 // Close ends the fetches in flight (they answer unavailable), stops the
