@@ -24,12 +24,6 @@ import (
 	"github.com/iii-on-nats/iii/subjects"
 )
 
-// Backoff of the bucket watch when it closes under the directory.
-const (
-	watchBackoffMin = 100 * time.Millisecond
-	watchBackoffMax = 5 * time.Second
-)
-
 // skillFileExt ends the name of a skill file in the folder.
 const skillFileExt = ".md"
 
@@ -208,63 +202,46 @@ func (d *Directory) rebuild() {
 	d.view.Store(&view{skills: skills, byID: byID, index: sync.OnceValue(func() Index { return buildIndex(skills) })})
 }
 
-// follow watches the whole bucket until ctx ends. The first load closes
-// ready; a watch that closes (the connection went away) is opened again
-// with backoff, and its snapshot replaces the published skills.
+// follow mirrors the whole bucket until ctx ends (engine.MirrorKV). The
+// first load closes ready; the snapshot of a watch opened again replaces
+// the published skills.
 func (d *Directory) follow(ctx context.Context, ready chan struct{}) {
 	defer close(d.watchDone)
-	first := true
-	backoff := watchBackoffMin
-	for {
-		w, err := d.kv.WatchAll(ctx)
-		if err == nil {
-			fresh := map[string]Skill{}
-			loaded := false
-			err = engine.FollowKV(ctx, w, func(ent jetstream.KeyValueEntry) {
-				id, sk, ok := d.decode(ent)
-				if !ok {
-					return
-				}
-				if !loaded {
-					if sk != nil {
-						fresh[id] = *sk
-					} else {
-						delete(fresh, id)
-					}
-					return
-				}
-				d.mu.Lock()
+	var fresh map[string]Skill
+	engine.MirrorKV(ctx, d.kv, d.logger, engine.KVMirror{
+		Begin: func() { fresh = map[string]Skill{} },
+		Entry: func(ent jetstream.KeyValueEntry, live bool) {
+			id, sk, ok := d.decode(ent)
+			if !ok {
+				return
+			}
+			if !live {
 				if sk != nil {
-					d.published[id] = *sk
+					fresh[id] = *sk
 				} else {
-					delete(d.published, id)
+					delete(fresh, id)
 				}
-				d.mu.Unlock()
-				d.rebuild()
-			}, func() {
-				loaded = true
-				d.mu.Lock()
-				d.published = fresh
-				d.mu.Unlock()
-				d.rebuild()
-				backoff = watchBackoffMin
-				if first {
-					first = false
-					close(ready)
-				}
-			})
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		d.logger.Warn("skills bucket watch closed; retrying", "bucket", subjects.SkillsBucket, "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, watchBackoffMax)
-	}
+				return
+			}
+			d.mu.Lock()
+			if sk != nil {
+				d.published[id] = *sk
+			} else {
+				delete(d.published, id)
+			}
+			d.mu.Unlock()
+			d.rebuild()
+		},
+		Loaded: func(first bool) {
+			d.mu.Lock()
+			d.published = fresh
+			d.mu.Unlock()
+			d.rebuild()
+			if first {
+				close(ready)
+			}
+		},
+	})
 }
 
 // decode reads a bucket entry: ok is false for a key that is not a skill

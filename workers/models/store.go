@@ -20,12 +20,6 @@ import (
 	"github.com/iii-on-nats/iii/subjects"
 )
 
-// Backoff of the bucket watch when it closes under the store.
-const (
-	watchBackoffMin = 100 * time.Millisecond
-	watchBackoffMax = 5 * time.Second
-)
-
 // BucketConfig is the configuration of subjects.ModelsBucket: one key per
 // reconciled model or availability mark, "<provider>.<KVKey(model id)>",
 // the value a [Record] as JSON.
@@ -145,46 +139,29 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 }
 
-// follow watches the whole bucket until ctx ends. The first load closes
-// ready; a watch that closes (the connection went away) is opened again
-// with backoff and its snapshot replaces the overlay.
+// follow mirrors the whole bucket until ctx ends (engine.MirrorKV). The
+// first load closes ready; the snapshot of a watch opened again replaces
+// the overlay.
 func (s *Store) follow(ctx context.Context, ready chan struct{}) {
 	defer close(s.watchDone)
-	first := true
-	backoff := watchBackoffMin
-	for {
-		w, err := s.kv.WatchAll(ctx)
-		if err == nil {
-			fresh := map[string]overlayEntry{}
-			loaded := false
-			err = engine.FollowKV(ctx, w, func(ent jetstream.KeyValueEntry) {
-				rec := s.decode(ent)
-				if !loaded {
-					fresh[ent.Key()] = overlayEntry{rec: rec, rev: ent.Revision()}
-					return
-				}
-				s.apply(ent.Key(), rec, ent.Revision())
-			}, func() {
-				loaded = true
-				s.replace(fresh)
-				backoff = watchBackoffMin
-				if first {
-					first = false
-					close(ready)
-				}
-			})
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		s.logger.Warn("models bucket watch closed; retrying", "bucket", subjects.ModelsBucket, "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, watchBackoffMax)
-	}
+	var fresh map[string]overlayEntry
+	engine.MirrorKV(ctx, s.kv, s.logger, engine.KVMirror{
+		Begin: func() { fresh = map[string]overlayEntry{} },
+		Entry: func(ent jetstream.KeyValueEntry, live bool) {
+			rec := s.decode(ent)
+			if !live {
+				fresh[ent.Key()] = overlayEntry{rec: rec, rev: ent.Revision()}
+				return
+			}
+			s.apply(ent.Key(), rec, ent.Revision())
+		},
+		Loaded: func(first bool) {
+			s.replace(fresh)
+			if first {
+				close(ready)
+			}
+		},
+	})
 }
 
 // decode reads a bucket entry; a delete, a purge or a value that does not
