@@ -77,7 +77,12 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		g.shutdown()
 	case *actor.ReceiveTimeout:
-		if !g.running && len(g.wakes) == 0 && g.host.passivate(g.sid, g.self, g.seen) {
+		if g.running || len(g.wakes) > 0 || !g.host.passivate(g.sid, g.self, g.seen) {
+			// proto.actor cancels the receive timeout when it fires
+			// (docs/UPSTREAM.md): arm it again, or a grain that was busy
+			// at that moment would never passivate.
+			ctx.SetReceiveTimeout(g.host.opts.idle)
+		} else {
 			if f, ok := g.host.ports.Events.(Forgetter); ok {
 				f.Forget(g.sid)
 			}
