@@ -315,3 +315,12 @@ const (
 	// consumer on [EventStream] (the threshold trigger).
 	CompactionConsumer = "compaction"
 )
+
+// The trace store's names (workers/traces).
+const (
+	// SpanStream keeps every exported span (limits retention, 24 h and
+	// 256 MiB by default).
+	SpanStream = "III_SPANS"
+	// SpanSubjectPrefix prefixes span subjects: "iii.spans.<trace id hex>".
+	SpanSubjectPrefix = "iii.spans."
+)

@@ -351,3 +351,35 @@ func TestChatAsksForApproval(t *testing.T) {
 		}
 	}
 }
+
+// A node exports its spans to the trace store: after a chat turn, `iii
+// traces` lists the session and `iii traces show` prints a trace of it.
+func TestTraces(t *testing.T) {
+	a := startTestApp(t)
+	url := a.node.ClientURL()
+	out, err := runIII(t, "chat", "--nats", url, "--session", "traced1", "-m", "hello traces")
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, out)
+	}
+	var newest string
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		out, err := runIII(t, "traces", "--nats", url)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 6 && f[0] == "traced1" {
+				newest = f[5]
+				return nil
+			}
+		}
+		return fmt.Errorf("no traced1 row:\n%s", out)
+	})
+	out, err = runIII(t, "traces", "show", "--nats", url, newest)
+	if err != nil || !strings.Contains(out, "trace "+newest) || !strings.Contains(out, "session=traced1") {
+		t.Fatalf("traces show: %v\n%s", err, out)
+	}
+	if _, err := runIII(t, "traces", "show", "--nats", url, "nothex"); err == nil {
+		t.Fatal("traces show of a malformed id did not fail")
+	}
+}

@@ -32,6 +32,8 @@ type upConfig struct {
 	settings map[string]map[string]string
 	// modules are the worker modules to start (default std.Default).
 	modules []string
+	// noTraces keeps the node's spans out of the trace store.
+	noTraces bool
 }
 
 // parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings.
@@ -107,11 +109,12 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.e, err = engine.New(a.nc, engine.WithLogger(cfg.logger))
+	var flushSpans func(context.Context) error
+	a.e, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, "iii", !cfg.noTraces)
 	if err != nil {
 		return nil, err
 	}
-	a.closers = append(a.closers, a.e.Close)
+	a.closers = append(a.closers, flushSpans, a.e.Close)
 	if _, err = a.e.ServeCatalog(); err != nil {
 		return nil, err
 	}
@@ -183,6 +186,7 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.listen, "listen", "127.0.0.1:4222", "NATS client listen address (port 0 = random)")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:3111", "HTTP trigger gateway listen address (empty = off)")
 	cmd.Flags().IntVar(&cfg.monitorPort, "monitor-port", 0, "nats-server monitoring port (0 = off)")
+	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, `iii traces`)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
 	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (see `iii worker list`); run others with `iii worker run`")
 	return cmd

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/workers"
 )
 
@@ -30,6 +29,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	})
 	var sets []string
 	var home string
+	var noTraces bool
 	run := &cobra.Command{
 		Use:   "run NAME [NAME...]",
 		Short: "Run worker modules against an existing NATS deployment (--nats) until Ctrl-C",
@@ -52,11 +52,11 @@ func newWorkerCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("connect to %s: %w", g.natsURL, err)
 			}
 			defer nc.Close()
-			e, err := engine.New(nc, engine.WithLogger(logger))
+			ctx := cmd.Context()
+			e, flushSpans, err := tracedEngine(ctx, nc, logger, "iii-worker", !noTraces)
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
 			running, err := workers.Global().Start(ctx, e, workers.Env{Home: home, Logger: logger, Settings: settings}, names...)
 			if err != nil {
 				return err
@@ -69,12 +69,14 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			if err := e.Close(sctx); err != nil && werr == nil {
 				werr = err
 			}
+			_ = flushSpans(sctx)
 			_ = nc.Drain()
 			return werr
 		},
 	}
 	run.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable)")
 	run.Flags().StringVar(&home, "home", defaultHome(), "data directory handed to the workers")
+	run.Flags().BoolVar(&noTraces, "no-traces", false, "do not export these workers' spans to the trace store")
 	cmd.AddCommand(run)
 	return cmd
 }

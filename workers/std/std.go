@@ -15,9 +15,10 @@ import (
 	_ "github.com/iii-on-nats/iii/workers/sandbox"      // sandbox::*, shell::exec, fs::* (isolated workspaces)
 	_ "github.com/iii-on-nats/iii/workers/scripted"     // provider::scripted::stream (offline model)
 	_ "github.com/iii-on-nats/iii/workers/sessiontree"  // session::create, ::append, ::messages, ::fork, ::tree, ...
+	_ "github.com/iii-on-nats/iii/workers/traces"       // engine::traces::group_by, ::tree (the trace store)
 	_ "github.com/iii-on-nats/iii/workers/web"          // web::fetch (public web pages as text)
 )
 
 // Default lists the modules `iii up` starts, in start order. Each module's
 // package is blank-imported above so that its init registers it.
-var Default = []string{"policy", "approval", "hooks", "auth", "models", "budget", "directory", "provider-scripted", "provider-anthropic", "provider-openai", "web", "sandbox", "session", "compaction", "orchestrator"}
+var Default = []string{"policy", "approval", "hooks", "auth", "models", "budget", "directory", "traces", "provider-scripted", "provider-anthropic", "provider-openai", "web", "sandbox", "session", "compaction", "orchestrator"}

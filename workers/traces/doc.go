@@ -1,0 +1,59 @@
+// Package traces is the trace store of iii: an OpenTelemetry span exporter
+// that publishes every ended span onto the JetStream stream III_SPANS, and
+// the "traces" worker module that follows that stream into a bounded
+// in-memory store and serves it on the bus (SPEC §4):
+//
+//	engine::traces::group_by {attribute: "iii.session.id"|"iii.message.id"|"iii.function.id", since_ms?, limit?}
+//	  → {groups: [{value, trace_ids[], trace_count, span_count, first_seen_ms, last_seen_ms, duration_ms, error_count}], truncated?}
+//	engine::traces::tree {trace_id}
+//	  → {trace_id, spans: [{span..., missing_parent?, children: [...]}], span_count, error_count, start_ms, duration_ms, truncated?}
+//
+// # Spans on the stream
+//
+// [Exporter] is an sdktrace.SpanExporter. Each span becomes the JSON of a
+// [Span] on subject iii.spans.<trace id> of [StreamName] (limits retention,
+// file storage, 24 h and 256 MiB by default, oldest dropped first).
+// Publishes are asynchronous within a window ([WithMaxPending]); a span that
+// finds the window full is dropped and counted ([Exporter.Stats]), so
+// tracing never holds up the traced code. ForceFlush and Shutdown wait for
+// the acknowledgements. Any process may export: the spans of every node
+// meet in the one stream.
+//
+// # The store
+//
+// [Open] (and the worker's Start) replays the stream from its first
+// message with an ordered consumer, then follows it live: a restarted store
+// rebuilds whatever the stream still keeps. The store holds at most
+// [WithMaxSpans] spans (default 200,000) and evicts whole traces, oldest
+// first, to make room. Spans are deduplicated by trace and span id.
+//
+// group_by skips spans that lack the attribute; groups come newest (latest
+// span end) first. tree puts every span under its parent, children by
+// start time. A span whose parent the store does not hold is a root with
+// missing_parent: true (no separate orphan list). Links stay on their span.
+// Bad input is invalid_payload (an attribute outside the three, a trace id
+// that is not 32 hex digits), an unknown trace not_found.
+//
+// # Lifecycle
+//
+// The module registers itself in init; a node starts it by name
+// ("traces"), with the settings max_spans, stream_max_age and
+// stream_max_bytes. The exporter is wired by the node into its tracer
+// provider:
+//
+//	x, err := traces.NewExporter(ctx, e)
+//	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(traces.NewSpanProcessor(x)))
+//	e2, err := engine.New(nc, engine.WithTracerProvider(tp))
+//	defer tp.Shutdown(ctx) // flushes and waits for the acks
+//
+//	w := traces.NewWorker()
+//	if err := w.Start(ctx, e); err != nil { ... }
+//	defer w.Close(ctx)
+//	res, err := engine.Call[traces.GroupByResponse](ctx, e, traces.GroupByFunction,
+//		traces.GroupByRequest{Attribute: engine.AttrSessionID})
+//
+// From a shell:
+//
+//	nats req iii.fn.engine.traces.group_by '{"attribute":"iii.session.id"}'
+//	nats req iii.fn.engine.traces.tree '{"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"}'
+package traces

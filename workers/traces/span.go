@@ -1,0 +1,211 @@
+package traces
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkresource "go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Span statuses ([Span.Status]).
+const (
+	StatusUnset = "unset"
+	StatusOK    = "ok"
+	StatusError = "error"
+)
+
+// MaxSpanBytes bounds one encoded span on the stream; [DecodeSpan] refuses
+// larger input.
+const MaxSpanBytes = 1 << 20
+
+// Span is the compact JSON form of one ended span, as published on
+// [StreamName] under [SpanSubject] and served by engine::traces::tree.
+// Ids are lower-case hex (32 digits for a trace, 16 for a span); times are
+// Unix nanoseconds.
+type Span struct {
+	TraceID       string         `json:"trace_id"`
+	SpanID        string         `json:"span_id"`
+	ParentSpanID  string         `json:"parent_span_id,omitempty"`
+	Name          string         `json:"name"`
+	Kind          string         `json:"kind"`
+	StartNs       int64          `json:"start_ns"`
+	EndNs         int64          `json:"end_ns"`
+	DurationMs    float64        `json:"duration_ms"`
+	Status        string         `json:"status"`
+	StatusMessage string         `json:"status_message,omitempty"`
+	Attributes    map[string]any `json:"attributes,omitempty"`
+	Links         []Link         `json:"links,omitempty"`
+	Events        []Event        `json:"events,omitempty"`
+	Resource      map[string]any `json:"resource,omitempty"`
+}
+
+// Link is a span link: a causal reference to a span of (usually) another
+// trace, such as the enqueue that a queued call came from.
+type Link struct {
+	TraceID    string         `json:"trace_id"`
+	SpanID     string         `json:"span_id"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+// Event is a timed annotation of a span (an exception, a retry).
+type Event struct {
+	Name       string         `json:"name"`
+	TimeNs     int64          `json:"time_ns"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+// StartMs is the span's start in Unix milliseconds.
+func (s *Span) StartMs() int64 { return s.StartNs / 1e6 }
+
+// EndMs is the span's end in Unix milliseconds.
+func (s *Span) EndMs() int64 { return s.EndNs / 1e6 }
+
+// StringAttribute returns the attribute key when it is a non-empty string.
+func (s *Span) StringAttribute(key string) (string, bool) {
+	v, ok := s.Attributes[key].(string)
+	return v, ok && v != ""
+}
+
+// FromReadOnlySpan converts an SDK span into its compact form.
+func FromReadOnlySpan(ro sdktrace.ReadOnlySpan) Span {
+	return fromReadOnly(ro, resourceMap(ro.Resource()))
+}
+
+// fromReadOnly converts ro, sharing res (read only) as its resource.
+func fromReadOnly(ro sdktrace.ReadOnlySpan, res map[string]any) Span {
+	sc := ro.SpanContext()
+	start, end := ro.StartTime().UnixNano(), ro.EndTime().UnixNano()
+	sp := Span{
+		TraceID:    sc.TraceID().String(),
+		SpanID:     sc.SpanID().String(),
+		Name:       ro.Name(),
+		Kind:       ro.SpanKind().String(),
+		StartNs:    start,
+		EndNs:      end,
+		DurationMs: float64(end-start) / 1e6,
+		Attributes: attrMap(ro.Attributes()),
+		Resource:   res,
+	}
+	if p := ro.Parent(); p.SpanID().IsValid() {
+		sp.ParentSpanID = p.SpanID().String()
+	}
+	st := ro.Status()
+	switch st.Code {
+	case codes.Error:
+		sp.Status, sp.StatusMessage = StatusError, st.Description
+	case codes.Ok:
+		sp.Status = StatusOK
+	default:
+		sp.Status = StatusUnset
+	}
+	if links := ro.Links(); len(links) > 0 {
+		sp.Links = make([]Link, len(links))
+		for i, l := range links {
+			sp.Links[i] = Link{TraceID: l.SpanContext.TraceID().String(), SpanID: l.SpanContext.SpanID().String(), Attributes: attrMap(l.Attributes)}
+		}
+	}
+	if evs := ro.Events(); len(evs) > 0 {
+		sp.Events = make([]Event, len(evs))
+		for i, ev := range evs {
+			sp.Events[i] = Event{Name: ev.Name, TimeNs: ev.Time.UnixNano(), Attributes: attrMap(ev.Attributes)}
+		}
+	}
+	return sp
+}
+
+// attrMap turns attributes into a JSON-ready map; nil when there are none.
+func attrMap(kvs []attribute.KeyValue) map[string]any {
+	if len(kvs) == 0 {
+		return nil
+	}
+	m := make(map[string]any, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value.AsInterface()
+	}
+	return m
+}
+
+// resourceMap is the resource's attributes (service.name, ...).
+func resourceMap(r *sdkresource.Resource) map[string]any {
+	if r == nil {
+		return nil
+	}
+	return attrMap(r.Attributes())
+}
+
+// DecodeSpan decodes and validates one span as published on the stream.
+// Every failure wraps [ErrInvalidSpan].
+func DecodeSpan(data []byte) (Span, error) {
+	if len(data) > MaxSpanBytes {
+		return Span{}, fmt.Errorf("%w: %d bytes (at most %d)", ErrInvalidSpan, len(data), MaxSpanBytes)
+	}
+	var sp Span
+	if err := json.Unmarshal(data, &sp); err != nil {
+		return Span{}, fmt.Errorf("%w: %w", ErrInvalidSpan, err)
+	}
+	if err := sp.Validate(); err != nil {
+		return Span{}, err
+	}
+	return sp, nil
+}
+
+// Validate checks the ids, times and status. Every failure wraps
+// [ErrInvalidSpan].
+func (s *Span) Validate() error {
+	if !ValidTraceID(s.TraceID) {
+		return fmt.Errorf("%w: trace_id %q is not 32 lower-case hex digits", ErrInvalidSpan, s.TraceID)
+	}
+	if !validSpanID(s.SpanID) {
+		return fmt.Errorf("%w: span_id %q is not 16 lower-case hex digits", ErrInvalidSpan, s.SpanID)
+	}
+	if s.ParentSpanID != "" && !validSpanID(s.ParentSpanID) {
+		return fmt.Errorf("%w: parent_span_id %q is not 16 lower-case hex digits", ErrInvalidSpan, s.ParentSpanID)
+	}
+	if s.StartNs < 0 || s.EndNs < s.StartNs {
+		return fmt.Errorf("%w: start_ns %d, end_ns %d", ErrInvalidSpan, s.StartNs, s.EndNs)
+	}
+	switch s.Status {
+	case StatusUnset, StatusOK, StatusError:
+	case "":
+		s.Status = StatusUnset
+	default:
+		return fmt.Errorf("%w: status %q (want ok, error or unset)", ErrInvalidSpan, s.Status)
+	}
+	for _, l := range s.Links {
+		if !ValidTraceID(l.TraceID) || !validSpanID(l.SpanID) {
+			return fmt.Errorf("%w: link %s/%s", ErrInvalidSpan, l.TraceID, l.SpanID)
+		}
+	}
+	return nil
+}
+
+// ValidTraceID reports whether id is 32 lower-case hex digits, not all
+// zero (a valid W3C trace id as OpenTelemetry prints it).
+func ValidTraceID(id string) bool { return validHexID(id, 32) }
+
+func validSpanID(id string) bool { return validHexID(id, 16) }
+
+func validHexID(id string, n int) bool {
+	if len(id) != n {
+		return false
+	}
+	zero := true
+	for i := 0; i < n; i++ {
+		c := id[i]
+		switch {
+		case c == '0':
+		case '1' <= c && c <= '9', 'a' <= c && c <= 'f':
+			zero = false
+		default:
+			return false
+		}
+	}
+	return !zero
+}
+
+// SpanSubject is the subject a span of traceID is published on
+// ("iii.spans.<trace id>"). traceID must be valid ([ValidTraceID]).
+func SpanSubject(traceID string) string { return SubjectPrefix + traceID }

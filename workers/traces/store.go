@@ -1,0 +1,438 @@
+package traces
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// Store is a bounded in-memory index of spans by trace. It holds at most
+// [WithMaxSpans] spans; to make room it evicts whole traces, oldest (by
+// the arrival of their first span) first, sparing the trace a span is
+// being added to. A store opened with [Open] follows [StreamName]; one
+// from [NewStore] is filled with [Store.Add]. A Store is safe for
+// concurrent use.
+type Store struct {
+	maxSpans int
+	logger   *slog.Logger
+
+	mu     sync.RWMutex
+	traces map[string]*traceRec
+	order  []*traceRec // by first arrival; evicted ones are skipped lazily
+	head   int
+	spans  int
+	stats  StoreStats
+
+	closeOnce sync.Once
+	cc        jetstream.ConsumeContext
+}
+
+type traceRec struct {
+	id      string
+	spans   []*stored
+	ids     map[string]struct{}
+	errors  int
+	evicted bool
+}
+
+// stored is a span with the values of the group_by attributes.
+type stored struct {
+	Span
+	keys [len(GroupAttributes)]string
+}
+
+// StoreStats counts what a [Store] holds and what it refused.
+type StoreStats struct {
+	Traces int `json:"traces"`
+	Spans  int `json:"spans"`
+	// Received counts the spans handed to the store (decoded or not).
+	Received uint64 `json:"received"`
+	// EvictedTraces and EvictedSpans count what was evicted for room.
+	EvictedTraces uint64 `json:"evicted_traces"`
+	EvictedSpans  uint64 `json:"evicted_spans"`
+	// Duplicates were already held (same trace and span id).
+	Duplicates uint64 `json:"duplicates"`
+	// Dropped spans belong to a trace that alone fills the store.
+	Dropped uint64 `json:"dropped"`
+	// Invalid messages of the stream did not decode as a [Span].
+	Invalid uint64 `json:"invalid"`
+	// LastSeq is the stream sequence of the last message consumed.
+	LastSeq uint64 `json:"last_seq"`
+}
+
+// NewStore returns an empty store that follows nothing (for tests, and to
+// feed it spans by hand). Only [WithMaxSpans] and [WithLogger] apply.
+func NewStore(opts ...Option) (*Store, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(o, o.logger), nil
+}
+
+func newStore(o options, logger *slog.Logger) *Store {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{maxSpans: o.maxSpans, logger: logger, traces: map[string]*traceRec{}}
+}
+
+// Open creates [StreamName] when missing and returns a store that follows
+// it: an ordered consumer replays the stream from its first message (so a
+// restarted store rebuilds what the stream still keeps), then receives
+// spans as they are published. [Store.Close] stops following.
+func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := newStore(o, o.loggerFor(e))
+	if _, err := e.EnsureStream(ctx, o.streamConfig(e)); err != nil {
+		return nil, err
+	}
+	cons, err := e.JetStream().OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{SubjectPrefix + ">"},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "consumer on %s", StreamName)
+	}
+	s.cc, err = cons.Consume(s.consume, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		s.logger.Debug("span consumer", slog.Any("error", err))
+	}))
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume %s", StreamName)
+	}
+	return s, nil
+}
+
+// consume adds one message of the stream.
+func (s *Store) consume(m jetstream.Msg) {
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	sp, err := DecodeSpan(m.Data())
+	if err != nil {
+		s.mu.Lock()
+		s.stats.Received++
+		s.stats.Invalid++
+		s.stats.LastSeq = max(s.stats.LastSeq, seq)
+		s.mu.Unlock()
+		s.logger.Debug("span does not decode", slog.String("subject", m.Subject()), slog.Any("error", err))
+		return
+	}
+	s.add(sp, seq)
+}
+
+// Close stops following the stream; the spans held stay readable. It is
+// idempotent.
+func (s *Store) Close(context.Context) error {
+	s.closeOnce.Do(func() {
+		if s.cc != nil {
+			s.cc.Stop()
+			<-s.cc.Closed()
+		}
+	})
+	return nil
+}
+
+// Add validates sp and adds it; it reports whether the span was added (not
+// invalid, a duplicate, or dropped).
+func (s *Store) Add(sp Span) bool {
+	if err := sp.Validate(); err != nil {
+		s.mu.Lock()
+		s.stats.Received++
+		s.stats.Invalid++
+		s.mu.Unlock()
+		return false
+	}
+	return s.add(sp, 0)
+}
+
+func (s *Store) add(sp Span, seq uint64) bool {
+	st := &stored{Span: sp}
+	for i, a := range GroupAttributes {
+		st.keys[i], _ = sp.StringAttribute(a)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Received++
+	s.stats.LastSeq = max(s.stats.LastSeq, seq)
+	t := s.traces[sp.TraceID]
+	if t != nil {
+		if _, dup := t.ids[sp.SpanID]; dup {
+			s.stats.Duplicates++
+			return false
+		}
+	}
+	for s.spans >= s.maxSpans {
+		if !s.evictOldest(t) {
+			s.stats.Dropped++
+			return false
+		}
+	}
+	if t == nil {
+		t = &traceRec{id: sp.TraceID, ids: map[string]struct{}{}}
+		s.traces[sp.TraceID] = t
+		s.order = append(s.order, t)
+	}
+	t.spans = append(t.spans, st)
+	t.ids[sp.SpanID] = struct{}{}
+	if sp.Status == StatusError {
+		t.errors++
+	}
+	s.spans++
+	return true
+}
+
+// evictOldest evicts the oldest trace other than keep; false when there is
+// none.
+func (s *Store) evictOldest(keep *traceRec) bool {
+	for i := s.head; i < len(s.order); i++ {
+		t := s.order[i]
+		if t.evicted || t == keep {
+			continue
+		}
+		t.evicted = true
+		delete(s.traces, t.id)
+		s.spans -= len(t.spans)
+		s.stats.EvictedTraces++
+		s.stats.EvictedSpans += uint64(len(t.spans))
+		s.compact()
+		return true
+	}
+	return false
+}
+
+// compact drops evicted traces from the front of the order, and rebuilds
+// it when most of it is dead.
+func (s *Store) compact() {
+	for s.head < len(s.order) && s.order[s.head].evicted {
+		s.order[s.head] = nil
+		s.head++
+	}
+	if s.head > 1024 && s.head > len(s.order)/2 {
+		live := make([]*traceRec, 0, len(s.order)-s.head)
+		for _, t := range s.order[s.head:] {
+			if !t.evicted {
+				live = append(live, t)
+			}
+		}
+		s.order, s.head = live, 0
+	}
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() StoreStats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := s.stats
+	st.Traces, st.Spans = len(s.traces), s.spans
+	return st
+}
+
+// maxAnswerBytes bounds the estimated JSON size of a group_by answer
+// (the server's default max payload is 1 MiB).
+const maxAnswerBytes = 900 << 10
+
+// groupAcc accumulates one group.
+type groupAcc struct {
+	g        Group
+	lastRec  *traceRec
+	traces   []traceSeen
+	firstNs  int64
+	lastNs   int64
+	lastSeen int64 // of the current trace
+}
+
+type traceSeen struct {
+	id     string
+	lastNs int64
+}
+
+// GroupBy groups the spans holding req.Attribute by its value (spans
+// without it are skipped), newest group first. req must be valid
+// ([GroupByRequest.Validate]); an invalid one is an invalid_payload error.
+func (s *Store) GroupBy(req GroupByRequest) (GroupByResponse, error) {
+	if err := req.Validate(); err != nil {
+		return GroupByResponse{}, err
+	}
+	idx := attrIndex(req.Attribute)
+	limit := req.Limit
+	if limit == 0 {
+		limit = DefaultGroupLimit
+	}
+	sinceNs := req.SinceMs * 1e6
+	accs := map[string]*groupAcc{}
+
+	s.mu.RLock()
+	for _, t := range s.traces {
+		for _, sp := range t.spans {
+			v := sp.keys[idx]
+			if v == "" || sp.EndNs < sinceNs {
+				continue
+			}
+			a := accs[v]
+			if a == nil {
+				a = &groupAcc{g: Group{Value: v}, firstNs: sp.StartNs, lastNs: sp.EndNs}
+				accs[v] = a
+			}
+			a.g.SpanCount++
+			if sp.Status == StatusError {
+				a.g.ErrorCount++
+			}
+			a.firstNs = min(a.firstNs, sp.StartNs)
+			a.lastNs = max(a.lastNs, sp.EndNs)
+			if a.lastRec != t {
+				a.lastRec = t
+				a.traces = append(a.traces, traceSeen{id: t.id, lastNs: sp.EndNs})
+			} else if n := len(a.traces) - 1; sp.EndNs > a.traces[n].lastNs {
+				a.traces[n].lastNs = sp.EndNs
+			}
+		}
+	}
+	s.mu.RUnlock()
+
+	groups := make([]*groupAcc, 0, len(accs))
+	for _, a := range accs {
+		groups = append(groups, a)
+	}
+	slices.SortFunc(groups, func(x, y *groupAcc) int {
+		if c := cmp.Compare(y.lastNs, x.lastNs); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.g.Value, y.g.Value)
+	})
+	resp := GroupByResponse{Groups: make([]Group, 0, min(limit, len(groups)))}
+	if len(groups) > limit {
+		groups, resp.Truncated = groups[:limit], true
+	}
+	size := 0
+	for _, a := range groups {
+		// Keep the answer within one message: the largest possible limit
+		// with full trace id lists would not fit.
+		if size += 200 + 2*len(a.g.Value) + 35*min(len(a.traces), MaxGroupTraceIDs); size > maxAnswerBytes {
+			resp.Truncated = true
+			break
+		}
+		slices.SortFunc(a.traces, func(x, y traceSeen) int {
+			if c := cmp.Compare(y.lastNs, x.lastNs); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.id, y.id)
+		})
+		g := a.g
+		g.TraceCount = len(a.traces)
+		n := min(len(a.traces), MaxGroupTraceIDs)
+		g.TraceIDs = make([]string, n)
+		for i := range n {
+			g.TraceIDs[i] = a.traces[i].id
+		}
+		g.FirstSeenMs, g.LastSeenMs = a.firstNs/1e6, a.lastNs/1e6
+		g.DurationMs = g.LastSeenMs - g.FirstSeenMs
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp, nil
+}
+
+// Tree returns the spans of traceID as a tree: every span under its
+// parent, children by start time; a span whose parent is not held is a
+// root flagged missing_parent. An invalid id is invalid_payload, an
+// unknown trace not_found.
+func (s *Store) Tree(traceID string) (TreeResponse, error) {
+	req := TreeRequest{TraceID: traceID}
+	if err := req.Validate(); err != nil {
+		return TreeResponse{}, err
+	}
+	s.mu.RLock()
+	t := s.traces[req.TraceID]
+	var spans []*stored
+	var errs int
+	if t != nil {
+		spans, errs = slices.Clone(t.spans), t.errors
+	}
+	s.mu.RUnlock()
+	if t == nil {
+		return TreeResponse{}, wire.Errorf(wire.CodeNotFound, "trace %s is not in the store", req.TraceID)
+	}
+	return buildTree(req.TraceID, spans, errs), nil
+}
+
+// buildTree links spans (owned by the caller) into a tree.
+func buildTree(traceID string, spans []*stored, errs int) TreeResponse {
+	resp := TreeResponse{TraceID: traceID, SpanCount: len(spans), ErrorCount: errs}
+	slices.SortStableFunc(spans, func(x, y *stored) int {
+		if c := cmp.Compare(x.StartNs, y.StartNs); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.SpanID, y.SpanID)
+	})
+	if len(spans) > 0 {
+		resp.StartMs = spans[0].StartNs / 1e6
+		var end int64
+		for _, sp := range spans {
+			end = max(end, sp.EndNs)
+		}
+		resp.DurationMs = end/1e6 - resp.StartMs
+	}
+	if len(spans) > MaxTreeSpans {
+		spans, resp.Truncated = spans[:MaxTreeSpans], true
+	}
+	nodes := make(map[string]*TreeNode, len(spans))
+	all := make([]*TreeNode, len(spans))
+	for i, sp := range spans {
+		n := &TreeNode{Span: sp.Span}
+		all[i] = n
+		nodes[sp.SpanID] = n
+	}
+	// Link in start order, so children come out sorted.
+	for _, n := range all {
+		switch p := nodes[n.ParentSpanID]; {
+		case n.ParentSpanID == "":
+			resp.Spans = append(resp.Spans, n)
+		case p == nil:
+			n.MissingParent = true
+			resp.Spans = append(resp.Spans, n)
+		default:
+			p.Children = append(p.Children, n)
+		}
+	}
+	// Spans not reachable from a root hang in a parent loop (only bad data
+	// makes one): cut each loop at its earliest span, which becomes a root.
+	seen := make(map[*TreeNode]bool, len(all))
+	mark := func(root *TreeNode) {
+		stack := []*TreeNode{root}
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			stack = append(stack, n.Children...)
+		}
+	}
+	for _, r := range resp.Spans {
+		mark(r)
+	}
+	for _, n := range all {
+		if seen[n] {
+			continue
+		}
+		p := nodes[n.ParentSpanID]
+		p.Children = slices.DeleteFunc(p.Children, func(c *TreeNode) bool { return c == n })
+		n.MissingParent = true
+		resp.Spans = append(resp.Spans, n)
+		mark(n)
+	}
+	slices.SortStableFunc(resp.Spans, func(x, y *TreeNode) int { return cmp.Compare(x.StartNs, y.StartNs) })
+	return resp
+}
