@@ -183,7 +183,15 @@ func (g *grain) halt(reason string, err error) {
 }
 
 func (g *grain) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(g.base, 30*time.Second)
+	return context.WithTimeout(g.traced(g.base), 30*time.Second)
+}
+
+// traced is ctx within the current run's trace (turn.Record.Trace).
+func (g *grain) traced(ctx context.Context) context.Context {
+	if g.host.opts.trace == nil || len(g.rec.Trace) == 0 {
+		return ctx
+	}
+	return g.host.opts.trace(ctx, g.rec.Trace)
 }
 
 // load reads the record when the grain is idle (run::start may have
@@ -491,7 +499,7 @@ func (g *grain) settle() {
 func (g *grain) startProvision() {
 	g.token++
 	tok := g.token
-	ctx, cancel := context.WithTimeout(g.base, g.host.opts.callTimeout)
+	ctx, cancel := context.WithTimeout(g.traced(g.base), g.host.opts.callTimeout)
 	g.stopModel = cancel
 	g.running = true
 	ws, root, self, sid, run := g.host.ports.Workspace, g.root, g.self, g.sid, g.rec.Request
@@ -505,7 +513,7 @@ func (g *grain) startProvision() {
 func (g *grain) startModel() {
 	g.token++
 	tok := g.token
-	ctx, cancel := context.WithCancel(g.base)
+	ctx, cancel := context.WithCancel(g.traced(g.base))
 	g.stopModel = cancel
 	g.running = true
 	req := ModelRequest{
@@ -531,7 +539,7 @@ func (g *grain) startModel() {
 // callCtx is the context calls and gates run in: cancelled by an abort
 // or the run's end (stopCalls).
 func (g *grain) callCtx() context.Context {
-	ctx, cancel := context.WithCancel(g.base)
+	ctx, cancel := context.WithCancel(g.traced(g.base))
 	if g.stopCalls != nil {
 		prev := g.stopCalls
 		g.stopCalls = func() { prev(); cancel() }

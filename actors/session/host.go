@@ -21,10 +21,20 @@ type options struct {
 	parallel    int
 	heartbeat   time.Duration
 	now         func() time.Time
+	// trace puts a run's trace context (turn.Record.Trace) into ctx.
+	trace func(ctx context.Context, carrier map[string]string) context.Context
 }
 
 // ErrInvalidOption wraps option errors.
 var ErrInvalidOption = errors.New("session: invalid option")
+
+// WithTraceContext sets how a run's stored trace context
+// (turn.Record.Trace) becomes the parent of everything the grain does for
+// the run: extract reads the carrier into ctx (an OpenTelemetry
+// propagator's Extract). Without it the grain's calls start no trace.
+func WithTraceContext(extract func(ctx context.Context, carrier map[string]string) context.Context) Option {
+	return func(o *options) error { o.trace = extract; return nil }
+}
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option {

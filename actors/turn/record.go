@@ -56,6 +56,10 @@ type Record struct {
 	Outbox      []Effect `json:"outbox,omitempty"`
 	StartedAtMs int64    `json:"started_at_ms"`
 	UpdatedAtMs int64    `json:"updated_at_ms"`
+	// Trace is the run's trace context (W3C traceparent, tracestate,
+	// baggage) as run::start received it: every effect of the run, on any
+	// node and after any crash or wait, continues that trace.
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
 // Work is the batch of function calls of one assistant message.

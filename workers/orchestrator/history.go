@@ -157,7 +157,7 @@ func (h *history) appended(sid string, msgs []agent.Message, leaf string) {
 	k.msgs = append(k.msgs, msgs...)
 }
 
-func (h *history) Append(_ context.Context, sid, id string, msgs []agent.Message) error {
+func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -167,6 +167,9 @@ func (h *history) Append(_ context.Context, sid, id string, msgs []agent.Message
 	h.tail[sid] = op
 	h.mu.Unlock()
 	req := map[string]any{"session_id": sid, "messages": msgs, "dedup_id": dedupID(sid, id)}
+	// The append outlives the caller's ctx (it is awaited at Flush) but
+	// keeps its trace.
+	parent := context.WithoutCancel(ctx)
 	go func() {
 		defer close(op.done)
 		if prev != nil {
@@ -176,7 +179,7 @@ func (h *history) Append(_ context.Context, sid, id string, msgs []agent.Message
 				return
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+		ctx, cancel := context.WithTimeout(parent, appendTimeout)
 		defer cancel()
 		var res struct {
 			EntryIDs []string `json:"entry_ids"`

@@ -195,7 +195,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		Inbox:     o.inbox,
 		Approvals: o.approvals,
 		Workspace: &workspace{e: e, logger: o.logger},
-	}, append([]session.Option{session.WithLogger(o.logger), session.WithHeartbeat(o.ackWait / 4)}, o.hostOpts...)...)
+	}, append([]session.Option{session.WithLogger(o.logger), session.WithHeartbeat(o.ackWait / 4), session.WithTraceContext(traceExtractor(e))}, o.hostOpts...)...)
 	if err != nil {
 		return err
 	}
@@ -390,6 +390,7 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 	if err != nil {
 		return RunStartResult{}, wire.Wrap(wire.CodeInvalidPayload, err, "")
 	}
+	rec.Trace = traceCarrier(ctx, o.e)
 	newRev, err := st.Write(ctx, rec, rev)
 	if err != nil {
 		if errors.Is(err, session.ErrFenced) {
