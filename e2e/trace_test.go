@@ -105,7 +105,7 @@ func TestOneTracePerTurn(t *testing.T) {
 			ids[s.SpanContext().SpanID().String()] = true
 		}
 	}
-	for _, want := range []string{"harness::trigger", "run::start", "provider::scripted::stream", "policy::check_permissions", "math::add", "session::append_batch"} {
+	for _, want := range []string{"harness::trigger", "run::start", "chat echo", "provider::scripted::stream", "policy::check_permissions", "math::add", "session::append_batch"} {
 		if !inTrace[want] {
 			t.Errorf("the turn's trace lacks %s; it has %v", want, keys(inTrace))
 		}
@@ -123,6 +123,13 @@ func TestOneTracePerTurn(t *testing.T) {
 		}
 		if attrs[engine.AttrSessionID] != sid || attrs[engine.AttrMessageID] != "msg-1" {
 			t.Errorf("span %s: session %q, message %q", s.Name(), attrs[engine.AttrSessionID], attrs[engine.AttrMessageID])
+		}
+		if s.Name() == "chat echo" {
+			// The model call follows the GenAI semantic conventions.
+			if attrs["gen_ai.operation.name"] != "chat" || attrs["gen_ai.provider.name"] != "scripted" || attrs["gen_ai.request.model"] != "echo" ||
+				attrs["gen_ai.usage.output_tokens"] == "" || attrs["gen_ai.usage.output_tokens"] == "0" || attrs["gen_ai.response.finish_reasons"] == "" {
+				t.Errorf("model span attributes %v", attrs)
+			}
 		}
 	}
 }

@@ -214,7 +214,8 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 			resID = id
 		}
 	}
-	in := m.stream(ctx, req, preq)
+	sctx, span := startModelSpan(ctx, m.e, req)
+	in := m.stream(sctx, req, preq)
 	var usage *agent.Usage
 	switch out := in.(type) {
 	case turn.ModelDone:
@@ -229,6 +230,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		cost = info.Pricing.Cost(*usage)
 		usage.CostUSD = cost
 	}
+	endModelSpan(span, in, usage, known)
 	if resID != "" {
 		m.spend.settle(ctx, resID, cost)
 	}

@@ -1,0 +1,23 @@
+// Package telemetry builds a node's OpenTelemetry tracer provider from the
+// standard environment variables, so an operator points iii at any OTLP
+// collector without iii-specific flags:
+//
+//   - OTEL_SDK_DISABLED=true: no exporter at all (spans are still made for
+//     propagation, and go nowhere).
+//   - OTEL_TRACES_EXPORTER: a comma list of otlp, console, none. Unset, it
+//     is otlp when an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), and nothing otherwise.
+//   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL:
+//     http/protobuf (the default) or grpc. The exporters read the rest of
+//     OTEL_EXPORTER_OTLP_* themselves (endpoint, headers, timeout, TLS).
+//   - OTEL_SERVICE_NAME overrides the service name given by the caller.
+//
+// Processors the caller adds ([WithSpanProcessor], e.g. the trace store's
+// exporter) run whatever the environment says. console writes one JSON
+// span per line to the writer of [WithConsole] (stderr by default).
+//
+//	tp, err := telemetry.NewTracerProvider(ctx, telemetry.WithServiceName("iii"))
+//	if err != nil { ... }
+//	defer tp.Shutdown(ctx)
+//	e, err := engine.New(nc, engine.WithTracerProvider(tp))
+package telemetry

@@ -1,0 +1,124 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// ErrInvalidEnv is returned for an environment variable with a value this
+// package does not know.
+var ErrInvalidEnv = errors.New("telemetry: invalid environment")
+
+// Option configures [NewTracerProvider].
+type Option func(*options)
+
+type options struct {
+	service    string
+	processors []sdktrace.SpanProcessor
+	getenv     func(string) string
+	console    io.Writer
+}
+
+// WithServiceName sets service.name (OTEL_SERVICE_NAME wins).
+func WithServiceName(name string) Option { return func(o *options) { o.service = name } }
+
+// WithSpanProcessor adds a processor that runs whatever the environment
+// says.
+func WithSpanProcessor(p sdktrace.SpanProcessor) Option {
+	return func(o *options) { o.processors = append(o.processors, p) }
+}
+
+// WithGetenv replaces os.Getenv (tests).
+func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
+
+// WithConsole sets where the console exporter writes (default stderr).
+func WithConsole(w io.Writer) Option { return func(o *options) { o.console = w } }
+
+// NewTracerProvider builds the tracer provider the environment asks for
+// (package doc). Its Shutdown flushes every exporter.
+func NewTracerProvider(ctx context.Context, opts ...Option) (*sdktrace.TracerProvider, error) {
+	o := options{service: "iii", getenv: os.Getenv, console: os.Stderr}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if s := o.getenv("OTEL_SERVICE_NAME"); s != "" {
+		o.service = s
+	}
+	tpOpts := []sdktrace.TracerProviderOption{
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", o.service))),
+	}
+	for _, p := range o.processors {
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(p))
+	}
+	exporters, err := exportersFromEnv(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range exporters {
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(x))
+	}
+	return sdktrace.NewTracerProvider(tpOpts...), nil
+}
+
+// exportersFromEnv makes the exporters OTEL_TRACES_EXPORTER names.
+func exportersFromEnv(ctx context.Context, o options) ([]sdktrace.SpanExporter, error) {
+	if strings.EqualFold(strings.TrimSpace(o.getenv("OTEL_SDK_DISABLED")), "true") {
+		return nil, nil
+	}
+	names := o.getenv("OTEL_TRACES_EXPORTER")
+	if names == "" {
+		if o.getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && o.getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+			return nil, nil
+		}
+		names = "otlp"
+	}
+	var out []sdktrace.SpanExporter
+	for _, name := range strings.Split(names, ",") {
+		switch strings.TrimSpace(strings.ToLower(name)) {
+		case "none", "":
+		case "console":
+			x, err := stdouttrace.New(stdouttrace.WithWriter(o.console))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, x)
+		case "otlp":
+			x, err := otlpExporter(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, x)
+		default:
+			return nil, fmt.Errorf("%w: OTEL_TRACES_EXPORTER %q (want otlp, console or none)", ErrInvalidEnv, name)
+		}
+	}
+	return out, nil
+}
+
+// otlpExporter makes the OTLP exporter of the configured protocol; it
+// reads the endpoint, headers and the rest from OTEL_EXPORTER_OTLP_*.
+func otlpExporter(ctx context.Context, o options) (sdktrace.SpanExporter, error) {
+	proto := o.getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if proto == "" {
+		proto = o.getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	switch proto {
+	case "", "http/protobuf":
+		return otlptracehttp.New(ctx)
+	case "grpc":
+		return otlptracegrpc.New(ctx)
+	default:
+		return nil, fmt.Errorf("%w: OTLP protocol %q (want http/protobuf or grpc)", ErrInvalidEnv, proto)
+	}
+}

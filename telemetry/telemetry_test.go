@@ -1,0 +1,104 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/iii-on-nats/iii/telemetry"
+)
+
+func env(m map[string]string) telemetry.Option {
+	return telemetry.WithGetenv(func(k string) string { return m[k] })
+}
+
+// Spans reach an OTLP/HTTP collector named by the standard variables.
+func TestOTLPHTTP(t *testing.T) {
+	var posts, bytesIn atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/traces" && r.Header.Get("Content-Type") == "application/x-protobuf" {
+			b, _ := io.ReadAll(r.Body)
+			posts.Add(1)
+			bytesIn.Add(int64(len(b)))
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL) // read by the exporter itself
+	ctx := context.Background()
+	tp, err := telemetry.NewTracerProvider(ctx, telemetry.WithServiceName("iii-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tp.Tracer("t").Start(ctx, "run::start")
+	span.End()
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if posts.Load() == 0 || bytesIn.Load() == 0 {
+		t.Fatalf("the collector got %d posts (%d bytes)", posts.Load(), bytesIn.Load())
+	}
+}
+
+func TestEnv(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		printed bool
+		err     error
+	}{
+		{"nothing set: no exporter", map[string]string{}, false, nil},
+		{"console", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, true, nil},
+		{"console, disabled", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}, false, nil},
+		{"none", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}, false, nil},
+		{"unknown exporter", map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, false, telemetry.ErrInvalidEnv},
+		{"unknown protocol", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, false, telemetry.ErrInvalidEnv},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			tp, err := telemetry.NewTracerProvider(ctx, env(tt.env), telemetry.WithConsole(&out))
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("err %v, want %v", err, tt.err)
+			}
+			if err != nil {
+				return
+			}
+			_, span := tp.Tracer("t").Start(ctx, "policy::check_permissions")
+			span.End()
+			if err := tp.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out.String(), "policy::check_permissions"); got != tt.printed {
+				t.Fatalf("console printed %v, want %v: %q", got, tt.printed, out.String())
+			}
+		})
+	}
+}
+
+// The service name is the caller's unless OTEL_SERVICE_NAME says otherwise.
+func TestServiceName(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var out bytes.Buffer
+	tp, err := telemetry.NewTracerProvider(ctx, env(map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "edge-7"}),
+		telemetry.WithServiceName("iii"), telemetry.WithConsole(&out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tp.Tracer("t").Start(ctx, "x")
+	span.End()
+	_ = tp.Shutdown(ctx)
+	if !strings.Contains(out.String(), "edge-7") {
+		t.Fatalf("service name not in %q", out.String())
+	}
+}
