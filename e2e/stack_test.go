@@ -73,32 +73,7 @@ func (n *node) runToEnd(rs agent.RunStart, timeout time.Duration) []agent.Event 
 // the first agent_end.
 func (n *node) events(sid string, timeout time.Duration) []agent.Event {
 	n.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	subj, err := subjects.EventSubject(sid)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	cons, err := n.e.JetStream().OrderedConsumer(ctx, subjects.EventStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	var out []agent.Event
-	for {
-		dl, _ := ctx.Deadline()
-		m, err := cons.Next(jetstream.FetchMaxWait(time.Until(dl)))
-		if err != nil {
-			n.t.Fatalf("events of %s after %d: %v", sid, len(out), err)
-		}
-		var ev agent.Event
-		if err := json.Unmarshal(m.Data(), &ev); err != nil {
-			n.t.Fatal(err)
-		}
-		out = append(out, ev)
-		if ev.Type == agent.EventAgentEnd {
-			return out
-		}
-	}
+	return n.eventsUntil(sid, 1, timeout)
 }
 
 // reachableHome is a temporary node home the sandbox's unprivileged host
