@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -22,6 +23,10 @@ type Engine struct {
 	js     jetstream.JetStream
 	opts   options
 	tracer trace.Tracer
+	meter  metric.Meter
+	// fnDuration records every function call a worker of this engine
+	// serves (iii.function.duration, seconds, by function id and outcome).
+	fnDuration metric.Float64Histogram
 
 	// base is cancelled by Close; handler contexts derive from it.
 	base   context.Context
@@ -50,16 +55,25 @@ func New(nc *nats.Conn, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: jetstream: %w", err)
 	}
+	meter := o.mp.Meter("github.com/iii-on-nats/iii/engine")
+	fnDuration, err := meter.Float64Histogram("iii.function.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a worker of this engine took to serve one function call, by function id and outcome (ok or an error code)."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+	if err != nil {
+		return nil, fmt.Errorf("engine: metrics: %w", err)
+	}
 	base, cancel := context.WithCancel(context.Background())
 	return &Engine{
-		nc:      nc,
-		js:      js,
-		opts:    o,
-		tracer:  o.tp.Tracer("github.com/iii-on-nats/iii/engine"),
-		base:    base,
-		cancel:  cancel,
-		workers: map[*Worker]struct{}{},
-		streams: map[string]jetstream.Stream{},
+		fnDuration: fnDuration,
+		nc:         nc,
+		js:         js,
+		opts:       o,
+		tracer:     o.tp.Tracer("github.com/iii-on-nats/iii/engine"),
+		meter:      meter,
+		base:       base,
+		cancel:     cancel,
+		workers:    map[*Worker]struct{}{},
+		streams:    map[string]jetstream.Stream{},
 	}, nil
 }
 
@@ -81,6 +95,10 @@ func (e *Engine) Replicas() int { return e.opts.replicas }
 
 // Tracer is the engine's tracer, for packages built on the engine.
 func (e *Engine) Tracer() trace.Tracer { return e.tracer }
+
+// Meter is the engine's meter: workers make their instruments with it, so
+// one meter provider (WithMeterProvider) collects a node's metrics.
+func (e *Engine) Meter() metric.Meter { return e.meter }
 
 // Close stops every worker (draining in-flight handlers until ctx ends) and
 // cancels the contexts of handlers still running. It does not close the

@@ -12,7 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
@@ -343,10 +345,17 @@ func (w *Worker) serve(f *Function, r micro.Request) {
 	ctx, span := e.startHandlerSpan(ctx, f.ID, req)
 	defer span.End()
 
+	start := time.Now()
 	resp, err := w.call(ctx, f, req)
 	if err == nil {
 		err = w.respond(r, codec, resp)
 	}
+	outcome := "ok"
+	if err != nil {
+		outcome = string(wire.From(err).Code)
+	}
+	e.fnDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
+		attribute.String(AttrFunctionID, f.ID), attribute.String("outcome", outcome)))
 	if err != nil {
 		we := wire.From(err)
 		span.SetStatus(codes.Error, string(we.Code))

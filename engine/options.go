@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -25,6 +26,7 @@ type Option func(*options) error
 type options struct {
 	logger      *slog.Logger
 	tp          trace.TracerProvider
+	mp          metric.MeterProvider
 	prop        propagation.TextMapPropagator
 	timeout     time.Duration
 	codec       wire.Codec
@@ -36,6 +38,7 @@ func defaultOptions() options {
 	return options{
 		logger:      slog.New(slog.DiscardHandler),
 		tp:          otel.GetTracerProvider(),
+		mp:          otel.GetMeterProvider(),
 		prop:        propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		timeout:     DefaultTimeout,
 		codec:       wire.Msgpack,
@@ -51,6 +54,19 @@ func WithLogger(l *slog.Logger) Option {
 			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
 		}
 		o.logger = l
+		return nil
+	}
+}
+
+// WithMeterProvider sets the meter provider of the engine's metrics (and
+// of the workers that ask [Engine.Meter]); the default is the global
+// provider at New time.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) error {
+		if mp == nil {
+			return fmt.Errorf("%w: nil meter provider", ErrInvalidOption)
+		}
+		o.mp = mp
 		return nil
 	}
 }

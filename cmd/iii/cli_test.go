@@ -383,3 +383,51 @@ func TestTraces(t *testing.T) {
 		t.Fatal("traces show of a malformed id did not fail")
 	}
 }
+
+// iii up --metrics serves the node's metrics to Prometheus: after a chat
+// turn with a function call, turns, function latencies, policy decisions,
+// tokens and active grains are there.
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	a, err := startApp(ctx, upConfig{
+		home: t.TempDir(), listen: "127.0.0.1:0", metricsAddr: "127.0.0.1:0",
+		logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = a.close(ctx)
+	})
+	out, err := runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::get {"scope":"demo","key":"m"}`)
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, out)
+	}
+	url := "http://" + a.metricsLn.Addr().String() + "/metrics"
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body := string(b)
+		for _, want := range []string{
+			"iii_turns_started_total 1",
+			`iii_turns_finished_total{stop_reason="end"} 1`,
+			`iii_turn_duration_seconds_count{stop_reason="end"} 1`,
+			`iii_function_duration_seconds_count{iii_function_id="state::get",outcome="ok"}`,
+			`iii_policy_decisions_total{decision="allow"}`,
+			`iii_model_tokens_total{model="echo",provider="scripted",type="output"}`,
+			"iii_grains_active",
+			"iii_approvals_pending",
+		} {
+			if !strings.Contains(body, want) {
+				return fmt.Errorf("metrics lack %q", want)
+			}
+		}
+		return nil
+	})
+}

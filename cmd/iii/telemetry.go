@@ -17,7 +17,7 @@ import (
 // (III_SPANS), so `iii traces` and engine::traces::* see them. The
 // returned close flushes the spans still buffered and stops the
 // exporters; call it after the engine closed.
-func tracedEngine(ctx context.Context, nc *nats.Conn, logger *slog.Logger, service string, store bool) (*engine.Engine, func(context.Context) error, error) {
+func tracedEngine(ctx context.Context, nc *nats.Conn, logger *slog.Logger, service string, store bool, extra ...engine.Option) (*engine.Engine, func(context.Context) error, error) {
 	opts := []telemetry.Option{telemetry.WithServiceName(service)}
 	if store {
 		// The exporter needs an engine to find or create its stream; the
@@ -37,7 +37,7 @@ func tracedEngine(ctx context.Context, nc *nats.Conn, logger *slog.Logger, servi
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := engine.New(nc, engine.WithLogger(logger), engine.WithTracerProvider(tp))
+	e, err := engine.New(nc, append([]engine.Option{engine.WithLogger(logger), engine.WithTracerProvider(tp)}, extra...)...)
 	if err != nil {
 		_ = tp.Shutdown(ctx)
 		return nil, nil, err

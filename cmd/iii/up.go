@@ -19,6 +19,7 @@ import (
 
 	"github.com/iii-on-nats/iii/cluster"
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/telemetry"
 )
 
 // upConfig is everything `iii up` needs.
@@ -34,6 +35,8 @@ type upConfig struct {
 	modules []string
 	// noTraces keeps the node's spans out of the trace store.
 	noTraces bool
+	// metricsAddr serves Prometheus metrics on /metrics ("" = off).
+	metricsAddr string
 }
 
 // parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings.
@@ -60,6 +63,8 @@ type app struct {
 	e       *engine.Engine
 	httpSrv *http.Server
 	httpLn  net.Listener
+	// metricsLn serves /metrics (nil when --metrics is off).
+	metricsLn net.Listener
 	// closers run in reverse order on shutdown.
 	closers []func(context.Context) error
 }
@@ -109,8 +114,25 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var engOpts []engine.Option
+	if cfg.metricsAddr != "" {
+		mp, handler, err := telemetry.NewMeterProvider("iii")
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, mp.Shutdown)
+		if a.metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			return nil, fmt.Errorf("--metrics %s: %w", cfg.metricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", handler)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(a.metricsLn) }()
+		a.closers = append(a.closers, srv.Shutdown)
+		engOpts = append(engOpts, engine.WithMeterProvider(mp))
+	}
 	var flushSpans func(context.Context) error
-	a.e, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, "iii", !cfg.noTraces)
+	a.e, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, "iii", !cfg.noTraces, engOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +195,9 @@ func newUpCmd(g *globals) *cobra.Command {
 			if a.httpLn != nil {
 				fmt.Fprintf(out, "  http:  http://%s\n", a.httpLn.Addr())
 			}
+			if a.metricsLn != nil {
+				fmt.Fprintf(out, "  metrics: http://%s/metrics\n", a.metricsLn.Addr())
+			}
 			fmt.Fprintf(out, "connect:\n  iii functions --nats %s\n  nats --server %s req iii.fn.engine.functions.list '{}'\nCtrl-C to stop.\n",
 				a.node.ClientURL(), a.node.ClientURL())
 			<-ctx.Done()
@@ -186,6 +211,7 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.listen, "listen", "127.0.0.1:4222", "NATS client listen address (port 0 = random)")
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:3111", "HTTP trigger gateway listen address (empty = off)")
 	cmd.Flags().IntVar(&cfg.monitorPort, "monitor-port", 0, "nats-server monitoring port (0 = off)")
+	cmd.Flags().StringVar(&cfg.metricsAddr, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (empty = off)")
 	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, `iii traces`)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
 	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (see `iii worker list`); run others with `iii worker run`")

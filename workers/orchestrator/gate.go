@@ -67,6 +67,7 @@ type functions struct {
 	// hookTimeout bounds one hook round (subscribers that answer later are
 	// not heard); hookQuiescence is the wait for more replies after one.
 	hookTimeout, hookQuiescence time.Duration
+	metrics                     *metrics
 }
 
 // Gate decides whether c may run now; it fails closed.
@@ -161,8 +162,10 @@ func (f functions) check(ctx context.Context, fn string, a map[string]any) (poli
 	defer cancel()
 	var d policyDecision
 	if err := f.e.Trigger(ctx, policyFunction, policyRequest{FunctionID: fn, Args: args(a)}, &d); err != nil {
+		f.metrics.policyDecision(ctx, "unavailable")
 		return policyDecision{}, err
 	}
+	f.metrics.policyDecision(ctx, d.Decision)
 	return d, nil
 }
 

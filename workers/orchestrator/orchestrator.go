@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/actors/turn"
@@ -61,6 +62,8 @@ type Orchestrator struct {
 	inbox   inbox
 	pub     *publisher
 	history *history
+	metrics *metrics
+	gauges  metric.Registration
 	host    *session.Host
 	catalog *catalogCache
 	fns     functions
@@ -181,11 +184,17 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 			return err
 		}
 	}
+	ms, err := newMetrics(e)
+	if err != nil {
+		return err
+	}
+	o.metrics = ms
 	o.pub = newPublisher(e.JetStream())
+	o.pub.metrics = ms
 	o.history = newHistory(e, o.pub)
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
 	o.spend = newSpend(e, o.logger)
-	o.fns = functions{e: e, catalog: o.catalog, settings: approvalKVs[1], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence}
+	o.fns = functions{e: e, catalog: o.catalog, settings: approvalKVs[1], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms}
 	o.host, err = session.NewHost(session.Ports{
 		Store:     store{kv: o.turns},
 		History:   o.history,
@@ -197,6 +206,9 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		Workspace: &workspace{e: e, logger: o.logger},
 	}, append([]session.Option{session.WithLogger(o.logger), session.WithHeartbeat(o.ackWait / 4), session.WithTraceContext(traceExtractor(e))}, o.hostOpts...)...)
 	if err != nil {
+		return err
+	}
+	if err := o.observeGauges(); err != nil {
 		return err
 	}
 	if err := o.register(); err != nil {
@@ -213,6 +225,9 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 
 // Close stops consuming steps and stops the grains.
 func (o *Orchestrator) Close(ctx context.Context) error {
+	if o.gauges != nil {
+		_ = o.gauges.Unregister()
+	}
 	if o.consume != nil {
 		o.consume.Stop()
 	}
@@ -408,6 +423,7 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 		}
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "enqueue turn step")
 	}
+	o.metrics.turnsStarted.Add(ctx, 1)
 	return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: runID}, nil
 }
 

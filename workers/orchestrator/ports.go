@@ -66,7 +66,8 @@ func isWrongSeq(err error) bool {
 // publisher publishes events asynchronously and waits for their acks per
 // session in one batch (Flush).
 type publisher struct {
-	js jetstream.JetStream
+	js      jetstream.JetStream
+	metrics *metrics
 
 	mu      sync.Mutex
 	pending map[string][]jetstream.PubAckFuture
@@ -140,6 +141,7 @@ func (p *publisher) Emit(ctx context.Context, ev agent.Event, id string) error {
 	if err != nil {
 		return err
 	}
+	p.metrics.finished(ctx, ev)
 	ev.Seq = p.nextSeq(ctx, ev.SessionID)
 	if ev.TS == 0 {
 		ev.TS = time.Now().UnixMilli()
@@ -231,6 +233,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		usage.CostUSD = cost
 	}
 	endModelSpan(span, in, usage, known)
+	m.pub.metrics.model(ctx, req.Provider, req.Model, usage)
 	if resID != "" {
 		m.spend.settle(ctx, resID, cost)
 	}
