@@ -44,7 +44,7 @@ func newMetrics(e *engine.Engine) (*metrics, error) {
 	if ms.tokens, err = m.Int64Counter("iii.model.tokens", metric.WithDescription("Model tokens by provider, model and type (input, output).")); err != nil {
 		return nil, err
 	}
-	if ms.cost, err = m.Float64Counter("iii.model.cost", metric.WithUnit("USD"), metric.WithDescription("Model spend by provider and model, from the catalog's prices.")); err != nil {
+	if ms.cost, err = m.Float64Counter("iii.model.cost_usd", metric.WithDescription("Model spend by provider and model, from the catalog's prices.")); err != nil {
 		return nil, err
 	}
 	return &ms, nil
