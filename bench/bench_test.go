@@ -68,6 +68,20 @@ func TestRunSmall(t *testing.T) {
 // each:
 //
 //	go test -run '^$' -bench 'Turns' -benchtime 1x ./bench/
+// A traced run (Config.Traces) completes like an untraced one.
+func TestRunTraced(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Config{Sessions: 3, Turns: 2, SkipKV: true, Traces: true, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if tr := res.Turns; tr == nil || tr.Turns != 6 || tr.Failed != 0 {
+		t.Fatalf("turns = %+v", tr)
+	}
+}
+
 func BenchmarkTurns(b *testing.B) {
 	for _, c := range []struct{ sessions, turns int }{
 		{10, 5},   // quick
@@ -104,6 +118,37 @@ func BenchmarkTurns(b *testing.B) {
 // BenchmarkIdleSessions activates sessions that each run one turn and then
 // sit idle, and reports the memory they hold (RSS and Go heap, per 10,000
 // sessions, extrapolated) while active and after they passivate.
+// BenchmarkTracingOverhead runs 100 sessions × 10 turns with tracing off
+// and on (every engine exporting to the trace store, as `iii up` does),
+// alternated in one run, and reports the ratio (issue target: ≤ 15 % cost,
+// i.e. a ratio ≥ 0.85).
+func BenchmarkTracingOverhead(b *testing.B) {
+	var off, on []float64
+	for b.Loop() {
+		for _, traced := range []bool{false, true} {
+			res, err := Run(b.Context(), Config{Sessions: 100, Turns: 10, SkipKV: true, Traces: traced, Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if traced {
+				on = append(on, res.Turns.TurnsPerSec)
+			} else {
+				off = append(off, res.Turns.TurnsPerSec)
+			}
+		}
+	}
+	mean := func(xs []float64) float64 {
+		t := 0.0
+		for _, x := range xs {
+			t += x
+		}
+		return t / float64(len(xs))
+	}
+	b.ReportMetric(mean(off), "turns/s-off")
+	b.ReportMetric(mean(on), "turns/s-traced")
+	b.ReportMetric(mean(on)/mean(off), "traced/off")
+}
+
 func BenchmarkIdleSessions(b *testing.B) {
 	for _, n := range []int{2000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {

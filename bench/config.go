@@ -65,6 +65,9 @@ type Config struct {
 	// TCP connects the stack and the client over loopback TCP instead of
 	// in-process connections (net.Pipe), as `iii up` does.
 	TCP bool
+	// Traces turns tracing on as `iii up` has it: every engine exports its
+	// spans to the trace store's stream, which a traces worker follows.
+	Traces bool
 	// ConnPerWorker gives the provider and the tool their own connections
 	// instead of sharing the orchestrator's, as `iii up` does.
 	ConnPerWorker bool

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/agent"
@@ -17,6 +18,7 @@ import (
 	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
 	"github.com/iii-on-nats/iii/workers/sessiontree"
+	"github.com/iii-on-nats/iii/workers/traces"
 )
 
 // stack is one embedded single node with the turn loop on it: the server
@@ -35,6 +37,8 @@ type stack struct {
 	orch    *orchestrator.Orchestrator
 	policy  *policy.Worker
 	tree    *sessiontree.Worker
+	traces  *traces.Worker
+	tp      *sdktrace.TracerProvider // with cfg.Traces: every engine's
 	watch   *watcher
 	warns   *warnCounter
 }
@@ -61,6 +65,23 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 	}
 	s.warns = newWarnCounter(next)
 	logger := slog.New(s.warns)
+	if cfg.Traces {
+		// Tracing as `iii up` does it: every engine exports its spans to
+		// the trace store's stream, and the store follows it.
+		boot, err := s.engine(cfg, "iii-bench-traces", logger)
+		if err != nil {
+			return nil, err
+		}
+		x, err := traces.NewExporter(ctx, boot)
+		if err != nil {
+			return nil, err
+		}
+		s.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(traces.NewSpanProcessor(x)))
+		s.traces = traces.NewWorker()
+		if err := s.traces.Start(ctx, boot); err != nil {
+			return nil, err
+		}
+	}
 	// The orchestrator, the provider and the tool share one connection, as
 	// in `iii up`, unless cfg.ConnPerWorker.
 	if s.e, err = s.engine(cfg, "iii-bench-node", logger); err != nil {
@@ -193,7 +214,11 @@ func (s *stack) engine(cfg Config, name string, logger *slog.Logger) (*engine.En
 		return nil, err
 	}
 	s.conns = append(s.conns, nc)
-	e, err := engine.New(nc, engine.WithLogger(logger))
+	opts := []engine.Option{engine.WithLogger(logger)}
+	if s.tp != nil {
+		opts = append(opts, engine.WithTracerProvider(s.tp))
+	}
+	e, err := engine.New(nc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +240,12 @@ func (s *stack) close(ctx context.Context) {
 	}
 	if s.tree != nil {
 		_ = s.tree.Close(ctx)
+	}
+	if s.tp != nil {
+		_ = s.tp.Shutdown(ctx)
+	}
+	if s.traces != nil {
+		_ = s.traces.Close(ctx)
 	}
 	if s.policy != nil {
 		_ = s.policy.Close(ctx)

@@ -93,6 +93,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.DurationVar(&cfg.TurnTimeout, "turn-timeout", bench.DefaultTurnTimeout, "give up on a turn after this long")
 	f.IntVar(&cfg.DeltaSize, "delta-size", 0, "largest delta of the scripted provider in bytes (0: its default)")
 	f.BoolVar(&cfg.TCP, "tcp", false, "connect over loopback TCP instead of in-process connections")
+	f.BoolVar(&cfg.Traces, "traces", false, "trace as `iii up` does: every engine exports its spans to the trace store")
 	f.BoolVar(&cfg.ConnPerWorker, "conn-per-worker", false, "one connection each for the orchestrator, the provider and the tool")
 	f.StringVar(&cfg.Dir, "dir", "", "JetStream store directory (default: a temporary one, removed afterwards)")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the turns phase to this file")
