@@ -68,6 +68,7 @@ func TestRunSmall(t *testing.T) {
 // each:
 //
 //	go test -run '^$' -bench 'Turns' -benchtime 1x ./bench/
+//
 // A traced run (Config.Traces) completes like an untraced one.
 func TestRunTraced(t *testing.T) {
 	t.Parallel()
