@@ -361,14 +361,14 @@ func (w *Worker) serve(f *Function, r micro.Request) {
 		span.SetStatus(codes.Error, string(we.Code))
 		span.RecordError(we)
 		if we.Code == wire.CodeInternal {
-			e.opts.logger.Error("function failed", "function_id", f.ID, "error", err)
+			e.opts.logger.ErrorContext(ctx, "function failed", "function_id", f.ID, "error", err)
 		}
 		if r.Reply() == "" {
 			return // void call: nobody to tell
 		}
 		msg := wire.Reply(we, codec)
 		if rerr := r.Respond(msg.Data, micro.WithHeaders(micro.Headers(msg.Header))); rerr != nil {
-			e.opts.logger.Warn("error reply failed", "function_id", f.ID, "error", rerr)
+			e.opts.logger.WarnContext(ctx, "error reply failed", "function_id", f.ID, "error", rerr)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -100,5 +101,27 @@ func TestServiceName(t *testing.T) {
 	_ = tp.Shutdown(ctx)
 	if !strings.Contains(out.String(), "edge-7") {
 		t.Fatalf("service name not in %q", out.String())
+	}
+}
+
+// A record logged with a span's context carries its trace and span ids.
+func TestLogHandler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tp, err := telemetry.NewTracerProvider(ctx, env(map[string]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tp.Shutdown(ctx) }()
+	var out bytes.Buffer
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(&out, nil))).With("worker", "w")
+	sctx, span := tp.Tracer("t").Start(ctx, "op")
+	logger.WarnContext(sctx, "with span")
+	span.End()
+	logger.Warn("without")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "trace_id="+span.SpanContext().TraceID().String()) ||
+		!strings.Contains(lines[0], "span_id=") || !strings.Contains(lines[0], "worker=w") || strings.Contains(lines[1], "trace_id") {
+		t.Fatalf("log lines:\n%s", out.String())
 	}
 }

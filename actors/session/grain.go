@@ -166,7 +166,7 @@ func (g *grain) halt(reason string, err error) {
 	if g.stopped {
 		return
 	}
-	g.host.opts.logger.Warn("session grain halted", "session_id", g.sid, "reason", reason, "error", err)
+	g.host.opts.logger.WarnContext(g.traced(g.base), "session grain halted", "session_id", g.sid, "reason", reason, "error", err)
 	for _, a := range g.aborts {
 		g.root.Send(a.sender, fmt.Errorf("session %s: activation halted before the abort was recorded: %w", g.sid, err))
 	}
@@ -391,7 +391,7 @@ func (g *grain) drive() {
 			}
 			if mark != (InboxMark{}) {
 				if err := g.host.ports.Inbox.Ack(ctx, g.sid, mark); err != nil {
-					g.host.opts.logger.Warn("inbox ack failed; items will be seen again", "session_id", g.sid, "error", err)
+					g.host.opts.logger.WarnContext(ctx, "inbox ack failed; items will be seen again", "session_id", g.sid, "error", err)
 				}
 			}
 			cancel()
@@ -433,7 +433,7 @@ func (g *grain) deliver() bool {
 					// Not worth holding the run's end for: the sandbox
 					// worker reaps idle sandboxes.
 					if rerr := g.host.ports.Workspace.Release(ctx, g.sid); rerr != nil {
-						g.host.opts.logger.Warn("sandbox not released; the sandbox worker reaps it when idle", "session_id", g.sid, "error", rerr)
+						g.host.opts.logger.WarnContext(ctx, "sandbox not released; the sandbox worker reaps it when idle", "session_id", g.sid, "error", rerr)
 					}
 				}
 			}
@@ -648,7 +648,7 @@ func (g *grain) applyDecisions() (applied, ok bool) {
 	}
 	if len(ids) > 0 {
 		if err := g.host.ports.Approvals.Withdraw(ctx, g.sid, ids); err != nil {
-			g.host.opts.logger.Warn("withdrawing consumed approvals failed", "session_id", g.sid, "error", err)
+			g.host.opts.logger.WarnContext(ctx, "withdrawing consumed approvals failed", "session_id", g.sid, "error", err)
 		}
 	}
 	return len(ids) > 0, true

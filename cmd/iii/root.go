@@ -14,6 +14,7 @@ import (
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/telemetry"
 )
 
 // globals are the flags every client command shares.
@@ -63,7 +64,8 @@ func (g *globals) logger() (*slog.Logger, error) {
 	if err := lvl.UnmarshalText([]byte(strings.ToLower(g.logLevel))); err != nil {
 		return nil, fmt.Errorf("--log-level %q: %w", g.logLevel, err)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
+	// Records logged with a span's context carry trace_id and span_id.
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))), nil
 }
 
 // connect opens a client connection and an engine over it.

@@ -70,18 +70,18 @@ func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *ag
 		"session_id": req.SessionID, "provider": req.Provider, "model": req.Model, "reason": "overflow", "wait": true,
 	}, &res)
 	if err != nil {
-		m.logger.Warn("the request exceeds the model's window and could not be compacted", "session_id", req.SessionID,
+		m.logger.WarnContext(ctx, "the request exceeds the model's window and could not be compacted", "session_id", req.SessionID,
 			"tokens", need, "usable", usable, "error", wire.From(err))
 		return
 	}
 	if !res.Compacted && res.Reason != "done_by_other" {
-		m.logger.Warn("the request exceeds the model's window and there is nothing to compact", "session_id", req.SessionID,
+		m.logger.WarnContext(ctx, "the request exceeds the model's window and there is nothing to compact", "session_id", req.SessionID,
 			"tokens", need, "usable", usable, "reason", res.Reason)
 		return
 	}
 	msgs, err := m.history.Load(ctx, req.SessionID)
 	if err != nil {
-		m.logger.Warn("the compacted transcript could not be read", "session_id", req.SessionID, "error", err)
+		m.logger.WarnContext(ctx, "the compacted transcript could not be read", "session_id", req.SessionID, "error", err)
 		return
 	}
 	preq.Messages = msgs
@@ -93,7 +93,7 @@ func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *ag
 			EntryID: res.EntryID, Reason: "overflow", TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter,
 		}}
 		if err := m.pub.Emit(ctx, ev, fmt.Sprintf("%s:%d:compaction", req.RunID, req.Step)); err != nil {
-			m.logger.Warn("compaction_done not published", "session_id", req.SessionID, "error", err)
+			m.logger.WarnContext(ctx, "compaction_done not published", "session_id", req.SessionID, "error", err)
 		}
 	}
 }

@@ -199,13 +199,13 @@ func (f functions) sessionSettings(ctx context.Context, sid string) agent.Approv
 	ent, err := f.settings.Get(ctx, sid)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			f.logger.Warn("approval settings unreadable; treating the session as manual", "session_id", sid, "error", err)
+			f.logger.WarnContext(ctx, "approval settings unreadable; treating the session as manual", "session_id", sid, "error", err)
 		}
 		return st
 	}
 	var got agent.ApprovalSettings
 	if err := json.Unmarshal(ent.Value(), &got); err != nil || !got.Mode.Valid() {
-		f.logger.Warn("approval settings do not decode; treating the session as manual", "session_id", sid, "error", err)
+		f.logger.WarnContext(ctx, "approval settings do not decode; treating the session as manual", "session_id", sid, "error", err)
 		return st
 	}
 	return got
@@ -241,7 +241,7 @@ func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res 
 	}, hook.WithInjector(f.e.Inject))
 	if err != nil {
 		// The call ran: its result stands. Say so loudly.
-		f.logger.Warn("after-call hooks could not be asked", "session_id", sid, "function_id", c.FunctionID, "error", err)
+		f.logger.WarnContext(ctx, "after-call hooks could not be asked", "session_id", sid, "function_id", c.FunctionID, "error", err)
 		return res
 	}
 	raw, ok := out.Merged["result"]
@@ -254,7 +254,7 @@ func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res 
 		err = json.Unmarshal(b, &replaced)
 	}
 	if err != nil || len(replaced.Content) == 0 {
-		f.logger.Warn("an after-call hook answered a result that is not a FunctionResult; it is ignored", "session_id", sid, "function_id", c.FunctionID, "error", err)
+		f.logger.WarnContext(ctx, "an after-call hook answered a result that is not a FunctionResult; it is ignored", "session_id", sid, "function_id", c.FunctionID, "error", err)
 		return res
 	}
 	return replaced

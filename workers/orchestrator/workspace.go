@@ -105,7 +105,7 @@ func (w *workspace) skillsIndex(ctx context.Context) string {
 	}
 	if err := w.e.Trigger(ctx, skillsIndex, map[string]any{}, &out); err != nil {
 		if !errors.Is(err, wire.ErrFunctionNotFound) {
-			w.logger.Warn("skills index unavailable; the system prompt goes without it", "error", err)
+			w.logger.WarnContext(ctx, "skills index unavailable; the system prompt goes without it", "error", err)
 		}
 		out.Markdown = ""
 	}
