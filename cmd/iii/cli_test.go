@@ -423,6 +423,9 @@ func TestMetrics(t *testing.T) {
 			`iii_model_tokens_total{model="echo",provider="scripted",type="output"}`,
 			"iii_grains_active",
 			"iii_approvals_pending",
+			`iii_turn_step_duration_seconds_count{state="assistant_streaming"}`,
+			`iii_turn_step_duration_seconds_count{state="function_execute"}`,
+			"iii_queue_pending{",
 		} {
 			if !strings.Contains(body, want) {
 				return fmt.Errorf("metrics lack %q", want)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -58,6 +59,12 @@ type Consumer struct {
 	wg       sync.WaitGroup
 
 	handled, retried, deadLettered, dropped, abandoned atomic.Int64
+
+	// pending is the consumer's backlog as the last delivery reported it
+	// (iii.queue.pending); redeliveries counts deliveries after the first.
+	pending      atomic.Int64
+	redeliveries metric.Int64Counter
+	gauge        metric.Registration
 }
 
 // Counters are what one [Consumer] did with the messages it received.
@@ -157,6 +164,10 @@ func start(e *engine.Engine, cons jetstream.Consumer, o options, queue string) (
 		done:    make(chan struct{}),
 	}
 	c.base, c.cancel = context.WithCancel(context.Background())
+	if err := c.instrument(); err != nil {
+		c.cancel()
+		return nil, err
+	}
 	cc, err := cons.Consume(c.receive,
 		jetstream.PullMaxMessages(o.concurrency),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -175,6 +186,9 @@ func start(e *engine.Engine, cons jetstream.Consumer, o options, queue string) (
 		c.mu.Unlock()
 		c.wg.Wait()
 		c.cancel()
+		if c.gauge != nil {
+			_ = c.gauge.Unregister()
+		}
 		close(c.done)
 	}()
 	return c, nil
@@ -232,6 +246,10 @@ func (c *Consumer) process(msg jetstream.Msg) {
 		_ = msg.Term()
 		c.dropped.Add(1)
 		return
+	}
+	c.pending.Store(int64(md.NumPending))
+	if md.NumDelivered > 1 {
+		c.redeliveries.Add(c.base, 1, metric.WithAttributes(attribute.String("consumer", c.name)))
 	}
 	hdr := msg.Headers()
 	fnID := c.opts.function
@@ -409,4 +427,25 @@ func (h *heartbeat) stop() {
 	h.stopped = true
 	h.t.Stop()
 	h.mu.Unlock()
+}
+
+// instrument makes the consumer's metrics on the engine's meter: its
+// backlog (iii.queue.pending, read at collection) and its redeliveries.
+func (c *Consumer) instrument() error {
+	m := c.e.Meter()
+	var err error
+	if c.redeliveries, err = m.Int64Counter("iii.queue.redeliveries",
+		metric.WithDescription("Durable queue and topic deliveries after the first (retries and redeliveries after a lost ack), by consumer.")); err != nil {
+		return err
+	}
+	pending, err := m.Int64ObservableGauge("iii.queue.pending",
+		metric.WithDescription("Messages waiting for a durable queue or topic consumer, as its last delivery reported."))
+	if err != nil {
+		return err
+	}
+	c.gauge, err = m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		ob.ObserveInt64(pending, c.pending.Load(), metric.WithAttributes(attribute.String("consumer", c.name)))
+		return nil
+	}, pending)
+	return err
 }

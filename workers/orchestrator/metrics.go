@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -18,9 +19,19 @@ type metrics struct {
 	turnsStarted  metric.Int64Counter
 	turnsFinished metric.Int64Counter
 	runDuration   metric.Float64Histogram
+	stepDuration  metric.Float64Histogram
 	policy        metric.Int64Counter
 	tokens        metric.Int64Counter
 	cost          metric.Float64Counter
+
+	mu     sync.Mutex
+	states map[string]stateSince // each session's current state, for step durations
+}
+
+// stateSince is the state a session entered and when (Unix ms).
+type stateSince struct {
+	state agent.TurnState
+	atMs  int64
 }
 
 func newMetrics(e *engine.Engine) (*metrics, error) {
@@ -38,6 +49,12 @@ func newMetrics(e *engine.Engine) (*metrics, error) {
 		metric.WithExplicitBucketBoundaries(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600)); err != nil {
 		return nil, err
 	}
+	if ms.stepDuration, err = m.Float64Histogram("iii.turn.step.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a run spent in one state of the turn machine (provisioning, assistant_streaming, function_execute, function_awaiting_approval, steering_check), by state."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600)); err != nil {
+		return nil, err
+	}
+	ms.states = map[string]stateSince{}
 	if ms.policy, err = m.Int64Counter("iii.policy.decisions", metric.WithDescription("Chokepoint policy answers, by decision (allow, deny, needs_approval, unavailable).")); err != nil {
 		return nil, err
 	}
@@ -74,9 +91,26 @@ func (o *Orchestrator) observeGauges() error {
 	return err
 }
 
-// finished counts a run's end from its final turn_state_changed event.
-func (ms *metrics) finished(ctx context.Context, ev agent.Event) {
-	if ms == nil || ev.Type != agent.EventTurnStateChanged || !ev.State.Terminal() || ev.View == nil {
+// observe records what a turn_state_changed event tells: how long the run
+// spent in the state it leaves and, at its end, the run's stop reason and
+// duration.
+func (ms *metrics) observe(ctx context.Context, ev agent.Event) {
+	if ms == nil || ev.Type != agent.EventTurnStateChanged || ev.View == nil {
+		return
+	}
+	ms.mu.Lock()
+	prev, ok := ms.states[ev.SessionID]
+	if ev.State.Terminal() {
+		delete(ms.states, ev.SessionID)
+	} else {
+		ms.states[ev.SessionID] = stateSince{state: ev.State, atMs: ev.View.UpdatedAtMs}
+	}
+	ms.mu.Unlock()
+	if ok && prev.state != ev.State && ev.View.UpdatedAtMs >= prev.atMs {
+		ms.stepDuration.Record(ctx, float64(ev.View.UpdatedAtMs-prev.atMs)/1000,
+			metric.WithAttributes(attribute.String("state", string(prev.state))))
+	}
+	if !ev.State.Terminal() {
 		return
 	}
 	sr := attribute.String("stop_reason", string(ev.View.StopReason))
@@ -84,6 +118,16 @@ func (ms *metrics) finished(ctx context.Context, ev agent.Event) {
 	if d := ev.View.UpdatedAtMs - ev.View.StartedAtMs; d >= 0 {
 		ms.runDuration.Record(ctx, float64(d)/1000, metric.WithAttributes(sr))
 	}
+}
+
+// forget drops a passivated session's state.
+func (ms *metrics) forget(sid string) {
+	if ms == nil {
+		return
+	}
+	ms.mu.Lock()
+	delete(ms.states, sid)
+	ms.mu.Unlock()
 }
 
 // model counts a model call's tokens and cost.

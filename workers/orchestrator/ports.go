@@ -131,6 +131,7 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) uint64 {
 // Forget drops sid's cached event sequence (the grain passivated); the
 // next activation reads it from the stream again.
 func (p *publisher) Forget(sid string) {
+	p.metrics.forget(sid)
 	p.mu.Lock()
 	delete(p.seq, sid)
 	p.mu.Unlock()
@@ -141,7 +142,7 @@ func (p *publisher) Emit(ctx context.Context, ev agent.Event, id string) error {
 	if err != nil {
 		return err
 	}
-	p.metrics.finished(ctx, ev)
+	p.metrics.observe(ctx, ev)
 	ev.Seq = p.nextSeq(ctx, ev.SessionID)
 	if ev.TS == 0 {
 		ev.TS = time.Now().UnixMilli()
