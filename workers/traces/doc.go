@@ -10,9 +10,12 @@
 //
 // # Spans on the stream
 //
-// [Exporter] is an sdktrace.SpanExporter. Each span becomes the JSON of a
-// [Span] on subject iii.spans.<trace id> of [StreamName] (limits retention,
-// file storage, 24 h and 256 MiB by default, oldest dropped first).
+// [Exporter] is an sdktrace.SpanExporter. The spans of one trace in an
+// export batch become one message, a JSON array of [Span], on subject
+// iii.spans.<trace id> of [StreamName] (limits retention, file storage,
+// 24 h and 256 MiB by default, oldest dropped first); header
+// Iii-Span-Count says how many. The store also takes a single span object
+// per message ([DecodeSpans]), so any process can publish spans.
 // Publishes are asynchronous within a window ([WithMaxPending]); a span that
 // finds the window full is dropped and counted ([Exporter.Stats]), so
 // tracing never holds up the traced code. ForceFlush and Shutdown wait for

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,9 +82,9 @@ func NewExporter(ctx context.Context, e *engine.Engine, opts ...Option) (*Export
 	x.js, err = jetstream.New(e.Conn(),
 		jetstream.WithPublishAsyncMaxPending(o.maxPending),
 		jetstream.WithPublishAsyncTimeout(o.ackTimeout),
-		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) { x.acked.Add(1) }),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) { x.acked.Add(spanCount(m)) }),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-			x.failed.Add(1)
+			x.failed.Add(spanCount(m))
 			x.logger.Debug("span publish failed", slog.String("subject", m.Subject), slog.Any("error", err))
 		}),
 	)
@@ -97,33 +98,75 @@ func NewExporter(ctx context.Context, e *engine.Engine, opts ...Option) (*Export
 // It returns nil even when spans were dropped (they are counted): tracing
 // must not fail the traced code.
 func (x *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	for i, ro := range spans {
-		if x.stopped.Load() || ctx.Err() != nil {
-			x.dropped.Add(uint64(len(spans) - i))
-			return nil
-		}
-		if x.js.PublishAsyncPending() >= x.maxPending {
-			x.dropped.Add(1)
-			continue
-		}
+	// One stream message per trace of the batch (a JSON array of its
+	// spans), not one per span: a turn's ~40 spans cost a message or two.
+	var order []string
+	byTrace := map[string][]json.RawMessage{}
+	for _, ro := range spans {
 		sp := fromReadOnly(ro, x.resource(ro.Resource()))
 		data, err := json.Marshal(&sp)
 		if err != nil {
 			x.failed.Add(1)
 			continue
 		}
-		_, err = x.js.PublishAsync(SpanSubject(sp.TraceID), data, jetstream.WithStallWait(stallWait))
-		switch {
-		case err == nil:
-			x.published.Add(1)
-		case errors.Is(err, jetstream.ErrTooManyStalledMsgs):
-			x.dropped.Add(1)
-		default:
-			x.failed.Add(1)
-			x.logger.Debug("span publish failed", slog.String("trace_id", sp.TraceID), slog.Any("error", err))
+		if _, ok := byTrace[sp.TraceID]; !ok {
+			order = append(order, sp.TraceID)
+		}
+		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], data)
+	}
+	for i, id := range order {
+		if x.stopped.Load() || ctx.Err() != nil {
+			for _, rest := range order[i:] {
+				x.dropped.Add(uint64(len(byTrace[rest])))
+			}
+			return nil
+		}
+		for _, chunk := range chunks(byTrace[id], MaxSpanBytes) {
+			x.publish(id, chunk)
 		}
 	}
 	return nil
+}
+
+// publish sends the spans of one trace as one message (a JSON array).
+func (x *Exporter) publish(traceID string, spans []json.RawMessage) {
+	n := uint64(len(spans))
+	if x.js.PublishAsyncPending() >= x.maxPending {
+		x.dropped.Add(n)
+		return
+	}
+	data, err := json.Marshal(spans)
+	if err != nil {
+		x.failed.Add(n)
+		return
+	}
+	msg := &nats.Msg{Subject: SpanSubject(traceID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(headerSpanCount, strconv.FormatUint(n, 10))
+	_, err = x.js.PublishMsgAsync(msg, jetstream.WithStallWait(stallWait))
+	switch {
+	case err == nil:
+		x.published.Add(n)
+	case errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		x.dropped.Add(n)
+	default:
+		x.failed.Add(n)
+		x.logger.Debug("span publish failed", slog.String("trace_id", traceID), slog.Any("error", err))
+	}
+}
+
+// chunks splits encoded spans into groups whose JSON array fits max
+// bytes; a span alone over max is its own (failing) group.
+func chunks(spans []json.RawMessage, max int) [][]json.RawMessage {
+	var out [][]json.RawMessage
+	start, size := 0, 2
+	for i, sp := range spans {
+		if i > start && size+len(sp)+1 > max {
+			out = append(out, spans[start:i])
+			start, size = i, 2
+		}
+		size += len(sp) + 1
+	}
+	return append(out, spans[start:])
 }
 
 // resource returns the map of r, converted once per resource.
@@ -184,4 +227,18 @@ func (p *flushingProcessor) ForceFlush(ctx context.Context) error {
 		return err
 	}
 	return p.x.ForceFlush(ctx)
+}
+
+// headerSpanCount says how many spans a message carries, so the ack and
+// error handlers count spans, not messages.
+const headerSpanCount = "Iii-Span-Count"
+
+func spanCount(m *nats.Msg) uint64 {
+	if m == nil {
+		return 1
+	}
+	if n, err := strconv.ParseUint(m.Header.Get(headerSpanCount), 10, 32); err == nil && n > 0 {
+		return n
+	}
+	return 1
 }

@@ -158,7 +158,7 @@ func StreamConfig(replicas int, maxAge time.Duration, maxBytes int64) jetstream.
 	}
 	return jetstream.StreamConfig{
 		Name:        StreamName,
-		Description: "iii spans: one message per ended span, subject iii.spans.<trace id>",
+		Description: "iii spans: a JSON array of one trace's ended spans per message, subject iii.spans.<trace id>",
 		Subjects:    []string{SubjectPrefix + ">"},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,

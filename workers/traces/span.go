@@ -1,6 +1,7 @@
 package traces
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -150,6 +151,38 @@ func DecodeSpan(data []byte) (Span, error) {
 		return Span{}, err
 	}
 	return sp, nil
+}
+
+// DecodeSpans reads one stream message: a JSON array of spans of one
+// trace (what the exporter publishes) or a single span object (any other
+// publisher's). Invalid spans are skipped and counted in invalid; a
+// message that is not JSON at all is an error.
+func DecodeSpans(data []byte) (spans []Span, invalid int, err error) {
+	if len(data) > MaxSpanBytes {
+		return nil, 0, fmt.Errorf("%w: %d bytes (at most %d)", ErrInvalidSpan, len(data), MaxSpanBytes)
+	}
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		sp, err := DecodeSpan(data)
+		if err != nil {
+			return nil, 0, err
+		}
+		return []Span{sp}, 0, nil
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(trimmed, &raw); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidSpan, err)
+	}
+	spans = make([]Span, 0, len(raw))
+	for _, r := range raw {
+		sp, err := DecodeSpan(r)
+		if err != nil {
+			invalid++
+			continue
+		}
+		spans = append(spans, sp)
+	}
+	return spans, invalid, nil
 }
 
 // Validate checks the ids, times and status. Every failure wraps

@@ -119,17 +119,22 @@ func (s *Store) consume(m jetstream.Msg) {
 	if md, err := m.Metadata(); err == nil {
 		seq = md.Sequence.Stream
 	}
-	sp, err := DecodeSpan(m.Data())
-	if err != nil {
+	spans, invalid, err := DecodeSpans(m.Data())
+	if err != nil || invalid > 0 {
+		bad := invalid
+		if err != nil {
+			bad = 1
+		}
 		s.mu.Lock()
-		s.stats.Received++
-		s.stats.Invalid++
+		s.stats.Received += uint64(bad)
+		s.stats.Invalid += uint64(bad)
 		s.stats.LastSeq = max(s.stats.LastSeq, seq)
 		s.mu.Unlock()
-		s.logger.Debug("span does not decode", slog.String("subject", m.Subject()), slog.Any("error", err))
-		return
+		s.logger.Debug("span does not decode", slog.String("subject", m.Subject()), slog.Any("error", err), slog.Int("invalid", invalid))
 	}
-	s.add(sp, seq)
+	for _, sp := range spans {
+		s.add(sp, seq)
+	}
 }
 
 // Close stops following the stream; the spans held stay readable. It is

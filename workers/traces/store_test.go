@@ -203,3 +203,28 @@ func TestGroupByFitsOneMessage(t *testing.T) {
 		t.Fatalf("truncated=%v, %d bytes, %d groups", res.Truncated, len(b), len(res.Groups))
 	}
 }
+
+func TestDecodeSpans(t *testing.T) {
+	t.Parallel()
+	valid := `{"trace_id":"0102030405060708090a0b0c0d0e0f10","span_id":"0102030405060708","name":"a","start_ns":1,"end_ns":2,"status":"ok"}`
+	tests := []struct {
+		name    string
+		data    string
+		spans   int
+		invalid int
+		err     bool
+	}{
+		{"one object", valid, 1, 0, false},
+		{"array", "[" + valid + "," + valid + "]", 2, 0, false},
+		{"array with a bad span", "[" + valid + `,{"trace_id":"x"}]`, 1, 1, false},
+		{"empty array", "[]", 0, 0, false},
+		{"not JSON", "[nope", 0, 0, true},
+		{"bad object", `{"trace_id":"x"}`, 0, 0, true},
+	}
+	for _, tt := range tests {
+		spans, invalid, err := traces.DecodeSpans([]byte(tt.data))
+		if len(spans) != tt.spans || invalid != tt.invalid || (err != nil) != tt.err {
+			t.Errorf("%s: %d spans, %d invalid, %v", tt.name, len(spans), invalid, err)
+		}
+	}
+}
