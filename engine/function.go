@@ -350,12 +350,14 @@ func (w *Worker) serve(f *Function, r micro.Request) {
 	if err == nil {
 		err = w.respond(r, codec, resp)
 	}
-	outcome := "ok"
-	if err != nil {
-		outcome = string(wire.From(err).Code)
+	if e.opts.measure { // building the attribute set is not free
+		outcome := "ok"
+		if err != nil {
+			outcome = string(wire.From(err).Code)
+		}
+		e.fnDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
+			attribute.String(AttrFunctionID, f.ID), attribute.String("outcome", outcome)))
 	}
-	e.fnDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
-		attribute.String(AttrFunctionID, f.ID), attribute.String("outcome", outcome)))
 	if err != nil {
 		we := wire.From(err)
 		span.SetStatus(codes.Error, string(we.Code))

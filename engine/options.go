@@ -27,6 +27,7 @@ type options struct {
 	logger      *slog.Logger
 	tp          trace.TracerProvider
 	mp          metric.MeterProvider
+	measure     bool // a meter provider was given: record the engine's metrics
 	prop        propagation.TextMapPropagator
 	timeout     time.Duration
 	codec       wire.Codec
@@ -60,13 +61,14 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithMeterProvider sets the meter provider of the engine's metrics (and
 // of the workers that ask [Engine.Meter]); the default is the global
-// provider at New time.
+// provider at New time. The engine records its per-call metric
+// (iii.function.duration) only when a provider was given here.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *options) error {
 		if mp == nil {
 			return fmt.Errorf("%w: nil meter provider", ErrInvalidOption)
 		}
-		o.mp = mp
+		o.mp, o.measure = mp, true
 		return nil
 	}
 }

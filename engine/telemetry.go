@@ -110,7 +110,10 @@ func (e *Engine) startHandlerSpan(ctx context.Context, fnID string, req *Request
 		return ctx, span
 	}
 	sid, mid := idsFromBaggage(ctx)
-	if sid == "" || mid == "" {
+	// The payload is read only when the baggage names no session (a call
+	// from outside a run): decoding it means walking all of it, which for
+	// a model request is the whole transcript.
+	if sid == "" {
 		var ids struct {
 			SessionID string `json:"session_id"`
 			MessageID string `json:"message_id"`
