@@ -44,6 +44,9 @@ type ApprovalRecord struct {
 	Decision       string         `json:"decision,omitempty"`
 	Reason         string         `json:"reason,omitempty"`
 	DecidedAt      int64          `json:"decided_at,omitempty"`
+	// DecidedTrace is the W3C trace context of the approval::resolve call
+	// that decided: the run's resumed work links to it.
+	DecidedTrace map[string]string `json:"decided_trace,omitempty"`
 }
 
 // ApprovalMode is a session's approval setting.

@@ -105,7 +105,25 @@ func TestOneTracePerTurn(t *testing.T) {
 			ids[s.SpanContext().SpanID().String()] = true
 		}
 	}
-	for _, want := range []string{"harness::trigger", "run::start", "chat echo", "provider::scripted::stream", "policy::check_permissions", "math::add", "session::append_batch"} {
+	// The resumed work links to the human's approval::resolve.
+	var resolveTrace string
+	for _, s := range spans {
+		if s.Name() == "approval::resolve" {
+			resolveTrace = s.SpanContext().TraceID().String()
+		}
+	}
+	linked := false
+	for _, s := range spans {
+		if s.Name() == "approval resumed math::add" && s.SpanContext().TraceID() == trace {
+			for _, l := range s.Links() {
+				linked = linked || l.SpanContext.TraceID().String() == resolveTrace
+			}
+		}
+	}
+	if resolveTrace == "" || !linked {
+		t.Errorf("no span of the run links to approval::resolve's trace %q", resolveTrace)
+	}
+	for _, want := range []string{"harness::trigger", "run::start", "chat echo", "provider::scripted::stream", "policy::check_permissions", "math::add", "session::append_batch", "approval resumed math::add"} {
 		if !inTrace[want] {
 			t.Errorf("the turn's trace lacks %s; it has %v", want, keys(inTrace))
 		}

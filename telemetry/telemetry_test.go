@@ -6,11 +6,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 
 	"github.com/iii-on-nats/iii/telemetry"
 )
@@ -123,5 +127,51 @@ func TestLogHandler(t *testing.T) {
 	if len(lines) != 2 || !strings.Contains(lines[0], "trace_id="+span.SpanContext().TraceID().String()) ||
 		!strings.Contains(lines[0], "span_id=") || !strings.Contains(lines[0], "worker=w") || strings.Contains(lines[1], "trace_id") {
 		t.Fatalf("log lines:\n%s", out.String())
+	}
+}
+
+// sink is an OTLP/gRPC trace collector that counts the spans it gets.
+type sink struct {
+	coltracepb.UnimplementedTraceServiceServer
+	spans atomic.Int64
+}
+
+func (s *sink) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			s.spans.Add(int64(len(ss.GetSpans())))
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// Spans reach an OTLP/gRPC collector when the protocol says grpc.
+func TestOTLPGRPC(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	var col sink
+	coltracepb.RegisterTraceServiceServer(srv, &col)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+	ctx := context.Background()
+	tp, err := telemetry.NewTracerProvider(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"run::start", "provider::scripted::stream"} {
+		_, span := tp.Tracer("t").Start(ctx, name)
+		span.End()
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := col.spans.Load(); n != 2 {
+		t.Fatalf("the collector got %d spans, want 2", n)
 	}
 }

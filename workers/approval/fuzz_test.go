@@ -120,7 +120,7 @@ func FuzzDecide(f *testing.F) {
 		if req.Validate() != nil {
 			return // decide only ever sees validated requests
 		}
-		out, werr := decide(value, req, 42)
+		out, werr := decide(value, req, 42, nil)
 		if werr != nil {
 			if !errors.Is(werr, wire.ErrNotPending) {
 				t.Fatalf("%v is not not_pending", werr)

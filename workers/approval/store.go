@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) error {
 		if err != nil {
 			return storeErr(ctx, err, "read approval %s", key)
 		}
-		data, werr := decide(ent.Value(), req, s.now().UnixMilli())
+		data, werr := decide(ent.Value(), req, s.now().UnixMilli(), traceCarrier(ctx))
 		if werr != nil {
 			if errors.Is(werr, errUndecodable) {
 				s.logger.Warn("approval record does not decode", "key", key, "error", werr)
@@ -118,7 +119,7 @@ var errUndecodable = errors.New("approval record does not decode")
 // req.ArgsHash when given), and returns it decided. Every other field —
 // those it does not know included, so the orchestrator may add some — keeps
 // its JSON value.
-func decide(value []byte, req ResolveRequest, nowMs int64) ([]byte, *wire.Error) {
+func decide(value []byte, req ResolveRequest, nowMs int64, trace map[string]string) ([]byte, *wire.Error) {
 	var rec agent.ApprovalRecord
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(value, &rec); err != nil {
@@ -148,6 +149,11 @@ func decide(value []byte, req ResolveRequest, nowMs int64) ([]byte, *wire.Error)
 		set("reason", req.Reason)
 	} else {
 		delete(raw, "reason")
+	}
+	if len(trace) > 0 {
+		set("decided_trace", trace) // the resumed run links to the decision
+	} else {
+		delete(raw, "decided_trace")
 	}
 	// No HTML escaping: the kept fields stay as written, only compacted.
 	var buf bytes.Buffer
@@ -360,4 +366,12 @@ func (s *Store) SetSettings(ctx context.Context, req SettingsSetRequest) (agent.
 		}
 	}
 	return agent.ApprovalSettings{}, wire.Errorf(wire.CodeConflict, "approval settings of session %q changed concurrently %d times; retry", sid, settingsAttempts)
+}
+
+// traceCarrier is ctx's W3C trace context (the approval::resolve call's
+// span), empty when ctx carries none.
+func traceCarrier(ctx context.Context) map[string]string {
+	m := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, m)
+	return m
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,6 +15,7 @@ import (
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 )
@@ -32,6 +36,9 @@ func approvalBucketConfigs() []jetstream.KeyValueConfig {
 type approvals struct {
 	kv  jetstream.KeyValue
 	now func() time.Time
+	// tracer records, for each decision applied, a span in the run's trace
+	// linked to the approval::resolve call that decided it.
+	tracer trace.Tracer
 }
 
 func (a approvals) get(ctx context.Context, key string) (agent.ApprovalRecord, uint64, error) {
@@ -101,6 +108,7 @@ func (a approvals) Decisions(ctx context.Context, sid, runID string, parked []ag
 			continue
 		}
 		out = append(out, turn.ApprovalResolved{ID: p.FunctionCallID, Decision: turn.Decision(rec.Decision), Reason: rec.Reason})
+		a.traceDecision(ctx, sid, rec)
 	}
 	return out, nil
 }
@@ -215,4 +223,32 @@ func isParked(rec turn.Record, callID, hash string) bool {
 		}
 	}
 	return false
+}
+
+// traceDecision records that the run resumes on a human's decision: a
+// span in the run's trace (ctx) linked to the trace of the
+// approval::resolve call, so the wait — minutes or days — reads as one
+// story with its cause attached.
+func (a approvals) traceDecision(ctx context.Context, sid string, rec agent.ApprovalRecord) {
+	if a.tracer == nil {
+		return
+	}
+	var opts []trace.SpanStartOption
+	if len(rec.DecidedTrace) > 0 {
+		decided := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(rec.DecidedTrace))
+		if sc := trace.SpanContextFromContext(decided); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("iii.link", "approval::resolve")}}))
+		}
+	}
+	opts = append(opts, trace.WithAttributes(
+		attribute.String(engine.AttrSessionID, sid),
+		attribute.String("iii.function_call_id", rec.FunctionCallID),
+		attribute.String("iii.approval.decision", rec.Decision),
+		attribute.Int64("iii.approval.wait_ms", rec.DecidedAt-rec.RequestedAt),
+	))
+	if _, mid := engine.SessionFromContext(ctx); mid != "" {
+		opts = append(opts, trace.WithAttributes(attribute.String(engine.AttrMessageID, mid)))
+	}
+	_, span := a.tracer.Start(ctx, "approval resumed "+rec.FunctionID, opts...)
+	span.End()
 }

@@ -178,7 +178,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		}
 		approvalKVs = append(approvalKVs, kv)
 	}
-	o.approvals = approvals{kv: approvalKVs[0], now: time.Now}
+	o.approvals = approvals{kv: approvalKVs[0], now: time.Now, tracer: e.Tracer()}
 	for _, cfg := range []jetstream.StreamConfig{stepStreamConfig(e.Replicas()), eventStreamConfig(e.Replicas(), o.eventMaxAge)} {
 		if _, err := e.EnsureStream(ctx, cfg); err != nil {
 			return err
