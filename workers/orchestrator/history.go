@@ -86,7 +86,7 @@ func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error)
 	// A grain loads the transcript when it activates or a run starts:
 	// another process may have emitted this session's events since this
 	// one last did, so the next seq is read from the stream again.
-	h.pub.Forget(sid)
+	h.pub.resetSeq(sid) // not Forget: a mid-run reload keeps the step metrics
 	if err := h.Flush(ctx, sid); err != nil {
 		return nil, err
 	}

@@ -132,6 +132,12 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) uint64 {
 // next activation reads it from the stream again.
 func (p *publisher) Forget(sid string) {
 	p.metrics.forget(sid)
+	p.resetSeq(sid)
+}
+
+// resetSeq drops sid's cached event sequence: the next event reads it from
+// the stream, where another process may have moved it.
+func (p *publisher) resetSeq(sid string) {
 	p.mu.Lock()
 	delete(p.seq, sid)
 	p.mu.Unlock()
