@@ -61,14 +61,6 @@ func TestRunSmall(t *testing.T) {
 	t.Logf("\n%s", table.String())
 }
 
-// BenchmarkTurns is the turn-loop suite: Sessions × Turns turns of
-// "/call bench::noop {}" on an embedded single node with file storage, and
-// raw KV puts on the same server. One iteration is one whole [Run]; the
-// figures are the last iteration's. Run with -benchtime=1x for one run of
-// each:
-//
-//	go test -run '^$' -bench 'Turns' -benchtime 1x ./bench/
-//
 // A traced run (Config.Traces) completes like an untraced one.
 func TestRunTraced(t *testing.T) {
 	t.Parallel()
@@ -83,6 +75,13 @@ func TestRunTraced(t *testing.T) {
 	}
 }
 
+// BenchmarkTurns is the turn-loop suite: Sessions × Turns turns of
+// "/call bench::noop {}" on an embedded single node with file storage, and
+// raw KV puts on the same server. One iteration is one whole [Run]; the
+// figures are the last iteration's. Run with -benchtime=1x for one run of
+// each:
+//
+//	go test -run '^$' -bench 'Turns$' -benchtime 1x ./bench/
 func BenchmarkTurns(b *testing.B) {
 	for _, c := range []struct{ sessions, turns int }{
 		{10, 5},   // quick
@@ -116,9 +115,6 @@ func BenchmarkTurns(b *testing.B) {
 	}
 }
 
-// BenchmarkIdleSessions activates sessions that each run one turn and then
-// sit idle, and reports the memory they hold (RSS and Go heap, per 10,000
-// sessions, extrapolated) while active and after they passivate.
 // BenchmarkTracingOverhead runs 100 sessions × 10 turns with tracing off
 // and on (every engine exporting to the trace store, as `iii up` does),
 // alternated in one run, and reports the ratio (issue target: ≤ 15 % cost,
@@ -150,6 +146,39 @@ func BenchmarkTracingOverhead(b *testing.B) {
 	b.ReportMetric(mean(on)/mean(off), "traced/off")
 }
 
+// BenchmarkTurnsCluster runs the turn loop on three nodes of one NATS
+// cluster (one grain cluster, run::start spread over the nodes) twice per
+// iteration, every stream and bucket R1 then R3 on fresh servers, and
+// reports both turns/s and their ratio (the last iteration's):
+//
+//	go test -run '^$' -bench TurnsCluster -benchtime 1x ./bench/
+//
+// It runs three proto.actor members in one process: not under -race
+// (docs/UPSTREAM.md).
+func BenchmarkTurnsCluster(b *testing.B) {
+	const nodes, sessions, turns = 3, 20, 5
+	b.Run(fmt.Sprintf("nodes=%d,sessions=%d,turns=%d", nodes, sessions, turns), func(b *testing.B) {
+		var c ReplicaComparison
+		for b.Loop() {
+			var err error
+			if c, err = CompareReplicas(b.Context(), Config{Sessions: sessions, Turns: turns, Nodes: nodes, SkipKV: true, Dir: b.TempDir()}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(c.R1.Turns.TurnsPerSec, "turns/s-R1")
+		b.ReportMetric(c.R3.Turns.TurnsPerSec, "turns/s-R3")
+		b.ReportMetric(c.TurnsRatio, "R1/R3")
+		b.ReportMetric(c.R1.Turns.P99Ms, "p99-ms-R1")
+		b.ReportMetric(c.R3.Turns.P99Ms, "p99-ms-R3")
+		b.ReportMetric(c.R1.Turns.CPUPerTurnUs, "cpu-µs/turn-R1")
+		b.ReportMetric(c.R3.Turns.CPUPerTurnUs, "cpu-µs/turn-R3")
+		b.Logf("load average %s → %s", c.R3.Env.LoadStart, c.R3.Env.LoadEnd)
+	})
+}
+
+// BenchmarkIdleSessions activates sessions that each run one turn and then
+// sit idle, and reports the memory they hold (RSS and Go heap, per 10,000
+// sessions, extrapolated) while active and after they passivate.
 func BenchmarkIdleSessions(b *testing.B) {
 	for _, n := range []int{2000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {

@@ -29,6 +29,10 @@ const (
 	MaxSessions = 1_000_000
 	// MaxTotalTurns bounds Sessions × Turns.
 	MaxTotalTurns = 10_000_000
+	// MaxNodes bounds Nodes.
+	MaxNodes = 9
+	// MaxReplicas is JetStream's largest replica count.
+	MaxReplicas = 5
 )
 
 // Config is one bench run. The zero value runs nothing; set Sessions and
@@ -74,7 +78,18 @@ type Config struct {
 	// CPUProfile, when set, receives a CPU profile (pprof) of the turns
 	// phase alone.
 	CPUProfile io.Writer
-	// Dir is the JetStream store directory; empty means a fresh temporary
+	// Nodes is the number of embedded servers: 0 or 1 runs today's single
+	// node; more start that many servers in one NATS cluster on loopback,
+	// each with the whole worker set (the orchestrators form one grain
+	// cluster), the sessions' run::start calls spread over the nodes in
+	// turn and the event watcher on node 1. At most [MaxNodes].
+	Nodes int
+	// Replicas is the replica count of every stream and KV bucket (the KV
+	// phase's too): 0 means 1 on fewer than 3 nodes and 3 on 3 or more;
+	// else an odd number, at most Nodes and [MaxReplicas].
+	Replicas int
+	// Dir is the JetStream store directory (with several nodes, each node
+	// stores under Dir/n1, Dir/n2 …); empty means a fresh temporary
 	// directory, removed at the end.
 	Dir string
 	// Logger receives the stack's and the server's warnings; nil discards.
@@ -109,10 +124,28 @@ func (c Config) Validate() error {
 	if c.IdleTimeout < 0 || c.TurnTimeout < 0 || c.AckWait < 0 {
 		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	}
+	if c.Nodes < 0 || c.Nodes > MaxNodes {
+		return fmt.Errorf("%w: nodes %d is out of range (0 or 1: one node, at most %d)", ErrInvalidConfig, c.Nodes, MaxNodes)
+	}
+	if r, n := c.Replicas, max(c.Nodes, 1); r < 0 || r > min(n, MaxReplicas) || (r > 0 && r%2 == 0) {
+		return fmt.Errorf("%w: replicas %d on %d nodes: want 0 (default) or an odd count of at most %d", ErrInvalidConfig, r, n, min(n, MaxReplicas))
+	}
 	if c.Sessions == 0 && c.Idle == 0 {
 		return fmt.Errorf("%w: nothing to run (sessions and idle are 0)", ErrInvalidConfig)
 	}
 	return nil
+}
+
+// replicas is the effective replica count: Replicas, else 3 on 3 or more
+// nodes and 1 below.
+func (c Config) replicas() int {
+	switch {
+	case c.Replicas > 0:
+		return c.Replicas
+	case c.Nodes >= 3:
+		return 3
+	}
+	return 1
 }
 
 // withDefaults fills in the zero values.
@@ -139,5 +172,7 @@ func (c Config) withDefaults() Config {
 		c.TurnTimeout = DefaultTurnTimeout
 	}
 	c.KVWriters = min(c.KVWriters, max(c.KVPuts, 1))
+	c.Nodes = max(c.Nodes, 1)
+	c.Replicas = c.replicas()
 	return c
 }

@@ -24,6 +24,21 @@ func TestConfigValidate(t *testing.T) {
 		{"too many turns", Config{Sessions: MaxSessions, Turns: MaxSessions}, false},
 		{"negative timeout", Config{Idle: 1, IdleTimeout: -time.Second}, false},
 		{"negative ack wait", Config{Idle: 1, AckWait: -time.Second}, false},
+		{"one node", Config{Sessions: 1, Turns: 1, Nodes: 1}, true},
+		{"one node R1", Config{Sessions: 1, Turns: 1, Nodes: 1, Replicas: 1}, true},
+		{"one node R3", Config{Sessions: 1, Turns: 1, Replicas: 3}, false},
+		{"two nodes", Config{Sessions: 1, Turns: 1, Nodes: 2}, true},
+		{"two nodes R3", Config{Sessions: 1, Turns: 1, Nodes: 2, Replicas: 3}, false},
+		{"three nodes", Config{Sessions: 1, Turns: 1, Nodes: 3}, true},
+		{"three nodes R1", Config{Sessions: 1, Turns: 1, Nodes: 3, Replicas: 1}, true},
+		{"three nodes R2", Config{Sessions: 1, Turns: 1, Nodes: 3, Replicas: 2}, false},
+		{"three nodes R3", Config{Sessions: 1, Turns: 1, Nodes: 3, Replicas: 3}, true},
+		{"four nodes R4", Config{Sessions: 1, Turns: 1, Nodes: 4, Replicas: 4}, false},
+		{"five nodes R5", Config{Sessions: 1, Turns: 1, Nodes: 5, Replicas: 5}, true},
+		{"seven nodes R7", Config{Sessions: 1, Turns: 1, Nodes: 7, Replicas: 7}, false},
+		{"negative nodes", Config{Sessions: 1, Turns: 1, Nodes: -1}, false},
+		{"too many nodes", Config{Sessions: 1, Turns: 1, Nodes: MaxNodes + 1}, false},
+		{"negative replicas", Config{Sessions: 1, Turns: 1, Nodes: 3, Replicas: -1}, false},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -37,6 +52,23 @@ func TestConfigValidate(t *testing.T) {
 	d := Config{Sessions: 1, Turns: 1, KVPuts: 10}.withDefaults()
 	if d.KVWriters != 10 || d.KVValueSize != DefaultKVValueSize || d.AckWait != DefaultAckWait || d.IdleTimeout != DefaultIdleTimeout {
 		t.Errorf("defaults: %+v", d)
+	}
+	if d.Nodes != 1 || d.Replicas != 1 {
+		t.Errorf("default nodes %d, replicas %d; want 1, 1", d.Nodes, d.Replicas)
+	}
+}
+
+func TestConfigReplicas(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		nodes, replicas, want int
+	}{
+		{0, 0, 1}, {1, 0, 1}, {2, 0, 1}, {3, 0, 3}, {5, 0, 3}, {3, 1, 1}, {5, 5, 5},
+	} {
+		d := Config{Sessions: 1, Turns: 1, Nodes: tt.nodes, Replicas: tt.replicas}.withDefaults()
+		if d.Replicas != tt.want || d.Nodes != max(tt.nodes, 1) {
+			t.Errorf("nodes %d, replicas %d: defaults give nodes %d, replicas %d; want replicas %d", tt.nodes, tt.replicas, d.Nodes, d.Replicas, tt.want)
+		}
 	}
 }
 

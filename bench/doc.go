@@ -1,12 +1,13 @@
 // Package bench is the turn-loop benchmark suite: it runs sessions × turns
-// through the whole harness on an embedded single node with durable
-// (file) storage and reports turns/s, turn latency, peak RSS and — on the
+// through the whole harness on an embedded single node — or on several
+// nodes of one NATS cluster — with durable (file) storage and reports turns/s, turn latency, peak RSS and — on the
 // same server, in the same run — raw JetStream KV puts/s, so that a turn
 // reads as so many "KV-put equivalents". It also measures what idle
 // sessions cost in memory.
 //
 // The suite is one function, [Run], used by the Go benchmarks of this
-// package (go test -bench) and by `iii bench turns`.
+// package (go test -bench) and by `iii bench turns`; [CompareReplicas]
+// runs it twice on a cluster, R1 then R3.
 //
 // # What a turn is
 //
@@ -26,7 +27,7 @@
 //  1. Start: a temporary store directory, the server (cluster.Start), an
 //     engine with the scripted provider (no delta pacing), the tool
 //     bench::noop and the orchestrator; a client engine and the event
-//     watcher on a second connection; one warm-up turn.
+//     watcher on a second connection; one warm-up turn (one per node).
 //  2. Turns (Sessions × Turns): throughput, latency percentiles, CPU per
 //     turn, peak RSS (VmHWM, reset at the phase start), and the server's
 //     work per turn from its counters: messages stored per stream, acks,
@@ -40,6 +41,28 @@
 // Memory figures cover the whole process: the embedded server, the
 // grains, the provider, the tool and the bench's client share it.
 //
+// # Several nodes
+//
+// With Config.Nodes > 1 the stack is Nodes embedded servers in one NATS
+// cluster (routes on loopback, ports picked first, every node listing
+// every route; stores under the stack's directory, one per node), and on
+// every node the same worker set, each on its node's in-process
+// connection: the scripted provider, bench::noop, the policy and session
+// tree workers and an orchestrator that is a member of one grain cluster
+// (proto.actor over JetStream KV), so a session has one grain wherever its
+// steps are consumed. Every engine creates its streams and buckets with
+// Config.Replicas replicas (default 3 on 3 or more nodes), and so does the
+// KV phase. There is one client engine per node; session i calls
+// run::start through node (i mod Nodes)'s, the event watcher is on node
+// 1. A grain placed on another member than the one that consumed its step
+// costs a gRPC hop (proto.actor remote) on top of the NATS routes. The
+// server counters merge the nodes' (see [Cost]). All nodes, the grain
+// members and the bench share one process (and its CPUs): the figures
+// compare R1 with R3 and one node with several, not a real deployment.
+// Each grain member's start takes 1 s and its shutdown 2 s (proto.actor),
+// one after the other; several members in one process are not safe under
+// the race detector (docs/UPSTREAM.md).
+//
 // # Example
 //
 //	res, err := bench.Run(ctx, bench.Config{Sessions: 100, Turns: 10})
@@ -51,4 +74,5 @@
 //	go test -run '^$' -bench . -benchtime 1x ./bench/ | tee new.txt
 //	benchstat old.txt new.txt
 //	iii bench turns --sessions 100 --turns 10 --idle 2000
+//	iii bench turns --sessions 50 --turns 5 --nodes 3   # R1, R3 and their ratio
 package bench

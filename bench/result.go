@@ -9,16 +9,21 @@ import (
 	"text/tabwriter"
 )
 
-// Result is what one [Run] measured. Memory figures are of the whole
-// process: the embedded nats-server, the orchestrator's grains, the
-// provider, the tool and the bench's client share it.
+// Result is what one [Run] measured. Memory and CPU figures are of the
+// whole process: the embedded nats-server(s), the orchestrators' grains,
+// the providers, the tools and the bench's clients share it.
 type Result struct {
-	Env   Env          `json:"env"`
-	Turns *TurnsResult `json:"turns,omitempty"`
-	KV    *KVResult    `json:"kv,omitempty"`
-	Idle  *IdleResult  `json:"idle,omitempty"`
+	Env Env `json:"env"`
+	// Nodes is the number of embedded servers (one NATS cluster when more
+	// than one); Replicas the replica count of every stream and bucket.
+	Nodes    int          `json:"nodes"`
+	Replicas int          `json:"replicas"`
+	Turns    *TurnsResult `json:"turns,omitempty"`
+	KV       *KVResult    `json:"kv,omitempty"`
+	Idle     *IdleResult  `json:"idle,omitempty"`
 	// KVPutsPerTurn is kv puts/s ÷ turns/s: what one turn costs in raw
-	// JetStream KV puts on the same server (0 without both phases).
+	// JetStream KV puts on the same server(s), same replicas (0 without
+	// both phases).
 	KVPutsPerTurn float64 `json:"kv_puts_per_turn,omitempty"`
 }
 
@@ -74,7 +79,10 @@ type TurnsResult struct {
 }
 
 // Cost is the server's work per turn, from its counters before and after
-// the turns phase (the warm-up turn excluded).
+// the turns phase (the warm-up turn excluded). On several nodes, stream
+// writes and acks are the highest count any node reports for a stream or
+// consumer (each replica counts the same writes), JSAPI and MsgsIn are
+// summed over the nodes.
 type Cost struct {
 	// StreamWrites are the messages stored per turn in each stream (KV
 	// buckets are streams "KV_<bucket>"); Writes is their sum.
@@ -88,7 +96,9 @@ type Cost struct {
 	// get …; direct gets, as KV reads are, are not counted there).
 	JSAPI float64 `json:"js_api"`
 	// MsgsIn are all messages the server received (publishes, requests,
-	// replies, acks, channel frames, direct gets).
+	// replies, acks, channel frames, direct gets); on several nodes, summed
+	// over them: a message routed to another node counts on each, and the
+	// replication traffic of R3 streams counts too.
 	MsgsIn float64 `json:"msgs_in"`
 	// Events are session events seen by the bench's watcher.
 	Events float64 `json:"events"`
@@ -163,6 +173,11 @@ func (r Result) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...))
 	}
 	row("machine", "%s, GOMAXPROCS %d, %d CPUs, load %s → %s", r.Env.GoVersion, r.Env.GOMAXPROCS, r.Env.NumCPU, r.Env.LoadStart, r.Env.LoadEnd)
+	if r.Nodes > 1 {
+		row("nodes", "%d in one NATS cluster and one grain cluster, streams and buckets R%d (run::start spread over the nodes, events watched on node 1; server counters of all nodes)", r.Nodes, r.Replicas)
+	} else {
+		row("nodes", "1, streams and buckets R%d", max(r.Replicas, 1))
+	}
 	if t := r.Turns; t != nil {
 		row("turns", "%d sessions × %d turns = %d turns in %.2f s (%d failed)", t.Sessions, t.TurnsPerSession, t.Turns, t.ElapsedS, t.Failed)
 		row("turns/s", "%.0f (first half %.0f, second half %.0f)", t.TurnsPerSec, t.FirstHalfTurnsPerSec, t.SecondHalfTurnsPerSec)

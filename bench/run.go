@@ -16,10 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Run starts an embedded single node (file storage) with the scripted
+// Run starts an embedded single node (file storage) — or cfg.Nodes nodes
+// of one NATS cluster, each with the same workers — with the scripted
 // provider, the tool bench::noop and the orchestrator, and runs the phases
 // cfg asks for, in order: the turns phase, the raw KV put phase on the same
-// server, the idle-sessions phase. It returns what it measured; with a
+// server(s), the idle-sessions phase. It returns what it measured; with a
 // turn that failed it returns the Result so far and an error wrapping
 // [ErrTurnFailed].
 func Run(ctx context.Context, cfg Config) (Result, error) {
@@ -27,7 +28,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	cfg = cfg.withDefaults()
-	res := Result{Env: Env{GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU()}}
+	res := Result{Env: Env{GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU()},
+		Nodes: cfg.Nodes, Replicas: cfg.Replicas}
 	res.Env.LoadStart, _ = loadAvg()
 	s, err := startStack(ctx, cfg)
 	if err != nil {
@@ -35,9 +37,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer s.close(context.Background())
 	// Warm up: the first run::start discovers the catalog, the first call
-	// of each function opens its paths.
-	if _, _, err := s.turn(ctx, "warmup", cfg.TurnTimeout); err != nil {
-		return res, fmt.Errorf("bench: warm-up turn: %w", err)
+	// of each function opens its paths; one turn through each node's
+	// client.
+	for i, c := range s.clients {
+		sid := "warmup"
+		if i > 0 {
+			sid += "-n" + strconv.Itoa(i+1)
+		}
+		if _, _, err := s.turn(ctx, c, sid, cfg.TurnTimeout); err != nil {
+			return res, fmt.Errorf("bench: warm-up turn: %w", err)
+		}
+		s.watch.forget(sid)
 	}
 	var failed error
 	if cfg.Sessions > 0 {
@@ -77,7 +87,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // runTurns runs cfg.Sessions sessions of cfg.Turns turns each.
 func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	t := TurnsResult{Sessions: cfg.Sessions, TurnsPerSession: cfg.Turns, Turns: cfg.Sessions * cfg.Turns}
-	before, err := snapshot(s.node.Server())
+	before, err := snapshot(s.servers())
 	if err != nil {
 		return t, err
 	}
@@ -106,10 +116,11 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	for i := range cfg.Sessions {
 		wg.Go(func() {
 			sid := "s" + strconv.Itoa(i)
+			c := s.clientFor(i)
 			defer s.watch.forget(sid)
 			for j := range cfg.Turns {
 				k := i*cfg.Turns + j
-				d, n, err := s.turn(ctx, sid, cfg.TurnTimeout)
+				d, n, err := s.turn(ctx, c, sid, cfg.TurnTimeout)
 				lat[k], ends[k] = d, time.Now()
 				retries.Add(int64(n))
 				if err != nil {
@@ -157,7 +168,7 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	if p, err := peakRSS(); err == nil {
 		t.PeakRSS = p
 	}
-	after, err := settledSnapshot(ctx, s.node.Server(), 2*time.Second)
+	after, err := settledSnapshot(ctx, s.servers(), 2*time.Second)
 	if err != nil {
 		return t, err
 	}
@@ -184,13 +195,14 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 // kvBucket is the scratch bucket of the KV phase.
 const kvBucket = "iii-bench-scratch"
 
-// runKV measures raw KV puts/s on the same server: cfg.KVWriters writers,
-// each putting its own key over and over (History 1, file storage), like
-// turn records are rewritten.
+// runKV measures raw KV puts/s on the same server(s): cfg.KVWriters
+// writers, each putting its own key over and over (History 1, file storage,
+// cfg.Replicas replicas), like turn records are rewritten. The writers use
+// node 1's client.
 func runKV(ctx context.Context, s *stack, cfg Config) (KVResult, error) {
 	k := KVResult{Writers: cfg.KVWriters, Puts: cfg.KVPuts, ValueSize: cfg.KVValueSize}
 	js := s.client.JetStream()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: kvBucket, History: 1, Storage: jetstream.FileStorage})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: kvBucket, History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
 	if err != nil {
 		return k, fmt.Errorf("bench: scratch bucket: %w", err)
 	}
@@ -235,8 +247,7 @@ func runKV(ctx context.Context, s *stack, cfg Config) (KVResult, error) {
 // memory they hold while idle and after they passivate.
 func runIdle(ctx context.Context, s *stack, cfg Config) (r IdleResult, err error) {
 	r = IdleResult{Sessions: cfg.Idle, IdleTimeoutS: cfg.IdleTimeout.Seconds()}
-	host := s.orch.Host()
-	r.GrainsBefore = host.Active()
+	r.GrainsBefore = s.activeGrains()
 	if r.Bytes.RSSBase, r.Bytes.HeapBase, err = settledMemory(); err != nil {
 		return r, err
 	}
@@ -256,7 +267,7 @@ func runIdle(ctx context.Context, s *stack, cfg Config) (r IdleResult, err error
 		wg.Go(func() {
 			for i := range ids {
 				sid := "idle" + strconv.Itoa(i)
-				_, n, err := s.turn(ctx, sid, cfg.TurnTimeout)
+				_, n, err := s.turn(ctx, s.clientFor(i), sid, cfg.TurnTimeout)
 				s.watch.forget(sid)
 				retries.Add(int64(n))
 				if err != nil {
@@ -280,7 +291,7 @@ feed:
 	}
 	activated := time.Now()
 	r.ActivationS = activated.Sub(start).Seconds()
-	r.ActiveGrains = host.Active()
+	r.ActiveGrains = s.activeGrains()
 	if r.Bytes.RSSActive, r.Bytes.HeapActive, err = settledMemory(); err != nil {
 		return r, err
 	}
@@ -289,7 +300,7 @@ feed:
 	deadline := time.Now().Add(cfg.IdleTimeout + 30*time.Second)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for host.Active() > 0 && time.Now().Before(deadline) {
+	for s.activeGrains() > 0 && time.Now().Before(deadline) {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
@@ -297,7 +308,7 @@ feed:
 		}
 	}
 	r.PassivationS = time.Since(activated).Seconds()
-	r.StillActive = host.Active()
+	r.StillActive = s.activeGrains()
 	if r.Bytes.RSSPassive, r.Bytes.HeapPassive, err = settledMemory(); err != nil {
 		return r, err
 	}

@@ -2,11 +2,17 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -14,6 +20,7 @@ import (
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/cluster"
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/workers"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
@@ -21,30 +28,46 @@ import (
 	"github.com/iii-on-nats/iii/workers/traces"
 )
 
-// stack is one embedded single node with the turn loop on it: the server
-// (file storage), an engine serving the scripted provider, the tool
-// bench::noop and the orchestrator on one in-process connection, and a
-// client engine on another, with the event watcher.
+// stack is the turn loop on an embedded node, or on Config.Nodes nodes of
+// one NATS cluster. On every node: the server (file storage), an engine
+// serving the scripted provider, the tool bench::noop, the policy worker,
+// the session tree worker and the orchestrator on one in-process
+// connection (a grain-cluster member when there are several nodes), and a
+// client engine on another. The event watcher is on node 1's client.
 type stack struct {
-	node    *cluster.Node
-	dir     string
-	rmDir   bool
-	conns   []*nats.Conn
-	engines []*engine.Engine // every engine, the client's last
-	e       *engine.Engine   // the orchestrator's
-	client  *engine.Engine   // run::start caller
-	sw      *scripted.Worker
-	orch    *orchestrator.Orchestrator
-	policy  *policy.Worker
-	tree    *sessiontree.Worker
-	traces  *traces.Worker
-	tp      *sdktrace.TracerProvider // with cfg.Traces: every engine's
-	watch   *watcher
-	warns   *warnCounter
+	nodes    []*cluster.Node // node 1 first
+	node     *cluster.Node   // nodes[0]
+	dir      string
+	rmDir    bool
+	replicas int
+	conns    []*nats.Conn
+	engines  []*engine.Engine // every engine, the clients' last
+	members  []*member        // one per node
+	e        *engine.Engine   // node 1's orchestrator engine
+	orch     *orchestrator.Orchestrator
+	client   *engine.Engine   // node 1's run::start caller
+	clients  []*engine.Engine // one per node: session i calls clients[i % len]
+	traces   *traces.Worker
+	tp       *sdktrace.TracerProvider // with cfg.Traces: every engine's
+	watch    *watcher
+	warns    *warnCounter
 }
 
+// member is the worker set of one node.
+type member struct {
+	e      *engine.Engine // the orchestrator's
+	sw     *scripted.Worker
+	orch   *orchestrator.Orchestrator
+	policy *policy.Worker
+	tree   *sessiontree.Worker
+}
+
+// grainCluster is the proto.actor cluster name of the bench's session
+// grains on several nodes (and the NATS cluster's name).
+const grainCluster = "bench"
+
 func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
-	s := &stack{dir: cfg.Dir}
+	s := &stack{dir: cfg.Dir, replicas: cfg.replicas()}
 	defer func() {
 		if err != nil {
 			s.close(context.Background())
@@ -56,7 +79,13 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 		}
 		s.rmDir = true
 	}
-	if s.node, err = cluster.Start(ctx, cluster.Config{Name: "bench", Port: -1, StoreDir: s.dir, Logger: cfg.Logger}); err != nil {
+	if cfg.Nodes <= 1 {
+		s.node, err = cluster.Start(ctx, cluster.Config{Name: "bench", Port: -1, StoreDir: s.dir, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		s.nodes = []*cluster.Node{s.node}
+	} else if err := s.startCluster(ctx, cfg); err != nil {
 		return nil, err
 	}
 	var next slog.Handler
@@ -68,7 +97,7 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 	if cfg.Traces {
 		// Tracing as `iii up` does it: every engine exports its spans to
 		// the trace store's stream, and the store follows it.
-		boot, err := s.engine(cfg, "iii-bench-traces", logger)
+		boot, err := s.engine(cfg, s.node, "iii-bench-traces", logger)
 		if err != nil {
 			return nil, err
 		}
@@ -82,18 +111,102 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 			return nil, err
 		}
 	}
-	// The orchestrator, the provider and the tool share one connection, as
-	// in `iii up`, unless cfg.ConnPerWorker.
-	if s.e, err = s.engine(cfg, "iii-bench-node", logger); err != nil {
-		return nil, err
+	// One member after the other: proto.actor's remote start is not safe
+	// to run concurrently in one process (docs/UPSTREAM.md).
+	for i, n := range s.nodes {
+		m := &member{}
+		s.members = append(s.members, m) // close stops what started
+		if err := s.startMember(ctx, cfg, m, n, i, logger); err != nil {
+			return nil, fmt.Errorf("node %d: %w", i+1, err)
+		}
 	}
-	providerEngine, toolEngine := s.e, s.e
-	if cfg.ConnPerWorker {
-		if providerEngine, err = s.engine(cfg, "iii-bench-provider", logger); err != nil {
+	s.e, s.orch = s.members[0].e, s.members[0].orch
+	for i, n := range s.nodes {
+		name := "iii-bench-client"
+		if len(s.nodes) > 1 {
+			name += "-n" + strconv.Itoa(i+1)
+		}
+		c, err := s.engine(cfg, n, name, logger)
+		if err != nil {
 			return nil, err
 		}
-		if toolEngine, err = s.engine(cfg, "iii-bench-tools", logger); err != nil {
-			return nil, err
+		s.clients = append(s.clients, c)
+	}
+	s.client = s.clients[0]
+	if s.watch, err = watch(s.client.Conn()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startCluster starts cfg.Nodes servers that form one NATS cluster on
+// loopback (every node lists every route, itself included; the route
+// ports are picked first, as a JetStream cluster cannot start on random
+// route ports) and waits until JetStream answers on every node.
+func (s *stack) startCluster(ctx context.Context, cfg Config) error {
+	routes := make([]string, cfg.Nodes)
+	listen := make([]string, cfg.Nodes)
+	for i := range routes {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		listen[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		routes[i] = "nats-route://" + listen[i]
+	}
+	for i := range cfg.Nodes {
+		name := "n" + strconv.Itoa(i+1)
+		n, err := cluster.Start(ctx, cluster.Config{
+			Name: name, Port: -1, StoreDir: filepath.Join(s.dir, name), Logger: cfg.Logger,
+			Cluster: cluster.ClusterConfig{Name: grainCluster, Listen: listen[i], Routes: routes},
+		})
+		if err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+		s.nodes = append(s.nodes, n)
+	}
+	s.node = s.nodes[0]
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	errs := make([]error, len(s.nodes))
+	var wg sync.WaitGroup
+	for i, n := range s.nodes {
+		wg.Go(func() { errs[i] = n.WaitJetStream(wctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// freePort asks the kernel for a free loopback port and releases it.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startMember starts the worker set on node n (index i): the scripted
+// provider, the tool, the policy and session tree workers and the
+// orchestrator — on several nodes a member of the grain cluster.
+func (s *stack) startMember(ctx context.Context, cfg Config, m *member, n *cluster.Node, i int, logger *slog.Logger) (err error) {
+	suffix := ""
+	if len(s.nodes) > 1 {
+		suffix = "-n" + strconv.Itoa(i+1)
+	}
+	// The orchestrator, the provider and the tool share one connection, as
+	// in `iii up`, unless cfg.ConnPerWorker.
+	if m.e, err = s.engine(cfg, n, "iii-bench-node"+suffix, logger); err != nil {
+		return err
+	}
+	providerEngine, toolEngine := m.e, m.e
+	if cfg.ConnPerWorker {
+		if providerEngine, err = s.engine(cfg, n, "iii-bench-provider"+suffix, logger); err != nil {
+			return err
+		}
+		if toolEngine, err = s.engine(cfg, n, "iii-bench-tools"+suffix, logger); err != nil {
+			return err
 		}
 	}
 	var popts []scripted.Option
@@ -102,15 +215,15 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 	}
 	p, err := scripted.New(append(popts, scripted.WithDeltaInterval(0))...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.sw = scripted.NewWorker(p)
-	if err := s.sw.Start(ctx, providerEngine); err != nil {
-		return nil, err
+	m.sw = scripted.NewWorker(p)
+	if err := m.sw.Start(ctx, providerEngine); err != nil {
+		return err
 	}
 	tools, err := toolEngine.Worker("bench", engine.WithDescription("bench tools"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	noop := engine.Function{
 		ID:          NoopFunction,
@@ -121,41 +234,41 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 		},
 	}
 	if err := tools.Register(noop); err != nil {
-		return nil, err
+		return err
 	}
 	// The gate is on, as in production: a policy that allows the bench's
 	// tools (every call pays policy::check_permissions and the two hook
 	// rounds).
-	s.policy = policy.NewWorker("", policy.WithFallback([]byte(BenchPolicy)))
-	if err := s.policy.Start(ctx, toolEngine); err != nil {
-		return nil, err
+	m.policy = policy.NewWorker("", policy.WithFallback([]byte(BenchPolicy)))
+	if err := m.policy.Start(ctx, toolEngine); err != nil {
+		return err
 	}
 	// The transcript: the session tree worker.
-	s.tree = sessiontree.NewWorker(sessiontree.WithLogger(logger))
-	if err := s.tree.Start(ctx, toolEngine); err != nil {
-		return nil, err
+	m.tree = sessiontree.NewWorker(sessiontree.WithLogger(logger))
+	if err := m.tree.Start(ctx, toolEngine); err != nil {
+		return err
 	}
-	s.orch = orchestrator.New(
+	m.orch = orchestrator.New(
 		orchestrator.WithAckWait(cfg.AckWait),
 		orchestrator.WithHostOptions(session.WithIdleTimeout(cfg.IdleTimeout), session.WithLogger(logger)),
 	)
-	if err := s.orch.Start(ctx, s.e); err != nil {
-		return nil, err
+	if len(s.nodes) > 1 {
+		// One grain cluster over the nodes: a session has one activation
+		// cluster-wide, wherever its steps are consumed.
+		env := workers.Env{Logger: logger, Settings: map[string]map[string]string{"orchestrator": {
+			orchestrator.SettingCluster: grainCluster, orchestrator.SettingNode: "n" + strconv.Itoa(i+1)}}}
+		if err := m.orch.Provision(ctx, env); err != nil {
+			return err
+		}
 	}
-	if s.client, err = s.engine(cfg, "iii-bench-client", logger); err != nil {
-		return nil, err
-	}
-	if s.watch, err = watch(s.client.Conn()); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return m.orch.Start(ctx, m.e)
 }
 
-// turn runs one turn on sid: run::start, then wait for its agent_end. It
-// returns the latency from the first run::start call to the agent_end and
+// turn runs one turn on sid through client c: run::start, then wait for
+// its agent_end. It returns the latency from the first run::start call to the agent_end and
 // the number of times run::start answered session_busy and was retried
 // (the previous run's grain had not checkpointed yet).
-func (s *stack) turn(ctx context.Context, sid string, timeout time.Duration) (time.Duration, int, error) {
+func (s *stack) turn(ctx context.Context, c *engine.Engine, sid string, timeout time.Duration) (time.Duration, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ends := s.watch.expect(sid)
@@ -171,7 +284,7 @@ func (s *stack) turn(ctx context.Context, sid string, timeout time.Duration) (ti
 	retries := 0
 	for backoff := 100 * time.Microsecond; ; backoff = min(2*backoff, 20*time.Millisecond) {
 		var res orchestrator.RunStartResult
-		if err := s.client.Trigger(ctx, "run::start", rs, &res); err != nil {
+		if err := c.Trigger(ctx, "run::start", rs, &res); err != nil {
 			return 0, retries, fmt.Errorf("%w: run::start %s: %w", ErrTurnFailed, sid, err)
 		}
 		if res.Started {
@@ -198,23 +311,47 @@ func (s *stack) turn(ctx context.Context, sid string, timeout time.Duration) (ti
 	}
 }
 
-// engine opens a connection to the node (in-process, or loopback TCP with
-// cfg.TCP) and an engine over it.
-func (s *stack) engine(cfg Config, name string, logger *slog.Logger) (*engine.Engine, error) {
+// clientFor is the client of session i: the nodes' clients in turn.
+func (s *stack) clientFor(i int) *engine.Engine { return s.clients[i%len(s.clients)] }
+
+// servers are the nodes' servers, node 1's first.
+func (s *stack) servers() []*server.Server {
+	out := make([]*server.Server, len(s.nodes))
+	for i, n := range s.nodes {
+		out[i] = n.Server()
+	}
+	return out
+}
+
+// activeGrains is the number of active session grains on all nodes.
+func (s *stack) activeGrains() int {
+	n := 0
+	for _, m := range s.members {
+		if m.orch != nil && m.orch.Host() != nil {
+			n += m.orch.Host().Active()
+		}
+	}
+	return n
+}
+
+// engine opens a connection to node n (in-process, or loopback TCP with
+// cfg.TCP) and an engine over it, creating streams and buckets with the
+// stack's replicas.
+func (s *stack) engine(cfg Config, n *cluster.Node, name string, logger *slog.Logger) (*engine.Engine, error) {
 	var (
 		nc  *nats.Conn
 		err error
 	)
 	if cfg.TCP {
-		nc, err = nats.Connect(s.node.ClientURL(), nats.Name(name), nats.MaxReconnects(-1))
+		nc, err = nats.Connect(n.ClientURL(), nats.Name(name), nats.MaxReconnects(-1))
 	} else {
-		nc, err = s.node.Connect(nats.Name(name))
+		nc, err = n.Connect(nats.Name(name))
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.conns = append(s.conns, nc)
-	opts := []engine.Option{engine.WithLogger(logger)}
+	opts := []engine.Option{engine.WithLogger(logger), engine.WithReplicas(s.replicas)}
 	if s.tp != nil {
 		opts = append(opts, engine.WithTracerProvider(s.tp))
 	}
@@ -227,19 +364,28 @@ func (s *stack) engine(cfg Config, name string, logger *slog.Logger) (*engine.En
 }
 
 func (s *stack) close(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second+5*time.Second*time.Duration(len(s.members)))
 	defer cancel()
 	if s.watch != nil {
 		s.watch.close()
 	}
-	if s.orch != nil {
-		_ = s.orch.Close(ctx)
+	// The orchestrators one after the other: on several nodes each hands
+	// its grains off and leaves the grain cluster (proto.actor's shutdown
+	// takes 2 s), and two members of one process shutting down at once can
+	// panic inside proto.actor's remote (a send on an endpoint reader's
+	// closed channel).
+	for _, m := range s.members {
+		if m.orch != nil {
+			_ = m.orch.Close(ctx)
+		}
 	}
-	if s.sw != nil {
-		_ = s.sw.Close(ctx)
-	}
-	if s.tree != nil {
-		_ = s.tree.Close(ctx)
+	for _, m := range s.members {
+		if m.sw != nil {
+			_ = m.sw.Close(ctx)
+		}
+		if m.tree != nil {
+			_ = m.tree.Close(ctx)
+		}
 	}
 	if s.tp != nil {
 		_ = s.tp.Shutdown(ctx)
@@ -247,8 +393,10 @@ func (s *stack) close(ctx context.Context) {
 	if s.traces != nil {
 		_ = s.traces.Close(ctx)
 	}
-	if s.policy != nil {
-		_ = s.policy.Close(ctx)
+	for _, m := range s.members {
+		if m.policy != nil {
+			_ = m.policy.Close(ctx)
+		}
 	}
 	for _, e := range s.engines {
 		_ = e.Close(ctx)
@@ -256,9 +404,11 @@ func (s *stack) close(ctx context.Context) {
 	for _, nc := range s.conns {
 		nc.Close()
 	}
-	if s.node != nil {
-		_ = s.node.Close(ctx)
+	var wg sync.WaitGroup
+	for _, n := range s.nodes {
+		wg.Go(func() { _ = n.Close(ctx) })
 	}
+	wg.Wait()
 	if s.rmDir {
 		_ = os.RemoveAll(s.dir)
 	}

@@ -42,7 +42,7 @@ func summarize(ds []time.Duration) latencies {
 	}
 }
 
-// counters are the server's cumulative counters the bench diffs.
+// counters are the servers' cumulative counters the bench diffs.
 type counters struct {
 	lastSeq map[string]uint64 // per stream
 	acks    uint64            // ack floors of the consumers that ack, summed
@@ -51,30 +51,45 @@ type counters struct {
 	msgsIn  int64
 }
 
-func snapshot(s *server.Server) (counters, error) {
+// snapshot reads the counters of srvs, the nodes of one cluster: a
+// stream's last sequence and a consumer's ack floor and pending count are
+// the highest any node reports (each node reports the streams it holds a
+// replica of), JetStream API calls and messages received are summed over
+// the nodes (a message routed from node to node, replication included,
+// counts on every node it enters).
+func snapshot(srvs []*server.Server) (counters, error) {
 	c := counters{lastSeq: map[string]uint64{}}
-	jsz, err := s.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true, Config: true})
-	if err != nil {
-		return c, err
-	}
-	c.jsAPI = jsz.API.Total
-	for _, acc := range jsz.AccountDetails {
-		for _, sd := range acc.Streams {
-			c.lastSeq[sd.Name] = sd.State.LastSeq
-			for _, ci := range sd.Consumer {
-				// Ordered consumers (transcript reads) ack nothing.
-				if ci != nil && ci.Config != nil && ci.Config.AckPolicy != server.AckNone {
-					c.acks += ci.AckFloor.Consumer
-					c.pending += ci.NumAckPending
+	type cons struct{ stream, name string }
+	acks, pending := map[cons]uint64{}, map[cons]int{}
+	for _, s := range srvs {
+		jsz, err := s.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true, Config: true})
+		if err != nil {
+			return c, err
+		}
+		c.jsAPI += jsz.API.Total
+		for _, acc := range jsz.AccountDetails {
+			for _, sd := range acc.Streams {
+				c.lastSeq[sd.Name] = max(c.lastSeq[sd.Name], sd.State.LastSeq)
+				for _, ci := range sd.Consumer {
+					// Ordered consumers (transcript reads) ack nothing.
+					if ci != nil && ci.Config != nil && ci.Config.AckPolicy != server.AckNone {
+						k := cons{sd.Name, ci.Name}
+						acks[k] = max(acks[k], ci.AckFloor.Consumer)
+						pending[k] = max(pending[k], ci.NumAckPending)
+					}
 				}
 			}
 		}
+		vz, err := s.Varz(nil)
+		if err != nil {
+			return c, err
+		}
+		c.msgsIn += vz.InMsgs
 	}
-	vz, err := s.Varz(nil)
-	if err != nil {
-		return c, err
+	for k, a := range acks {
+		c.acks += a
+		c.pending += pending[k]
 	}
-	c.msgsIn = vz.InMsgs
 	return c, nil
 }
 
@@ -100,10 +115,10 @@ func perTurn(before, after counters, turns int, events int64) Cost {
 // settledSnapshot waits (up to wait) until no consumer has messages
 // pending an ack — the grains have checkpointed their last runs and acked
 // the steps that woke them — and returns the counters then.
-func settledSnapshot(ctx context.Context, s *server.Server, wait time.Duration) (counters, error) {
+func settledSnapshot(ctx context.Context, srvs []*server.Server, wait time.Duration) (counters, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		c, err := snapshot(s)
+		c, err := snapshot(srvs)
 		if err != nil || c.pending == 0 || time.Now().After(deadline) {
 			return c, err
 		}

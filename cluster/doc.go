@@ -1,15 +1,67 @@
 // Package cluster runs the NATS side of an iii node: an embedded nats-server
-// with JetStream, configured from one [Config] struct, started with [Start]
-// and stopped with [Node.Close].
+// with JetStream, configured from one [Config] struct (yaml-tagged, so it can
+// come from a file), started with [Start] and stopped with [Node.Close].
 //
-// A single node is the default of `iii up`: one process, one embedded
-// server, data under one store directory. The same Config later grows
-// routes (a cluster in one region), gateways (regions joined into a
-// supercluster) and leaf nodes (edge workers).
+// # Lifecycle
 //
-//	node, err := cluster.Start(ctx, cluster.Config{StoreDir: dir, Port: -1})
+//  1. [Config.Validate] reports every mistake at once, each wrapping
+//     [ErrInvalidConfig]; [Start] calls it too.
+//  2. [Start] starts the server and returns once all its listeners accept
+//     connections. A fatal server error (a port in use) ends it at once with
+//     [ErrNotReady] and the server's reason.
+//  3. [Node.WaitJetStream] waits until JetStream is usable from this node:
+//     at once when standalone, until the meta group has a leader when
+//     clustered, until the hub answers through the leaf connection on a leaf.
+//  4. [Node.Connect] opens in-process client connections (no TCP);
+//     [Node.ClientURL] is what other processes dial.
+//  5. [Node.Close] shuts the server down.
+//
+// # Topologies
+//
+// Standalone (the default of `iii up`): one process, one server, data under
+// one store directory.
+//
+// Cluster (one region): [ClusterConfig] with a Listen address and Routes.
+// Give every member the same route list, itself included, and a unique
+// [Config.Name]. nats-server refuses a JetStream cluster without configured
+// routes, so a member cannot start on a random route port with an empty list:
+// fix the ports. [Config.Replicas] is 3 when the routes name at least three
+// members: use it as the R of streams and KV buckets.
+//
+// Supercluster (regions): [Config.Region] names the cluster and is its
+// gateway name; [GatewayConfig] dials the other regions (one side of each
+// pair is enough). A one-node region needs no [ClusterConfig]: Start gives
+// it a loopback-only route to itself, which the server requires for
+// JetStream. One JetStream meta group spans all regions: a stream lives in
+// the region it was created from and is used from any region, but meta
+// operations (create a stream or bucket, create a consumer or a KV watch)
+// need a quorum of all servers of all regions. With two regions, losing one
+// stops them in the other (existing buckets still Put and Get); run three
+// regions, or a tie-breaker node, if a region must survive another's loss.
+//
+// Leaf nodes (edge machines): a hub accepts edges on [LeafNodeConfig]
+// (with Users; empty Users means any host that reaches the port joins with
+// full rights), an edge sets [LeafConfig] and runs without JetStream. Every
+// node with JetStream is in domain [JetStreamDomain], and an edge maps its
+// clients' $JS.API, $KV and $OBJ subjects into it, because nats-server
+// denies the plain subjects on leaf connections: edge clients use the hub's
+// streams and KV with the default jetstream API, as if local. An edge needs a
+// unique Name too: a hub drops an older leaf connection when another with the
+// same server name binds to the same account.
+//
+// # Example
+//
+//	node, err := cluster.Start(ctx, cluster.Config{
+//		Name: "eu-1", StoreDir: dir, Region: "eu",
+//		Cluster: cluster.ClusterConfig{Listen: "0.0.0.0:6222", Routes: []string{
+//			"nats-route://eu-1:6222", "nats-route://eu-2:6222", "nats-route://eu-3:6222"}},
+//		Gateway: cluster.GatewayConfig{Listen: "0.0.0.0:7222", Gateways: []cluster.RemoteGateway{
+//			{Name: "us", URLs: []string{"nats://us-1:7222"}}}},
+//	})
 //	if err != nil { ... }
 //	defer node.Close(ctx)
+//	if err := node.WaitJetStream(ctx); err != nil { ... }
 //	nc, _ := node.Connect()           // in-process connection, no TCP
-//	fmt.Println(node.ClientURL())     // what other processes dial
+//	js, _ := jetstream.New(nc)
+//	kv, _ := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", Replicas: node.Config().Replicas()})
 package cluster

@@ -2,130 +2,134 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Defaults of a single laptop node.
 const (
-	DefaultHost      = "127.0.0.1"
-	DefaultPort      = 4222
-	DefaultMaxMemory = 256 << 20
-	DefaultMaxStore  = 10 << 30
-	readyTimeout     = 10 * time.Second
+	readyTimeout = 10 * time.Second
+	// DefaultJetStreamWait bounds [Node.WaitJetStream] when ctx has no
+	// deadline.
+	DefaultJetStreamWait = time.Minute
+	jsPollInterval       = 50 * time.Millisecond
+	jsProbeTimeout       = time.Second
 )
-
-// Config describes one embedded nats-server.
-type Config struct {
-	// Name is the server name (unique within a cluster); default "iii".
-	Name string
-	// Host and Port are the client listen address; Port -1 picks a random
-	// free port, 0 means DefaultPort.
-	Host string
-	Port int
-	// StoreDir is where JetStream keeps streams and KV (required).
-	StoreDir string
-	// MaxMemory and MaxStore bound JetStream memory and file storage; zero
-	// means the defaults (never the server's own 75%-of-RAM default).
-	MaxMemory, MaxStore int64
-	// MaxPayload is the largest message in bytes; zero means 1 MiB.
-	MaxPayload int32
-	// MonitorPort serves the nats-server HTTP monitoring endpoints (/varz,
-	// /jsz, …) on Host when > 0.
-	MonitorPort int
-	// Logger receives the server's log lines; nil silences them.
-	Logger *slog.Logger
-	// Debug enables the server's debug logging (to Logger).
-	Debug bool
-}
-
-func (c Config) options() (*server.Options, error) {
-	if c.StoreDir == "" {
-		return nil, fmt.Errorf("%w: StoreDir is required", ErrInvalidConfig)
-	}
-	if c.Port < -1 || c.Port > 65535 {
-		return nil, fmt.Errorf("%w: port %d", ErrInvalidConfig, c.Port)
-	}
-	o := &server.Options{
-		ServerName:         c.Name,
-		Host:               c.Host,
-		Port:               c.Port,
-		JetStream:          true,
-		StoreDir:           c.StoreDir,
-		JetStreamMaxMemory: c.MaxMemory,
-		JetStreamMaxStore:  c.MaxStore,
-		MaxPayload:         c.MaxPayload,
-		NoSigs:             true,
-		NoLog:              c.Logger == nil,
-		Debug:              c.Debug,
-	}
-	if o.ServerName == "" {
-		o.ServerName = "iii"
-	}
-	if o.Host == "" {
-		o.Host = DefaultHost
-	}
-	if o.Port == 0 {
-		o.Port = DefaultPort
-	}
-	if o.JetStreamMaxMemory == 0 {
-		o.JetStreamMaxMemory = DefaultMaxMemory
-	}
-	if o.JetStreamMaxStore == 0 {
-		o.JetStreamMaxStore = DefaultMaxStore
-	}
-	if c.MonitorPort > 0 {
-		o.HTTPHost = o.Host
-		o.HTTPPort = c.MonitorPort
-	}
-	return o, nil
-}
 
 // Node is a running embedded nats-server.
 type Node struct {
-	srv *server.Server
+	srv      *server.Server
+	cfg      Config
+	leafAddr string
 }
 
-// Start starts the server and waits until it accepts connections or ctx
-// ends.
+// Start validates cfg, starts the server and waits until all its listeners
+// (client, route, gateway, leaf node) accept connections, the server gives
+// up (a fatal error such as a port in use, reported at once), or ctx ends.
+// It does not wait for a JetStream cluster to elect its meta leader: call
+// [Node.WaitJetStream] for that.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	o, err := cfg.options()
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.StoreDir, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: store dir: %v", ErrInvalidConfig, err)
+	if o.JetStream {
+		if err := os.MkdirAll(cfg.StoreDir, 0o700); err != nil {
+			return nil, fmt.Errorf("%w: store dir: %v", ErrInvalidConfig, err)
+		}
 	}
 	srv, err := server.NewServer(o)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	if cfg.Logger != nil {
-		srv.SetLoggerV2(slogAdapter{cfg.Logger}, cfg.Debug, false, false)
+	if len(cfg.Leaf.URLs) > 0 {
+		// Before Start, so no request can cross the leaf unmapped.
+		acc := srv.GlobalAccount()
+		for src, dst := range edgeJSMappings {
+			if err := acc.AddMapping(src, dst); err != nil {
+				return nil, fmt.Errorf("cluster: leaf JetStream mapping %s: %w", src, err)
+			}
+		}
 	}
+	// Always install the adapter, even without a Logger: it is how a fatal
+	// start error (port in use, JetStream refusing to cluster) ends the wait
+	// below at once instead of after readyTimeout.
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	fatal := make(chan string, 1)
+	srv.SetLoggerV2(slogAdapter{l: log, fatal: fatal}, cfg.Debug, false, false)
 	srv.Start()
-	wait := readyTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
+
+	deadline := time.Now().Add(readyTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
 	}
-	if !srv.ReadyForConnections(wait) {
+	fail := func(why string) (*Node, error) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("%w on %s:%d within %v", ErrNotReady, o.Host, o.Port, wait)
+		return nil, fmt.Errorf("%w on %s:%d: %s", ErrNotReady, o.Host, o.Port, why)
 	}
-	return &Node{srv: srv}, nil
+	for !srv.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case msg := <-fatal:
+			return fail(msg)
+		case <-ctx.Done():
+			return fail(ctx.Err().Error())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fail("not ready in " + readyTimeout.String())
+		}
+	}
+	n := &Node{srv: srv, cfg: cfg}
+	if cfg.LeafNodes.Listen != "" {
+		// The server writes the resolved random port back into its options
+		// before it publishes the listener; Varz reads it under its lock.
+		if v, err := srv.Varz(&server.VarzOptions{}); err == nil && v.LeafNode.Port > 0 {
+			n.leafAddr = net.JoinHostPort(v.LeafNode.Host, strconv.Itoa(v.LeafNode.Port))
+		}
+	}
+	return n, nil
 }
 
 // Server is the embedded server.
 func (n *Node) Server() *server.Server { return n.srv }
 
+// Config is the configuration the node was started with.
+func (n *Node) Config() Config { return n.cfg }
+
 // ClientURL is the URL other processes connect to.
 func (n *Node) ClientURL() string { return n.srv.ClientURL() }
+
+// ClusterAddr is the route listen address "host:port" with the real port,
+// or "" when clustering is off. A one-node region with JetStream has a
+// loopback-only route listener (see [GatewayConfig]); it is reported too.
+func (n *Node) ClusterAddr() string { return tcpAddr(n.srv.ClusterAddr()) }
+
+// GatewayAddr is the gateway listen address "host:port" with the real port,
+// or "" when gateways are off.
+func (n *Node) GatewayAddr() string { return tcpAddr(n.srv.GatewayAddr()) }
+
+// LeafAddr is the leaf node listen address "host:port" with the real port,
+// or "" when this node accepts no leaf nodes.
+func (n *Node) LeafAddr() string { return n.leafAddr }
+
+func tcpAddr(a *net.TCPAddr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
 
 // Connect opens an in-process connection (no TCP) to the node.
 func (n *Node) Connect(opts ...nats.Option) (*nats.Conn, error) {
@@ -135,6 +139,68 @@ func (n *Node) Connect(opts ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("cluster: connect in-process: %w", err)
 	}
 	return nc, nil
+}
+
+// WaitJetStream waits until JetStream is usable from this node:
+//   - standalone JetStream: returns at once;
+//   - clustered JetStream (routes or gateways): until the meta group has a
+//     leader and the account answers a JetStream account info request;
+//   - no JetStream here (a leaf, or NoJetStream): until some JetStream
+//     reachable through the leaf connection, routes or gateways answers.
+//
+// Without a ctx deadline it waits at most [DefaultJetStreamWait]. The
+// error wraps [ErrNotReady] and says what was last missing.
+func (n *Node) WaitJetStream(ctx context.Context) error {
+	clustered := n.cfg.jetStream() && n.cfg.clustered()
+	if n.cfg.jetStream() && !clustered {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultJetStreamWait)
+		defer cancel()
+	}
+	nc, err := n.Connect(nats.Name("iii-wait-jetstream"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("cluster: jetstream: %w", err)
+	}
+	tick := time.NewTicker(jsPollInterval)
+	defer tick.Stop()
+	for {
+		last := n.probeJetStream(ctx, js, clustered)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: JetStream on %s: %v (%w)", ErrNotReady, n.srv.Name(), last, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// probeJetStream is one readiness check of WaitJetStream.
+func (n *Node) probeJetStream(ctx context.Context, js jetstream.JetStream, clustered bool) error {
+	if clustered {
+		jsz, err := n.srv.Jsz(&server.JSzOptions{})
+		if err != nil {
+			return fmt.Errorf("jsz: %w", err)
+		}
+		if jsz.Meta == nil || jsz.Meta.Leader == "" {
+			return errors.New("no JetStream meta leader yet")
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, jsProbeTimeout)
+	defer cancel()
+	if _, err := js.AccountInfo(pctx); err != nil {
+		return fmt.Errorf("account info: %w", err)
+	}
+	return nil
 }
 
 // Close shuts the server down (lame-duck free: clients see a disconnect) and
@@ -153,25 +219,31 @@ func (n *Node) Close(ctx context.Context) error {
 
 // slogAdapter routes nats-server logging into slog: notices at debug level
 // (the server is chatty at start), warnings and errors as such. Fatalf is
-// logged as an error instead of exiting the process: the embedding program
-// decides.
-type slogAdapter struct{ l *slog.Logger }
+// logged as an error instead of exiting the process — the embedding program
+// decides — and is handed to Start through fatal (never blocking).
+type slogAdapter struct {
+	l     *slog.Logger
+	fatal chan<- string
+}
 
-func (a slogAdapter) Noticef(f string, v ...any) {
-	a.l.Debug("nats-server", "text", fmt.Sprintf(f, v...))
+func (a slogAdapter) log(level slog.Level, msg, f string, v []any) {
+	if a.l.Enabled(context.Background(), level) {
+		a.l.Log(context.Background(), level, msg, "text", fmt.Sprintf(f, v...))
+	}
 }
-func (a slogAdapter) Warnf(f string, v ...any) {
-	a.l.Warn("nats-server", "text", fmt.Sprintf(f, v...))
-}
+
+func (a slogAdapter) Noticef(f string, v ...any) { a.log(slog.LevelDebug, "nats-server", f, v) }
+func (a slogAdapter) Warnf(f string, v ...any)   { a.log(slog.LevelWarn, "nats-server", f, v) }
+func (a slogAdapter) Errorf(f string, v ...any)  { a.log(slog.LevelError, "nats-server", f, v) }
+func (a slogAdapter) Debugf(f string, v ...any)  { a.log(slog.LevelDebug, "nats-server", f, v) }
+func (a slogAdapter) Tracef(f string, v ...any)  { a.log(slog.LevelDebug, "nats-server trace", f, v) }
 func (a slogAdapter) Fatalf(f string, v ...any) {
-	a.l.Error("nats-server fatal", "text", fmt.Sprintf(f, v...))
-}
-func (a slogAdapter) Errorf(f string, v ...any) {
-	a.l.Error("nats-server", "text", fmt.Sprintf(f, v...))
-}
-func (a slogAdapter) Debugf(f string, v ...any) {
-	a.l.Debug("nats-server", "text", fmt.Sprintf(f, v...))
-}
-func (a slogAdapter) Tracef(f string, v ...any) {
-	a.l.Debug("nats-server trace", "text", fmt.Sprintf(f, v...))
+	text := fmt.Sprintf(f, v...)
+	a.l.Error("nats-server fatal", "text", text)
+	if a.fatal != nil {
+		select {
+		case a.fatal <- text:
+		default:
+		}
+	}
 }

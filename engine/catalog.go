@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +22,8 @@ type FunctionInfo struct {
 	RequestSchema  json.RawMessage `json:"request_schema,omitempty"`
 	ResponseSchema json.RawMessage `json:"response_schema,omitempty"`
 	Idempotent     bool            `json:"idempotent,omitempty"`
+	// TimeoutMs is the function's declared time limit (0: none declared).
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
 }
 
 // WorkerInfo is one running worker instance.
@@ -106,6 +109,9 @@ func (e *Engine) FunctionsList(ctx context.Context) ([]FunctionInfo, error) {
 				continue // another replica
 			}
 			fi := FunctionInfo{ID: id, Worker: info.Name, Description: ep.Metadata[MetaDescription], Idempotent: ep.Metadata[MetaIdempotent] == "true"}
+			if ms, err := strconv.ParseInt(ep.Metadata[MetaTimeoutMs], 10, 64); err == nil && ms > 0 {
+				fi.TimeoutMs = ms
+			}
 			if s := ep.Metadata[MetaRequestSchema]; json.Valid([]byte(s)) {
 				fi.RequestSchema = json.RawMessage(s)
 			}

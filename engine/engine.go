@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,7 +52,10 @@ func New(nc *nats.Conn, opts ...Option) (*Engine, error) {
 			return nil, err
 		}
 	}
-	js, err := jetstream.New(nc)
+	// An asynchronous publish whose ack never comes (the stream's leader
+	// died with the message) fails after publishAsyncTimeout instead of
+	// waiting forever; callers publish it again under the same message id.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishAsyncTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("engine: jetstream: %w", err)
 	}
@@ -88,6 +92,9 @@ func (e *Engine) Logger() *slog.Logger { return e.opts.logger }
 
 // Codec is the codec Go callers send with.
 func (e *Engine) Codec() wire.Codec { return e.opts.codec }
+
+// publishAsyncTimeout bounds the wait for one asynchronous publish's ack.
+const publishAsyncTimeout = 5 * time.Second
 
 // Replicas is the replica count for streams and buckets the engine's
 // primitives create.

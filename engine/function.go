@@ -27,6 +27,10 @@ const (
 	MetaRequestSchema  = "request_schema"
 	MetaResponseSchema = "response_schema"
 	MetaIdempotent     = "idempotent"
+	// MetaTimeoutMs is the function's declared Timeout in milliseconds:
+	// callers stop waiting after it (a request whose worker died with it
+	// is never answered).
+	MetaTimeoutMs = "timeout_ms"
 )
 
 // HeaderTimeoutMs carries the caller's remaining time budget in
@@ -301,6 +305,9 @@ func (w *Worker) addEndpoint(svc micro.Service, f *Function, subj string) error 
 	}
 	if f.Idempotent {
 		meta[MetaIdempotent] = "true"
+	}
+	if f.Timeout > 0 {
+		meta[MetaTimeoutMs] = strconv.FormatInt(f.Timeout.Milliseconds(), 10)
 	}
 	err := svc.AddEndpoint(endpointName(subj), micro.HandlerFunc(func(r micro.Request) {
 		w.dispatch(f, r)

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -61,15 +63,17 @@ func (e *Engine) EnsureStream(ctx context.Context, cfg jetstream.StreamConfig) (
 	if ok {
 		return s, nil
 	}
-	ctx, cancel := e.withDeadline(ctx)
-	defer cancel()
-	s, err := e.js.Stream(ctx, cfg.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = e.js.CreateStream(ctx, cfg)
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = e.js.Stream(ctx, cfg.Name)
+	err := ensure(ctx, e, func(ctx context.Context) error {
+		var err error
+		s, err = e.js.Stream(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s, err = e.js.CreateStream(ctx, cfg)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				s, err = e.js.Stream(ctx, cfg.Name)
+			}
 		}
-	}
+		return err
+	})
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "stream %s", cfg.Name)
 	}
@@ -81,20 +85,103 @@ func (e *Engine) EnsureStream(ctx context.Context, cfg jetstream.StreamConfig) (
 
 // EnsureKV opens the KV bucket cfg describes, creating it when missing.
 func (e *Engine) EnsureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	ctx, cancel := e.withDeadline(ctx)
-	defer cancel()
-	kv, err := e.js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if cfg.Replicas == 0 {
-			cfg.Replicas = e.opts.replicas
-		}
-		kv, err = e.js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = e.js.KeyValue(ctx, cfg.Bucket)
-		}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = e.opts.replicas
 	}
+	var kv jetstream.KeyValue
+	err := ensure(ctx, e, func(ctx context.Context) error {
+		var err error
+		kv, err = e.js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = e.js.CreateKeyValue(ctx, cfg)
+			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				kv, err = e.js.KeyValue(ctx, cfg.Bucket)
+			}
+			if err == nil {
+				// In a cluster, a server that has not applied the new
+				// stream's assignment yet answers "not found" for a
+				// moment: return once the bucket answers.
+				if _, serr := kv.Status(ctx); serr != nil {
+					return fmt.Errorf("%w: %w", errNotYet, serr)
+				}
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "kv bucket %s", cfg.Bucket)
 	}
 	return kv, nil
+}
+
+// JetStream error codes nats.go has no names for: an R3 stream created
+// while the third node is still joining (10005), a cluster without a meta
+// leader for a moment (10008).
+const (
+	errCodeNoSuitablePeers     jetstream.ErrorCode = 10005
+	errCodeClusterNotAvailable jetstream.ErrorCode = 10008
+	// 10023 "insufficient resources": also what a consumer create gets
+	// while its stream is still recovering on a node that just started.
+	errCodeInsufficientResources jetstream.ErrorCode = 10023
+)
+
+// EnsureConsumer creates or updates the durable consumer cfg on stream,
+// trying again (like EnsureStream) while the cluster is electing or the
+// stream is still recovering after a node start.
+func (e *Engine) EnsureConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	var c jetstream.Consumer
+	err := ensure(ctx, e, func(ctx context.Context) error {
+		var err error
+		c, err = e.js.CreateOrUpdateConsumer(ctx, stream, cfg)
+		return err
+	})
+	return c, err
+}
+
+// errNotYet marks a stream that was just created but does not answer yet.
+var errNotYet = errors.New("just created, not answering yet")
+
+// ensureAttempt bounds one attempt to find or create a stream or bucket.
+const ensureAttempt = 5 * time.Second
+
+// ensure runs op (find or create an asset; safe to repeat) until it
+// succeeds, fails for a reason a retry cannot fix, or ctx (the engine's
+// call timeout without a deadline) ends. A clustered JetStream answers
+// nothing while it elects the new stream's leader, and under load a create
+// that several nodes send at once has been seen to hang for its whole
+// timeout; the next attempt then finds the stream.
+func ensure(ctx context.Context, e *Engine, op func(ctx context.Context) error) error {
+	ctx, cancel := e.withDeadline(ctx)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, ensureAttempt)
+		err := op(actx)
+		acancel()
+		if err == nil || !transientJS(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// transientJS says whether a JetStream API error may go away by itself:
+// no answer in time, nobody answering, or the cluster not ready.
+func transientJS(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, errNotYet):
+		return true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.Code == 503 || apiErr.ErrorCode == jetstream.JSErrCodeJetStreamNotEnabled ||
+			apiErr.ErrorCode == errCodeNoSuitablePeers || apiErr.ErrorCode == errCodeClusterNotAvailable ||
+			apiErr.ErrorCode == errCodeInsufficientResources
+	}
+	return false
 }

@@ -324,3 +324,13 @@ const (
 	// SpanSubjectPrefix prefixes span subjects: "iii.spans.<trace id hex>".
 	SpanSubjectPrefix = "iii.spans."
 )
+
+// Cluster membership and grain placement (package cluster/membership and
+// cluster/placement): proto.actor members heartbeat their entry in
+// MembersBucket (key "<cluster>.<member id>", bucket TTL); the member that
+// hosts a grain owns its key in GrainsBucket (key "<kind>.<identity>",
+// value the member id), created with CAS so a grain has one activation.
+const (
+	MembersBucket = "iii-members"
+	GrainsBucket  = "iii-grains"
+)

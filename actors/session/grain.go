@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
@@ -65,6 +67,8 @@ type grain struct {
 	gating map[string]bool
 	// decide: a wake arrived while calls are parked; look for decisions.
 	decide bool
+	// draining: hand the session off at the next checkpoint (drainMsg).
+	draining bool
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -74,6 +78,18 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.root = ctx.ActorSystem().Root
 		g.base, g.cancel = context.WithCancel(context.Background())
 		ctx.SetReceiveTimeout(g.host.opts.idle)
+	case *cluster.ClusterInit:
+		g.sid = m.Identity.Identity
+		g.host.register(g.sid, g.self)
+	case *wrapperspb.BytesValue:
+		g.onEnvelope(ctx, m)
+	case *drainMsg:
+		g.draining = true
+		if !g.loaded {
+			g.release()
+			return
+		}
+		g.drive()
 	case *actor.Stopping:
 		g.shutdown()
 	case *actor.ReceiveTimeout:
@@ -96,15 +112,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.onWake(m.Wake)
 	case *abortMsg:
 		g.seen = max(g.seen, m.seq)
-		if g.running && g.stopModel != nil && g.loaded && !g.rec.State.Terminal() {
-			// Mid-stream: stop the provider and wait for what it streamed
-			// so far, so the partial answer is kept; reply then.
-			g.aborts = append(g.aborts, pendingAbort{reason: m.reason, sender: ctx.Sender()})
-			g.stopModel()
-			g.stopModel = nil
-			return
-		}
-		ctx.Respond(g.onAbort(m.reason, nil))
+		g.abortRequest(ctx, m.reason)
 	case *modelResult:
 		if m.token == g.token && m.history != nil {
 			g.history = m.history
@@ -115,7 +123,7 @@ func (g *grain) Receive(ctx actor.Context) {
 			if f, ok := m.in.(turn.ModelFailed); ok {
 				partial = f.Partial
 			}
-			res := g.onAbort(g.aborts[0].reason, partial)
+			res := g.reply(g.onAbort(g.aborts[0].reason, partial))
 			for _, a := range g.aborts {
 				ctx.Send(a.sender, res)
 			}
@@ -138,6 +146,11 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *gateResult:
 		if m.token == g.token && g.gating[m.id] {
 			delete(g.gating, m.id)
+			if g.draining {
+				// Handing off: the next activation gates the call again.
+				g.drive()
+				return
+			}
 			if g.onVerdict(m.id, m.v) {
 				g.drive()
 			}
@@ -168,7 +181,7 @@ func (g *grain) halt(reason string, err error) {
 	}
 	g.host.opts.logger.WarnContext(g.traced(g.base), "session grain halted", "session_id", g.sid, "reason", reason, "error", err)
 	for _, a := range g.aborts {
-		g.root.Send(a.sender, fmt.Errorf("session %s: activation halted before the abort was recorded: %w", g.sid, err))
+		g.root.Send(a.sender, g.reply(fmt.Errorf("session %s: activation halted before the abort was recorded: %w", g.sid, err)))
 	}
 	g.aborts = nil
 	for _, w := range g.wakes {
@@ -331,9 +344,54 @@ func (g *grain) write(rec turn.Record) bool {
 	return true
 }
 
+// abortRequest serves run::abort: mid-stream it stops the provider and
+// answers once what streamed so far is recorded.
+func (g *grain) abortRequest(ctx actor.Context, reason string) {
+	if g.running && g.stopModel != nil && g.loaded && !g.rec.State.Terminal() {
+		// Mid-stream: stop the provider and wait for what it streamed
+		// so far, so the partial answer is kept; reply then.
+		g.aborts = append(g.aborts, pendingAbort{reason: reason, sender: ctx.Sender()})
+		g.stopModel()
+		g.stopModel = nil
+		return
+	}
+	ctx.Respond(g.reply(g.onAbort(reason, nil)))
+}
+
+// release ends a draining activation at a checkpoint: everything it did is
+// in the record, the outbox (if any) is left for the next activation, the
+// wakes go back to JetStream for whoever runs the session next.
+func (g *grain) release() {
+	if g.stopped {
+		return
+	}
+	ctx, cancel := g.ctx()
+	if err := g.host.ports.History.Flush(ctx, g.sid); err != nil {
+		g.host.opts.logger.WarnContext(ctx, "flush before hand-off failed; the next activation delivers again", "session_id", g.sid, "error", err)
+	}
+	cancel()
+	for _, w := range g.wakes {
+		if w.Nak != nil {
+			_ = w.Nak(100 * time.Millisecond)
+		}
+	}
+	g.wakes = nil
+	g.shutdown()
+	g.host.forget(g.sid, g.self)
+	g.root.Stop(g.self)
+}
+
 // drive runs the machine until it needs to wait.
 func (g *grain) drive() {
 	for !g.stopped {
+		if g.draining {
+			// Hand off once nothing runs: the model call or calls in
+			// flight finish and are recorded first.
+			if !g.running && len(g.gating) == 0 && len(turn.InFlight(g.rec)) == 0 {
+				g.release()
+			}
+			return
+		}
 		act := turn.Next(g.rec)
 		if act.Kind != turn.ActionDeliver && len(g.rec.AwaitingApproval) > 0 && (g.decide || act.Kind == turn.ActionPark) {
 			g.decide = false

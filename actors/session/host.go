@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 )
 
 // Option configures a [Host].
@@ -23,10 +24,16 @@ type options struct {
 	now         func() time.Time
 	// trace puts a run's trace context (turn.Record.Trace) into ctx.
 	trace func(ctx context.Context, carrier map[string]string) context.Context
+	// cluster, when set, makes the host a cluster member (WithCluster).
+	cluster *Cluster
 }
 
 // ErrInvalidOption wraps option errors.
 var ErrInvalidOption = errors.New("session: invalid option")
+
+// ErrDraining is returned for a wake or abort that reaches a host being
+// drained: the step is redelivered to another member (or after restart).
+var ErrDraining = errors.New("session: host is draining")
 
 // WithTraceContext sets how a run's stored trace context
 // (turn.Record.Trace) becomes the parent of everything the grain does for
@@ -83,15 +90,22 @@ func WithClock(now func() time.Time) Option {
 	return func(o *options) error { o.now = now; return nil }
 }
 
-// Host activates one grain per session in its own proto.actor system.
+// Host activates one grain per session in its own proto.actor system, or,
+// with [WithCluster], hosts its share of a cluster's session grains.
 type Host struct {
 	system *actor.ActorSystem
 	ports  Ports
 	opts   options
 
-	mu     sync.Mutex
-	grains map[string]*activation
-	closed bool
+	// cluster is the proto.actor cluster (nil on a single node).
+	cluster    *cluster.Cluster
+	forwarders chan struct{}
+	fwg        sync.WaitGroup
+
+	mu       sync.Mutex
+	grains   map[string]*activation
+	closed   bool
+	draining bool
 }
 
 // activation is a live grain's PID and the number of messages the host has
@@ -121,14 +135,25 @@ func NewHost(ports Ports, opts ...Option) (*Host, error) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	return &Host{system: sys, ports: ports, opts: o, grains: map[string]*activation{}}, nil
+	h := &Host{system: sys, ports: ports, opts: o, grains: map[string]*activation{}}
+	if o.cluster != nil {
+		if err := h.startCluster(); err != nil {
+			sys.Shutdown()
+			return nil, err
+		}
+	}
+	return h, nil
 }
 
 // Wake is a step message that woke a session: the grain acks it once the
 // session is checkpointed where it parks or finishes, and marks it in
 // progress while it works.
 type Wake struct {
-	Step       uint64
+	Step uint64
+	// Reply is the step message's reply subject, where JetStream takes
+	// its acknowledgements; a clustered host needs it to let a grain on
+	// another member ack the step.
+	Reply      string
 	Ack        func() error
 	InProgress func() error
 	// Nak asks for redelivery after delay (the grain gave the wake up).
@@ -159,6 +184,9 @@ func (h *Host) activate(sid string) (*activation, error) {
 	}
 	if a, ok := h.grains[sid]; ok {
 		return a, nil
+	}
+	if h.draining {
+		return nil, ErrDraining
 	}
 	g := &grain{host: h, sid: sid}
 	pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), "session-"+sid)
@@ -202,13 +230,25 @@ func (h *Host) request(ctx context.Context, sid string, build func(seq uint64) a
 	return fut.Result()
 }
 
-// Wake wakes sid's grain with a step message.
+// Wake wakes sid's grain with a step message. A clustered host hands the
+// wake to the grain's member asynchronously (and naks the step when no
+// grain takes it).
 func (h *Host) Wake(sid string, w Wake) error {
+	if h.cluster != nil {
+		return h.clusterWake(sid, w)
+	}
 	return h.send(sid, func(seq uint64) any { return &wakeMsg{seq: seq, Wake: w} })
 }
 
 // Abort aborts sid's running turn, whatever its state.
 func (h *Host) Abort(ctx context.Context, sid, reason string) (AbortResult, error) {
+	if h.cluster != nil {
+		a, err := h.clusterRequest(ctx, sid, envelope{Op: opAbort, Reason: reason})
+		if err != nil {
+			return AbortResult{}, fmt.Errorf("session: abort %s: %w", sid, err)
+		}
+		return AbortResult{Aborted: a.Aborted, State: a.State}, nil
+	}
 	res, err := h.request(ctx, sid, func(seq uint64) any { return &abortMsg{seq: seq, reason: reason} })
 	if err != nil {
 		return AbortResult{}, fmt.Errorf("session: abort %s: %w", sid, err)
@@ -231,6 +271,12 @@ func (h *Host) passivate(sid string, pid *actor.PID, seen uint64) bool {
 	if !ok || a.pid != pid {
 		return true
 	}
+	if h.cluster != nil {
+		// A request that reaches the stopped grain is a dead letter; the
+		// cluster retries it on a fresh activation.
+		delete(h.grains, sid)
+		return true
+	}
 	if a.sent != seen {
 		return false
 	}
@@ -246,6 +292,45 @@ func (h *Host) forget(sid string, pid *actor.PID) {
 	if a, ok := h.grains[sid]; ok && a.pid == pid {
 		delete(h.grains, sid)
 	}
+}
+
+// register records a clustered activation (placed by the cluster).
+func (h *Host) register(sid string, pid *actor.PID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.grains[sid] = &activation{pid: pid}
+}
+
+// Drain hands this host's sessions off at their next checkpoint: each
+// grain finishes the model call or function calls in flight, records them,
+// gives its step messages back to JetStream and stops; new wakes are
+// refused (clustered: the cluster's lookup places them on other members).
+// It returns when no grain is left or ctx ends. Nothing is interrupted, so
+// no call ends "outcome unknown" as it would after a kill.
+func (h *Host) Drain(ctx context.Context) error {
+	h.mu.Lock()
+	h.draining = true
+	pids := make([]*actor.PID, 0, len(h.grains))
+	for _, a := range h.grains {
+		pids = append(pids, a.pid)
+	}
+	h.mu.Unlock()
+	if cc := h.opts.cluster; cc != nil && cc.Drain != nil {
+		return cc.Drain(ctx)
+	}
+	for _, pid := range pids {
+		h.system.Root.Send(pid, &drainMsg{})
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for h.Active() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("session: drain: %d grains still active: %w", h.Active(), ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
 }
 
 // Active is the number of active grains.
@@ -270,6 +355,15 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.grains = map[string]*activation{}
 	h.mu.Unlock()
+	if h.cluster != nil {
+		// Graceful: the provider removes this member at once, the lookup
+		// stops the local grains and releases their ownership.
+		// Shutdown also shuts the actor system down (a second
+		// ActorSystem.Shutdown would panic: docs/UPSTREAM.md).
+		h.fwg.Wait()
+		h.cluster.Shutdown(true)
+		return nil
+	}
 	stopped := make(chan struct{})
 	go func() {
 		for _, pid := range pids {

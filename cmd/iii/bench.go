@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -40,10 +41,17 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 			"puts/s on the same server, so a turn reads as so many KV-put equivalents. With --idle K it also activates\n" +
 			"K sessions of one turn each and reports the memory they hold while idle and after they passivate.\n" +
 			"Memory figures are of the whole process (server included). The machine's load average is reported: on a\n" +
-			"shared machine, compare runs taken under the same load.",
+			"shared machine, compare runs taken under the same load.\n\n" +
+			"With --nodes N (N > 1) it starts N servers in one NATS cluster on loopback, each with the whole worker set\n" +
+			"(the orchestrators share the session grains as one grain cluster), spreads the sessions' run::start calls\n" +
+			"over the nodes and watches the events on node 1; streams and buckets get --replicas replicas (default 3\n" +
+			"on 3 or more nodes, else 1). With --nodes 3 or more and no --replicas it runs twice, R1 then R3, each on\n" +
+			"fresh servers, and prints both results and the R1/R3 turns/s ratio (--cpuprofile profiles the R3 run).",
 		Example: `  iii bench turns --sessions 100 --turns 10
   iii bench turns --sessions 1 --turns 500 --json
-  iii bench turns --sessions 100 --turns 10 --idle 2000 --idle-timeout 5s`,
+  iii bench turns --sessions 100 --turns 10 --idle 2000 --idle-timeout 5s
+  iii bench turns --sessions 50 --turns 5 --nodes 3 -q
+  iii bench turns --sessions 50 --turns 5 --nodes 3 --replicas 1 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !quiet {
@@ -61,7 +69,15 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 				defer f.Close()
 				cfg.CPUProfile = f
 			}
-			res, err := bench.Run(cmd.Context(), cfg)
+			var (
+				res interface{ WriteTable(io.Writer) error }
+				err error
+			)
+			if cfg.Nodes >= 3 && !cmd.Flags().Changed("replicas") {
+				res, err = bench.CompareReplicas(cmd.Context(), cfg)
+			} else {
+				res, err = bench.Run(cmd.Context(), cfg)
+			}
 			if err != nil && !errors.Is(err, bench.ErrTurnFailed) {
 				return err
 			}
@@ -95,6 +111,8 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.BoolVar(&cfg.TCP, "tcp", false, "connect over loopback TCP instead of in-process connections")
 	f.BoolVar(&cfg.Traces, "traces", false, "trace as `iii up` does: every engine exports its spans to the trace store")
 	f.BoolVar(&cfg.ConnPerWorker, "conn-per-worker", false, "one connection each for the orchestrator, the provider and the tool")
+	f.IntVar(&cfg.Nodes, "nodes", 1, "servers in one NATS cluster, each with the whole worker set")
+	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas of every stream and bucket (default 3 on 3+ nodes, else 1; unset on 3+ nodes: run R1 and R3)")
 	f.StringVar(&cfg.Dir, "dir", "", "JetStream store directory (default: a temporary one, removed afterwards)")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the turns phase to this file")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")

@@ -55,7 +55,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.natsURL, "nats", defaultNATSURL(), "NATS server URL (env III_NATS_URL or NATS_URL)")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "timeout of one call")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newUpCmd(g), newChatCmd(g), newTriggerCmd(g), newFunctionsCmd(g), newWorkersCmd(g), newWorkerCmd(g), newBenchCmd(g), newTracesCmd(g))
+	root.AddCommand(newUpCmd(g), newChatCmd(g), newTriggerCmd(g), newFunctionsCmd(g), newWorkersCmd(g), newWorkerCmd(g), newBenchCmd(g), newTracesCmd(g), newClusterCmd(g), newRegionCmd(g))
 	return root
 }
 

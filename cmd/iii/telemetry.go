@@ -22,7 +22,7 @@ func tracedEngine(ctx context.Context, nc *nats.Conn, logger *slog.Logger, servi
 	if store {
 		// The exporter needs an engine to find or create its stream; the
 		// node's engine needs the tracer provider that holds the exporter.
-		boot, err := engine.New(nc, engine.WithLogger(logger))
+		boot, err := engine.New(nc, append([]engine.Option{engine.WithLogger(logger)}, extra...)...)
 		if err != nil {
 			return nil, nil, err
 		}

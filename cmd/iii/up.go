@@ -19,6 +19,7 @@ import (
 
 	"github.com/iii-on-nats/iii/cluster"
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/telemetry"
 )
 
@@ -37,6 +38,8 @@ type upConfig struct {
 	noTraces bool
 	// metricsAddr serves Prometheus metrics on /metrics ("" = off).
 	metricsAddr string
+	// topo is the node's place in a cluster, supercluster or hub.
+	topo topology
 }
 
 // parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings.
@@ -58,7 +61,10 @@ func parseSettings(pairs []string) (map[string]map[string]string, error) {
 
 // app is one running node: server, connection, engine and what runs on it.
 type app struct {
-	node    *cluster.Node
+	node *cluster.Node
+	// url is what other processes dial: the embedded server's client URL,
+	// or the --join URL.
+	url     string
 	nc      *nats.Conn
 	e       *engine.Engine
 	httpSrv *http.Server
@@ -101,20 +107,48 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 			_ = a.close(sctx)
 		}
 	}()
-	a.node, err = cluster.Start(ctx, cluster.Config{
-		Host: host, Port: port,
-		StoreDir:    filepath.Join(cfg.home, "jetstream"),
-		MonitorPort: cfg.monitorPort,
-		Logger:      cfg.logger.With("component", "nats-server"),
-	})
-	if err != nil {
-		return nil, err
+	replicas := cfg.topo.replicas
+	if cfg.topo.join != "" {
+		// An existing NATS deployment: embed nothing.
+		opts := []nats.Option{nats.Name("iii-node"), nats.MaxReconnects(-1)}
+		if cfg.topo.creds != "" {
+			opts = append(opts, nats.UserCredentials(cfg.topo.creds))
+		}
+		if a.nc, err = nats.Connect(cfg.topo.join, opts...); err != nil {
+			return nil, fmt.Errorf("--join %s: %w", cfg.topo.join, err)
+		}
+		a.url = cfg.topo.join
+	} else {
+		scfg, err := cfg.topo.serverConfig(cfg, host, port, filepath.Join(cfg.home, "jetstream"))
+		if err != nil {
+			return nil, err
+		}
+		if a.node, err = cluster.Start(ctx, scfg); err != nil {
+			return nil, err
+		}
+		if a.nc, err = a.node.Connect(); err != nil {
+			return nil, err
+		}
+		a.url = a.node.ClientURL()
+		// A clustered node waits for the JetStream meta leader (the other
+		// nodes): its workers create streams first thing.
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err = a.node.WaitJetStream(wctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("JetStream not ready: %w", err)
+		}
+		if replicas == 0 {
+			replicas = scfg.Replicas()
+		}
 	}
-	a.nc, err = a.node.Connect()
-	if err != nil {
-		return nil, err
+	if replicas == 0 {
+		replicas = 1
 	}
-	var engOpts []engine.Option
+	if cfg.topo.clustered() {
+		cfg.settings = withClusterSettings(cfg.settings, cfg.topo)
+	}
+	engOpts := []engine.Option{engine.WithReplicas(replicas)}
 	if cfg.metricsAddr != "" {
 		mp, handler, err := telemetry.NewMeterProvider("iii")
 		if err != nil {
@@ -155,6 +189,10 @@ func (a *app) close(ctx context.Context) error {
 		}
 	}
 	a.closers = nil
+	if a.nc != nil && a.node == nil {
+		_ = a.nc.Drain()
+		return errors.Join(errs...)
+	}
 	if a.nc != nil {
 		_ = a.nc.Drain()
 	}
@@ -169,6 +207,7 @@ func (a *app) close(ctx context.Context) error {
 func newUpCmd(g *globals) *cobra.Command {
 	cfg := upConfig{}
 	var sets []string
+	var configFile string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole iii node in this process on an embedded NATS server",
@@ -182,16 +221,32 @@ func newUpCmd(g *globals) *cobra.Command {
 				return err
 			}
 			cfg.logger = logger
+			if configFile != "" {
+				fc, err := loadFileConfig(configFile)
+				if err != nil {
+					return err
+				}
+				mergeFile(cmd, &cfg, fc, &sets)
+			}
 			if cfg.settings, err = parseSettings(sets); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			a, err := startApp(ctx, cfg)
+			a, err := startAppRetrying(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "iii is up\n  nats:  %s\n  data:  %s\n", a.node.ClientURL(), cfg.home)
+			fmt.Fprintf(out, "iii is up\n  nats:  %s\n  data:  %s\n", a.url, cfg.home)
+			if a.node != nil && a.node.ClusterAddr() != "" {
+				fmt.Fprintf(out, "  cluster: %s routes on %s\n", a.node.Config().Cluster.Name, a.node.ClusterAddr())
+			}
+			if a.node != nil && a.node.GatewayAddr() != "" {
+				fmt.Fprintf(out, "  region: %s gateway on %s\n", cfg.topo.region, a.node.GatewayAddr())
+			}
+			if a.node != nil && a.node.LeafAddr() != "" {
+				fmt.Fprintf(out, "  leafnodes: %s\n", a.node.LeafAddr())
+			}
 			if a.httpLn != nil {
 				fmt.Fprintf(out, "  http:  http://%s\n", a.httpLn.Addr())
 			}
@@ -199,7 +254,7 @@ func newUpCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(out, "  metrics: http://%s/metrics\n", a.metricsLn.Addr())
 			}
 			fmt.Fprintf(out, "connect:\n  iii functions --nats %s\n  nats --server %s req iii.fn.engine.functions.list '{}'\nCtrl-C to stop.\n",
-				a.node.ClientURL(), a.node.ClientURL())
+				a.url, a.url)
 			<-ctx.Done()
 			fmt.Fprintln(out, "shutting down")
 			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -215,5 +270,53 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, `iii traces`)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
 	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (see `iii worker list`); run others with `iii worker run`")
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with these settings (deploy/iii/ has examples); flags win over it")
+	addTopologyFlags(cmd, &cfg.topo)
 	return cmd
+}
+
+// withClusterSettings tells the orchestrator to share its session grains
+// with the other nodes (a proto.actor cluster over JetStream KV); an
+// explicit --set orchestrator.KEY wins.
+func withClusterSettings(settings map[string]map[string]string, t topology) map[string]map[string]string {
+	if settings == nil {
+		settings = map[string]map[string]string{}
+	}
+	o := settings["orchestrator"]
+	if o == nil {
+		o = map[string]string{}
+		settings["orchestrator"] = o
+	}
+	def := func(k, v string) {
+		if _, ok := o[k]; !ok && v != "" {
+			o[k] = v
+		}
+	}
+	def("cluster", t.grainCluster())
+	def("node", t.name)
+	def("actor_listen", t.actor.Listen)
+	def("actor_advertise", t.actor.Advertise)
+	return settings
+}
+
+// startAppRetrying starts the node, and starts it again (everything
+// stopped in between) when it failed on something that may pass: a
+// clustered node that comes up with its peers can meet streams that are
+// still being created or recovered elsewhere. At most three attempts.
+func startAppRetrying(ctx context.Context, cfg upConfig) (*app, error) {
+	for attempt := 1; ; attempt++ {
+		a, err := startApp(ctx, cfg)
+		if err == nil {
+			return a, nil
+		}
+		if attempt == 3 || !wire.From(err).Retryable || ctx.Err() != nil {
+			return nil, err
+		}
+		cfg.logger.Warn("node start failed; starting again", "error", err, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
 }

@@ -872,3 +872,71 @@ func TestConcurrentWriters(t *testing.T) {
 		t.Fatalf("Next = %v, want ErrEnd", err)
 	}
 }
+
+// A writer whose connection dies (its process or its NATS server) is
+// noticed by the probe long before the idle timeout: attached writers
+// (after their ping or a frame) are checked while the reader waits.
+func TestWriterGone(t *testing.T) {
+	t.Parallel()
+	ns, re, _ := pair(t)
+	nc := enginetest.Connect(t, ns)
+	we, err := engine.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, re, channel.WithIdleTimeout(time.Minute))
+	w, err := channel.NewWriter(we, r.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if err := w.Write(ctx, event{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close() // the writer's process dies: no end frame, no cancel
+	start := time.Now()
+	_, err = r.Next(ctx)
+	if !errors.Is(err, channel.ErrWriterGone) {
+		t.Fatalf("Next after the writer died = %v, want ErrWriterGone", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("noticed after %v", d)
+	}
+	// A writer that ends properly is read to its end, probes or not.
+	r2 := open(t, re, channel.WithIdleTimeout(2*time.Second))
+	w2 := writer(t, enginetest.NewEngine(t, ns), r2.ID())
+	if err := w2.Write(ctx, event{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // the writer is gone; what it sent is still read
+	if _, err := r2.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Next(ctx); !errors.Is(err, channel.ErrEnd) {
+		t.Fatalf("end = %v", err)
+	}
+}
+
+// A writer that never attaches (the call that would start it was lost)
+// fails the reader after the attach timeout, not the idle timeout.
+func TestAttachTimeout(t *testing.T) {
+	t.Parallel()
+	_, re, _ := pair(t)
+	r := open(t, re, channel.WithIdleTimeout(time.Minute), channel.WithAttachTimeout(500*time.Millisecond))
+	start := time.Now()
+	if _, err := r.Next(testCtx(t)); !errors.Is(err, channel.ErrWriterGone) {
+		t.Fatalf("Next = %v, want ErrWriterGone", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if _, err := channel.Open(context.Background(), re, channel.WithAttachTimeout(0)); !errors.Is(err, engine.ErrInvalidOption) {
+		t.Fatalf("attach timeout 0: %v", err)
+	}
+}

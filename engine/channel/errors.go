@@ -29,6 +29,12 @@ var (
 	// wrapped too, so errors.As finds its code and message and errors.Is
 	// matches the catalog's sentinels.
 	ErrWriterFailed = errors.New("channel: writer failed")
+	// ErrWriterGone is returned by [Reader.Next] when the writer's
+	// connection is gone (its process or its NATS server died): the reader
+	// probes an attached writer while it waits, and the server answers "no
+	// responders" for it. Without this a reader would wait for the idle
+	// timeout.
+	ErrWriterGone = errors.New("channel: writer gone")
 	// ErrReaderGone is returned by [Writer.Write] when the reader closed the
 	// channel, or granted no credit for the idle timeout while the writer
 	// waited: a provider should stop producing.

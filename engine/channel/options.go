@@ -27,6 +27,7 @@ type Option func(*options) error
 type options struct {
 	window int
 	idle   time.Duration
+	attach time.Duration
 	codec  wire.Codec
 }
 
@@ -58,6 +59,20 @@ func WithWindow(n int) Option {
 			return fmt.Errorf("%w: channel window %d must be 1..%d", engine.ErrInvalidOption, n, MaxWindow)
 		}
 		o.window = n
+		return nil
+	}
+}
+
+// WithAttachTimeout bounds, on a reader, how long a writer may take to
+// attach (ping or send its first frame) before Next fails with
+// [ErrWriterGone]: a function call that starts the writer and was lost
+// with its worker's node never attaches. Default: the idle timeout.
+func WithAttachTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: channel attach timeout %v must be positive", engine.ErrInvalidOption, d)
+		}
+		o.attach = d
 		return nil
 	}
 }

@@ -45,6 +45,14 @@ type Reader struct {
 	sub  *nats.Subscription // frames
 	ping *nats.Subscription // credit requests
 	done chan struct{}      // closed by Close
+	// probes receives the server's answers to liveness probes of the
+	// writer (probeInbox); attached is set once the writer showed up.
+	probes     chan *nats.Msg
+	probeSub   *nats.Subscription
+	probeInbox string
+	attached   atomic.Bool
+	opened     time.Time
+	attach     time.Duration
 
 	closeOnce sync.Once
 	cancelled atomic.Bool // a cancel was sent, or the writer already ended
@@ -87,9 +95,12 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 		// one terminal frame in flight; the rest is slack for a sloppy one.
 		// A message that does not fit is dropped by the client and shows up
 		// as a gap, never as silent loss.
-		ch:   make(chan *nats.Msg, 2*o.window+16),
-		done: make(chan struct{}),
-		next: 1,
+		ch:     make(chan *nats.Msg, 2*o.window+16),
+		done:   make(chan struct{}),
+		next:   1,
+		probes: make(chan *nats.Msg, 4),
+		opened: time.Now(),
+		attach: o.attach,
 	}
 	// The reader has room for a window before it consumes anything; a
 	// writer learns it by asking on the ping subject.
@@ -101,6 +112,13 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 	r.ping, err = r.nc.Subscribe(subj+pingSuffix, r.onPing)
 	if err != nil {
 		_ = r.sub.Unsubscribe()
+		return nil, wire.FromNATS(err)
+	}
+	r.probeInbox = r.nc.NewInbox()
+	r.probeSub, err = r.nc.ChanSubscribe(r.probeInbox, r.probes)
+	if err != nil {
+		_ = r.sub.Unsubscribe()
+		_ = r.ping.Unsubscribe()
 		return nil, wire.FromNATS(err)
 	}
 	fctx := ctx
@@ -155,23 +173,63 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 	case m = <-r.ch: // fast path: a frame is already waiting
 	default:
 		r.timer.Reset(r.idle)
-		select {
-		case m = <-r.ch:
-			r.timer.Stop()
-		case <-ctx.Done():
-			r.timer.Stop()
-			return Frame{}, ctx.Err()
-		case <-r.done:
-			r.timer.Stop()
-			return Frame{}, r.fail(ErrClosed)
-		case <-r.timer.C:
-			if n, err := r.sub.Dropped(); err == nil && n > 0 {
-				return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
+		probe := time.NewTicker(probeInterval(r.idle))
+		defer probe.Stop()
+	wait:
+		for {
+			select {
+			case m = <-r.ch:
+				r.timer.Stop()
+				break wait
+			case <-ctx.Done():
+				r.timer.Stop()
+				return Frame{}, ctx.Err()
+			case <-r.done:
+				r.timer.Stop()
+				return Frame{}, r.fail(ErrClosed)
+			case <-r.timer.C:
+				if n, err := r.sub.Dropped(); err == nil && n > 0 {
+					return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
+				}
+				return Frame{}, r.fail(fmt.Errorf("%w: no frame for %v after frame %d", ErrIdleTimeout, r.idle, r.next-1))
+			case <-probe.C:
+				if r.attach > 0 && !r.attached.Load() && time.Since(r.opened) > r.attach {
+					r.timer.Stop()
+					return Frame{}, r.fail(fmt.Errorf("%w: no writer attached within %v", ErrWriterGone, r.attach))
+				}
+				r.probe()
+			case pm := <-r.probes:
+				if len(pm.Data) == 0 && pm.Header.Get(statusHeader) == statusNoResponders {
+					select {
+					case m = <-r.ch: // the writer's last frames came first
+						r.timer.Stop()
+						break wait
+					default:
+					}
+					r.timer.Stop()
+					return Frame{}, r.fail(fmt.Errorf("%w: no subscriber on its control subject after frame %d", ErrWriterGone, r.next-1))
+				}
 			}
-			return Frame{}, r.fail(fmt.Errorf("%w: no frame for %v after frame %d", ErrIdleTimeout, r.idle, r.next-1))
 		}
 	}
 	return r.frame(m)
+}
+
+// probeInterval is how often a waiting reader checks that an attached
+// writer still exists: a quarter of the idle timeout, within 250 ms..2 s.
+func probeInterval(idle time.Duration) time.Duration {
+	return min(max(idle/4, 250*time.Millisecond), 2*time.Second)
+}
+
+// probe sends the writer a credit grant (harmless: credit is cumulative)
+// with a reply subject; when the writer's subscription is gone the server
+// answers "no responders" there. Probing starts once the writer attached
+// (its ping or first frame), since before that nobody listens by design.
+func (r *Reader) probe() {
+	if !r.attached.Load() || r.cancelled.Load() {
+		return
+	}
+	_ = r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Reply: r.probeInbox, Header: controlHeader(KindCredit, r.granted.Load())})
 }
 
 // frame checks and consumes one message. Lock held.
@@ -184,6 +242,7 @@ func (r *Reader) frame(m *nats.Msg) (Frame, error) {
 		return Frame{}, r.fail(fmt.Errorf("%w: expected frame %d, got %d", ErrGap, r.next, seq))
 	}
 	r.next++
+	r.attached.Store(true)
 	if seq == 1 {
 		h := m.Header
 		r.first.Store(&h)
@@ -248,6 +307,7 @@ func (r *Reader) fail(err error) error {
 func (r *Reader) unsubscribe() {
 	_ = r.sub.Unsubscribe()
 	_ = r.ping.Unsubscribe()
+	_ = r.probeSub.Unsubscribe()
 }
 
 // onPing answers a writer's credit request on its reply subject: the
@@ -256,6 +316,7 @@ func (r *Reader) onPing(m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
+	r.attached.Store(true)
 	h := controlHeader(KindCredit, r.granted.Load())
 	if r.cancelled.Load() {
 		h = controlHeader(KindCancel, 0)
@@ -282,7 +343,7 @@ func (r *Reader) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.done)
 		r.cancel()
-		for _, sub := range []*nats.Subscription{r.sub, r.ping} {
+		for _, sub := range []*nats.Subscription{r.sub, r.ping, r.probeSub} {
 			if uerr := sub.Unsubscribe(); uerr != nil && err == nil &&
 				!errors.Is(uerr, nats.ErrBadSubscription) && !errors.Is(uerr, nats.ErrConnectionClosed) {
 				err = wire.FromNATS(uerr)

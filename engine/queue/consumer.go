@@ -110,7 +110,7 @@ func Consume(ctx context.Context, e *engine.Engine, name string, opts ...Option)
 	if _, err := e.EnsureStream(ctx, engine.DLQStreamConfig(e.Replicas())); err != nil {
 		return nil, err
 	}
-	cons, err := e.JetStream().CreateOrUpdateConsumer(ctx, subjects.QueueStream, jetstream.ConsumerConfig{
+	cons, err := e.EnsureConsumer(ctx, subjects.QueueStream, jetstream.ConsumerConfig{
 		Durable:       subjects.QueueConsumer(name),
 		Description:   "iii durable queue " + name,
 		FilterSubject: subj,

@@ -147,7 +147,7 @@ func (t *trigger) consumerExists() bool {
 func (t *trigger) bind() error {
 	ctx, cancel := context.WithTimeout(context.Background(), triggerLookupTimeout)
 	defer cancel()
-	cons, err := t.e.JetStream().CreateOrUpdateConsumer(ctx, subjects.EventStream, consumerConfig())
+	cons, err := t.e.EnsureConsumer(ctx, subjects.EventStream, consumerConfig())
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func (a approvals) Withdraw(ctx context.Context, sid string, callIDs []string) e
 // nobody waits for any more is deleted. A decision written while every
 // orchestrator was down is delivered when one comes back.
 func (o *Orchestrator) watchApprovals(ctx context.Context) error {
-	cons, err := o.e.JetStream().CreateOrUpdateConsumer(ctx, subjects.ApprovalsKVStream, jetstream.ConsumerConfig{
+	cons, err := o.e.EnsureConsumer(ctx, subjects.ApprovalsKVStream, jetstream.ConsumerConfig{
 		Durable:       subjects.ApprovalsConsumer,
 		FilterSubject: subjects.ApprovalsKVSubjectPrefix + ">",
 		AckPolicy:     jetstream.AckExplicitPolicy,

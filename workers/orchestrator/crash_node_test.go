@@ -121,6 +121,7 @@ type crashNode struct {
 	extra []string
 
 	logs   crashBuffer // stderr of every start, separated by markers
+	up     *crashUpWatcher
 	cmd    *exec.Cmd
 	exited chan error
 	starts int
@@ -173,31 +174,8 @@ func (n *crashNode) url() string { return "nats://" + n.addr }
 // start launches the child and waits until it says it is up.
 func (n *crashNode) start() {
 	n.t.Helper()
-	args := []string{"up", "--listen", n.addr, "--home", n.home, "--http", "", "--log-level", "warn", "--set", "orchestrator.ack_wait=2s"}
-	for _, s := range n.sets {
-		args = append(args, "--set", s)
-	}
-	args = append(args, n.extra...)
-	n.starts++
-	fmt.Fprintf(&n.logs, "--- start %d ---\n", n.starts)
-	up := &crashUpWatcher{up: make(chan struct{})}
-	cmd := exec.Command(n.bin, args...)
-	cmd.Stdout = up
-	cmd.Stderr = &n.logs
-	if err := cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	n.cmd, n.exited = cmd, exited
-	select {
-	case <-up.up:
-	case err := <-exited:
-		n.cmd = nil
-		n.t.Fatalf("node exited before it was up: %v\n%s", err, n.logs.String())
-	case <-time.After(30 * time.Second):
-		n.t.Fatalf("node not up within 30s\n%s", n.logs.String())
-	}
+	n.startAsync()
+	n.waitUp(30 * time.Second)
 }
 
 // kill sends SIGKILL: no shutdown code of the node runs.
@@ -288,7 +266,7 @@ func newCrashTools(t *testing.T, url string) *crashTools {
 	for _, fn := range []engine.Function{
 		{ID: "crash::slow", Description: "blocks until released; not idempotent", Handler: blocking("crash::slow")},
 		{ID: "crash::idem", Description: "blocks until released; idempotent", Idempotent: true, Handler: blocking("crash::idem")},
-		{ID: "crash::fast", Description: "returns after 30 ms", Handler: func(_ context.Context, req *engine.Request) (any, error) {
+		{ID: "crash::fast", Description: "returns after 30 ms", Timeout: 3 * time.Second, Handler: func(_ context.Context, req *engine.Request) (any, error) {
 			var a crashArgs
 			if err := req.Bind(&a); err != nil {
 				return nil, err

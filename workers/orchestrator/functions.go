@@ -90,7 +90,7 @@ func (o *Orchestrator) register() error {
 			Description:   "Abort the session's running turn in any state (streaming, executing functions, parked).",
 			RequestSchema: sessionSchema,
 			Handler: engine.Typed(func(ctx context.Context, r SessionRequest) (AbortResult, error) {
-				res, err := o.host.Abort(ctx, r.SessionID, "aborted by run::abort")
+				res, err := o.Host().Abort(ctx, r.SessionID, "aborted by run::abort")
 				if err != nil {
 					return AbortResult{}, wire.Wrap(wire.CodeUnavailable, err, "")
 				}

@@ -215,6 +215,14 @@ func (f functions) sessionSettings(ctx context.Context, sid string) agent.Approv
 // may replace (redact) its result.
 func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.FunctionResult {
 	ctx = engine.WithSession(ctx, sid, "")
+	// A function that declares a time limit is not waited for longer (a
+	// call whose worker died with it is never answered): its limit and a
+	// second for the bus.
+	if info, ok := f.catalog.lookup(ctx, c.FunctionID); ok && info.TimeoutMs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(info.TimeoutMs)*time.Millisecond+time.Second)
+		defer cancel()
+	}
 	var reply engine.Raw
 	start := time.Now()
 	var res agent.FunctionResult

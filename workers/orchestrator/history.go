@@ -26,6 +26,9 @@ const (
 // appendTimeout bounds one transcript append.
 const appendTimeout = 30 * time.Second
 
+// appendAttempt bounds one try of an append (appendTimeout bounds them all).
+const appendAttempt = 5 * time.Second
+
 var (
 	_ session.History   = (*history)(nil)
 	_ session.Forgetter = (*history)(nil)
@@ -184,7 +187,14 @@ func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Messa
 		var res struct {
 			EntryIDs []string `json:"entry_ids"`
 		}
-		err := h.e.Trigger(ctx, sessionAppendBatch, req, &res)
+		// The dedup id makes a repeated append that did land harmless.
+		err := retry(ctx, func() error {
+			// One attempt is short: a request that went to a session
+			// worker that died meanwhile is never answered.
+			actx, acancel := context.WithTimeout(ctx, appendAttempt)
+			defer acancel()
+			return h.e.Trigger(actx, sessionAppendBatch, req, &res)
+		}, func(err error) bool { return !transientCall(err) })
 		if errors.Is(err, wire.ErrNotFound) {
 			// A session whose turn record predates its tree entry (or
 			// whose tree meta was lost): make it, then append.

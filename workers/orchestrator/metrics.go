@@ -80,8 +80,8 @@ func (o *Orchestrator) observeGauges() error {
 		return err
 	}
 	o.gauges, err = m.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
-		if o.host != nil {
-			ob.ObserveInt64(grains, int64(o.host.Active()))
+		if h := o.Host(); h != nil {
+			ob.ObserveInt64(grains, int64(h.Active()))
 		}
 		if st, err := o.approvals.kv.Status(ctx); err == nil {
 			ob.ObserveInt64(pending, int64(st.Values()))

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,6 +57,8 @@ type Orchestrator struct {
 
 	hookQuiescence time.Duration
 	hookTimeout    time.Duration
+	drainTimeout   time.Duration
+	clusterCfg     clusterSettings
 
 	e       *engine.Engine
 	turns   jetstream.KeyValue
@@ -64,11 +68,17 @@ type Orchestrator struct {
 	history *history
 	metrics *metrics
 	gauges  metric.Registration
-	host    *session.Host
-	catalog *catalogCache
-	fns     functions
-	spend   *spend
-	consume jetstream.ConsumeContext
+	// host is the grain host; a clustered node that was dropped from the
+	// grain cluster replaces it (rejoin), hence the atomic.
+	host  atomic.Pointer[session.Host]
+	ports session.Ports
+	stop  chan struct{}
+	// stopOnce closes stop: Close may be called twice.
+	stopOnce sync.Once
+	catalog  *catalogCache
+	fns      functions
+	spend    *spend
+	consume  jetstream.ConsumeContext
 
 	approvals   approvals
 	approvalsCC jetstream.ConsumeContext
@@ -92,7 +102,7 @@ func WithDefaultMaxTurns(n int) Option { return func(o *Orchestrator) { o.maxTur
 // New returns an unstarted orchestrator.
 func New(opts ...Option) *Orchestrator {
 	o := &Orchestrator{logger: slog.New(slog.DiscardHandler), maxTurns: 50, ackWait: 60 * time.Second, eventMaxAge: 7 * 24 * time.Hour,
-		hookTimeout: 2 * time.Second, hookQuiescence: hook.DefaultQuiescence}
+		hookTimeout: 2 * time.Second, hookQuiescence: hook.DefaultQuiescence, drainTimeout: 10 * time.Second}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -122,7 +132,21 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 	}
 	for k, v := range env.Settings["orchestrator"] {
 		switch k {
-		case SettingAckWait, SettingEventMaxAge, SettingIdle, SettingHookQuiescence, SettingHookTimeout:
+		case SettingCluster, SettingActorListen, SettingActorAdvertise, SettingNode:
+			switch k {
+			case SettingCluster:
+				if err := agent.ValidateID("cluster", v); err != nil {
+					return fmt.Errorf("orchestrator.%s=%q: %w", k, v, err)
+				}
+				o.clusterCfg.name = v
+			case SettingActorListen:
+				o.clusterCfg.listen = v
+			case SettingActorAdvertise:
+				o.clusterCfg.advertise = v
+			default:
+				o.clusterCfg.node = v
+			}
+		case SettingAckWait, SettingEventMaxAge, SettingIdle, SettingHookQuiescence, SettingHookTimeout, SettingMemberTTL, SettingDrainTimeout:
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
 				return fmt.Errorf("orchestrator.%s=%q: want a positive duration", k, v)
@@ -136,6 +160,10 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 				o.hookQuiescence = d
 			case SettingHookTimeout:
 				o.hookTimeout = d
+			case SettingMemberTTL:
+				o.clusterCfg.memberTTL = d
+			case SettingDrainTimeout:
+				o.drainTimeout = d
 			default:
 				o.hostOpts = append(o.hostOpts, session.WithIdleTimeout(d))
 			}
@@ -195,7 +223,8 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
 	o.spend = newSpend(e, o.logger)
 	o.fns = functions{e: e, catalog: o.catalog, settings: approvalKVs[1], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms}
-	o.host, err = session.NewHost(session.Ports{
+	o.stop = make(chan struct{})
+	o.ports = session.Ports{
 		Store:     store{kv: o.turns},
 		History:   o.history,
 		Events:    o.pub,
@@ -204,10 +233,12 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		Inbox:     o.inbox,
 		Approvals: o.approvals,
 		Workspace: &workspace{e: e, logger: o.logger},
-	}, append([]session.Option{session.WithLogger(o.logger), session.WithHeartbeat(o.ackWait / 4), session.WithTraceContext(traceExtractor(e))}, o.hostOpts...)...)
+	}
+	host, err := o.newHost()
 	if err != nil {
 		return err
 	}
+	o.host.Store(host)
 	if err := o.observeGauges(); err != nil {
 		return err
 	}
@@ -220,13 +251,27 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	if err := o.consumeSteps(ctx); err != nil {
 		return err
 	}
+	go o.sweepEvery(max(2*o.ackWait, 10*time.Second))
 	return o.watchApprovals(ctx)
 }
 
-// Close stops consuming steps and stops the grains.
+// Close hands the sessions off (each grain finishes the step it is in and
+// gives its step back: bounded by the drain timeout and ctx), stops
+// consuming steps and stops the grains.
 func (o *Orchestrator) Close(ctx context.Context) error {
 	if o.gauges != nil {
 		_ = o.gauges.Unregister()
+	}
+	if o.stop != nil {
+		o.stopOnce.Do(func() { close(o.stop) })
+	}
+	host := o.host.Load()
+	if host != nil {
+		dctx, cancel := context.WithTimeout(ctx, o.drainTimeout)
+		if err := host.Drain(dctx); err != nil {
+			o.logger.Warn("sessions not all handed off; the rest resume from their last record", "error", err)
+		}
+		cancel()
 	}
 	if o.consume != nil {
 		o.consume.Stop()
@@ -234,18 +279,32 @@ func (o *Orchestrator) Close(ctx context.Context) error {
 	if o.approvalsCC != nil {
 		o.approvalsCC.Stop()
 	}
-	if o.host != nil {
-		return o.host.Close(ctx)
+	if host != nil {
+		return host.Close(ctx)
 	}
 	return nil
 }
 
 // Host is the grain host (tests, metrics).
-func (o *Orchestrator) Host() *session.Host { return o.host }
+func (o *Orchestrator) Host() *session.Host { return o.host.Load() }
+
+// newHost starts a grain host on o.ports: alone, or as a member of the
+// grain cluster.
+func (o *Orchestrator) newHost() (*session.Host, error) {
+	opts := append([]session.Option{session.WithLogger(o.logger), session.WithHeartbeat(o.ackWait / 4), session.WithTraceContext(traceExtractor(o.e))}, o.hostOpts...)
+	if o.clusterCfg.name != "" {
+		opt, expelled, err := o.clusterOption()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, opt)
+		go o.rejoinWhen(expelled)
+	}
+	return session.NewHost(o.ports, opts...)
+}
 
 func (o *Orchestrator) consumeSteps(ctx context.Context) error {
-	js := o.e.JetStream()
-	cons, err := js.CreateOrUpdateConsumer(ctx, subjects.StepStream, jetstream.ConsumerConfig{
+	cons, err := o.e.EnsureConsumer(ctx, subjects.StepStream, jetstream.ConsumerConfig{
 		Durable:       subjects.StepConsumer,
 		FilterSubject: subjects.StepSubjectPrefix + ">",
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -262,7 +321,7 @@ func (o *Orchestrator) consumeSteps(ctx context.Context) error {
 			_ = m.Term()
 			return
 		}
-		if err := o.host.Wake(st.SessionID, session.Wake{Step: st.Step, Ack: m.Ack, InProgress: m.InProgress, Nak: m.NakWithDelay}); err != nil {
+		if err := o.Host().Wake(st.SessionID, session.Wake{Step: st.Step, Reply: m.Reply(), Ack: m.Ack, InProgress: m.InProgress, Nak: m.NakWithDelay}); err != nil {
 			_ = m.NakWithDelay(time.Second)
 		}
 	}, jetstream.PullMaxMessages(512))
@@ -292,6 +351,55 @@ func (o *Orchestrator) enqueueWake(ctx context.Context, rec turn.Record, why str
 	}
 	_, err = o.e.JetStream().Publish(ctx, subj, data, jetstream.WithMsgID(id))
 	return err
+}
+
+// sweepEvery re-wakes, every interval, the sessions whose run is mid-flight
+// but whose record has not moved for an interval: a safety net for a wake
+// that was lost (its step acked by a grain that died before it wrote, a
+// publish whose answer was lost with a node). A session that is only slow
+// gets a duplicate wake, which its grain drops.
+func (o *Orchestrator) sweepEvery(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), interval)
+		n, err := o.resweep(ctx, interval)
+		cancel()
+		if err != nil {
+			o.logger.Warn("periodic sweep failed", "error", err)
+		} else if n > 0 {
+			o.logger.Info("periodic sweep woke stalled sessions", "sessions", n)
+		}
+	}
+}
+
+// resweep wakes the mid-flight sessions whose records are older than stale.
+func (o *Orchestrator) resweep(ctx context.Context, stale time.Duration) (int, error) {
+	lister, err := o.turns.ListKeys(ctx)
+	if err != nil {
+		return 0, nil // empty bucket
+	}
+	st := store{kv: o.turns}
+	cutoff := time.Now().Add(-stale).UnixMilli()
+	why := "sweep:" + strconv.FormatInt(time.Now().Unix()/int64(max(stale/time.Second, 1)), 36)
+	n := 0
+	for key := range lister.Keys() {
+		rec, _, err := st.Load(ctx, key)
+		settled := (rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval) && len(rec.Outbox) == 0
+		if err != nil || settled || rec.UpdatedAtMs > cutoff {
+			continue
+		}
+		if err := o.enqueueWake(ctx, rec, why); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // sweep re-wakes every session whose run is mid-flight: covers a crash
@@ -386,9 +494,19 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 		rev = 0
 	case err != nil:
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "load turn record")
+	case rs.IdempotencyKey != "" && cur.Request.IdempotencyKey == rs.IdempotencyKey && cur.State.Terminal():
+		// The run this key started has ended already; its answer was
+		// lost before the key's entry in the runs bucket was written.
+		return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: cur.RunID}, nil
 	case !cur.State.Terminal():
 		if rs.IdempotencyKey != "" && cur.Request.IdempotencyKey == rs.IdempotencyKey {
-			return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: cur.RunID}, nil // a retry of the run in flight
+			// A retry of the run in flight: the first attempt's answer
+			// (or its step) may have been lost with a node, so wake the
+			// session again; a grain takes a duplicate wake in its stride.
+			if err := o.enqueueWake(ctx, cur, "retry:"+strconv.FormatInt(time.Now().UnixMilli(), 36)); err != nil {
+				return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "enqueue turn step")
+			}
+			return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: cur.RunID}, nil
 		}
 		return RunStartResult{SessionID: rs.SessionID, Started: false, Reason: "session_busy"}, nil
 	}
@@ -413,7 +531,14 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 		}
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "write turn record")
 	}
-	if err := o.enqueueStep(ctx, rec); err != nil {
+	// The step's message id makes a repeat that did land harmless; an
+	// attempt is short, since a publish to a stream leader that died is
+	// never answered.
+	if err := retry(ctx, func() error {
+		actx, cancel := context.WithTimeout(ctx, writeAttempt)
+		defer cancel()
+		return o.enqueueStep(actx, rec)
+	}, func(error) bool { return false }); err != nil {
 		// Take the record back so nothing half-started is left; if that
 		// fails too, the sweep on the next start re-wakes it.
 		if rev == 0 {

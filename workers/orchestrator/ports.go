@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,9 @@ import (
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 )
+
+// writeAttempt bounds one attempt of a record write or an event publish.
+const writeAttempt = 5 * time.Second
 
 // store keeps turn records in KV as JSON.
 type store struct{ kv jetstream.KeyValue }
@@ -47,14 +51,33 @@ func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, 
 		return 0, err
 	}
 	var n uint64
-	if rev == 0 {
-		n, err = s.kv.Create(ctx, rec.SessionID, data)
-	} else {
-		n, err = s.kv.Update(ctx, rec.SessionID, data, rev)
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSeq(err) {
-		return 0, fmt.Errorf("%w: %v", session.ErrFenced, err)
-	}
+	attempts := 0
+	err = retry(ctx, func() error {
+		attempts++
+		// One attempt is short: a write sent to a stream leader that
+		// died is never answered, and the next attempt reaches the new
+		// one.
+		ctx, cancel := context.WithTimeout(ctx, writeAttempt)
+		defer cancel()
+		var err error
+		if rev == 0 {
+			n, err = s.kv.Create(ctx, rec.SessionID, data)
+		} else {
+			n, err = s.kv.Update(ctx, rec.SessionID, data, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) || isWrongSeq(err) {
+			// An earlier attempt that timed out may have landed: then
+			// the record holds exactly these bytes.
+			if attempts > 1 {
+				if e, gerr := s.kv.Get(ctx, rec.SessionID); gerr == nil && bytes.Equal(e.Value(), data) {
+					n = e.Revision()
+					return nil
+				}
+			}
+			return fmt.Errorf("%w: %v", session.ErrFenced, err)
+		}
+		return err
+	}, func(err error) bool { return errors.Is(err, session.ErrFenced) })
 	return n, err
 }
 
@@ -102,20 +125,38 @@ func (p *publisher) publish(sid, subj, id string, data []byte) error {
 }
 
 // nextSeq numbers a session's events, continuing from the last event in the
-// stream when the process has not seen the session yet.
-func (p *publisher) nextSeq(ctx context.Context, sid string) uint64 {
+// stream when the process has not seen the session yet. It never guesses:
+// when the stream cannot be read, it fails, and the grain tries again.
+func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 	p.mu.Lock()
 	n, ok := p.seq[sid]
 	p.mu.Unlock()
 	if !ok {
 		subj, _ := subjects.EventSubject(sid)
-		if s, err := p.js.Stream(ctx, subjects.EventStream); err == nil {
-			if m, err := s.GetLastMsgForSubject(ctx, subj); err == nil {
-				var ev agent.Event
-				if json.Unmarshal(m.Data, &ev) == nil {
-					n = ev.Seq
-				}
+		err := retry(ctx, func() error {
+			actx, cancel := context.WithTimeout(ctx, writeAttempt)
+			defer cancel()
+			s, err := p.js.Stream(actx, subjects.EventStream)
+			if err != nil {
+				return err
 			}
+			m, err := s.GetLastMsgForSubject(actx, subj)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				n = 0
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			var ev agent.Event
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				return fmt.Errorf("%w: last event of %s: %v", errPermanent, sid, err)
+			}
+			n = ev.Seq
+			return nil
+		}, func(err error) bool { return errors.Is(err, errPermanent) })
+		if err != nil {
+			return 0, fmt.Errorf("read the last event of %s: %w", sid, err)
 		}
 	}
 	n++
@@ -125,8 +166,11 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) uint64 {
 	}
 	p.seq[sid] = n
 	p.mu.Unlock()
-	return n
+	return n, nil
 }
+
+// errPermanent marks an error a retry cannot fix.
+var errPermanent = errors.New("permanent")
 
 // Forget drops sid's cached event sequence (the grain passivated); the
 // next activation reads it from the stream again.
@@ -149,7 +193,9 @@ func (p *publisher) Emit(ctx context.Context, ev agent.Event, id string) error {
 		return err
 	}
 	p.metrics.observe(ctx, ev)
-	ev.Seq = p.nextSeq(ctx, ev.SessionID)
+	if ev.Seq, err = p.nextSeq(ctx, ev.SessionID); err != nil {
+		return err
+	}
 	if ev.TS == 0 {
 		ev.TS = time.Now().UnixMilli()
 	}
@@ -169,7 +215,17 @@ func (p *publisher) Flush(ctx context.Context, sid string) error {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return fmt.Errorf("publish %s: %w", f.Msg().Subject, err)
+			// Publish it again (its message id makes a copy that did
+			// land harmless) until it is stored or ctx ends.
+			msg := f.Msg()
+			if rerr := retry(ctx, func() error {
+				ctx, cancel := context.WithTimeout(ctx, writeAttempt)
+				defer cancel()
+				_, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msg.Header.Get(jetstream.MsgIDHeader)))
+				return err
+			}, func(error) bool { return false }); rerr != nil {
+				return fmt.Errorf("publish %s: %w", msg.Subject, errors.Join(err, rerr))
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -192,6 +248,13 @@ type model struct {
 
 // modelTimeout bounds one model call (a long answer streams for minutes).
 const modelTimeout = 15 * time.Minute
+
+// modelAttempts bounds the tries of a model call that fails transiently;
+// modelAttach is how long a provider may take to attach to the channel.
+const (
+	modelAttempts = 3
+	modelAttach   = 15 * time.Second
+)
 
 func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input {
 	preq := agent.ProviderRequest{
@@ -225,6 +288,24 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 	}
 	sctx, span := startModelSpan(ctx, m.e, req)
 	in := m.stream(sctx, req, preq)
+	// A transient failure (the provider's node died, the stream broke) is
+	// tried again, a few times with backoff; the restarted stream's first
+	// update replaces what a client saw of the broken one.
+	for attempt, backoff := 1, time.Second; attempt < modelAttempts; attempt, backoff = attempt+1, 2*backoff {
+		f, ok := in.(turn.ModelFailed)
+		if !ok || f.Kind != agent.ErrorTransient || ctx.Err() != nil {
+			break
+		}
+		m.logger.WarnContext(ctx, "model call failed; trying again", "session_id", req.SessionID, "provider", req.Provider, "error", f.Message, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		in = m.stream(sctx, req, preq)
+	}
 	var usage *agent.Usage
 	switch out := in.(type) {
 	case turn.ModelDone:
@@ -250,7 +331,9 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.ProviderRequest) turn.Input {
 	ctx, cancel := context.WithTimeout(ctx, modelTimeout)
 	defer cancel()
-	r, err := channel.Open(ctx, m.e)
+	// A provider attaches (pings the channel) as soon as it has the call;
+	// one that does not within modelAttach lost the call with its node.
+	r, err := channel.Open(ctx, m.e, channel.WithAttachTimeout(modelAttach))
 	if err != nil {
 		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "open channel: " + err.Error()}
 	}

@@ -59,7 +59,7 @@ func (w *workspace) Provision(ctx context.Context, sid string, run agent.RunStar
 		parts.Index = offeredIndex(w.skillsIndex(ctx), run)
 		for _, id := range run.Skills {
 			var doc skillDoc
-			if err := w.e.Trigger(ctx, skillsGet, map[string]string{"id": id}, &doc); err != nil {
+			if err := w.call(ctx, skillsGet, map[string]string{"id": id}, &doc); err != nil {
 				return provisionFailed(fmt.Sprintf("the run's skill %q", id), err)
 			}
 			parts.Skills = append(parts.Skills, doc)
@@ -67,7 +67,9 @@ func (w *workspace) Provision(ctx context.Context, sid string, run agent.RunStar
 	}
 	if run.Sandbox {
 		var sb sandboxCreated
-		err := w.e.Trigger(ctx, sandboxCreate, map[string]any{"session_id": sid, "network": run.SandboxNetwork}, &sb)
+		// sandbox::create is idempotent per session: a repeat after a
+		// lost answer finds the same sandbox.
+		err := w.call(ctx, sandboxCreate, map[string]any{"session_id": sid, "network": run.SandboxNetwork}, &sb)
 		if err != nil {
 			return provisionFailed("the run's sandbox", err)
 		}
@@ -77,6 +79,21 @@ func (w *workspace) Provision(ctx context.Context, sid string, run agent.RunStar
 		return turn.Provisioned{} // a caller's system prompt is used verbatim
 	}
 	return turn.Provisioned{SystemPrompt: assemblePrompt(parts)}
+}
+
+// provisionCallAttempt bounds one attempt of a provisioning call: a request
+// whose worker died with its node is never answered, and the call is
+// tried again (on a live worker) within the provisioning's time.
+const provisionCallAttempt = 20 * time.Second
+
+// call triggers fn, again after a timeout or an unavailable answer (every
+// provisioning call is safe to repeat), until ctx ends.
+func (w *workspace) call(ctx context.Context, fn string, req, resp any) error {
+	return retry(ctx, func() error {
+		actx, cancel := context.WithTimeout(ctx, provisionCallAttempt)
+		defer cancel()
+		return w.e.Trigger(actx, fn, req, resp)
+	}, func(err error) bool { return !transientCall(err) || ctx.Err() != nil })
 }
 
 // provisionFailed fails the run: what could not be had, and why.
@@ -103,7 +120,7 @@ func (w *workspace) skillsIndex(ctx context.Context) string {
 	var out struct {
 		Markdown string `json:"markdown"`
 	}
-	if err := w.e.Trigger(ctx, skillsIndex, map[string]any{}, &out); err != nil {
+	if err := w.call(ctx, skillsIndex, map[string]any{}, &out); err != nil {
 		if !errors.Is(err, wire.ErrFunctionNotFound) {
 			w.logger.WarnContext(ctx, "skills index unavailable; the system prompt goes without it", "error", err)
 		}

@@ -1,0 +1,92 @@
+// Package membership is a proto.actor cluster provider
+// (cluster.ClusterProvider) that keeps the cluster's members in a JetStream
+// KV bucket, so that iii nodes form a proto.actor cluster with nothing but
+// NATS: no Consul, etcd or Kubernetes.
+//
+// # How it works
+//
+// Every member writes its [Entry] (id, gRPC host and port, grain kinds,
+// status, meta) as JSON under "<cluster name>.<member id>" in the bucket
+// subjects.MembersBucket ("iii-members") and rewrites it every heartbeat.
+// The bucket is created on first use with History 1, memory storage, a TTL
+// and LimitMarkerTTL of the same length: an entry that is not rewritten
+// ages out, and the server then writes a limit marker that every watcher
+// sees as a purge. Every member (and client) watches "<cluster name>.*" and
+// hands the full live set to proto.actor's MemberList after the initial
+// values and whenever a member joins or leaves. So:
+//
+//   - join: a new entry appears; all members see it at once;
+//   - graceful leave ([Provider.Shutdown](true)): the entry is deleted; all
+//     members see it at once;
+//   - crash: nobody deletes anything; the entry ages out after the TTL (5 s
+//     by default) and the server's limit marker removes it everywhere.
+//
+// An existing bucket is used as it is: the first creator's TTL wins.
+//
+// # Failures
+//
+//   - A failed heartbeat is logged and retried at the next tick. If the
+//     bucket is gone (memory storage does not survive the restart of a
+//     single NATS server), the member creates it again and rewrites its
+//     entry at once.
+//   - A watch that delivers nothing for a TTL (a member's own heartbeats
+//     alone arrive every heartbeat) is replaced by a new one; members
+//     missing from the new watch's initial values are not dropped for that.
+//   - A stale sweep, measured in server time, drops a member whose last
+//     write is two TTLs older than the newest message seen: a safety net
+//     for an expiry marker the watch never saw (a bucket made without
+//     LimitMarkerTTL, a long disconnect).
+//   - A member whose own entry disappears while it runs (it expired during
+//     a NATS outage longer than the TTL, or was deleted) has been dropped
+//     by the others: it stops heartbeating and closes [Provider.Expelled].
+//   - An entry that does not decode, or whose id differs from its key, is
+//     logged and ignored.
+//   - The first topology can lack a member whose entry was being rewritten
+//     at that instant (a nats.go KV watch may end its initial values before
+//     such a key); that member joins with its next heartbeat.
+//
+// # Draining
+//
+// [Provider.Drain] marks the own entry "draining". The member stays in the
+// proto.actor topology and keeps its grains; [Provider.Accepting], which
+// the placement (package cluster/placement) asks before it activates a
+// grain, says no for it.
+//
+// # Rejoining
+//
+// proto.actor puts a member id that left the topology on its block list
+// for good, and this package likewise never takes a departed id back. A
+// node that crashed, was expelled ([Provider.Expelled]) or left rejoins as
+// a new member: a new ActorSystem (new id), a new cluster.Cluster and a new
+// Provider. A Provider is started once.
+//
+// # Lifecycle
+//
+//  1. [New] with a jetstream.JetStream and options; no I/O.
+//  2. cluster.Configure(name, provider, lookup, remoteConfig, kinds...) and
+//     cluster.New; Cluster.StartMember calls [Provider.StartMember], which
+//     writes the entry, starts heartbeats and the watch, and returns once
+//     the first topology is published (Cluster.StartClient calls
+//     [Provider.StartClient]: watch only).
+//  3. [Provider.Drain] before a planned stop, if grains should move first.
+//  4. Cluster.Shutdown(true) calls [Provider.Shutdown](true): heartbeats and
+//     the watch stop and the entry is deleted. Cluster.Shutdown(false) does
+//     not call the provider: call Provider.Shutdown(false) yourself.
+//
+// [List] reads the entries of a cluster without joining it.
+//
+// Nothing here reads proto.actor's MemberList.Members or Length, which
+// race with topology updates upstream; [Provider.Members] is the
+// provider's own view.
+//
+// # Example
+//
+//	p, err := membership.New(js, membership.WithMeta(map[string]string{"node": "n1"}))
+//	if err != nil { ... }
+//	cfg := cluster.Configure("iii", p, lookup, remote.Configure("0.0.0.0", 0), cluster.WithKinds(kind))
+//	c := cluster.New(actor.NewActorSystem(), cfg)
+//	c.StartMember()          // panics if the provider fails, as proto.actor does
+//	defer c.Shutdown(true)
+//	...
+//	members, err := membership.List(ctx, js, "iii")
+package membership

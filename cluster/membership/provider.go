@@ -1,0 +1,599 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Provider is a proto.actor cluster provider whose membership lives in a
+// JetStream KV bucket. Create it with [New], hand it to cluster.Configure,
+// and let the cluster call StartMember/StartClient and Shutdown.
+type Provider struct {
+	js   jetstream.JetStream
+	opts options
+	log  *slog.Logger
+
+	mu       sync.Mutex // guards the fields below
+	state    int
+	kv       jetstream.KeyValue
+	key      string // own entry's key; "" for a client
+	self     Entry  // own entry (member only)
+	view     *view
+	cancel   context.CancelFunc
+	watcher  jetstream.KeyWatcher
+	synced   chan struct{} // closed after the watch's initial values
+	expelled chan struct{}
+	ttl      time.Duration // the bucket's
+	putWait  time.Duration
+
+	// writeMu serialises the writes of the own entry, so that no heartbeat
+	// lands after the graceful delete. writing is false once heartbeats
+	// must stop.
+	writeMu sync.Mutex
+	writing bool
+
+	wg sync.WaitGroup
+}
+
+const (
+	stateIdle = iota
+	stateStarting
+	stateRunning
+	stateStopped
+)
+
+// var _ guards the interface at compile time.
+var _ cluster.ClusterProvider = (*Provider)(nil)
+
+// New returns a provider that keeps its members in a KV bucket of js.
+// Nothing touches NATS until StartMember or StartClient.
+func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
+	if js == nil {
+		return nil, fmt.Errorf("%w: nil JetStream", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{js: js, opts: o, log: o.logger, expelled: make(chan struct{})}, nil
+}
+
+// StartMember registers c's member: it writes the entry
+// "<c.Config.Name>.<member id>" at once and every heartbeat, and watches
+// the cluster's entries, publishing the live set to c.MemberList. It
+// returns when the first topology is published.
+func (p *Provider) StartMember(c *cluster.Cluster) error {
+	if err := validateClusterName(c.Config.Name); err != nil {
+		return err
+	}
+	host, port, err := c.ActorSystem.GetHostPort()
+	if err != nil {
+		return fmt.Errorf("membership: member address: %w", err)
+	}
+	kinds := c.GetClusterKinds()
+	slices.Sort(kinds)
+	self := Entry{
+		ID:      c.ActorSystem.ID,
+		Host:    host,
+		Port:    port,
+		Kinds:   kinds,
+		Status:  StatusUp,
+		Started: time.Now().UTC(),
+	}
+	return p.start(c.Config.Name, &self, c.MemberList.UpdateClusterTopology)
+}
+
+// StartClient watches the cluster's entries and publishes the live set to
+// c.MemberList, without registering c.
+func (p *Provider) StartClient(c *cluster.Cluster) error {
+	if err := validateClusterName(c.Config.Name); err != nil {
+		return err
+	}
+	return p.start(c.Config.Name, nil, c.MemberList.UpdateClusterTopology)
+}
+
+// start runs a member (self != nil; its Meta defaults to WithMeta's) or a
+// client. publish receives every topology change: proto.actor's
+// MemberList.UpdateClusterTopology in production, a recorder in tests.
+func (p *Provider) start(clusterName string, self *Entry, publish func(cluster.Members)) (err error) {
+	if err := validateClusterName(clusterName); err != nil {
+		return err
+	}
+	var key string
+	if self != nil {
+		s := self.clone()
+		if s.Meta == nil {
+			s.Meta = maps.Clone(p.opts.meta)
+		}
+		self = &s
+		if key, err = Key(clusterName, self.ID); err != nil {
+			return err
+		}
+		if _, err := self.encode(); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	if p.state != stateIdle {
+		p.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	p.state = stateStarting
+	p.mu.Unlock()
+	defer func() {
+		if err != nil {
+			p.mu.Lock()
+			p.state = stateIdle
+			p.mu.Unlock()
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	kv, ttl, err := p.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	heartbeat := p.opts.heartbeat
+	if ttl < 3*heartbeat {
+		heartbeat = ttl / 3
+		p.log.Warn("membership: bucket TTL is short for the heartbeat; heartbeating faster",
+			"bucket", p.opts.bucket, "ttl", ttl, "heartbeat", heartbeat)
+	}
+
+	p.mu.Lock()
+	p.kv = kv
+	p.key = key
+	p.ttl = ttl
+	p.putWait = ttl / 3
+	p.view = newView(clusterName, "", ttl)
+	p.synced = make(chan struct{})
+	if self != nil {
+		p.self = self.clone()
+		p.view.self = self.ID
+	}
+	p.mu.Unlock()
+
+	if self != nil {
+		p.writeMu.Lock()
+		p.writing = true
+		p.writeMu.Unlock()
+		if err := p.writeSelf(ctx); err != nil {
+			return err
+		}
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	filter := clusterName + ".*"
+	w, err := kv.Watch(wctx, filter)
+	if err != nil {
+		wcancel()
+		p.abandon(self != nil)
+		return fmt.Errorf("membership: watch %s: %w", p.opts.bucket, err)
+	}
+	p.mu.Lock()
+	p.cancel = wcancel
+	p.watcher = w
+	p.state = stateRunning
+	synced := p.synced
+	p.mu.Unlock()
+
+	p.wg.Add(1)
+	go p.watch(wctx, filter, w, publish)
+	if self != nil {
+		p.wg.Add(1)
+		go p.heartbeat(wctx, heartbeat)
+	}
+	select {
+	case <-synced:
+		p.log.Debug("membership: started", "cluster", clusterName, "member", key, "ttl", ttl, "heartbeat", heartbeat)
+		return nil
+	case <-ctx.Done():
+		_ = p.stop(self != nil)
+		p.mu.Lock()
+		p.state = stateIdle
+		p.mu.Unlock()
+		return fmt.Errorf("membership: initial members of %s: %w", p.opts.bucket, ctx.Err())
+	}
+}
+
+// abandon undoes the first write of a start that failed later.
+func (p *Provider) abandon(member bool) {
+	p.writeMu.Lock()
+	p.writing = false
+	p.writeMu.Unlock()
+	if member {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		_ = p.kv.Delete(ctx, p.key)
+	}
+}
+
+// bucket opens the membership bucket, creating it if missing, and returns
+// its effective TTL: an existing bucket is used as it is.
+func (p *Provider) bucket(ctx context.Context) (jetstream.KeyValue, time.Duration, error) {
+	name := p.opts.bucket
+	kv, err := p.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = p.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:         name,
+			Description:    "iii cluster membership (cluster/membership)",
+			History:        1,
+			TTL:            bucketTTL(p.opts.ttl),
+			LimitMarkerTTL: bucketTTL(p.opts.ttl),
+			Storage:        jetstream.MemoryStorage,
+			Replicas:       p.opts.replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			// Another member created it in the meantime.
+			kv, err = p.js.KeyValue(ctx, name)
+		}
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("membership: bucket %s: %w", name, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("membership: bucket %s status: %w", name, err)
+	}
+	if t := st.TTL(); t > 0 && t < 3*p.opts.ttl {
+		p.log.Warn("membership: the bucket's TTL is short: a NATS outage longer than it drops every member",
+			"bucket", name, "bucket_ttl", t, "member_ttl", p.opts.ttl)
+	}
+	return kv, p.opts.ttl, nil
+}
+
+// bucketTTL is the membership bucket's own TTL for member lifetime ttl. A
+// crashed member is detected by the view's sweep after ttl, measured in
+// server time between puts; the bucket's expiry only collects entries
+// nobody swept. It is long on purpose: the stream leader expires entries
+// by its clock, and after an election (the node holding the leader died)
+// it would expire every member whose heartbeats could not land meanwhile.
+func bucketTTL(ttl time.Duration) time.Duration {
+	return max(12*ttl, time.Minute)
+}
+
+// writeSelf puts the own entry; ctx bounds it (p.putWait if it has no
+// deadline).
+func (p *Provider) writeSelf(ctx context.Context) error {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	if !p.writing {
+		return nil
+	}
+	p.mu.Lock()
+	e, key, kv, wait := p.self.clone(), p.key, p.kv, p.putWait
+	p.mu.Unlock()
+	data, err := e.encode()
+	if err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	if _, err := kv.Put(ctx, key, data); err != nil {
+		return fmt.Errorf("membership: put %s: %w", key, err)
+	}
+	return nil
+}
+
+// heartbeat rewrites the own entry every interval until ctx ends. A failed
+// put is logged and retried at the next tick: the entry lives for a TTL,
+// so a few misses are harmless.
+func (p *Provider) heartbeat(ctx context.Context, interval time.Duration) {
+	defer p.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := p.writeSelf(ctx)
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			p.log.Warn("membership: heartbeat failed", "key", p.key, "error", err)
+			// The bucket may be gone (memory storage does not survive
+			// a restart of a single NATS server; a put then times out
+			// retrying "no responders"): look it up, create it again if
+			// so, and put at once.
+			p.recreate(ctx)
+		}
+	}
+}
+
+// recreate opens (creating if missing) the bucket again and rewrites the
+// own entry at once.
+func (p *Provider) recreate(ctx context.Context) {
+	bctx, cancel := context.WithTimeout(ctx, p.putWait)
+	defer cancel()
+	p.mu.Lock()
+	old := p.kv
+	p.mu.Unlock()
+	if _, err := old.Status(bctx); !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return // there, or NATS unreachable: the next tick tries again
+	}
+	kv, _, err := p.bucket(bctx)
+	if err != nil {
+		p.log.Warn("membership: bucket not recreated", "bucket", p.opts.bucket, "error", err)
+		return
+	}
+	p.mu.Lock()
+	p.kv = kv
+	p.mu.Unlock()
+	if err := p.writeSelf(bctx); err != nil {
+		p.log.Warn("membership: heartbeat failed", "key", p.key, "error", err)
+		return
+	}
+	p.log.Info("membership: bucket recreated", "bucket", p.opts.bucket)
+}
+
+// watch folds the watcher's updates into the view and publishes the live
+// set after the initial values and whenever members join or leave, until
+// ctx ends.
+//
+// A watch that falls silent for a TTL is replaced: a live member's own
+// heartbeats alone arrive every heartbeat, so silence means the watch is
+// broken — after a restart of a single NATS server the memory-stored
+// bucket is created anew, and the old ordered consumer waits for stream
+// sequences that the new stream will not reach for a long time. The new
+// watch's initial values refresh the view; a member missing from them is
+// not dropped for that (the stale sweep or an expiry marker does it).
+func (p *Provider) watch(ctx context.Context, filter string, w jetstream.KeyWatcher, publish func(cluster.Members)) {
+	defer p.wg.Done()
+	p.mu.Lock()
+	silence := p.ttl
+	p.mu.Unlock()
+	idle := time.NewTimer(silence)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			drain(w)
+			return
+		case u, ok := <-w.Updates():
+			if ok {
+				idle.Reset(silence)
+				p.handle(u, publish)
+				continue
+			}
+			p.log.Warn("membership: watch ended; watching again", "bucket", p.opts.bucket)
+		case <-idle.C:
+			// Expected for a client of a cluster with no members.
+			level := slog.LevelWarn
+			if len(p.Members()) == 0 {
+				level = slog.LevelDebug
+			}
+			p.log.Log(ctx, level, "membership: watch silent for a TTL; watching again", "bucket", p.opts.bucket, "ttl", silence)
+		}
+		if w = p.rewatch(ctx, filter, w); w == nil {
+			return
+		}
+		idle.Reset(silence)
+	}
+}
+
+// drain reads a stopped watcher until it closes, so that its delivery
+// goroutine, which may be blocked on the full channel, can end.
+func drain(w jetstream.KeyWatcher) {
+	for range w.Updates() {
+	}
+}
+
+// rewatch replaces watcher old by a new one, retrying every heartbeat; nil
+// when ctx ends first.
+func (p *Provider) rewatch(ctx context.Context, filter string, old jetstream.KeyWatcher) jetstream.KeyWatcher {
+	_ = old.Stop()
+	go drain(old)
+	for {
+		p.mu.Lock()
+		kv, pause := p.kv, p.ttl/3
+		p.mu.Unlock()
+		w, err := kv.Watch(ctx, filter)
+		if err == nil {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.state == stateStopped {
+				// stop() already stopped the previous watcher.
+				_ = w.Stop()
+				go drain(w)
+				return nil
+			}
+			p.watcher = w
+			return w
+		}
+		p.log.Warn("membership: watch failed", "bucket", p.opts.bucket, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+	}
+}
+
+// handle folds one update (nil: the end of the initial values) into the
+// view, then publishes and reacts to an expulsion as needed.
+func (p *Provider) handle(u jetstream.KeyValueEntry, publish func(cluster.Members)) {
+	p.mu.Lock()
+	if p.state == stateStopped {
+		p.mu.Unlock()
+		return
+	}
+	var c change
+	first := false
+	if u == nil {
+		first = !p.view.synced
+		p.view.synced = true
+	} else {
+		cu, err := p.view.applyRev(u.Key(), u.Operation(), u.Value(), u.Created(), u.Revision())
+		if err != nil {
+			p.log.Warn("membership: ignoring entry", "key", u.Key(), "error", err)
+		}
+		c.merge(cu)
+		c.merge(p.view.sweep())
+	}
+	var members cluster.Members
+	publishNow := p.view.synced && (first || c.topology)
+	if publishNow {
+		members = p.view.topology()
+	}
+	synced := p.synced
+	p.mu.Unlock()
+
+	if c.selfGone {
+		p.expel()
+	}
+	if len(c.swept) > 0 {
+		p.deleteSwept(c.swept)
+	}
+	if publishNow {
+		// Outside p.mu: proto.actor publishes the topology on the event
+		// stream, whose subscribers may call Accepting.
+		publish(members)
+	}
+	if first {
+		close(synced)
+	}
+}
+
+// expel reacts to the own entry going away while running: the others have
+// dropped this member and proto.actor blocks its id for good, so
+// heartbeats stop (a zombie entry would only mislead `iii cluster members`)
+// and Expelled is closed. The node must restart with a new ActorSystem.
+func (p *Provider) expel() {
+	p.writeMu.Lock()
+	p.writing = false
+	p.writeMu.Unlock()
+	select {
+	case <-p.expelled:
+	default:
+		close(p.expelled)
+		p.log.Error("membership: own entry expired or was deleted; this member is out of the cluster for good, restart it with a new actor system", "key", p.key)
+	}
+}
+
+// Shutdown stops heartbeats and the watch; graceful also deletes the own
+// entry, so the other members drop this one at once instead of after a
+// TTL. It is idempotent.
+//
+// cluster.Cluster.Shutdown calls it only when graceful: after
+// Cluster.Shutdown(false) call Provider.Shutdown(false) yourself, or the
+// heartbeats go on.
+func (p *Provider) Shutdown(graceful bool) error {
+	return p.stop(graceful)
+}
+
+// stop ends heartbeats and the watch, then deletes the own entry if asked
+// (and if it is a member).
+func (p *Provider) stop(deleteEntry bool) error {
+	p.mu.Lock()
+	if p.state != stateRunning {
+		p.mu.Unlock()
+		return nil
+	}
+	p.state = stateStopped
+	cancel, w, kv, key := p.cancel, p.watcher, p.kv, p.key
+	p.mu.Unlock()
+
+	p.writeMu.Lock() // waits for a put in flight
+	p.writing = false
+	p.writeMu.Unlock()
+	cancel()
+	_ = w.Stop() // the watch goroutine drains it
+	p.wg.Wait()
+	if !deleteEntry || key == "" {
+		return nil
+	}
+	ctx, cancelDel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancelDel()
+	if err := kv.Delete(ctx, key); err != nil {
+		return fmt.Errorf("membership: delete %s: %w", key, err)
+	}
+	return nil
+}
+
+// Drain marks the own entry "draining": the member stays in the topology
+// and keeps hosting its grains, but [Provider.Accepting] reports false for
+// it, so placement puts no new grains there. It returns once the entry is
+// written; a ctx without deadline is bounded by a third of the TTL.
+func (p *Provider) Drain(ctx context.Context) error {
+	p.mu.Lock()
+	if p.state != stateRunning || p.key == "" {
+		p.mu.Unlock()
+		return ErrNotRunning
+	}
+	p.self.Status = StatusDraining
+	if m, ok := p.view.members[p.self.ID]; ok {
+		// This member's own placement stops at once; the others follow
+		// when the write reaches them.
+		m.Status = StatusDraining
+	}
+	p.mu.Unlock()
+	select {
+	case <-p.expelled:
+		return ErrExpelled
+	default:
+	}
+	return p.writeSelf(ctx)
+}
+
+// Accepting reports whether member memberID is live, up (not draining) and
+// hosts kind, in this provider's current view.
+func (p *Provider) Accepting(memberID, kind string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.view != nil && p.view.synced && p.view.accepting(memberID, kind)
+}
+
+// Members is the current live view (draining members included), sorted by
+// id. It never reads proto.actor's member list.
+func (p *Provider) Members() []Entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.view == nil {
+		return nil
+	}
+	return p.view.entries()
+}
+
+// Expelled is closed when this member's own entry disappears while it
+// runs (it expired during a NATS outage longer than the TTL, or someone
+// deleted it). The other members have then dropped it, and proto.actor
+// never lets the same member id back: shut the cluster down and start a
+// new ActorSystem. For a client it is never closed.
+func (p *Provider) Expelled() <-chan struct{} { return p.expelled }
+
+// deleteSwept deletes the keys of members the sweep dropped (a member
+// does; a client only watches), each only if it was not written since.
+func (p *Provider) deleteSwept(swept map[string]uint64) {
+	p.mu.Lock()
+	kv, member, prefix := p.kv, p.view.self != "", p.view.prefix
+	p.mu.Unlock()
+	if !member || kv == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for id, rev := range swept {
+			var opts []jetstream.KVDeleteOpt
+			if rev > 0 {
+				opts = append(opts, jetstream.LastRevision(rev))
+			}
+			if err := kv.Delete(ctx, prefix+id, opts...); err == nil {
+				p.log.Info("membership: member presumed dead, entry deleted", "member", id)
+			}
+		}
+	}()
+}

@@ -1,0 +1,385 @@
+package region
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultQuorumWait is how long [Takeover] waits for the meta group to have
+// a leader when ctx has no deadline (a lost meta leader is replaced by an
+// election among the surviving regions).
+const DefaultQuorumWait = 30 * time.Second
+
+// parallel bounds the streams a [Takeover] handles at once.
+const parallel = 8
+
+// Takeover makes region the home of every origin stream that was placed in
+// the lost region and has a mirror (or placeholder) in region, under the
+// origin's own name, so workers keep using the same bucket and stream
+// names. Per mirrored stream:
+//
+//  1. promote the mirror (remove its mirror config): it stops following
+//     the dead origin and keeps what it had;
+//  2. delete the origin: the meta group drops the assignment although no
+//     peer of the stream answers;
+//  3. create the origin name in region as a mirror of the promoted mirror
+//     (same sequence numbers, so KV revisions and CAS tokens survive) and
+//     wait until it holds the mirror's last sequence;
+//  4. promote it with the origin's full config (subjects, retention, direct
+//     get, TTL markers...), placed in region;
+//  5. delete the promoted mirror.
+//
+// A placeholder's origin (a work queue) is deleted and re-created empty.
+//
+// An origin counts as lost when the meta leader reports it offline or when
+// it does not answer within the probe timeout ([WithProbeTimeout]); one that
+// answers with a leader is refused ([ErrOriginAlive]). A region that is cut
+// off but running keeps acknowledging writes to its streams, all lost at
+// takeover: fence it (stop its servers) first. Takeover needs the meta
+// group's quorum and waits for a leader until ctx ends ([DefaultQuorumWait]
+// without a deadline). Run again, it resumes where an interrupted run
+// stopped.
+func Takeover(ctx context.Context, js jetstream.JetStream, lost, region string, opts ...Option) (Report, error) {
+	start := time.Now()
+	o, err := prepare(js, region, opts)
+	if err != nil {
+		return Report{}, err
+	}
+	if err := ValidRegion(lost); err != nil {
+		return Report{}, err
+	}
+	if lost == region {
+		return Report{}, fmt.Errorf("%w: lost and new home are both %q", ErrInvalidRegion, region)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultQuorumWait)
+		defer cancel()
+	}
+	sv, err := takeSurvey(ctx, js, o.probe, true)
+	if err != nil {
+		return Report{}, err
+	}
+	var mirrors []*jetstream.StreamInfo
+	for _, name := range sv.names {
+		p := sv.probes[name]
+		if p.info == nil {
+			continue
+		}
+		md, pl := p.info.Config.Metadata, p.info.Config.Placement
+		if md[MetaOrigin] == "" || pl == nil || pl.Cluster != region || md[MetaHome] != lost || !o.filter(md[MetaOrigin]) {
+			continue
+		}
+		mirrors = append(mirrors, p.info)
+	}
+	if len(mirrors) == 0 {
+		return Report{}, fmt.Errorf("%w: region %q holds no mirror of a stream homed in %q", ErrNoMirrors, region, lost)
+	}
+	rep := Report{Streams: make([]StreamReport, len(mirrors))}
+	errs := make([]error, len(mirrors))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for i, m := range mirrors {
+		origin, assigned := sv.probes[m.Config.Metadata[MetaOrigin]]
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rep.Streams[i], errs[i] = takeoverOne(ctx, js, o, lost, region, m, origin, assigned)
+		})
+	}
+	wg.Wait()
+	slices.SortStableFunc(rep.Streams, func(a, b StreamReport) int { return cmp.Compare(a.Stream, b.Stream) })
+	rep.Took = time.Since(start)
+	return rep, errors.Join(errs...)
+}
+
+// probe is the answer to one stream info request.
+type probe struct {
+	info *jetstream.StreamInfo
+	err  error
+}
+
+// lost reports an origin that is gone: offline per the meta leader, or
+// silent.
+func (p probe) lost() bool {
+	return p.info == nil && (errors.Is(p.err, ErrOffline) || errors.Is(p.err, ErrUnreachable))
+}
+
+func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, region string, m *jetstream.StreamInfo, origin probe, assigned bool) (StreamReport, error) {
+	start := time.Now()
+	name := m.Config.Metadata[MetaOrigin]
+	kind := m.Config.Metadata[MetaKind]
+	sr := StreamReport{Stream: name, Mirror: m.Config.Name, Home: lost}
+	log := o.logger.With("stream", name, "mirror", m.Config.Name, "kind", kind, "lost", lost, "region", region)
+	fail := func(err error) (StreamReport, error) {
+		sr.Action, sr.Reason, sr.Took = ActionFailed, err.Error(), time.Since(start)
+		log.Error("region: takeover failed", "err", err)
+		return sr, err
+	}
+	var ocfg jetstream.StreamConfig
+	if err := json.Unmarshal([]byte(m.Config.Metadata[MetaConfig]), &ocfg); err != nil {
+		return fail(fmt.Errorf("region: %q has no origin config: %w", m.Config.Name, err))
+	}
+	oi := origin.info
+	copying := oi != nil && oi.Config.Mirror != nil && oi.Config.Mirror.Name == m.Config.Name
+	done := oi != nil && oi.Config.Mirror == nil && oi.Config.Metadata[MetaTakenOver] != "" && clusterOf(oi) == region
+	switch {
+	case !assigned, copying, done:
+		// Gone, or an earlier run got this far.
+	case origin.lost():
+		log.Info("region: origin lost", "why", origin.err)
+	case oi != nil:
+		return fail(fmt.Errorf("%w: %q has a leader in %q", ErrOriginAlive, name, clusterOf(oi)))
+	default:
+		return fail(origin.err)
+	}
+	replicas := o.replicas
+	if replicas == 0 {
+		replicas = max(m.Config.Replicas, 1)
+	}
+	final := finalConfig(ocfg, lost, region, replicas)
+	if !done {
+		if kind == KindMirror && m.Config.Mirror != nil {
+			cfg := m.Config
+			cfg.Mirror, cfg.MirrorDirect = nil, false
+			if _, err := js.UpdateStream(ctx, cfg); err != nil {
+				return fail(mutate(fmt.Sprintf("promote mirror %q", m.Config.Name), err))
+			}
+			log.Info("region: mirror promoted")
+		}
+		if assigned && !copying {
+			if err := deleteStream(ctx, js, name, o.probe); err != nil {
+				return fail(err)
+			}
+			log.Info("region: lost origin deleted")
+		}
+		ms, err := js.Stream(ctx, m.Config.Name)
+		if err != nil {
+			return fail(classify(fmt.Sprintf("stream %q", m.Config.Name), err))
+		}
+		frozen := ms.CachedInfo().State
+		if kind == KindPlaceholder {
+			frozen = jetstream.StreamState{}
+		}
+		switch {
+		case copying:
+		case frozen.Msgs == 0:
+			// Nothing to copy: start the sequence where the origin was.
+			empty := final
+			if frozen.LastSeq > 0 {
+				empty.FirstSeq = frozen.LastSeq + 1
+			}
+			if _, err := js.CreateStream(ctx, empty); err != nil {
+				return fail(mutate(fmt.Sprintf("create %q in %q", name, region), err))
+			}
+		default:
+			if _, err := js.CreateStream(ctx, copyConfig(final, m.Config.Name)); err != nil {
+				return fail(mutate(fmt.Sprintf("create %q in %q", name, region), err))
+			}
+		}
+		if copying || frozen.Msgs > 0 {
+			if err := waitLastSeq(ctx, js, name, frozen.LastSeq); err != nil {
+				return fail(err)
+			}
+			if _, err := js.UpdateStream(ctx, final); err != nil {
+				return fail(mutate(fmt.Sprintf("promote %q in %q", name, region), err))
+			}
+		}
+		log.Info("region: origin re-homed", "last_seq", frozen.LastSeq)
+	}
+	if err := deleteStream(ctx, js, m.Config.Name, o.probe); err != nil {
+		return fail(err)
+	}
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return fail(classify(fmt.Sprintf("stream %q", name), err))
+	}
+	info := st.CachedInfo()
+	sr.Action, sr.Messages, sr.LastSeq, sr.Took = ActionPromoted, info.State.Msgs, info.State.LastSeq, time.Since(start)
+	if kind == KindPlaceholder {
+		sr.Action, sr.Reason = ActionRecreated, "not mirrored: re-created empty in the new home"
+	}
+	return sr, nil
+}
+
+// finalConfig is the origin's config homed in region.
+func finalConfig(origin jetstream.StreamConfig, lost, region string, replicas int) jetstream.StreamConfig {
+	c := cleanConfig(origin)
+	c.Placement = &jetstream.Placement{Cluster: region}
+	c.Replicas = replicas
+	c.Mirror, c.MirrorDirect, c.FirstSeq = nil, false, 0
+	c.Metadata[MetaTakenOver] = lost
+	return c
+}
+
+// copyConfig is final as a mirror of the promoted mirror: no subjects (no
+// writes land before the copy is complete), no direct get (no reads of a
+// partial copy), nothing the server forbids on mirrors.
+func copyConfig(final jetstream.StreamConfig, from string) jetstream.StreamConfig {
+	c := cleanConfig(final)
+	c.Subjects, c.Sources, c.SubjectTransform, c.RePublish = nil, nil, nil, nil
+	c.Mirror = &jetstream.StreamSource{Name: from}
+	c.AllowDirect, c.MirrorDirect = false, false
+	c.Retention = jetstream.LimitsPolicy
+	c.Duplicates, c.FirstSeq, c.Sealed, c.SubjectDeleteMarkerTTL = 0, 0, false, 0
+	c.AllowMsgCounter, c.AllowAtomicPublish, c.AllowBatchPublish, c.AllowMsgSchedules = false, false, false, false
+	return c
+}
+
+// survey is every stream the meta group knows, each asked for its info.
+type survey struct {
+	names  []string
+	probes map[string]probe
+}
+
+// takeSurvey lists the stream names (answered by the meta leader from its
+// assignments, so streams of a silent region are included) and then asks
+// every stream for its info at once, each request bounded by each. With
+// wait it waits for a meta leader until ctx ends.
+func takeSurvey(ctx context.Context, js jetstream.JetStream, each time.Duration, wait bool) (survey, error) {
+	names, err := streamNames(ctx, js, each, wait)
+	if err != nil {
+		return survey{}, err
+	}
+	return survey{names: names, probes: probeAll(ctx, js, names, each)}, nil
+}
+
+// infos are the streams that answered, sorted by name.
+func (s survey) infos() []*jetstream.StreamInfo {
+	var out []*jetstream.StreamInfo
+	for _, n := range s.names {
+		if p := s.probes[n]; p.info != nil {
+			out = append(out, p.info)
+		}
+	}
+	return out
+}
+
+func (s survey) byName() map[string]*jetstream.StreamInfo {
+	m := make(map[string]*jetstream.StreamInfo, len(s.names))
+	for n, p := range s.probes {
+		if p.info != nil {
+			m[n] = p.info
+		}
+	}
+	return m
+}
+
+// streamNames lists every stream name the meta group has assigned; with
+// wait it retries until ctx ends while there is no meta leader.
+func streamNames(ctx context.Context, js jetstream.JetStream, each time.Duration, wait bool) ([]string, error) {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, max(each, 2*time.Second))
+		l := js.StreamNames(rctx)
+		var names []string
+		for n := range l.Name() {
+			names = append(names, n)
+		}
+		err := l.Err()
+		cancel()
+		if err == nil {
+			slices.Sort(names)
+			return names, nil
+		}
+		err = classify("list stream names", err)
+		if !wait || !errors.Is(err, ErrNoQuorum) && !timeout(err) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", ErrNoQuorum, err)
+		case <-t.C:
+		}
+	}
+}
+
+// probeAll asks for the info of every stream at once, each request bounded
+// by each: streams of a silent region simply time out.
+func probeAll(ctx context.Context, js jetstream.JetStream, names []string, each time.Duration) map[string]probe {
+	out := make(map[string]probe, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for _, name := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rctx, cancel := context.WithTimeout(ctx, each)
+			defer cancel()
+			var p probe
+			s, err := js.Stream(rctx, name)
+			switch {
+			case err == nil:
+				p.info = s.CachedInfo()
+			case timeout(err) && ctx.Err() == nil:
+				p.err = fmt.Errorf("%w: %q: %v", ErrUnreachable, name, err)
+			default:
+				p.err = classify(fmt.Sprintf("stream %q", name), err)
+			}
+			mu.Lock()
+			out[name] = p
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// deleteStream deletes name and treats "already gone" as success. When the
+// stream's peers are all offline, the meta leader answers; when they are
+// merely silent nobody does, although the meta group drops the assignment,
+// so a stream info that says "not found" settles it.
+func deleteStream(ctx context.Context, js jetstream.JetStream, name string, each time.Duration) error {
+	dctx, cancel := context.WithTimeout(ctx, 2*each)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { res <- js.DeleteStream(dctx, name) }()
+	t := time.NewTicker(5 * pollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-res:
+			if err == nil || errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil
+			}
+			if _, ierr := js.Stream(ctx, name); errors.Is(ierr, jetstream.ErrStreamNotFound) {
+				return nil
+			}
+			return mutate(fmt.Sprintf("delete %q", name), err)
+		case <-t.C:
+			ictx, icancel := context.WithTimeout(ctx, min(each, 250*time.Millisecond))
+			_, ierr := js.Stream(ictx, name)
+			icancel()
+			if errors.Is(ierr, jetstream.ErrStreamNotFound) {
+				return nil
+			}
+		}
+	}
+}
+
+// waitLastSeq polls until stream name holds sequence last.
+func waitLastSeq(ctx context.Context, js jetstream.JetStream, name string, last uint64) error {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		s, err := js.Stream(ctx, name)
+		if err == nil && s.CachedInfo().State.LastSeq >= last {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("region: %q did not reach sequence %d: %w", name, last, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

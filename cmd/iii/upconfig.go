@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/iii-on-nats/iii/cluster"
+)
+
+// fileConfig is `iii up --config FILE`: the flags' settings as YAML
+// (deploy/iii/ has examples). A flag given on the command line wins over
+// the file.
+type fileConfig struct {
+	Name        string                 `yaml:"name"`
+	Home        string                 `yaml:"home"`
+	Listen      string                 `yaml:"listen"`
+	HTTP        *string                `yaml:"http"`
+	MonitorPort int                    `yaml:"monitor_port"`
+	Metrics     string                 `yaml:"metrics"`
+	NoTraces    bool                   `yaml:"no_traces"`
+	Cluster     cluster.ClusterConfig  `yaml:"cluster"`
+	Region      string                 `yaml:"region"`
+	Gateway     cluster.GatewayConfig  `yaml:"gateway"`
+	LeafNodes   cluster.LeafNodeConfig `yaml:"leafnodes"`
+	Leaf        cluster.LeafConfig     `yaml:"leaf"`
+	Join        string                 `yaml:"join"`
+	Creds       string                 `yaml:"creds"`
+	Replicas    int                    `yaml:"replicas"`
+	Actor       actorConfig            `yaml:"actor"`
+	Workers     []string               `yaml:"workers"`
+	Set         map[string]string      `yaml:"set"`
+}
+
+// actorConfig is the session grains' proto.actor remote.
+type actorConfig struct {
+	Listen    string `yaml:"listen"`
+	Advertise string `yaml:"advertise"`
+}
+
+// loadFileConfig reads path strictly: an unknown key is an error.
+func loadFileConfig(path string) (fileConfig, error) {
+	var fc fileConfig
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("--config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil {
+		return fc, fmt.Errorf("--config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+// topology is the clustering part of upConfig.
+type topology struct {
+	name      string
+	cluster   cluster.ClusterConfig
+	region    string
+	gateway   cluster.GatewayConfig
+	leafnodes cluster.LeafNodeConfig
+	leaf      cluster.LeafConfig
+	join      string
+	creds     string
+	replicas  int
+	actor     actorConfig
+	gateways  []string // --gateway NAME=URL[,URL]
+}
+
+// clustered says whether this node shares its sessions with other nodes:
+// then the session grains form a proto.actor cluster.
+func (t topology) clustered() bool {
+	return t.cluster.Name != "" || t.region != "" || len(t.leaf.URLs) > 0 || t.join != ""
+}
+
+// grainCluster is the proto.actor cluster name of the session grains: one
+// grain cluster for every node on the bus, whatever its NATS cluster or
+// region (the nodes share one turn-step consumer, so they must share the
+// grains' placement too).
+func (t topology) grainCluster() string { return "iii" }
+
+// parseGateways turns --gateway NAME=URL[,URL] into remote gateways.
+func parseGateways(specs []string) ([]cluster.RemoteGateway, error) {
+	var out []cluster.RemoteGateway
+	for _, s := range specs {
+		name, urls, ok := strings.Cut(s, "=")
+		if !ok || name == "" || urls == "" {
+			return nil, fmt.Errorf("--gateway %q: want NAME=URL[,URL]", s)
+		}
+		out = append(out, cluster.RemoteGateway{Name: name, URLs: strings.Split(urls, ",")})
+	}
+	return out, nil
+}
+
+// addTopologyFlags declares the clustering flags.
+func addTopologyFlags(cmd *cobra.Command, t *topology) {
+	f := cmd.Flags()
+	f.StringVar(&t.name, "name", "", "node (server) name, unique in the cluster and supercluster (required when clustering)")
+	f.StringVar(&t.cluster.Name, "cluster", "", "NATS cluster name: form a cluster with --routes (session grains are shared)")
+	f.StringVar(&t.cluster.Listen, "cluster-listen", "", "route listener HOST:PORT (default 0.0.0.0:6222 with --cluster)")
+	f.StringVar(&t.cluster.Advertise, "cluster-advertise", "", "route address other nodes dial")
+	f.StringSliceVar(&t.cluster.Routes, "routes", nil, "seed routes nats-route://HOST:PORT,... (may include this node)")
+	f.StringVar(&t.region, "region", "", "region of this node: the gateway name (equal to the cluster name)")
+	f.StringVar(&t.gateway.Listen, "gateway-listen", "", "gateway listener HOST:PORT (default 0.0.0.0:7222 with --gateway)")
+	f.StringVar(&t.gateway.Advertise, "gateway-advertise", "", "gateway address other regions dial")
+	f.StringArrayVar(&t.gateways, "gateway", nil, "remote region NAME=URL[,URL] (repeatable)")
+	f.StringVar(&t.leafnodes.Listen, "leafnode-listen", "", "accept leaf nodes (edge machines) on HOST:PORT")
+	f.StringSliceVar(&t.leaf.URLs, "leaf", nil, "run as a leaf node of a hub: nats-leaf://[USER:PASS@]HOST:PORT (no local JetStream)")
+	f.StringVar(&t.leaf.Credentials, "leaf-creds", "", "credentials file of the leaf connection")
+	f.StringVar(&t.join, "join", "", "use an existing NATS deployment at URL and embed no server")
+	f.StringVar(&t.creds, "creds", "", "credentials file for --join")
+	f.IntVar(&t.replicas, "replicas", 0, "stream and KV replicas (default: 3 when the cluster has 3 or more nodes, else 1)")
+	f.StringVar(&t.actor.Listen, "actor-listen", "", "session grains' proto.actor remote HOST:PORT (default 127.0.0.1:0)")
+	f.StringVar(&t.actor.Advertise, "actor-advertise", "", "address other nodes dial for this node's grains")
+}
+
+// mergeFile fills cfg from fc for every flag the command line left unset.
+func mergeFile(cmd *cobra.Command, cfg *upConfig, fc fileConfig, sets *[]string) {
+	unset := func(name string) bool { return !cmd.Flags().Changed(name) }
+	str := func(name string, dst *string, v string) {
+		if unset(name) && v != "" {
+			*dst = v
+		}
+	}
+	t := &cfg.topo
+	str("name", &t.name, fc.Name)
+	str("home", &cfg.home, fc.Home)
+	str("listen", &cfg.listen, fc.Listen)
+	if unset("http") && fc.HTTP != nil {
+		cfg.httpAddr = *fc.HTTP
+	}
+	if unset("monitor-port") && fc.MonitorPort != 0 {
+		cfg.monitorPort = fc.MonitorPort
+	}
+	str("metrics", &cfg.metricsAddr, fc.Metrics)
+	if unset("no-traces") && fc.NoTraces {
+		cfg.noTraces = true
+	}
+	str("cluster", &t.cluster.Name, fc.Cluster.Name)
+	str("cluster-listen", &t.cluster.Listen, fc.Cluster.Listen)
+	str("cluster-advertise", &t.cluster.Advertise, fc.Cluster.Advertise)
+	if unset("routes") && len(fc.Cluster.Routes) > 0 {
+		t.cluster.Routes = fc.Cluster.Routes
+	}
+	if fc.Cluster.PoolSize != 0 {
+		t.cluster.PoolSize = fc.Cluster.PoolSize
+	}
+	str("region", &t.region, fc.Region)
+	str("gateway-listen", &t.gateway.Listen, fc.Gateway.Listen)
+	str("gateway-advertise", &t.gateway.Advertise, fc.Gateway.Advertise)
+	if unset("gateway") {
+		t.gateway.Gateways = append(t.gateway.Gateways, fc.Gateway.Gateways...)
+	}
+	str("leafnode-listen", &t.leafnodes.Listen, fc.LeafNodes.Listen)
+	t.leafnodes.Advertise = fc.LeafNodes.Advertise
+	t.leafnodes.Users = fc.LeafNodes.Users
+	if unset("leaf") && len(fc.Leaf.URLs) > 0 {
+		t.leaf.URLs = fc.Leaf.URLs
+	}
+	str("leaf-creds", &t.leaf.Credentials, fc.Leaf.Credentials)
+	if t.leaf.User == "" {
+		t.leaf.User, t.leaf.Password = fc.Leaf.User, fc.Leaf.Password
+	}
+	str("join", &t.join, fc.Join)
+	str("creds", &t.creds, fc.Creds)
+	if unset("replicas") && fc.Replicas != 0 {
+		t.replicas = fc.Replicas
+	}
+	str("actor-listen", &t.actor.Listen, fc.Actor.Listen)
+	str("actor-advertise", &t.actor.Advertise, fc.Actor.Advertise)
+	if unset("workers") && len(fc.Workers) > 0 {
+		cfg.modules = fc.Workers
+	}
+	if len(fc.Set) > 0 {
+		// File settings first, so a --set for the same key wins.
+		keys := make([]string, 0, len(fc.Set))
+		for k := range fc.Set {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		pairs := make([]string, 0, len(keys)+len(*sets))
+		for _, k := range keys {
+			pairs = append(pairs, k+"="+fc.Set[k])
+		}
+		*sets = append(pairs, *sets...)
+	}
+}
+
+// serverConfig is the embedded server's configuration for this node.
+func (t topology) serverConfig(cfg upConfig, host string, port int, storeDir string) (cluster.Config, error) {
+	gws, err := parseGateways(t.gateways)
+	if err != nil {
+		return cluster.Config{}, err
+	}
+	c := cluster.Config{
+		Name: t.name, Host: host, Port: port, StoreDir: storeDir,
+		MonitorPort: cfg.monitorPort,
+		Logger:      cfg.logger.With("component", "nats-server"),
+		Cluster:     t.cluster,
+		Region:      t.region,
+		Gateway:     t.gateway,
+		LeafNodes:   t.leafnodes,
+		Leaf:        t.leaf,
+	}
+	c.Gateway.Gateways = append(c.Gateway.Gateways, gws...)
+	if c.Cluster.Name != "" && c.Cluster.Listen == "" {
+		c.Cluster.Listen = "0.0.0.0:6222"
+	}
+	if len(c.Gateway.Gateways) > 0 && c.Gateway.Listen == "" {
+		c.Gateway.Listen = "0.0.0.0:7222"
+	}
+	if c.Name == "" {
+		// A cluster, a region or a hub tells its nodes apart by name.
+		c.Name = cluster.DefaultName
+		if t.clustered() {
+			if h, err := os.Hostname(); err == nil && h != "" {
+				c.Name = h
+			}
+		}
+	}
+	return c, c.Validate()
+}

@@ -1,0 +1,119 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/cluster/membership"
+	"github.com/iii-on-nats/iii/cluster/placement"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// Settings of a clustered orchestrator (`iii up --cluster` sets them).
+const (
+	// SettingCluster names the proto.actor cluster of session grains;
+	// set, the orchestrator's grain host joins it (membership and grain
+	// ownership in JetStream KV), so the nodes share the sessions.
+	SettingCluster = "cluster"
+	// SettingActorListen is the grain remote's host:port (default
+	// 127.0.0.1:0: a free port on loopback).
+	SettingActorListen = "actor_listen"
+	// SettingActorAdvertise is the address other nodes dial ("" = the
+	// listen address).
+	SettingActorAdvertise = "actor_advertise"
+	// SettingMemberTTL is how long a member that stopped heartbeating
+	// stays a member: the time to detect a dead node (default 5s).
+	SettingMemberTTL = "member_ttl"
+	// SettingDrainTimeout bounds the hand-off of the grains at shutdown
+	// (default 10s).
+	SettingDrainTimeout = "drain_timeout"
+	// SettingNode is this node's name, shown in the membership entry.
+	SettingNode = "node"
+)
+
+// clusterSettings is what the settings above configure.
+type clusterSettings struct {
+	name, listen, advertise, node string
+	memberTTL                     time.Duration
+}
+
+// clusterOption builds the grain host's cluster membership: a membership
+// provider and a placement lookup over JetStream KV.
+func (o *Orchestrator) clusterOption() (session.Option, <-chan struct{}, error) {
+	cs := o.clusterCfg
+	js := o.e.JetStream()
+	mopts := []membership.Option{membership.WithReplicas(o.e.Replicas()), membership.WithLogger(o.logger),
+		membership.WithMeta(map[string]string{"node": cs.node})}
+	if cs.memberTTL > 0 {
+		hb := max(cs.memberTTL/5, 100*time.Millisecond)
+		mopts = append(mopts, membership.WithTTL(cs.memberTTL), membership.WithHeartbeat(hb))
+	}
+	prov, err := membership.New(js, mopts...)
+	if err != nil {
+		return nil, nil, wire.Wrap(wire.CodeUnavailable, err, "cluster membership")
+	}
+	look, err := placement.New(js, placement.WithReplicas(o.e.Replicas()), placement.WithLogger(o.logger),
+		placement.WithAccepting(prov.Accepting), placement.WithDrainMessage(session.DrainMessage))
+	if err != nil {
+		return nil, nil, wire.Wrap(wire.CodeUnavailable, err, "grain placement")
+	}
+	nc := o.e.Conn()
+	return session.WithCluster(session.Cluster{
+		Name:      cs.name,
+		Provider:  prov,
+		Lookup:    look,
+		Listen:    cs.listen,
+		Advertise: cs.advertise,
+		Publish:   func(subject string, body []byte) error { return nc.Publish(subject, body) },
+		Drain: func(ctx context.Context) error {
+			if err := prov.Drain(ctx); err != nil {
+				return fmt.Errorf("mark member draining: %w", err)
+			}
+			return look.Drain(ctx)
+		},
+	}), prov.Expelled(), nil
+}
+
+// rejoinWhen replaces the grain host when this node is dropped from the
+// grain cluster: it was cut off from NATS for longer than the member TTL,
+// the others presumed it dead, took over its sessions, and proto.actor
+// blocks its member id for good. The new host is a new member (a new
+// actor system and id); what the old grains still try to write loses its
+// compare-and-set.
+func (o *Orchestrator) rejoinWhen(expelled <-chan struct{}) {
+	select {
+	case <-expelled:
+	case <-o.stop:
+		return
+	}
+	o.logger.Error("this node was dropped from the grain cluster; rejoining as a new member")
+	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+		select {
+		case <-o.stop:
+			return
+		default:
+		}
+		host, err := o.newHost()
+		if err == nil {
+			old := o.host.Swap(host)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = old.Close(ctx)
+			select {
+			case <-o.stop: // Close ran meanwhile and closed the old host
+				_ = host.Close(ctx)
+			default:
+			}
+			cancel()
+			o.logger.Info("rejoined the grain cluster", "member", host.MemberID())
+			return
+		}
+		o.logger.Warn("rejoining the grain cluster failed; retrying", "error", err, "in", backoff)
+		select {
+		case <-o.stop:
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
