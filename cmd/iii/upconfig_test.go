@@ -1,0 +1,68 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// Every iii config in deploy/ loads with the real loader (unknown keys are
+// errors) and makes a valid server configuration.
+func TestDeployConfigsLoad(t *testing.T) {
+	var files []string
+	err := filepath.WalkDir("../../deploy/iii", func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil || len(files) < 10 {
+		t.Fatalf("deploy/iii: %d files, %v", len(files), err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f), func(t *testing.T) {
+			fc, err := loadFileConfig(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := &cobra.Command{}
+			cfg := upConfig{listen: "127.0.0.1:4222", logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			addTopologyFlags(cmd, &cfg.topo)
+			for _, name := range []string{"home", "listen", "http", "monitor-port", "metrics", "no-traces", "workers"} {
+				cmd.Flags().String(name, "", "")
+			}
+			var sets []string
+			mergeFile(cmd, &cfg, fc, &sets)
+			if _, err := parseSettings(sets); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.topo.join != "" {
+				return // no embedded server
+			}
+			host, port, err := splitHostPort(cfg.listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cfg.topo.serverConfig(cfg, host, port, t.TempDir()); err != nil {
+				t.Fatalf("server config: %v", err)
+			}
+		})
+	}
+	if _, err := loadFileConfig(writeTemp(t, "name: n1\nbogus: 1\n")); err == nil {
+		t.Fatal("an unknown key loaded")
+	}
+}
+
+func writeTemp(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "iii.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
