@@ -226,3 +226,20 @@ leafnodes:
 		t.Fatalf("decoded %+v", c)
 	}
 }
+
+// The node file is decoded strictly; the topology blocks are this
+// package's types.
+func TestDecodeNodeFile(t *testing.T) {
+	f, err := cluster.DecodeNodeFile([]byte("name: n1\ncluster:\n  name: east\n  routes: [nats-route://a:6222]\nactor:\n  listen: 0.0.0.0:8090\nset:\n  orchestrator.max_turns: \"20\"\n"))
+	if err != nil || f.Name != "n1" || f.Cluster.Name != "east" || len(f.Cluster.Routes) != 1 || f.Actor.Listen != "0.0.0.0:8090" || f.Set["orchestrator.max_turns"] != "20" {
+		t.Fatalf("decode = %+v, %v", f, err)
+	}
+	for _, bad := range []string{"nmae: n1\n", "cluster:\n  nmae: x\n", "replicas: three\n", ": :\n"} {
+		if _, err := cluster.DecodeNodeFile([]byte(bad)); !errors.Is(err, cluster.ErrInvalidConfig) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if _, err := cluster.LoadNodeFile(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, cluster.ErrInvalidConfig) {
+		t.Errorf("missing file: %v", err)
+	}
+}

@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"bytes"
 	"fmt"
 	"io/fs"
 	"net"
@@ -13,51 +12,21 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/iii-on-nats/iii/cluster"
 	"github.com/iii-on-nats/iii/deploy"
 	"github.com/iii-on-nats/iii/workers"
 	"github.com/iii-on-nats/iii/workers/std"
 )
 
-// iiiConfig mirrors the keys of `iii up --config FILE`. The topology
-// blocks are the cluster package's own types (their yaml tags are the
-// keys); the rest mirrors cmd/iii's file config, which is package main.
-type iiiConfig struct {
-	Name        string                 `yaml:"name"`
-	Home        string                 `yaml:"home"`
-	Listen      string                 `yaml:"listen"`
-	HTTP        *string                `yaml:"http"`
-	MonitorPort int                    `yaml:"monitor_port"`
-	Metrics     string                 `yaml:"metrics"`
-	NoTraces    bool                   `yaml:"no_traces"`
-	Cluster     cluster.ClusterConfig  `yaml:"cluster"`
-	Region      string                 `yaml:"region"`
-	Gateway     cluster.GatewayConfig  `yaml:"gateway"`
-	LeafNodes   cluster.LeafNodeConfig `yaml:"leafnodes"`
-	Leaf        cluster.LeafConfig     `yaml:"leaf"`
-	Join        string                 `yaml:"join"`
-	Creds       string                 `yaml:"creds"`
-	Replicas    int                    `yaml:"replicas"`
-	Actor       struct {
-		Listen    string `yaml:"listen"`
-		Advertise string `yaml:"advertise"`
-	} `yaml:"actor"`
-	Workers []string          `yaml:"workers"`
-	Set     map[string]string `yaml:"set"`
-}
+// iiiConfig is one `iii up --config FILE`, decoded by the loader iii up
+// uses (cluster.NodeFile); the methods below are the test's.
+type iiiConfig struct{ cluster.NodeFile }
 
 // decodeIII decodes one iii YAML document strictly: an unknown key fails,
 // as it does in `iii up --config`.
 func decodeIII(data []byte) (iiiConfig, error) {
-	var c iiiConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return c, err
-	}
-	return c, nil
+	f, err := cluster.DecodeNodeFile(data)
+	return iiiConfig{f}, err
 }
 
 func loadIII(t *testing.T, p string) iiiConfig {

@@ -1,61 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/iii-on-nats/iii/cluster"
 )
 
-// fileConfig is `iii up --config FILE`: the flags' settings as YAML
-// (deploy/iii/ has examples). A flag given on the command line wins over
-// the file.
-type fileConfig struct {
-	Name        string                 `yaml:"name"`
-	Home        string                 `yaml:"home"`
-	Listen      string                 `yaml:"listen"`
-	HTTP        *string                `yaml:"http"`
-	MonitorPort int                    `yaml:"monitor_port"`
-	Metrics     string                 `yaml:"metrics"`
-	NoTraces    bool                   `yaml:"no_traces"`
-	Cluster     cluster.ClusterConfig  `yaml:"cluster"`
-	Region      string                 `yaml:"region"`
-	Gateway     cluster.GatewayConfig  `yaml:"gateway"`
-	LeafNodes   cluster.LeafNodeConfig `yaml:"leafnodes"`
-	Leaf        cluster.LeafConfig     `yaml:"leaf"`
-	Join        string                 `yaml:"join"`
-	Creds       string                 `yaml:"creds"`
-	Replicas    int                    `yaml:"replicas"`
-	Actor       actorConfig            `yaml:"actor"`
-	Workers     []string               `yaml:"workers"`
-	Set         map[string]string      `yaml:"set"`
-}
-
-// actorConfig is the session grains' proto.actor remote.
-type actorConfig struct {
-	Listen    string `yaml:"listen"`
-	Advertise string `yaml:"advertise"`
-}
-
-// loadFileConfig reads path strictly: an unknown key is an error.
-func loadFileConfig(path string) (fileConfig, error) {
-	var fc fileConfig
-	data, err := os.ReadFile(path)
+// loadFileConfig reads `iii up --config FILE` (cluster.NodeFile) strictly:
+// an unknown key is an error.
+func loadFileConfig(path string) (cluster.NodeFile, error) {
+	f, err := cluster.LoadNodeFile(path)
 	if err != nil {
-		return fc, fmt.Errorf("--config: %w", err)
+		return f, fmt.Errorf("--config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil {
-		return fc, fmt.Errorf("--config %s: %w", path, err)
-	}
-	return fc, nil
+	return f, nil
 }
 
 // topology is the clustering part of upConfig.
@@ -69,7 +32,7 @@ type topology struct {
 	join      string
 	creds     string
 	replicas  int
-	actor     actorConfig
+	actor     cluster.ActorConfig
 	gateways  []string // --gateway NAME=URL[,URL]
 }
 
@@ -121,7 +84,7 @@ func addTopologyFlags(cmd *cobra.Command, t *topology) {
 }
 
 // mergeFile fills cfg from fc for every flag the command line left unset.
-func mergeFile(cmd *cobra.Command, cfg *upConfig, fc fileConfig, sets *[]string) {
+func mergeFile(cmd *cobra.Command, cfg *upConfig, fc cluster.NodeFile, sets *[]string) {
 	unset := func(name string) bool { return !cmd.Flags().Changed(name) }
 	str := func(name string, dst *string, v string) {
 		if unset(name) && v != "" {
