@@ -153,19 +153,7 @@ const ensureAttempt = 5 * time.Second
 func ensure(ctx context.Context, e *Engine, op func(ctx context.Context) error) error {
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
-	for {
-		actx, acancel := context.WithTimeout(ctx, ensureAttempt)
-		err := op(actx)
-		acancel()
-		if err == nil || !transientJS(err) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return Retry(ctx, ensureAttempt, op, transientJS)
 }
 
 // transientJS says whether a JetStream API error may go away by itself:

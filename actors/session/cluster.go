@@ -121,11 +121,11 @@ const (
 	opAbort = "abort"
 )
 
+// pack encodes an envelope or an answer (plain structs of strings and
+// numbers: encoding cannot fail; if it did, the receiver would answer a
+// decode error).
 func pack(v any) *wrapperspb.BytesValue {
-	b, err := msgpack.Marshal(v)
-	if err != nil { // plain structs of strings and numbers
-		panic(fmt.Sprintf("session: encode %T: %v", v, err))
-	}
+	b, _ := msgpack.Marshal(v)
 	return &wrapperspb.BytesValue{Value: b}
 }
 

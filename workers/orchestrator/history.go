@@ -188,13 +188,9 @@ func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Messa
 			EntryIDs []string `json:"entry_ids"`
 		}
 		// The dedup id makes a repeated append that did land harmless.
-		err := retry(ctx, func() error {
-			// One attempt is short: a request that went to a session
-			// worker that died meanwhile is never answered.
-			actx, acancel := context.WithTimeout(ctx, appendAttempt)
-			defer acancel()
-			return h.e.Trigger(actx, sessionAppendBatch, req, &res)
-		}, func(err error) bool { return !transientCall(err) })
+		err := engine.Retry(ctx, appendAttempt, func(ctx context.Context) error {
+			return h.e.Trigger(ctx, sessionAppendBatch, req, &res)
+		}, transientCall)
 		if errors.Is(err, wire.ErrNotFound) {
 			// A session whose turn record predates its tree entry (or
 			// whose tree meta was lost): make it, then append.

@@ -531,14 +531,8 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 		}
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "write turn record")
 	}
-	// The step's message id makes a repeat that did land harmless; an
-	// attempt is short, since a publish to a stream leader that died is
-	// never answered.
-	if err := retry(ctx, func() error {
-		actx, cancel := context.WithTimeout(ctx, writeAttempt)
-		defer cancel()
-		return o.enqueueStep(actx, rec)
-	}, func(error) bool { return false }); err != nil {
+	// The step's message id makes a repeat that did land harmless.
+	if err := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error { return o.enqueueStep(ctx, rec) }, always); err != nil {
 		// Take the record back so nothing half-started is left; if that
 		// fails too, the sweep on the next start re-wakes it.
 		if rev == 0 {

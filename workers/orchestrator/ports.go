@@ -52,13 +52,8 @@ func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, 
 	}
 	var n uint64
 	attempts := 0
-	err = retry(ctx, func() error {
+	err = engine.Retry(ctx, writeAttempt, func(ctx context.Context) error {
 		attempts++
-		// One attempt is short: a write sent to a stream leader that
-		// died is never answered, and the next attempt reaches the new
-		// one.
-		ctx, cancel := context.WithTimeout(ctx, writeAttempt)
-		defer cancel()
 		var err error
 		if rev == 0 {
 			n, err = s.kv.Create(ctx, rec.SessionID, data)
@@ -77,7 +72,7 @@ func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, 
 			return fmt.Errorf("%w: %v", session.ErrFenced, err)
 		}
 		return err
-	}, func(err error) bool { return errors.Is(err, session.ErrFenced) })
+	}, func(err error) bool { return !errors.Is(err, session.ErrFenced) })
 	return n, err
 }
 
@@ -133,9 +128,7 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 	p.mu.Unlock()
 	if !ok {
 		subj, _ := subjects.EventSubject(sid)
-		err := retry(ctx, func() error {
-			actx, cancel := context.WithTimeout(ctx, writeAttempt)
-			defer cancel()
+		err := engine.Retry(ctx, writeAttempt, func(actx context.Context) error {
 			s, err := p.js.Stream(actx, subjects.EventStream)
 			if err != nil {
 				return err
@@ -154,7 +147,7 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 			}
 			n = ev.Seq
 			return nil
-		}, func(err error) bool { return errors.Is(err, errPermanent) })
+		}, func(err error) bool { return !errors.Is(err, errPermanent) })
 		if err != nil {
 			return 0, fmt.Errorf("read the last event of %s: %w", sid, err)
 		}
@@ -218,12 +211,10 @@ func (p *publisher) Flush(ctx context.Context, sid string) error {
 			// Publish it again (its message id makes a copy that did
 			// land harmless) until it is stored or ctx ends.
 			msg := f.Msg()
-			if rerr := retry(ctx, func() error {
-				ctx, cancel := context.WithTimeout(ctx, writeAttempt)
-				defer cancel()
+			if rerr := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error {
 				_, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msg.Header.Get(jetstream.MsgIDHeader)))
 				return err
-			}, func(error) bool { return false }); rerr != nil {
+			}, always); rerr != nil {
 				return fmt.Errorf("publish %s: %w", msg.Subject, errors.Join(err, rerr))
 			}
 		case <-ctx.Done():

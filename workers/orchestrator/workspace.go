@@ -89,11 +89,7 @@ const provisionCallAttempt = 20 * time.Second
 // call triggers fn, again after a timeout or an unavailable answer (every
 // provisioning call is safe to repeat), until ctx ends.
 func (w *workspace) call(ctx context.Context, fn string, req, resp any) error {
-	return retry(ctx, func() error {
-		actx, cancel := context.WithTimeout(ctx, provisionCallAttempt)
-		defer cancel()
-		return w.e.Trigger(actx, fn, req, resp)
-	}, func(err error) bool { return !transientCall(err) || ctx.Err() != nil })
+	return engine.Retry(ctx, provisionCallAttempt, func(ctx context.Context) error { return w.e.Trigger(ctx, fn, req, resp) }, transientCall)
 }
 
 // provisionFailed fails the run: what could not be had, and why.
