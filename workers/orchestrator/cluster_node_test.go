@@ -50,7 +50,9 @@ func startClusterNodes(t *testing.T, sets ...string) *clusterNodes {
 		seeds[i] = "nats-route://" + r
 	}
 	c := &clusterNodes{t: t}
-	sets = append([]string{"orchestrator.member_ttl=2s", "orchestrator.drain_timeout=10s"}, sets...)
+	// A model call attempt is bounded (the scripted model answers at once),
+	// so a stream stuck on a node that died is tried again.
+	sets = append([]string{"orchestrator.member_ttl=2s", "orchestrator.drain_timeout=10s", "orchestrator.model_timeout=20s"}, sets...)
 	for i := range routes {
 		n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: crashFreeAddr(t), sets: sets,
 			extra: []string{"--name", fmt.Sprintf("n%d", i+1), "--cluster", "c1", "--cluster-listen", routes[i],

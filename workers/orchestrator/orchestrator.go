@@ -58,6 +58,7 @@ type Orchestrator struct {
 	hookQuiescence time.Duration
 	hookTimeout    time.Duration
 	drainTimeout   time.Duration
+	modelTimeout   time.Duration
 	clusterCfg     clusterSettings
 
 	e       *engine.Engine
@@ -122,6 +123,9 @@ const (
 	SettingHookQuiescence = "hook_quiescence"
 	// SettingHookTimeout bounds one hook round (default 2s).
 	SettingHookTimeout = "hook_timeout"
+	// SettingModelTimeout bounds one attempt of a model call (default
+	// 15m): a stream that neither ends nor fails by then is tried again.
+	SettingModelTimeout = "model_timeout"
 )
 
 // Provision takes the logger and the settings above; an unknown setting or
@@ -146,7 +150,7 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 			default:
 				o.clusterCfg.node = v
 			}
-		case SettingAckWait, SettingEventMaxAge, SettingIdle, SettingHookQuiescence, SettingHookTimeout, SettingMemberTTL, SettingDrainTimeout:
+		case SettingAckWait, SettingEventMaxAge, SettingIdle, SettingHookQuiescence, SettingHookTimeout, SettingMemberTTL, SettingDrainTimeout, SettingModelTimeout:
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
 				return fmt.Errorf("orchestrator.%s=%q: want a positive duration", k, v)
@@ -164,6 +168,8 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 				o.clusterCfg.memberTTL = d
 			case SettingDrainTimeout:
 				o.drainTimeout = d
+			case SettingModelTimeout:
+				o.modelTimeout = d
 			default:
 				o.hostOpts = append(o.hostOpts, session.WithIdleTimeout(d))
 			}
@@ -228,7 +234,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		Store:     store{kv: o.turns},
 		History:   o.history,
 		Events:    o.pub,
-		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond},
+		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout},
 		Functions: o.fns,
 		Inbox:     o.inbox,
 		Approvals: o.approvals,

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -235,10 +236,15 @@ type model struct {
 	tools   *toolList
 	// coalesce bounds message_update batching (SPEC: ~60 ms / 4 KiB).
 	coalesce time.Duration
+	// timeout bounds one attempt of a model call (default modelTimeout).
+	timeout time.Duration
 }
 
 // modelTimeout bounds one model call (a long answer streams for minutes).
 const modelTimeout = 15 * time.Minute
+
+// modelLookup bounds the catalog lookups before a model call.
+const modelLookup = 10 * time.Second
 
 // modelAttempts bounds the tries of a model call that fails transiently;
 // modelAttach is how long a provider may take to attach to the channel.
@@ -252,8 +258,12 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		SystemPrompt: req.System, Model: req.Model, Messages: req.Messages, SessionID: req.SessionID,
 		MaxTokens: req.Run.MaxTokens, ThinkingLevel: req.Run.ThinkingLevel,
 	}
+	// The lookups before the call are bounded on their own: a request
+	// lost with a node that died is never answered.
+	lctx, lcancel := context.WithTimeout(ctx, modelLookup)
+	defer lcancel()
 	if m.tools != nil {
-		preq.Tools = m.tools.offered(ctx, req.Run)
+		preq.Tools = m.tools.offered(lctx, req.Run)
 	}
 	var (
 		info  agent.Model
@@ -261,7 +271,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 	)
 	if m.spend != nil {
 		var err error
-		if info, known, err = m.spend.model(ctx, req.Provider, req.Model); err != nil && budgeted(req.Run) {
+		if info, known, err = m.spend.model(lctx, req.Provider, req.Model); err != nil && budgeted(req.Run) {
 			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "the model catalog did not answer, so the call could not be priced for its budget: " + err.Error()}
 		}
 	}
@@ -320,7 +330,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 }
 
 func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.ProviderRequest) turn.Input {
-	ctx, cancel := context.WithTimeout(ctx, modelTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(m.timeout, modelTimeout))
 	defer cancel()
 	// A provider attaches (pings the channel) as soon as it has the call;
 	// one that does not within modelAttach lost the call with its node.
