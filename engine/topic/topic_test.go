@@ -280,6 +280,11 @@ func TestPlainFanOut(t *testing.T) {
 	if err := topic.PublishPlain(ctx, e, "ticks", event{N: -1}); err != nil {
 		t.Fatal(err)
 	}
+	// The server has it before anyone subscribes (an unflushed publish
+	// could reach the subscriptions made next on other connections).
+	if err := e.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
 	var subs []*topic.PlainSubscription
 	for _, sub := range []struct{ fn string }{{"ui::refresh"}, {"ui::refresh"}, {"log::line"}} {
 		ps, err := topic.SubscribePlain(ctx, enginetest.NewEngine(t, ns), "ticks", sub.fn)
