@@ -17,7 +17,7 @@ func ExampleRunStart_Validate() {
 	}
 	fmt.Println(rs.Validate())
 
-	rs.SessionID = "s1.evil"
+	rs.SessionID = "s1.evil.more"
 	err := rs.Validate()
 	fmt.Println(errors.Is(err, agent.ErrInvalidRunStart), errors.Is(err, agent.ErrInvalidID))
 	// Output:

@@ -72,3 +72,13 @@ func validName(kind, s string) error {
 	}
 	return nil
 }
+
+// ValidateSessionID checks a session id: an id, or "<region>.<name>" for a
+// session homed in region (subjects.ValidateSessionID; the error also
+// wraps [ErrInvalidID]).
+func ValidateSessionID(sid string) error {
+	if err := subjects.ValidateSessionID(sid); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidID, err)
+	}
+	return nil
+}

@@ -103,7 +103,7 @@ func (r RunStart) Offers(functionID string) bool {
 // Errors wrap [ErrInvalidRunStart], and [ErrInvalidID] or
 // [ErrInvalidMessage] when that is the cause.
 func (r RunStart) Validate() error {
-	if err := ValidateID("session_id", r.SessionID); err != nil {
+	if err := ValidateSessionID(r.SessionID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRunStart, err)
 	}
 	for _, opt := range []struct{ kind, id string }{

@@ -36,7 +36,8 @@ type Engine struct {
 	mu      sync.Mutex
 	workers map[*Worker]struct{}
 	streams map[string]jetstream.Stream
-	skills  jetstream.KeyValue // the skills bucket, once opened
+	kvs     map[string]jetstream.KeyValue // session buckets by name (SessionKV)
+	skills  jetstream.KeyValue            // the skills bucket, once opened
 	closed  bool
 }
 
@@ -78,6 +79,7 @@ func New(nc *nats.Conn, opts ...Option) (*Engine, error) {
 		cancel:     cancel,
 		workers:    map[*Worker]struct{}{},
 		streams:    map[string]jetstream.Stream{},
+		kvs:        map[string]jetstream.KeyValue{},
 	}, nil
 }
 

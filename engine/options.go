@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // ErrInvalidOption wraps every error an [Option] returns.
@@ -33,6 +34,7 @@ type options struct {
 	codec       wire.Codec
 	concurrency int
 	replicas    int
+	region      string
 }
 
 func defaultOptions() options {
@@ -128,6 +130,20 @@ func WithConcurrency(n int) Option {
 			return fmt.Errorf("%w: concurrency %d must be at least 1", ErrInvalidOption, n)
 		}
 		o.concurrency = n
+		return nil
+	}
+}
+
+// WithRegion names the region (the NATS cluster of a supercluster) this
+// engine's node belongs to: workers create that region's copies of their
+// per-session streams and buckets, placed there, for the sessions homed in
+// it ("<region>.<name>", docs/REGIONS.md).
+func WithRegion(region string) Option {
+	return func(o *options) error {
+		if err := subjects.ValidateRegion(region); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		o.region = region
 		return nil
 	}
 }

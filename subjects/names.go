@@ -151,7 +151,7 @@ const (
 
 // StepSubject is the step subject of session sid ("iii.turn.step.<sid>").
 func StepSubject(sid string) (string, error) {
-	if err := ValidateID("session_id", sid); err != nil {
+	if err := ValidateSessionID(sid); err != nil {
 		return "", err
 	}
 	return StepSubjectPrefix + sid, nil
@@ -159,7 +159,7 @@ func StepSubject(sid string) (string, error) {
 
 // EventSubject is the event subject of session sid ("iii.events.<sid>").
 func EventSubject(sid string) (string, error) {
-	if err := ValidateID("session_id", sid); err != nil {
+	if err := ValidateSessionID(sid); err != nil {
 		return "", err
 	}
 	return EventSubjectPrefix + sid, nil
@@ -190,7 +190,7 @@ const (
 // "<sid>.<KVKey(callID)>". Call ids are chosen by model providers, so they
 // are escaped; a call id containing '/' has no key.
 func ApprovalKey(sid, callID string) (string, error) {
-	if err := ValidateID("session_id", sid); err != nil {
+	if err := ValidateSessionID(sid); err != nil {
 		return "", err
 	}
 	if strings.Contains(callID, "/") {
@@ -205,11 +205,14 @@ func ApprovalKey(sid, callID string) (string, error) {
 
 // SplitApprovalKey is the inverse of [ApprovalKey].
 func SplitApprovalKey(key string) (sid, callID string, err error) {
-	sid, rest, ok := strings.Cut(key, ".")
-	if !ok {
+	// The call part is one token (a call id has no '/'), so the session id
+	// ("<sid>" or "<region>.<name>") is everything before the last dot.
+	i := strings.LastIndexByte(key, '.')
+	if i < 0 {
 		return "", "", fmt.Errorf("%w: %q has no session", ErrInvalidKey, key)
 	}
-	if err := ValidateID("session_id", sid); err != nil {
+	sid, rest := key[:i], key[i+1:]
+	if err := ValidateSessionID(sid); err != nil {
 		return "", "", err
 	}
 	callID, err = KeyFromKV(rest)
@@ -219,7 +222,7 @@ func SplitApprovalKey(key string) (sid, callID string, err error) {
 // ApprovalSessionFilter is the approvals-bucket key filter of every call of
 // session sid ("<sid>.>").
 func ApprovalSessionFilter(sid string) (string, error) {
-	if err := ValidateID("session_id", sid); err != nil {
+	if err := ValidateSessionID(sid); err != nil {
 		return "", err
 	}
 	return sid + ".>", nil
@@ -296,7 +299,7 @@ const (
 // SessionEntrySubject is the entry subject of session sid
 // ("iii.session.entries.<sid>").
 func SessionEntrySubject(sid string) (string, error) {
-	if err := ValidateID("session_id", sid); err != nil {
+	if err := ValidateSessionID(sid); err != nil {
 		return "", err
 	}
 	return SessionEntrySubjectPrefix + sid, nil

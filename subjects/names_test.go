@@ -12,7 +12,9 @@ func TestApprovalKey(t *testing.T) {
 		{"s1", "toolu_01ABC", "s1.toolu_01ABC", false},
 		{"s1", "call:x", "s1.call=3Ax", false},
 		{"s1", "a/b", "", true},
-		{"s.1", "c", "", true},
+		{"s.1", "c", "s.1.c", false}, // session "1" homed in region "s"
+		{"eu.s1", "call:x", "eu.s1.call=3Ax", false},
+		{"a.b.c", "c", "", true},
 		{"s1", "", "", true},
 		{"", "c", "", true},
 	}

@@ -182,7 +182,7 @@ func (r Record) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRecord}, args...)...)
 	}
-	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+	if err := agent.ValidateSessionID(r.SessionID); err != nil {
 		return bad("%v", err)
 	}
 	if err := agent.ValidateID("run_id", r.RunID); err != nil {

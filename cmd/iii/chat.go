@@ -122,9 +122,14 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	}
 	// Read from just after the stream's current end: an ordered consumer is
 	// created lazily, so DeliverNew could start after the first events.
-	stream, err := e.JetStream().Stream(ctx, subjects.EventStream)
+	sid := cfg.session
+	events := subjects.SessionStream(subjects.EventStream, sid)
+	stream, err := e.JetStream().Stream(ctx, events)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("no orchestrator has run on this bus yet (stream %s missing): is `iii up` running?", subjects.EventStream)
+		if r := subjects.SessionRegion(sid); r != "" {
+			return fmt.Errorf("session %q is homed in region %q, which has no event stream (%s): is an `iii up --region %s` node running?", sid, r, events, r)
+		}
+		return fmt.Errorf("no orchestrator has run on this bus yet (stream %s missing): is `iii up` running?", events)
 	}
 	if err != nil {
 		return err

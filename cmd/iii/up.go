@@ -149,6 +149,11 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		cfg.settings = withClusterSettings(cfg.settings, cfg.topo)
 	}
 	engOpts := []engine.Option{engine.WithReplicas(replicas)}
+	if cfg.topo.region != "" {
+		// The node's workers create this region's copies of the
+		// per-session stores: sessions "<region>.<name>" live there.
+		engOpts = append(engOpts, engine.WithRegion(cfg.topo.region))
+	}
 	if cfg.metricsAddr != "" {
 		mp, handler, err := telemetry.NewMeterProvider("iii")
 		if err != nil {

@@ -69,7 +69,7 @@ func addTopologyFlags(cmd *cobra.Command, t *topology) {
 	f.StringVar(&t.cluster.Listen, "cluster-listen", "", "route listener HOST:PORT (default 0.0.0.0:6222 with --cluster)")
 	f.StringVar(&t.cluster.Advertise, "cluster-advertise", "", "route address other nodes dial")
 	f.StringSliceVar(&t.cluster.Routes, "routes", nil, "seed routes nats-route://HOST:PORT,... (may include this node)")
-	f.StringVar(&t.region, "region", "", "region of this node: the gateway name (equal to the cluster name)")
+	f.StringVar(&t.region, "region", "", "region of this node: the gateway name (equal to the cluster name); sessions \"<region>.<name>\" are homed in it")
 	f.StringVar(&t.gateway.Listen, "gateway-listen", "", "gateway listener HOST:PORT (default 0.0.0.0:7222 with --gateway)")
 	f.StringVar(&t.gateway.Advertise, "gateway-advertise", "", "gateway address other regions dial")
 	f.StringArrayVar(&t.gateways, "gateway", nil, "remote region NAME=URL[,URL] (repeatable)")

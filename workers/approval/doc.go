@@ -17,6 +17,8 @@
 //   - approval::list_pending {session_id?} → {pending:[{session_id,
 //     function_call_id, function_id, args, args_hash, requested_at}]}, only
 //     pending records, oldest first (requested_at, then key); never null.
+//     Without session_id it lists every copy of the bucket (see Session
+//     homes).
 //   - approval::settings::get {session_id} → {session_id, mode,
 //     always_allow, updated_at?}; a session never set reads
 //     {mode:"manual", always_allow:[]}.
@@ -30,16 +32,39 @@
 // says, so only humans (the CLI, a UI, `nats req`) call them. This worker
 // does not check who calls; the chokepoint does.
 //
+// Every function takes a session id: an id, or "<region>.<name>" for a
+// session homed in a region. A session homed in a region that has no
+// copies of the buckets (no iii node ever ran there) is the engine's
+// not_found error (wrapping engine.ErrUnknownRegion), and nothing is
+// written.
+//
+// # Session homes
+//
+// Both buckets are per-session buckets (engine.EnsureSessionKV): a primary
+// copy, named as below, for the sessions without a region, and one copy per
+// region, subjects.RegionalBucket(bucket, region) ("iii-approvals-at-eu",
+// "iii-approval-settings-at-eu"), created by the nodes of that region in its
+// cluster, for the sessions "<region>.<name>". Every read and write of a
+// session goes to the copy of its home region (engine.SessionKV), whatever
+// the region of the node serving the call. approval::list_pending without a
+// session lists every copy there is (engine.SessionRegions). A key sits in
+// exactly one copy: a key of a regional session in the primary copy (or of
+// a plain or other region's session in a region's copy) is not listed —
+// approval::resolve could not find it either.
+//
 // # KV layout (shared with the orchestrator)
 //
 // Both buckets are created by whichever side comes first, with exactly
-// [ApprovalsBucketConfig] and [SettingsBucketConfig]: History 1, file
-// storage, the engine's replicas. Values are JSON.
+// [ApprovalsBucketConfig] and [SettingsBucketConfig] (a region's copy adds
+// its placement): History 1, file storage, the engine's replicas. Values
+// are JSON.
 //
 // subjects.ApprovalsBucket ("iii-approvals"), key
 // subjects.ApprovalKey(session_id, function_call_id) =
 // "<session_id>.<subjects.KVKey(function_call_id)>" (one token after the
-// session: call ids hold no '/'), value an agent.ApprovalRecord:
+// session: call ids hold no '/' or '.'; so "s1.toolu_01" for a plain
+// session, "eu.s1.toolu_01" in "iii-approvals-at-eu" for session "eu.s1"),
+// value an agent.ApprovalRecord:
 //
 //	{"session_id": "s1", "run_id": "r1", "function_call_id": "toolu_01",
 //	  "function_id": "fs::write", "args": {"path": "/etc/x"},
@@ -63,7 +88,8 @@
 //     never deletes.
 //
 // subjects.ApprovalSettingsBucket ("iii-approval-settings"), key the
-// session id, value an agent.ApprovalSettings:
+// session id ("s1", or "eu.s1" in "iii-approval-settings-at-eu"), value an
+// agent.ApprovalSettings:
 //
 //	{"session_id": "s1", "mode": "auto", "always_allow": ["fs::read", "git::*"],
 //	  "updated_at": 1700000000000}
@@ -77,7 +103,9 @@
 //
 //  1. New: the registry builds a [Worker]; embedders use [NewWorker].
 //  2. Provision: the module has no settings; any setting is an error.
-//  3. Start: open (create) both buckets and register the four functions.
+//  3. Start: open (create) both buckets — the primary copies and, on a node
+//     with a region (engine.WithRegion), that region's — and register the
+//     four functions.
 //  4. Close: stop the endpoints. The buckets and their records stay.
 //
 // # Example

@@ -21,6 +21,8 @@ func FuzzResolveRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"session_id":"s1","function_call_id":"toolu_01","decision":"allow"}`,
 		`{"session_id":"s1","function_call_id":"a.b","decision":"deny","reason":"x"}`,
+		`{"session_id":"eu.s1","function_call_id":"toolu_01","decision":"allow"}`,
+		`{"session_id":"eu.s1.x","function_call_id":"toolu_01","decision":"allow"}`,
 		`{"session_id":"s1","function_call_id":"ü:=~%","decision":"aborted","args_hash":"` + goodHash + `"}`,
 		`{"session_id":"","function_call_id":"","decision":""}`,
 		`{"decision":5}`, `null`, `[]`, ``, "\xff",
@@ -47,12 +49,17 @@ func FuzzResolveRequest(f *testing.F) {
 			if err != nil {
 				t.Fatalf("valid %+v has no key: %v", r, err)
 			}
-			sid, callID, err := subjects.SplitApprovalKey(key)
+			region := subjects.SessionRegion(r.SessionID)
+			sid, callID, err := splitKey(region, key)
 			if err != nil || sid != r.SessionID || callID != r.FunctionCallID {
 				t.Fatalf("key %q of %+v splits into %q %q, %v", key, r, sid, callID, err)
 			}
-			if strings.Count(key, ".") != 1 || strings.ContainsAny(key, "*> ") {
-				t.Fatalf("key %q of %+v is not two plain tokens", key, r)
+			tokens := 2
+			if region != "" {
+				tokens = 3
+			}
+			if strings.Count(key, ".") != tokens-1 || strings.ContainsAny(key, "*> ") {
+				t.Fatalf("key %q of %+v is not %d plain tokens", key, r, tokens)
 			}
 		}
 	})
@@ -159,22 +166,30 @@ func compact(v json.RawMessage) string {
 	return b.String()
 }
 
-// FuzzPendingFrom reads arbitrary bucket entries as list_pending does: no
-// panic; a listed entry is pending, its ids are valid and key back to key.
+// FuzzPendingFrom reads arbitrary entries of a bucket copy as list_pending
+// does: no panic; a listed entry is pending, its ids are valid, key back to
+// key, and its session is homed in the copy's region.
 func FuzzPendingFrom(f *testing.F) {
-	f.Add("s1.toolu_01", []byte(`{"status":"pending","function_id":"fs::read","args":{"a":1},"requested_at":5}`))
-	f.Add("s1.a=2Eb", []byte(`{"status":"pending"}`))
-	f.Add("s1", []byte(`{"status":"pending"}`))
-	f.Add("s1.x.y", []byte(`{"status":"decided"}`))
-	f.Add("s1.x.y", []byte(`{"status":"pending"}`))
-	f.Add("s1.=zz", []byte(`null`))
-	f.Fuzz(func(t *testing.T, key string, value []byte) {
-		p, err := pendingFrom(key, value)
+	f.Add("", "s1.toolu_01", []byte(`{"status":"pending","function_id":"fs::read","args":{"a":1},"requested_at":5}`))
+	f.Add("", "s1.a=2Eb", []byte(`{"status":"pending"}`))
+	f.Add("", "s1", []byte(`{"status":"pending"}`))
+	f.Add("", "s1.x.y", []byte(`{"status":"decided"}`))
+	f.Add("", "s1.x.y", []byte(`{"status":"pending"}`))
+	f.Add("", "s1.=zz", []byte(`null`))
+	f.Add("eu", "eu.s1.toolu_01", []byte(`{"status":"pending"}`))
+	f.Add("eu", "us.s1.toolu_01", []byte(`{"status":"pending"}`))
+	f.Add("eu", "eu.s1", []byte(`{"status":"pending"}`))
+	f.Add("eu", "s1.c", []byte(`{"status":"pending"}`))
+	f.Fuzz(func(t *testing.T, region, key string, value []byte) {
+		p, err := pendingFrom(region, key, value)
 		if err != nil || p == nil {
 			return
 		}
 		if p.Args == nil {
 			t.Fatal("nil args")
+		}
+		if r := subjects.SessionRegion(p.SessionID); r != region {
+			t.Fatalf("key %q of copy %q lists session %q of region %q", key, region, p.SessionID, r)
 		}
 		back, err := subjects.ApprovalKey(p.SessionID, p.FunctionCallID)
 		if err != nil || back != key {

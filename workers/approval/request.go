@@ -21,7 +21,9 @@ const argsHashPrefix = "sha256:"
 
 // ResolveRequest is the request of approval::resolve.
 type ResolveRequest struct {
-	// SessionID is the session whose call is decided ([agent.ValidateID]).
+	// SessionID is the session whose call is decided
+	// ([agent.ValidateSessionID]: an id, or "<region>.<name>" for a session
+	// homed in region).
 	SessionID string `json:"session_id"`
 	// FunctionCallID is the model's id of the parked call
 	// ([agent.ValidateCallID]: no '/', '.', '*', '>' or whitespace).
@@ -39,7 +41,7 @@ type ResolveRequest struct {
 
 // Validate checks the request; every error is invalid_payload.
 func (r ResolveRequest) Validate() error {
-	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+	if err := agent.ValidateSessionID(r.SessionID); err != nil {
 		return invalidWrap(err)
 	}
 	if err := agent.ValidateCallID(r.FunctionCallID); err != nil {
@@ -92,7 +94,7 @@ func (r ListPendingRequest) Validate() error {
 	if r.SessionID == "" {
 		return nil
 	}
-	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+	if err := agent.ValidateSessionID(r.SessionID); err != nil {
 		return invalidWrap(err)
 	}
 	return nil
@@ -123,7 +125,7 @@ type SettingsGetRequest struct {
 
 // Validate checks the request; every error is invalid_payload.
 func (r SettingsGetRequest) Validate() error {
-	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+	if err := agent.ValidateSessionID(r.SessionID); err != nil {
 		return invalidWrap(err)
 	}
 	return nil
@@ -142,7 +144,7 @@ type SettingsSetRequest struct {
 // Validate checks the request; every error is invalid_payload. A pattern
 // of "*" is refused (mode "full" says that explicitly).
 func (r SettingsSetRequest) Validate() error {
-	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+	if err := agent.ValidateSessionID(r.SessionID); err != nil {
 		return invalidWrap(err)
 	}
 	if r.Mode != nil && !r.Mode.Valid() {
@@ -179,7 +181,7 @@ func dedupe(patterns []string) []string {
 const resolveRequestSchema = `{
   "type": "object",
   "properties": {
-    "session_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"},
+    "session_id": {"type": "string", "maxLength": 128, "pattern": "^([A-Za-z0-9_-]{1,64}\\.)?[A-Za-z0-9_-]+$"},
     "function_call_id": {"type": "string", "minLength": 1, "maxLength": 128, "description": "the parked call's id; no '/', '.', '*', '>' or whitespace"},
     "decision": {"enum": ["allow", "deny", "aborted"], "description": "aborted aborts the whole run"},
     "reason": {"type": "string", "maxLength": 4096},
@@ -197,7 +199,7 @@ const resolveResponseSchema = `{
 const listPendingRequestSchema = `{
   "type": "object",
   "properties": {
-    "session_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$", "description": "only this session's calls"}
+    "session_id": {"type": "string", "maxLength": 128, "pattern": "^([A-Za-z0-9_-]{1,64}\\.)?[A-Za-z0-9_-]+$", "description": "only this session's calls"}
   }
 }`
 
@@ -226,7 +228,7 @@ const listPendingResponseSchema = `{
 const settingsGetRequestSchema = `{
   "type": "object",
   "properties": {
-    "session_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}
+    "session_id": {"type": "string", "maxLength": 128, "pattern": "^([A-Za-z0-9_-]{1,64}\\.)?[A-Za-z0-9_-]+$"}
   },
   "required": ["session_id"]
 }`
@@ -234,7 +236,7 @@ const settingsGetRequestSchema = `{
 const settingsSetRequestSchema = `{
   "type": "object",
   "properties": {
-    "session_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"},
+    "session_id": {"type": "string", "maxLength": 128, "pattern": "^([A-Za-z0-9_-]{1,64}\\.)?[A-Za-z0-9_-]+$"},
     "mode": {"enum": ["manual", "auto", "full"], "description": "omitted: keep the current mode"},
     "always_allow": {"type": "array", "maxItems": 256, "items": {"type": "string", "minLength": 1, "maxLength": 256}, "description": "function id patterns ('*' globs, anchored; a lone '*' is refused); omitted: keep the current list"}
   },

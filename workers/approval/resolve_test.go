@@ -14,6 +14,7 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 func TestResolve(t *testing.T) {
@@ -200,7 +201,12 @@ func TestResolveLostCAS(t *testing.T) {
 	base := f.w.Store()
 	withKV := func(kv jetstream.KeyValue) *Store {
 		s := *base
-		s.approvals = kv
+		s.kv = func(ctx context.Context, bucket, sid string) (jetstream.KeyValue, error) {
+			if bucket == subjects.ApprovalsBucket {
+				return kv, nil
+			}
+			return base.kv(ctx, bucket, sid)
+		}
 		return &s
 	}
 	req := func(callID string) ResolveRequest {

@@ -26,8 +26,9 @@ import (
 const settingsAttempts = 8
 
 // ApprovalsBucketConfig is the configuration both the orchestrator and this
-// worker pass to EnsureKV for subjects.ApprovalsBucket, so either may
-// create it.
+// worker pass to EnsureKV (EnsureSessionKV) for subjects.ApprovalsBucket,
+// so either may create it: the primary copy's; a region's copy is the same
+// with its own name and placement.
 func ApprovalsBucketConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{Bucket: subjects.ApprovalsBucket, History: 1, Storage: jetstream.FileStorage}
 }
@@ -37,37 +38,64 @@ func SettingsBucketConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{Bucket: subjects.ApprovalSettingsBucket, History: 1, Storage: jetstream.FileStorage}
 }
 
-// Store is the approval gate over its two KV buckets: the logic behind the
-// four functions, callable in process. Every error it returns is a
-// *wire.Error. A Store is safe for concurrent use; every write is a
-// compare-and-set, so any number of replicas may share the buckets.
+// Store is the approval gate over its two per-session KV buckets: the
+// logic behind the four functions, callable in process. Every error it
+// returns is a *wire.Error. A Store is safe for concurrent use; every write
+// is a compare-and-set, so any number of replicas may share the buckets.
 type Store struct {
-	approvals jetstream.KeyValue
-	settings  jetstream.KeyValue
-	now       func() time.Time
-	logger    *slog.Logger
+	// kv is the copy of per-session bucket that holds session sid's keys
+	// (engine.SessionKV: the primary copy, or that of sid's home region).
+	kv func(ctx context.Context, bucket, sid string) (jetstream.KeyValue, error)
+	// regions lists the regions having a copy of a bucket's stream, ""
+	// (the primary copy) first (engine.SessionRegions).
+	regions func(ctx context.Context, stream string) ([]string, error)
+	now     func() time.Time
+	logger  *slog.Logger
 }
 
 // Open opens (creating when missing) the approvals and settings buckets
-// through e.
+// through e: their primary copies and, when e has a region, that region's
+// copies (engine.EnsureSessionKV). Each session's keys are then read and
+// written in the copy of its home region.
 func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	approvals, err := e.EnsureKV(ctx, ApprovalsBucketConfig())
-	if err != nil {
+	if _, err := e.EnsureSessionKV(ctx, ApprovalsBucketConfig()); err != nil {
 		return nil, err
 	}
-	settings, err := e.EnsureKV(ctx, SettingsBucketConfig())
-	if err != nil {
+	if _, err := e.EnsureSessionKV(ctx, SettingsBucketConfig()); err != nil {
 		return nil, err
 	}
 	logger := o.logger
 	if logger == nil {
 		logger = e.Logger().With("worker", WorkerName)
 	}
-	return &Store{approvals: approvals, settings: settings, now: o.now, logger: logger}, nil
+	return &Store{kv: e.SessionKV, regions: e.SessionRegions, now: o.now, logger: logger}, nil
+}
+
+// bucket is the copy of per-session bucket holding session sid's keys. A
+// session homed in a region with no copy is the engine's not_found error
+// (wrapping engine.ErrUnknownRegion), passed through.
+func (s *Store) bucket(ctx context.Context, bucket, sid string) (jetstream.KeyValue, error) {
+	kv, err := s.kv(ctx, bucket, sid)
+	if err == nil {
+		return kv, nil
+	}
+	if errors.Is(err, engine.ErrUnknownRegion) {
+		return nil, err
+	}
+	return nil, storeErr(ctx, err, "open bucket %s", subjects.SessionBucket(bucket, sid))
+}
+
+// regionSID is a session id homed in region: the key that finds region's
+// copy of a bucket ("" finds the primary copy).
+func regionSID(region string) string {
+	if region == "" {
+		return ""
+	}
+	return region + ".x"
 }
 
 // Resolve decides a pending call: the record under subjects.ApprovalKey
@@ -84,8 +112,12 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) error {
 	if err != nil {
 		return invalidWrap(err)
 	}
+	approvals, err := s.bucket(ctx, subjects.ApprovalsBucket, req.SessionID)
+	if err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
-		ent, err := s.approvals.Get(ctx, key)
+		ent, err := approvals.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return notPending("call %q of session %q is not waiting for approval", req.FunctionCallID, req.SessionID)
 		}
@@ -99,7 +131,7 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) error {
 			}
 			return werr
 		}
-		_, err = s.approvals.Update(ctx, key, data, ent.Revision())
+		_, err = approvals.Update(ctx, key, data, ent.Revision())
 		if err == nil {
 			return nil
 		}
@@ -166,60 +198,48 @@ func decide(value []byte, req ResolveRequest, nowMs int64, trace map[string]stri
 }
 
 // ListPending lists the calls waiting for a decision, oldest first
-// (requested_at, then key), of session sid or of every session when sid is
-// "". Records that do not decode or are already decided are left out.
-// The list is never nil.
+// (requested_at, then key), of session sid — in the approvals copy of its
+// home region — or, when sid is "", of every session in every copy.
+// Records that do not decode, are already decided, or sit in a copy that
+// is not their session's are left out. The list is never nil.
 func (s *Store) ListPending(ctx context.Context, sid string) ([]Pending, error) {
 	if err := (ListPendingRequest{SessionID: sid}).Validate(); err != nil {
 		return nil, err
 	}
-	var (
-		w   jetstream.KeyWatcher
-		err error
-	)
-	if sid == "" {
-		w, err = s.approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
-	} else {
-		filter, ferr := subjects.ApprovalSessionFilter(sid)
-		if ferr != nil {
-			return nil, invalidWrap(ferr)
-		}
-		w, err = s.approvals.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
-	}
-	if err != nil {
-		return nil, storeErr(ctx, err, "watch approvals")
-	}
-	type item struct {
-		key string
-		p   Pending
-	}
-	items := []item{}
-	loaded := false
-	snap, stop := context.WithCancel(ctx)
-	defer stop()
-	ferr := engine.FollowKV(snap, w, func(ent jetstream.KeyValueEntry) {
-		if loaded {
-			return // a live update after the snapshot
-		}
-		p, err := pendingFrom(ent.Key(), ent.Value())
+	items := []pendingItem{}
+	if sid != "" {
+		filter, err := subjects.ApprovalSessionFilter(sid)
 		if err != nil {
-			s.logger.Warn("approval record does not decode", "key", ent.Key(), "error", err)
-			return
+			return nil, invalidWrap(err)
 		}
-		if p != nil {
-			items = append(items, item{ent.Key(), *p})
+		kv, err := s.bucket(ctx, subjects.ApprovalsBucket, sid)
+		if err != nil {
+			return nil, err
 		}
-	}, func() {
-		loaded = true
-		stop()
-	})
-	if !loaded {
-		if ferr == nil {
-			ferr = ctx.Err()
+		if items, err = s.snapshot(ctx, kv, subjects.SessionRegion(sid), filter); err != nil {
+			return nil, err
 		}
-		return nil, storeErr(ctx, ferr, "list approvals")
+	} else {
+		regions, err := s.regions(ctx, subjects.ApprovalsKVStream)
+		if err != nil {
+			return nil, storeErr(ctx, err, "list the copies of bucket %s", subjects.ApprovalsBucket)
+		}
+		for _, r := range regions {
+			kv, err := s.bucket(ctx, subjects.ApprovalsBucket, regionSID(r))
+			if errors.Is(err, engine.ErrUnknownRegion) {
+				continue // the copy was deleted since it was listed
+			}
+			if err != nil {
+				return nil, err
+			}
+			got, err := s.snapshot(ctx, kv, r, "")
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, got...)
+		}
 	}
-	slices.SortFunc(items, func(a, b item) int {
+	slices.SortFunc(items, func(a, b pendingItem) int {
 		return cmp.Or(cmp.Compare(a.p.RequestedAt, b.p.RequestedAt), strings.Compare(a.key, b.key))
 	})
 	out := make([]Pending, len(items))
@@ -229,16 +249,83 @@ func (s *Store) ListPending(ctx context.Context, sid string) ([]Pending, error) 
 	return out, nil
 }
 
-// pendingFrom reads one approvals-bucket entry: nil when the call is not
-// pending, an error when the key or value is not an approval record.
-func pendingFrom(key string, value []byte) (*Pending, error) {
-	sid, callID, err := subjects.SplitApprovalKey(key)
-	if err != nil {
-		return nil, err
+// pendingItem is a listed call and its key.
+type pendingItem struct {
+	key string
+	p   Pending
+}
+
+// snapshot reads the pending calls of kv, the approvals copy of region
+// ("" the primary), as they are now: every key, or those matching filter
+// when it is not "".
+func (s *Store) snapshot(ctx context.Context, kv jetstream.KeyValue, region, filter string) ([]pendingItem, error) {
+	var (
+		w   jetstream.KeyWatcher
+		err error
+	)
+	if filter == "" {
+		w, err = kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	} else {
+		w, err = kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
 	}
-	// A key no ApprovalKey makes ("s1.a.b" holds call id "a/b") could not
-	// be resolved either.
+	if err != nil {
+		return nil, storeErr(ctx, err, "watch approvals in %s", kv.Bucket())
+	}
+	items := []pendingItem{}
+	loaded := false
+	snap, stop := context.WithCancel(ctx)
+	defer stop()
+	ferr := engine.FollowKV(snap, w, func(ent jetstream.KeyValueEntry) {
+		if loaded {
+			return // a live update after the snapshot
+		}
+		p, err := pendingFrom(region, ent.Key(), ent.Value())
+		if err != nil {
+			s.logger.Warn("approval record does not decode", "bucket", kv.Bucket(), "key", ent.Key(), "error", err)
+			return
+		}
+		if p != nil {
+			items = append(items, pendingItem{ent.Key(), *p})
+		}
+	}, func() {
+		loaded = true
+		stop()
+	})
+	if !loaded {
+		if ferr == nil {
+			ferr = ctx.Err()
+		}
+		return nil, storeErr(ctx, ferr, "list approvals in %s", kv.Bucket())
+	}
+	return items, nil
+}
+
+// splitKey is the inverse of subjects.ApprovalKey for a key of the
+// approvals copy of region: "<sid>.<call>" in the primary copy (sid without
+// a dot), "<region>.<name>.<call>" in region's (sid "<region>.<name>"; the
+// escaped call id is one token). A key of another shape, or of a session
+// homed elsewhere, is an error: no ApprovalKey of that copy makes it, so
+// approval::resolve could not find it either.
+func splitKey(region, key string) (sid, callID string, err error) {
+	sid, callID, err = subjects.SplitApprovalKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	if r := subjects.SessionRegion(sid); r != region {
+		return "", "", fmt.Errorf("%w: %q is not the key of a session of region %q", subjects.ErrInvalidKey, key, region)
+	}
 	if err := agent.ValidateCallID(callID); err != nil {
+		return "", "", err
+	}
+	return sid, callID, nil
+}
+
+// pendingFrom reads one entry of the approvals copy of region: nil when
+// the call is not pending, an error when the key or value is not an
+// approval record of that copy.
+func pendingFrom(region, key string, value []byte) (*Pending, error) {
+	sid, callID, err := splitKey(region, key)
+	if err != nil {
 		return nil, err
 	}
 	var rec agent.ApprovalRecord
@@ -276,7 +363,11 @@ func (s *Store) Settings(ctx context.Context, sid string) (agent.ApprovalSetting
 	if err := (SettingsGetRequest{SessionID: sid}).Validate(); err != nil {
 		return agent.ApprovalSettings{}, err
 	}
-	ent, err := s.settings.Get(ctx, sid)
+	settings, err := s.bucket(ctx, subjects.ApprovalSettingsBucket, sid)
+	if err != nil {
+		return agent.ApprovalSettings{}, err
+	}
+	ent, err := settings.Get(ctx, sid)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return DefaultSettings(sid), nil
 	}
@@ -326,9 +417,13 @@ func (s *Store) SetSettings(ctx context.Context, req SettingsSetRequest) (agent.
 		return agent.ApprovalSettings{}, err
 	}
 	sid := req.SessionID
+	settings, err := s.bucket(ctx, subjects.ApprovalSettingsBucket, sid)
+	if err != nil {
+		return agent.ApprovalSettings{}, err
+	}
 	for range settingsAttempts {
 		cur, rev := DefaultSettings(sid), uint64(0)
-		ent, err := s.settings.Get(ctx, sid)
+		ent, err := settings.Get(ctx, sid)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -354,9 +449,9 @@ func (s *Store) SetSettings(ctx context.Context, req SettingsSetRequest) (agent.
 			return agent.ApprovalSettings{}, wire.Wrap(wire.CodeInternal, err, "encode approval settings")
 		}
 		if rev == 0 {
-			_, err = s.settings.Create(ctx, sid, data)
+			_, err = settings.Create(ctx, sid, data)
 		} else {
-			_, err = s.settings.Update(ctx, sid, data, rev)
+			_, err = settings.Update(ctx, sid, data, rev)
 		}
 		if err == nil {
 			return next, nil

@@ -17,7 +17,7 @@ var (
 )
 
 // badSessionIDs are refused by every function.
-var badSessionIDs = []string{"", "a.b", "a*", "a>", "a b", "a/b", "a\tb", "é", long}
+var badSessionIDs = []string{"", "a.b.c", ".b", "a.", "a*", "a>", "a b", "a/b", "a\tb", "é", long}
 
 // badCallIDs are refused by approval::resolve.
 var badCallIDs = []string{"", "a.b", "a*", "a>", "a b", "a/b", "a\tb", "a\nb", "a\x00b", "a\u00a0b", "\xff", long}

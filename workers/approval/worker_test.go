@@ -163,7 +163,7 @@ func TestStoreValidates(t *testing.T) {
 	f := newFixture(t)
 	s, ctx := f.w.Store(), context.Background()
 	errs := []error{
-		s.Resolve(ctx, ResolveRequest{SessionID: "a.b", FunctionCallID: "c", Decision: "allow"}),
+		s.Resolve(ctx, ResolveRequest{SessionID: "a.b.c", FunctionCallID: "c", Decision: "allow"}),
 		func() error { _, err := s.ListPending(ctx, "a>"); return err }(),
 		func() error { _, err := s.Settings(ctx, ""); return err }(),
 		func() error { _, err := s.SetSettings(ctx, SettingsSetRequest{SessionID: "a*"}); return err }(),

@@ -15,6 +15,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers"
 	"github.com/iii-on-nats/iii/workers/compaction"
 	"github.com/iii-on-nats/iii/workers/sessiontree"
@@ -240,12 +241,23 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 // A compaction longer than the lease TTL renews its lease, so nobody
-// else starts meanwhile.
+// else starts meanwhile; a regional session's lease (key "eu.s1", in the
+// primary lease bucket) works the same, and does not hold the plain
+// session "eu" back.
 func TestLeaseRenewal(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, compaction.WithAuto(false), compaction.WithLeaseTTL(time.Second))
+	for _, sid := range []string{"plain", "eu.s1"} {
+		t.Run(sid, func(t *testing.T) {
+			t.Parallel()
+			testLeaseRenewal(t, sid)
+		})
+	}
+}
+
+func testLeaseRenewal(t *testing.T, sid string) {
+	f := newFixtureIn(t, "eu", compaction.WithAuto(false), compaction.WithLeaseTTL(time.Second))
 	ctx := ctxT(t)
-	sid := f.create(t)
+	f.create(t, sid)
 	f.conversation(t, sid, 1, 32)
 	kv, err := f.e.JetStream().KeyValue(ctx, compaction.LeaseBucket)
 	if err != nil {
@@ -282,6 +294,13 @@ func TestLeaseRenewal(t *testing.T) {
 	r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
 	if err != nil || r.Reason != compaction.OutcomeInProgress {
 		t.Fatalf("during a renewed compaction: %+v, %v", r, err)
+	}
+	// Another session, a plain one named like the region, is not held
+	// back (its lease key "eu" is not "eu.s1").
+	other := f.create(t, "eu")
+	f.conversation(t, other, 1, 32)
+	if r, err := f.compact(ctx, compaction.CompactRequest{SessionID: other}); err != nil || !r.Compacted {
+		t.Fatalf("another session during a compaction: %+v, %v", r, err)
 	}
 	close(f.sum.gate)
 	if err := <-done; err != nil {
@@ -458,7 +477,8 @@ func TestBadInput(t *testing.T) {
 		msg  string
 	}{
 		{"unknown session", compaction.CompactRequest{SessionID: "nobody"}, wire.ErrNotFound, ""},
-		{"bad session id", compaction.CompactRequest{SessionID: "a.b"}, wire.ErrInvalidPayload, "session_id"},
+		{"bad session id", compaction.CompactRequest{SessionID: "a.b.c"}, wire.ErrInvalidPayload, "session_id"},
+		{"unknown region", compaction.CompactRequest{SessionID: "zz.q"}, wire.ErrNotFound, ""},
 		{"no session id", compaction.CompactRequest{}, wire.ErrInvalidPayload, "session_id"},
 		{"bad provider", compaction.CompactRequest{SessionID: sid, Provider: "a b"}, wire.ErrInvalidPayload, "provider"},
 		{"bad model", compaction.CompactRequest{SessionID: sid, Model: "a b"}, wire.ErrInvalidPayload, "model"},
@@ -495,16 +515,27 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// eventStream creates the events stream as the orchestrator does.
+// eventStream creates the events stream as the orchestrator does: the
+// primary copy ("iii.events.*") and, on an engine with a region, that
+// region's copy. It returns the primary one.
 func eventStream(t *testing.T, f *fixture) jetstream.Stream {
 	t.Helper()
-	s, err := f.e.JetStream().CreateStream(ctxT(t), jetstream.StreamConfig{
-		Name: "III_EVENTS", Subjects: []string{"iii.events.>"}, Storage: jetstream.FileStorage,
-	})
+	s, err := f.e.EnsureSessionStream(ctxT(t), jetstream.StreamConfig{
+		Name: subjects.EventStream, Storage: jetstream.FileStorage,
+	}, subjects.EventSubjectPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// bound waits until the trigger's consumer exists on s.
+func bound(t *testing.T, s jetstream.Stream) {
+	t.Helper()
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		_, err := s.Consumer(ctxT(t), compaction.ConsumerName)
+		return err
+	})
 }
 
 func publishEvent(t *testing.T, f *fixture, ev agent.Event) {
@@ -562,6 +593,68 @@ func TestThresholdTrigger(t *testing.T) {
 	drained(t, s, 6)
 	if c := f.compactions(t, big); len(c) != 2 {
 		t.Fatalf("%d compactions, want 2 (the stale turn_end is skipped)", len(c))
+	}
+}
+
+// A regional session's turn_end lands in the region's copy of the events
+// stream ("iii.events.eu.s1" in III_EVENTS_AT_eu) and compacts the
+// session just as a plain session's does. The copy, created after the
+// worker started, is found by the trigger's rescan, and bound again when
+// it is deleted and created anew.
+func TestThresholdTriggerRegional(t *testing.T) {
+	t.Parallel()
+	f := newFixtureIn(t, "eu", compaction.WithRescanInterval(100*time.Millisecond))
+	ctx := ctxT(t)
+	primary := eventStream(t, f)
+	copyName := subjects.RegionalStream(subjects.EventStream, "eu")
+	regional, err := f.e.JetStream().Stream(ctx, copyName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound(t, primary)
+	bound(t, regional)
+	plain, homed := f.create(t, "p1"), f.create(t, "eu.s1")
+	f.conversation(t, plain, 1, 32)
+	f.conversation(t, homed, 1, 32)
+	publishEvent(t, f, turnEnd(homed, usable-10))
+	publishEvent(t, f, turnEnd(plain, usable-10))
+	drained(t, regional, 1)
+	drained(t, primary, 1)
+	for _, c := range []struct {
+		s    jetstream.Stream
+		want uint64
+	}{{primary, 1}, {regional, 1}} {
+		info, err := c.s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs != c.want {
+			t.Errorf("%s holds %d events, want %d", info.Config.Name, info.State.Msgs, c.want)
+		}
+	}
+	for _, sid := range []string{plain, homed} {
+		if c := f.compactions(t, sid); len(c) != 1 {
+			t.Fatalf("%s: %d compactions, want 1", sid, len(c))
+		}
+	}
+
+	// The copy goes away and comes back (as an operator recreates it;
+	// the engine caches the handles it ensured): the trigger binds it
+	// again.
+	cfg := regional.CachedInfo().Config
+	if err := f.e.JetStream().DeleteStream(ctx, copyName); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a rescan or two without the copy
+	if regional, err = f.e.JetStream().CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	bound(t, regional)
+	f.conversation(t, homed, 33, 64)
+	publishEvent(t, f, turnEnd(homed, usable+500))
+	drained(t, regional, 1)
+	if c := f.compactions(t, homed); len(c) != 2 {
+		t.Fatalf("%d compactions after the copy came back, want 2", len(c))
 	}
 }
 
@@ -695,5 +788,42 @@ func TestTriggerRebinds(t *testing.T) {
 		for n := range names.Name() {
 			t.Fatalf("consumer %s with auto off", n)
 		}
+	}
+}
+
+// A consumer left by an older version (filter "iii.events.>") is updated
+// in place to the per-copy consumer (no filter) and keeps triggering.
+func TestTriggerUpdatesOldConsumer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	s := eventStream(t, f)
+	if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: compaction.ConsumerName, FilterSubject: "iii.events.>", AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w := compaction.NewWorker()
+	if err := w.Start(ctx, f.e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		c, err := s.Consumer(ctx, compaction.ConsumerName)
+		if err != nil {
+			return err
+		}
+		if fs := c.CachedInfo().Config.FilterSubject; fs != "" {
+			return fmt.Errorf("filter %q", fs)
+		}
+		return nil
+	})
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 32)
+	publishEvent(t, f, turnEnd(sid, usable))
+	drained(t, s, 1)
+	if c := f.compactions(t, sid); len(c) != 1 {
+		t.Fatalf("%d compactions", len(c))
 	}
 }

@@ -16,13 +16,20 @@
 //  2. One compaction per session at a time: a lease, the key <session_id>
 //     of the KV bucket [LeaseBucket], created with a per-key TTL
 //     ([WithLeaseTTL], two minutes) and renewed by its holder every third
-//     of it; a crashed holder's lease expires. A second caller answers
+//     of it; a crashed holder's lease expires. The bucket is one for every
+//     region (a lease is transient coordination, not session state): a
+//     session homed in a region ("eu.s1") has the key "eu.s1", a valid KV
+//     key whose subject "$KV.iii-compaction-leases.eu.s1" the bucket
+//     captures and which no other session's key matches (the plain
+//     session "eu" is the key "eu"). A second caller answers
 //     {compacted: false, reason: "in_progress"} at once, or with wait
 //     watches the key until the lease is gone and answers "done_by_other"
 //     (the caller then re-reads the session).
 //  3. The active path is read with session::messages (and
 //     session::entries for the previous summary's text, when there is
-//     one). Tokens are estimated with [EstimateTokens].
+//     one): the session tree finds the session's own copy of its stores,
+//     so the worker reads no stream itself. A session of a region with no
+//     stores is the session tree's not_found. Tokens are estimated with [EstimateTokens].
 //  4. The cut: the newest messages up to keep_tokens (default a quarter
 //     of the usable window) stay verbatim. The kept part starts at a user
 //     message, never between a function call and its result, and always
@@ -53,20 +60,30 @@
 //
 // # Threshold trigger
 //
-// A durable consumer [ConsumerName] on the events stream (III_EVENTS,
-// subjects iii.events.<session_id>) reads every event, decoding only its
-// type first. A turn_end whose assistant message's usage ([UsedTokens]:
-// input, cache and output tokens) reaches the usable window of the
-// message's provider and model starts a compaction with reason
-// "threshold" in the background, at most [WithConcurrency] at a time (an
+// A durable consumer [ConsumerName] on every copy of the events stream
+// reads every event, decoding only its type first. The copies are the
+// primary III_EVENTS (subjects iii.events.<session_id>, session ids
+// without a region) and one per region, III_EVENTS_AT_<region> (subjects
+// iii.events.<region>.<name>, the sessions "<region>.<name>" homed
+// there); the consumer has the same name on each (consumer names are per
+// stream) and no subject filter (a copy holds only its sessions' events).
+// The session id is the whole rest of the subject after "iii.events.".
+// The trigger lists the copies (engine.SessionRegions) at start and every
+// 30 seconds, binds a consumer on each new one, and lets a region's copy
+// go when it is deleted (the next listing binds it again if it comes
+// back). A turn_end whose assistant message's usage ([UsedTokens]: input,
+// cache and output tokens) reaches the usable window of the message's
+// provider and model starts a compaction with reason "threshold" in the
+// background, at most [WithConcurrency] at a time over all copies (an
 // event that finds no free slot is redelivered a second later). When
 // another compaction of the session runs, the trigger waits for it and
 // checks again: a turn_end older than the path's last compaction is
 // skipped. Failures are logged and acked: the orchestrator, which
 // compacts with reason "overflow" before a model request that would not
 // fit, is the backstop. The setting auto=false turns the trigger off. The
-// consumer binds as soon as the stream exists (the orchestrator creates
-// it), new events only, and binds again if it is deleted.
+// primary consumer binds as soon as the stream exists (the orchestrator
+// creates it), new events only, and every consumer binds again if it is
+// deleted. Close stops every copy's consumer.
 //
 // # Lifecycle
 //
@@ -77,8 +94,9 @@
 //  3. Start: open (create) [LeaseBucket], register compaction::compact
 //     on the engine worker "compaction" with its schemas and skill, start
 //     the trigger.
-//  4. Close: stop the trigger, end the compactions in flight (their
-//     leases are released), stop the endpoint.
+//  4. Close: stop the trigger (the listing and every copy's consumer),
+//     end the compactions in flight (their leases are released), stop
+//     the endpoint.
 //
 // # Example
 //

@@ -139,8 +139,19 @@ type fixture struct {
 // worker with opts.
 func newFixture(t testing.TB, opts ...compaction.Option) *fixture {
 	t.Helper()
+	return newFixtureIn(t, "", opts...)
+}
+
+// newFixtureIn is newFixture on an engine of region ("" for none): its
+// workers create their stores' copies for the sessions homed there.
+func newFixtureIn(t testing.TB, region string, opts ...compaction.Option) *fixture {
+	t.Helper()
 	ns := enginetest.RunServer(t)
-	e := enginetest.NewEngine(t, ns)
+	var eopts []engine.Option
+	if region != "" {
+		eopts = append(eopts, engine.WithRegion(region))
+	}
+	e := enginetest.NewEngine(t, ns, eopts...)
 	sum := &summarizer{gate: make(chan struct{})}
 	p, err := scripted.New(
 		scripted.WithScript(tinyModel, sum.script(false, false)),
@@ -185,10 +196,15 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// create makes an empty session.
-func (f *fixture) create(t testing.TB) string {
+// create makes an empty session, named sid[0] when given (a session id
+// "<region>.<name>" is homed in that region).
+func (f *fixture) create(t testing.TB, sid ...string) string {
 	t.Helper()
-	r, err := engine.Call[sessiontree.CreateResponse](ctxT(t), f.e, sessiontree.CreateFunction, sessiontree.CreateRequest{})
+	var req sessiontree.CreateRequest
+	if len(sid) > 0 {
+		req.SessionID = sid[0]
+	}
+	r, err := engine.Call[sessiontree.CreateResponse](ctxT(t), f.e, sessiontree.CreateFunction, req)
 	if err != nil {
 		t.Fatal(err)
 	}

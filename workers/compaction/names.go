@@ -18,9 +18,9 @@ const (
 	// session id), created with a per-key TTL so that a crashed holder's
 	// lease expires.
 	LeaseBucket = subjects.CompactionLeasesBucket
-	// ConsumerName is the durable consumer on the events stream
-	// (subjects.EventStream) that every replica of the worker shares for
-	// the threshold trigger.
+	// ConsumerName is the durable consumer on each copy of the events
+	// stream (subjects.EventStream and its regional copies) that every
+	// replica of the worker shares for the threshold trigger.
 	ConsumerName = subjects.CompactionConsumer
 )
 

@@ -57,7 +57,8 @@ type options struct {
 	concurrency  int
 	timeout      time.Duration
 	splitTurns   bool
-	logger       *slog.Logger // nil: the engine's
+	rescan       time.Duration // how often the trigger lists the events stream's copies
+	logger       *slog.Logger  // nil: the engine's
 }
 
 func defaultOptions() options {
@@ -71,6 +72,7 @@ func defaultOptions() options {
 		concurrency:  DefaultConcurrency,
 		timeout:      DefaultTimeout,
 		splitTurns:   true,
+		rescan:       triggerRescan,
 	}
 }
 

@@ -71,12 +71,14 @@ type CompactRequest struct {
 	KeepTokens int `json:"keep_tokens,omitempty"`
 }
 
-// Validate checks the request: a session id and a provider that are ids
-// ([A-Za-z0-9_-], 1 to 128), a model name (1 to [MaxModelLen] bytes of
-// UTF-8 without whitespace or control characters), a known reason and
-// keep_tokens in [0, [MaxKeepTokens]]. Errors wrap [ErrInvalidRequest].
+// Validate checks the request: a session id (an id, or "<region>.<name>"
+// for a session homed in a region: subjects.ValidateSessionID), a
+// provider that is an id ([A-Za-z0-9_-], 1 to 128), a model name (1 to
+// [MaxModelLen] bytes of UTF-8 without whitespace or control characters),
+// a known reason and keep_tokens in [0, [MaxKeepTokens]]. Errors wrap
+// [ErrInvalidRequest].
 func (r CompactRequest) Validate() error {
-	if err := subjects.ValidateID("session_id", r.SessionID); err != nil {
+	if err := subjects.ValidateSessionID(r.SessionID); err != nil {
 		return invalid("%v", err)
 	}
 	if err := subjects.ValidateID("provider", r.Provider); err != nil {

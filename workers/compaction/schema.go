@@ -3,11 +3,15 @@ package compaction
 // JSON Schemas of compaction::compact, shown by `nats micro info` and
 // engine::functions::list.
 const (
-	idSchema      = `{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"}`
+	idSchema = `{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"}`
+	// sessionIDSchema: an id, or "<region>.<name>" for a session homed
+	// in a region (subjects.ValidateSessionID).
+	sessionIDSchema = `{"type":"string","maxLength":128,"pattern":"^([A-Za-z0-9_-]{1,64}\\.)?[A-Za-z0-9_-]+$",` +
+		`"description":"the session: an id, or <region>.<name> for a session homed in a region"}`
 	entryIDSchema = `{"type":"string","pattern":"^e[1-9a-z][0-9a-z]{0,12}$"}`
 
 	compactRequestSchema = `{"type":"object","required":["session_id","provider","model"],"properties":{` +
-		`"session_id":` + idSchema + `,` +
+		`"session_id":` + sessionIDSchema + `,` +
 		`"provider":` + idSchema + `,` +
 		`"model":{"type":"string","minLength":1,"maxLength":256},` +
 		`"reason":{"enum":["threshold","overflow","manual"]},` +
@@ -41,5 +45,5 @@ Replaces the oldest part of a session's active path with a summary written by th
 - The kept part starts at a user message and never separates a function call from its result. The summary has the sections Goal, Constraints, Progress, Decisions, Function calls made, Next steps, Critical context, Files, and updates the previous summary when there is one. Large function outputs are pruned from what the summarizer reads.
 - One compaction per session at a time. When another runs, the answer is ` + "`{compacted: false, reason: \"in_progress\"}`" + `, or with ` + "`wait: true`" + ` the call waits for it and answers ` + "`reason: \"done_by_other\"`" + ` (re-read the session). ` + "`nothing_to_compact`" + ` means everything after the previous summary is kept.
 
-Errors: ` + "`invalid_payload`" + ` for bad ids or a model the catalog does not know; ` + "`not_found`" + ` for an unknown session; the provider's error when the summary cannot be written (nothing is appended then); ` + "`conflict`" + ` when the compaction lost its lease.
+Errors: ` + "`invalid_payload`" + ` for bad ids or a model the catalog does not know; ` + "`not_found`" + ` for an unknown session (or one homed in a region, ` + "`<region>.<name>`" + `, that has no stores); the provider's error when the summary cannot be written (nothing is appended then); ` + "`conflict`" + ` when the compaction lost its lease.
 `

@@ -18,7 +18,7 @@ import (
 	"github.com/iii-on-nats/iii/workers"
 )
 
-// Tuning of the threshold trigger's consumer.
+// Tuning of the threshold trigger's consumers.
 const (
 	triggerAckWait       = 30 * time.Second
 	triggerMaxDeliver    = 20
@@ -31,14 +31,18 @@ const (
 	// consumer still exists.
 	triggerPullExpiry = 5 * time.Second
 	triggerHeartbeat  = time.Second
+	// triggerRescan is how often the trigger lists the events stream's
+	// regional copies, to bind a consumer on the ones that appeared.
+	triggerRescan = 30 * time.Second
 )
 
 // trigger is the threshold trigger: the durable consumer [ConsumerName]
-// on the events stream. A turn_end whose assistant message used at least
-// its model's usable window starts a compaction (reason threshold) in the
-// background, at most o.concurrency at a time; every other event is acked
-// at once. A failed compaction is logged and acked: the orchestrator's
-// overflow check is the backstop.
+// on every copy of the events stream (the primary one and each region's,
+// engine.SessionRegions). A turn_end whose assistant message used at
+// least its model's usable window starts a compaction (reason threshold)
+// in the background, at most o.concurrency at a time over all copies;
+// every other event is acked at once. A failed compaction is logged and
+// acked: the orchestrator's overflow check is the backstop.
 type trigger struct {
 	e    *engine.Engine
 	c    *compactor
@@ -47,36 +51,48 @@ type trigger struct {
 	done *workers.Shutdown
 	sem  chan struct{}
 
-	stop     chan struct{}
-	lost     chan error // the consume lost its consumer (maybe)
-	stopOnce sync.Once
+	ctx      context.Context // ends at close
+	stop     context.CancelFunc
 	loopDone chan struct{}
-	wg       sync.WaitGroup
+	copies   sync.WaitGroup // the copies' bind loops
+	wg       sync.WaitGroup // the compactions in flight
 
-	mu sync.Mutex
-	cc jetstream.ConsumeContext
+	mu    sync.Mutex
+	bound map[string]*copyConsumer // by stream name
+}
+
+// copyConsumer is the trigger's consumer on one copy of the events
+// stream.
+type copyConsumer struct {
+	t      *trigger
+	region string // "" for the primary copy
+	stream string
+	lost   chan error               // the consume lost its consumer (maybe)
+	cc     jetstream.ConsumeContext // under t.mu
 }
 
 func startTrigger(e *engine.Engine, c *compactor, done *workers.Shutdown, o options, log *slog.Logger) *trigger {
+	ctx, stop := context.WithCancel(context.Background())
 	t := &trigger{
 		e: e, c: c, o: o, log: log, done: done,
 		sem:      make(chan struct{}, o.concurrency),
-		stop:     make(chan struct{}),
-		lost:     make(chan error, 1),
+		ctx:      ctx,
+		stop:     stop,
 		loopDone: make(chan struct{}),
+		bound:    map[string]*copyConsumer{},
 	}
 	go t.loop()
 	return t
 }
 
-// consumerConfig is the trigger's durable consumer: every session's
-// events, new ones only (a first start does not replay history), explicit
-// acks.
+// consumerConfig is the trigger's durable consumer on one copy: every
+// event of the copy (no filter: each copy holds only session events, the
+// primary "iii.events.*", a region's "iii.events.<region>.*"), new ones
+// only (a first start does not replay history), explicit acks.
 func consumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
 		Description:   "iii compaction: threshold trigger on turn_end events",
-		FilterSubject: subjects.EventSubjectPrefix + ">",
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       triggerAckWait,
@@ -85,50 +101,119 @@ func consumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-// loop binds the consumer, retrying with backoff while the events stream
-// does not exist yet (the orchestrator creates it), and binds it again
-// when it is deleted (a stream or consumer recreated by an operator).
+// loop lists the copies of the events stream at once and then every
+// o.rescan, and starts a consumer on each copy that has none, until the
+// trigger stops.
 func (t *trigger) loop() {
 	defer close(t.loopDone)
+	tick := time.NewTicker(t.o.rescan)
+	defer tick.Stop()
 	for {
-		if !t.bindWithRetry() {
+		t.scan()
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// scan starts a consumer on every copy of the events stream not bound
+// yet. The primary copy is bound even when the listing fails (its
+// consumer waits for the stream).
+func (t *trigger) scan() {
+	ctx, cancel := context.WithTimeout(t.ctx, triggerLookupTimeout)
+	regions, err := t.e.SessionRegions(ctx, subjects.EventStream)
+	cancel()
+	if err != nil {
+		if t.ctx.Err() == nil {
+			t.log.Warn("compaction trigger cannot list the events stream's copies", slog.Any("error", err))
+		}
+		regions = []string{""}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range regions {
+		if t.ctx.Err() != nil {
+			return
+		}
+		name := subjects.RegionalStream(subjects.EventStream, r)
+		if t.bound[name] != nil {
+			continue
+		}
+		c := &copyConsumer{t: t, region: r, stream: name, lost: make(chan error, 1)}
+		t.bound[name] = c
+		t.copies.Add(1) // under t.mu, before the loop ends: close waits for it
+		go c.run()
+	}
+}
+
+// run binds the consumer, retrying with backoff while the primary stream
+// does not exist yet (the orchestrator creates it), and binds it again
+// when it is deleted (a stream or consumer recreated by an operator). A
+// region's copy that is gone ends the loop; the next scan binds it again
+// if it comes back.
+func (c *copyConsumer) run() {
+	t := c.t
+	defer t.copies.Done()
+	defer c.forget()
+	for {
+		if !c.bindWithRetry() {
 			return
 		}
 		select {
-		case <-t.stop:
+		case <-t.ctx.Done():
 			return
-		case cause := <-t.lost:
-			if !errors.Is(cause, jetstream.ErrConsumerDeleted) && t.consumerExists() {
+		case cause := <-c.lost:
+			if !errors.Is(cause, jetstream.ErrConsumerDeleted) && c.exists() {
 				continue // a missed heartbeat; the consume goes on
 			}
-			t.log.Warn("compaction trigger lost its consumer; binding it again", slog.Any("error", cause))
+			t.log.Warn("compaction trigger lost its consumer; binding it again", slog.String("stream", c.stream), slog.Any("error", cause))
 			t.mu.Lock()
-			if t.cc != nil {
-				t.cc.Stop()
-				t.cc = nil
+			if c.cc != nil {
+				c.cc.Stop()
+				c.cc = nil
 			}
 			t.mu.Unlock()
 		}
 	}
 }
 
-// bindWithRetry binds until it succeeds (true) or the trigger stops
-// (false).
-func (t *trigger) bindWithRetry() bool {
+// forget stops the consume and drops the copy from the bound ones.
+func (c *copyConsumer) forget() {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	if c.cc != nil {
+		c.cc.Stop()
+		c.cc = nil
+	}
+	if c.t.bound[c.stream] == c {
+		delete(c.t.bound, c.stream)
+	}
+}
+
+// bindWithRetry binds until it succeeds (true), the trigger stops
+// (false) or a region's copy turns out to be gone (false).
+func (c *copyConsumer) bindWithRetry() bool {
+	t := c.t
 	wait := triggerRetryMin
 	for {
-		err := t.bind()
+		err := c.bind()
 		if err == nil {
 			return true
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			t.log.Debug("events stream not there yet; compaction trigger waits", slog.String("stream", subjects.EventStream))
-		} else {
-			t.log.Warn("compaction trigger cannot bind its consumer", slog.Any("error", err))
+			if c.region != "" {
+				t.log.Debug("regional events stream gone; compaction trigger lets it go", slog.String("stream", c.stream))
+				return false
+			}
+			t.log.Debug("events stream not there yet; compaction trigger waits", slog.String("stream", c.stream))
+		} else if t.ctx.Err() == nil {
+			t.log.Warn("compaction trigger cannot bind its consumer", slog.String("stream", c.stream), slog.Any("error", err))
 		}
 		timer := time.NewTimer(wait)
 		select {
-		case <-t.stop:
+		case <-t.ctx.Done():
 			timer.Stop()
 			return false
 		case <-timer.C:
@@ -137,35 +222,34 @@ func (t *trigger) bindWithRetry() bool {
 	}
 }
 
-func (t *trigger) consumerExists() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), triggerLookupTimeout)
+func (c *copyConsumer) exists() bool {
+	ctx, cancel := context.WithTimeout(c.t.ctx, triggerLookupTimeout)
 	defer cancel()
-	_, err := t.e.JetStream().Consumer(ctx, subjects.EventStream, ConsumerName)
+	_, err := c.t.e.JetStream().Consumer(ctx, c.stream, ConsumerName)
 	return err == nil
 }
 
-func (t *trigger) bind() error {
-	ctx, cancel := context.WithTimeout(context.Background(), triggerLookupTimeout)
+func (c *copyConsumer) bind() error {
+	t := c.t
+	ctx, cancel := context.WithTimeout(t.ctx, triggerLookupTimeout)
 	defer cancel()
-	cons, err := t.e.EnsureConsumer(ctx, subjects.EventStream, consumerConfig())
+	cons, err := t.e.EnsureConsumer(ctx, c.stream, consumerConfig())
 	if err != nil {
 		return err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	select {
-	case <-t.stop:
+	if t.ctx.Err() != nil {
 		return nil
-	default:
 	}
 	cc, err := cons.Consume(t.handle, jetstream.PullMaxMessages(64),
 		jetstream.PullExpiry(triggerPullExpiry), jetstream.PullHeartbeat(triggerHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			t.log.Debug("compaction trigger consume error", slog.Any("error", err))
+			t.log.Debug("compaction trigger consume error", slog.String("stream", c.stream), slog.Any("error", err))
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
 				errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, nats.ErrNoResponders) {
 				select {
-				case t.lost <- err:
+				case c.lost <- err:
 				default:
 				}
 			}
@@ -173,7 +257,7 @@ func (t *trigger) bind() error {
 	if err != nil {
 		return err
 	}
-	t.cc = cc
+	c.cc = cc
 	return nil
 }
 
@@ -194,9 +278,11 @@ func (t *trigger) handle(m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	sid := strings.TrimPrefix(m.Subject(), subjects.EventSubjectPrefix)
+	// The session id is the whole rest of the subject: "eu.s1" for a
+	// session homed in region eu.
+	sid, ok := strings.CutPrefix(m.Subject(), subjects.EventSubjectPrefix)
 	msg := ev.Message
-	if subjects.ValidateID("session_id", sid) != nil || msg == nil || msg.Usage == nil ||
+	if !ok || subjects.ValidateSessionID(sid) != nil || msg == nil || msg.Usage == nil ||
 		subjects.ValidateID("provider", msg.Provider) != nil || validModel(msg.Model) != nil {
 		_ = m.Ack()
 		return
@@ -231,13 +317,11 @@ func (t *trigger) handle(m jetstream.Msg) {
 	}
 	req := CompactRequest{SessionID: sid, Provider: msg.Provider, Model: msg.Model, Reason: ReasonThreshold, Wait: true}
 	t.mu.Lock()
-	select {
-	case <-t.stop:
+	if t.ctx.Err() != nil {
 		t.mu.Unlock()
 		<-t.sem
 		_ = m.Nak()
 		return
-	default:
 	}
 	t.wg.Add(1) // under t.mu, so close never waits while a run is being added
 	t.mu.Unlock()
@@ -284,17 +368,15 @@ func (t *trigger) run(m jetstream.Msg, req CompactRequest, staleBefore int64) {
 	_ = m.Ack()
 }
 
-// close stops the consumer, then waits (until ctx ends) for the
-// compactions in flight; the caller ends them first through the
+// close stops the consumers of every copy, then waits (until ctx ends)
+// for the compactions in flight; the caller ends them first through the
 // shutdown.
 func (t *trigger) close(ctx context.Context) error {
-	t.stopOnce.Do(func() { close(t.stop) })
-	<-t.loopDone
 	t.mu.Lock()
-	if t.cc != nil {
-		t.cc.Stop()
-	}
+	t.stop() // under t.mu: a run is added before it or not at all
 	t.mu.Unlock()
+	<-t.loopDone    // no scan starts a copy's loop any more
+	t.copies.Wait() // every copy's consume is stopped
 	done := make(chan struct{})
 	go func() {
 		t.wg.Wait()

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,15 +35,19 @@ func approvalBucketConfigs() []jetstream.KeyValueConfig {
 // approval::resolve, deleted once the turn consumed the decision or the
 // run ended.
 type approvals struct {
-	kv  jetstream.KeyValue
+	kvs sessionKV
 	now func() time.Time
 	// tracer records, for each decision applied, a span in the run's trace
 	// linked to the approval::resolve call that decided it.
 	tracer trace.Tracer
 }
 
-func (a approvals) get(ctx context.Context, key string) (agent.ApprovalRecord, uint64, error) {
-	ent, err := a.kv.Get(ctx, key)
+func (a approvals) get(ctx context.Context, sid, key string) (agent.ApprovalRecord, uint64, error) {
+	kv, err := a.kvs.of(ctx, sid)
+	if err != nil {
+		return agent.ApprovalRecord{}, 0, err
+	}
+	ent, err := kv.Get(ctx, key)
 	if err != nil {
 		return agent.ApprovalRecord{}, 0, err
 	}
@@ -67,12 +72,16 @@ func (a approvals) Request(ctx context.Context, sid, runID string, p agent.Pendi
 	if err != nil {
 		return err
 	}
+	kv, err := a.kvs.of(ctx, sid)
+	if err != nil {
+		return err
+	}
 	for attempt := 0; attempt < 4; attempt++ {
-		_, err = a.kv.Create(ctx, key, data)
+		_, err = kv.Create(ctx, key, data)
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
-		cur, rev, gerr := a.get(ctx, key)
+		cur, rev, gerr := a.get(ctx, sid, key)
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound):
 			continue
@@ -81,7 +90,7 @@ func (a approvals) Request(ctx context.Context, sid, runID string, p agent.Pendi
 		case rev == 0:
 			return gerr
 		}
-		if _, err = a.kv.Update(ctx, key, data, rev); err == nil {
+		if _, err = kv.Update(ctx, key, data, rev); err == nil {
 			return nil
 		}
 	}
@@ -97,7 +106,7 @@ func (a approvals) Decisions(ctx context.Context, sid, runID string, parked []ag
 		if err != nil {
 			continue // cannot have been resolved
 		}
-		rec, _, err := a.get(ctx, key)
+		rec, _, err := a.get(ctx, sid, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
@@ -115,13 +124,17 @@ func (a approvals) Decisions(ctx context.Context, sid, runID string, parked []ag
 
 // Withdraw deletes the records of callIDs.
 func (a approvals) Withdraw(ctx context.Context, sid string, callIDs []string) error {
+	kv, err := a.kvs.of(ctx, sid)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, id := range callIDs {
 		key, err := subjects.ApprovalKey(sid, id)
 		if err != nil {
 			continue
 		}
-		if err := a.kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			errs = append(errs, err)
 		}
 	}
@@ -133,17 +146,25 @@ func (a approvals) Withdraw(ctx context.Context, sid string, callIDs []string) e
 // a call still parked wakes its session through the step queue; a decision
 // nobody waits for any more is deleted. A decision written while every
 // orchestrator was down is delivered when one comes back.
+//
+// Each copy of the bucket (the primary one, a region's) has its consumer.
 func (o *Orchestrator) watchApprovals(ctx context.Context) error {
-	cons, err := o.e.EnsureConsumer(ctx, subjects.ApprovalsKVStream, jetstream.ConsumerConfig{
+	return o.approvalsCC.refresh(ctx, o.e)
+}
+
+// watchApprovalsOf consumes the decisions of one copy of the bucket.
+func (o *Orchestrator) watchApprovalsOf(ctx context.Context, stream string) (jetstream.ConsumeContext, error) {
+	bucket := strings.TrimPrefix(stream, "KV_")
+	cons, err := o.e.EnsureConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:       subjects.ApprovalsConsumer,
-		FilterSubject: subjects.ApprovalsKVSubjectPrefix + ">",
+		FilterSubject: "$KV." + bucket + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
 	})
 	if err != nil {
-		return wire.Wrap(wire.CodeUnavailable, err, "approvals consumer")
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "approvals consumer on %s", stream)
 	}
-	o.approvalsCC, err = cons.Consume(func(m jetstream.Msg) {
+	cc, err := cons.Consume(func(m jetstream.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := o.onApproval(ctx, m); err != nil {
@@ -154,9 +175,9 @@ func (o *Orchestrator) watchApprovals(ctx context.Context) error {
 		_ = m.Ack()
 	})
 	if err != nil {
-		return wire.Wrap(wire.CodeUnavailable, err, "consume approvals")
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume approvals of %s", stream)
 	}
-	return nil
+	return cc, nil
 }
 
 // onApproval handles one change of the approvals bucket.
@@ -169,10 +190,10 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 		o.logger.Warn("approval record does not decode; ignored", "subject", m.Subject(), "error", err)
 		return nil
 	}
-	if ar.Status != agent.ApprovalDecided || agent.ValidateID("session_id", ar.SessionID) != nil {
+	if ar.Status != agent.ApprovalDecided || agent.ValidateSessionID(ar.SessionID) != nil {
 		return nil
 	}
-	rec, _, err := store{kv: o.turns}.Load(ctx, ar.SessionID)
+	rec, _, err := store{kvs: o.turns}.Load(ctx, ar.SessionID)
 	if err != nil && !errors.Is(err, session.ErrNoRecord) {
 		return err
 	}
@@ -187,8 +208,9 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 		// Delete it unless it changed since.
 		key, kerr := subjects.ApprovalKey(ar.SessionID, ar.FunctionCallID)
 		meta, merr := m.Metadata()
-		if kerr == nil && merr == nil {
-			err := o.approvals.kv.Delete(ctx, key, jetstream.LastRevision(meta.Sequence.Stream))
+		kv, verr := o.approvals.kvs.of(ctx, ar.SessionID)
+		if kerr == nil && merr == nil && verr == nil {
+			err := kv.Delete(ctx, key, jetstream.LastRevision(meta.Sequence.Stream))
 			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !isWrongSeq(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 				return err
 			}

@@ -31,6 +31,7 @@ import (
 	"github.com/iii-on-nats/iii/cluster/region"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // clusterNodes are three crash nodes that are one cluster: fixed client
@@ -105,6 +106,12 @@ type clusterLoad struct {
 	poke map[string]chan struct{}
 }
 
+// idemKey is the idempotency key of turn k of session sid (an id: a homed
+// session's dot becomes '_').
+func idemKey(sid string, k int) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(sid, ".", "_"), k)
+}
+
 func runClusterLoad(t *testing.T, e *engine.Engine, prefix string, sessions, turns int) *clusterLoad {
 	t.Helper()
 	l := &clusterLoad{e: e, js: e.JetStream(), turns: turns, errs: make(chan error, sessions),
@@ -114,7 +121,7 @@ func runClusterLoad(t *testing.T, e *engine.Engine, prefix string, sessions, tur
 		l.sessions = append(l.sessions, sid)
 		l.poke[sid] = make(chan struct{}, 1)
 	}
-	sub, err := e.Conn().Subscribe("iii.events.*", func(m *nats.Msg) {
+	sub, err := e.Conn().Subscribe("iii.events.>", func(m *nats.Msg) {
 		if !bytes.Contains(m.Data, []byte(`"agent_end"`)) {
 			return
 		}
@@ -143,7 +150,7 @@ func runClusterLoad(t *testing.T, e *engine.Engine, prefix string, sessions, tur
 func (l *clusterLoad) converse(sid string) error {
 	for k := 1; k <= l.turns; k++ {
 		text := fmt.Sprintf(`/call crash::fast {"tag":%q,"n":%d}`, sid, k)
-		if err := clusterStartRun(l.e, sid, fmt.Sprintf("%s-%d", sid, k), text); err != nil {
+		if err := clusterStartRun(l.e, sid, idemKey(sid, k), text); err != nil {
 			return err
 		}
 		if err := l.waitEnds(sid, k, 120*time.Second); err != nil {
@@ -428,10 +435,12 @@ var crashLogLevel = func() string {
 // region B (one iii node) serves a client there, W is a witness region (a
 // JetStream server that holds nothing; without a third region, losing one
 // of two loses the JetStream meta quorum: docs/REGIONS.md). The client in
-// B runs a session; `iii region mirror` keeps a copy of A's state in B; A
-// is stopped; `iii region takeover` makes B the home under the same names;
-// B's node restarts (its workers make their consumers again) and the
-// session goes on with its whole transcript.
+// B runs sessions homed in A ("A.region00": their records, steps, events
+// and transcripts live in A's copies of the stores, placed in A);
+// `iii region mirror` keeps a copy of A's state in B; A is stopped;
+// `iii region takeover` makes B the home under the same names; B's node
+// restarts (its workers make their consumers again) and the sessions go on
+// with their whole transcript.
 func TestRegionTakeover(t *testing.T) {
 	gw := map[string]string{"A": crashFreeAddr(t), "B": crashFreeAddr(t), "W": crashFreeAddr(t)}
 	gatewayArgs := func(self string) []string {
@@ -511,7 +520,22 @@ func TestRegionTakeover(t *testing.T) {
 		return h
 	}
 
-	l := runClusterLoad(t, tl.e, "region", 3, 2)
+	// The sessions are homed in the home region by their ids; their
+	// stores are the home region's copies, placed there.
+	for _, c := range []string{subjects.RegionalCopy("KV_"+subjects.TurnStateBucket, homeRegion), subjects.RegionalCopy(subjects.EventStream, homeRegion),
+		subjects.RegionalCopy(subjects.StepStream, homeRegion), subjects.RegionalCopy("KV_"+subjects.TurnStateBucket, away)} {
+		want := homeRegion
+		if strings.HasSuffix(c, "-at-"+away) {
+			want = away
+		}
+		enginetest.Eventually(t, 10*time.Second, func() error {
+			if h := home(c); h != want {
+				return fmt.Errorf("%s is homed in %q, want %q", c, h, want)
+			}
+			return nil
+		})
+	}
+	l := runClusterLoad(t, tl.e, homeRegion+".region", 3, 2)
 	if err := l.wait(2 * time.Minute); err != nil {
 		l.diagnose(t)
 		t.Fatal(err)
@@ -547,8 +571,10 @@ func TestRegionTakeover(t *testing.T) {
 	out := iii("region", "takeover", "--lost", homeRegion, "--region", away)
 	took := time.Since(lost)
 	t.Logf("iii region takeover --lost %s --region %s:\n%s", homeRegion, away, out)
-	if h := home("KV_iii-turn-state"); h != away {
-		t.Fatalf("after the takeover the turn records are homed in %q", h)
+	for _, c := range []string{"KV_iii-turn-state", subjects.RegionalCopy("KV_"+subjects.TurnStateBucket, homeRegion), subjects.RegionalCopy(subjects.EventStream, homeRegion)} {
+		if h := home(c); h != away {
+			t.Fatalf("after the takeover %s is homed in %q", c, h)
+		}
 	}
 	// B's node restarts: its workers make their consumers on the new
 	// streams, and the orchestrator's start sweep re-wakes what was in
@@ -557,7 +583,7 @@ func TestRegionTakeover(t *testing.T) {
 	b.startAsync()
 	b.waitUp(90 * time.Second)
 	for _, sid := range l.sessions {
-		if err := clusterStartRun(tl.e, sid, sid+"-3", fmt.Sprintf(`/call crash::fast {"tag":%q,"n":3}`, sid)); err != nil {
+		if err := clusterStartRun(tl.e, sid, idemKey(sid, 3), fmt.Sprintf(`/call crash::fast {"tag":%q,"n":3}`, sid)); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.waitEnds(sid, 3, time.Minute); err != nil {

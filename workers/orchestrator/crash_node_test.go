@@ -29,6 +29,7 @@ import (
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // iiiBin is the iii binary, built once per test binary run.
@@ -370,7 +371,7 @@ func crashTurnState(e *engine.Engine, sid string) (*agent.TurnView, error) {
 // crashLoadRecord reads sid's turn record straight from KV and checks that it
 // decodes and validates.
 func crashLoadRecord(ctx context.Context, js jetstream.JetStream, sid string) (turn.Record, error) {
-	kv, err := js.KeyValue(ctx, "iii-turn-state")
+	kv, err := js.KeyValue(ctx, subjects.SessionBucket(subjects.TurnStateBucket, sid))
 	if err != nil {
 		return turn.Record{}, err
 	}
@@ -445,7 +446,7 @@ type crashEvent struct {
 // crashReadEvents returns every event stored for sid, in stream order.
 func crashReadEvents(ctx context.Context, js jetstream.JetStream, sid string) ([]crashEvent, error) {
 	subj := "iii.events." + sid
-	s, err := js.Stream(ctx, "III_EVENTS")
+	s, err := js.Stream(ctx, subjects.SessionStream(subjects.EventStream, sid))
 	if err != nil {
 		return nil, err
 	}
@@ -481,7 +482,7 @@ func crashReadEvents(ctx context.Context, js jetstream.JetStream, sid string) ([
 func crashLastEventType(js jetstream.JetStream, sid string) (agent.EventType, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, "III_EVENTS")
+	s, err := js.Stream(ctx, subjects.SessionStream(subjects.EventStream, sid))
 	if err != nil {
 		return "", err
 	}

@@ -23,6 +23,18 @@
 //   - KV iii-inbox: "<sid>.steering" and "<sid>.followup", JSON arrays.
 //   - KV iii-runs: run::start idempotency keys (24 h).
 //
+// # Session homes
+//
+// Each of those buckets and streams (and the approvals buckets) is per
+// session: a primary copy for plain session ids and, for a session
+// "<region>.<name>", its region's copy ("iii-turn-state-at-eu",
+// "III_EVENTS_AT_eu"), which Start creates on a node of that region
+// (engine.WithRegion) and places there. Every access goes to the session's
+// copy (engine.SessionKV, engine.SessionStream); a session of a region
+// without copies is refused with not_found before anything is written. The
+// step and approvals consumers run one per copy; the periodic sweep starts
+// those of copies that appeared since (docs/REGIONS.md).
+//
 // # Lifecycle
 //
 // Start ensures the buckets and streams, starts the grain host, registers

@@ -18,6 +18,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
@@ -72,8 +73,14 @@ func startStackPolicy(t *testing.T, ns *server.Server, policyYAML string, opts .
 // provider (scripts of other models).
 func startStackScripted(t *testing.T, ns *server.Server, policyYAML string, sopts []scripted.Option, opts ...orchestrator.Option) *stack {
 	t.Helper()
+	return startStackOn(t, enginetest.NewEngine(t, ns), policyYAML, sopts, opts...)
+}
+
+// startStackOn is startStackScripted on engine e.
+func startStackOn(t *testing.T, e *engine.Engine, policyYAML string, sopts []scripted.Option, opts ...orchestrator.Option) *stack {
+	t.Helper()
 	ctx := context.Background()
-	s := &stack{e: enginetest.NewEngine(t, ns)}
+	s := &stack{e: e}
 	if policyYAML != "" {
 		startPolicy(t, s.e, policyYAML)
 	}
@@ -118,7 +125,7 @@ func events(t *testing.T, e *engine.Engine, sid string, timeout time.Duration) [
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cons, err := e.JetStream().OrderedConsumer(ctx, "III_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"iii.events." + sid}})
+	cons, err := e.JetStream().OrderedConsumer(ctx, subjects.SessionStream(subjects.EventStream, sid), jetstream.OrderedConsumerConfig{FilterSubjects: []string{"iii.events." + sid}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +230,9 @@ func TestRunStartBadInput(t *testing.T) {
 		{name: "missing session", mut: func(r *agent.RunStart) { r.SessionID = "" }},
 		{name: "star", mut: func(r *agent.RunStart) { r.SessionID = "a*" }},
 		{name: "gt", mut: func(r *agent.RunStart) { r.SessionID = "a>" }},
-		{name: "dot", mut: func(r *agent.RunStart) { r.SessionID = "a.b" }},
+		{name: "two dots", mut: func(r *agent.RunStart) { r.SessionID = "a.b.c" }},
+		{name: "no region", mut: func(r *agent.RunStart) { r.SessionID = ".b" }},
+		{name: "no name", mut: func(r *agent.RunStart) { r.SessionID = "a." }},
 		{name: "space", mut: func(r *agent.RunStart) { r.SessionID = "a b" }},
 		{name: "unknown provider", mut: func(r *agent.RunStart) { r.Provider = "nope" }},
 		{name: "empty messages", mut: func(r *agent.RunStart) { r.Messages = nil }},
@@ -465,7 +474,7 @@ func eventsUntil(t *testing.T, e *engine.Engine, sid string, n int, timeout time
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cons, err := e.JetStream().OrderedConsumer(ctx, "III_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"iii.events." + sid}})
+	cons, err := e.JetStream().OrderedConsumer(ctx, subjects.SessionStream(subjects.EventStream, sid), jetstream.OrderedConsumerConfig{FilterSubjects: []string{"iii.events." + sid}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // SessionRequest names a session.
@@ -20,7 +21,7 @@ type SessionRequest struct {
 }
 
 // Validate checks the session id.
-func (r SessionRequest) Validate() error { return agent.ValidateID("session_id", r.SessionID) }
+func (r SessionRequest) Validate() error { return agent.ValidateSessionID(r.SessionID) }
 
 // AbortResult is run::abort's response.
 type AbortResult struct {
@@ -52,7 +53,7 @@ type AgentTrigger struct {
 
 // Validate checks the request.
 func (r AgentTrigger) Validate() error {
-	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+	if err := agent.ValidateSessionID(r.SessionID); err != nil {
 		return err
 	}
 	if r.Function == "" {
@@ -103,7 +104,7 @@ func (o *Orchestrator) register() error {
 			RequestSchema: sessionSchema,
 			Idempotent:    true,
 			Handler: engine.Typed(func(ctx context.Context, r SessionRequest) (*agent.TurnView, error) {
-				rec, _, err := store{kv: o.turns}.Load(ctx, r.SessionID)
+				rec, _, err := store{kvs: o.turns}.Load(ctx, r.SessionID)
 				if errors.Is(err, session.ErrNoRecord) {
 					return nil, nil
 				}
@@ -181,10 +182,10 @@ func (o *Orchestrator) register() error {
 	return nil
 }
 
-const sessionSchema = `{"type":"object","properties":{"session_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"}},"required":["session_id"]}`
+const sessionSchema = `{"type":"object","properties":{"session_id":` + subjects.SessionIDSchema + `},"required":["session_id"]}`
 
 const runStartSchema = `{"type":"object","required":["session_id","provider","model","messages"],"properties":{` +
-	`"session_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"},"message_id":{"type":"string"},` +
+	`"session_id":` + subjects.SessionIDSchema + `,"message_id":{"type":"string"},` +
 	`"provider":{"type":"string"},"model":{"type":"string"},"mode":{"enum":["plan","ask","agent"]},` +
 	`"messages":{"type":"array","minItems":1},"max_turns":{"type":"integer","minimum":0},"system_prompt":{"type":"string"},` +
 	`"workspace_id":{"type":"string"},"agent_id":{"type":"string"},"idempotency_key":{"type":"string"}}}`

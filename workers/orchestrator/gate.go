@@ -62,7 +62,7 @@ type policyDecision struct {
 type functions struct {
 	e        *engine.Engine
 	catalog  *catalogCache
-	settings jetstream.KeyValue
+	settings *sessionKV // nil: every session is manual
 	logger   *slog.Logger
 	// hookTimeout bounds one hook round (subscribers that answer later are
 	// not heard); hookQuiescence is the wait for more replies after one.
@@ -196,7 +196,12 @@ func (f functions) sessionSettings(ctx context.Context, sid string) agent.Approv
 	if f.settings == nil {
 		return st
 	}
-	ent, err := f.settings.Get(ctx, sid)
+	kv, err := f.settings.of(ctx, sid)
+	if err != nil {
+		f.logger.WarnContext(ctx, "approval settings unreadable; treating the session as manual", "session_id", sid, "error", err)
+		return st
+	}
+	ent, err := kv.Get(ctx, sid)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			f.logger.WarnContext(ctx, "approval settings unreadable; treating the session as manual", "session_id", sid, "error", err)

@@ -23,18 +23,22 @@ const (
 
 // inbox keeps each session's steering and follow-up messages in KV as a
 // JSON array, changed by compare-and-set.
-type inbox struct{ kv jetstream.KeyValue }
+type inbox struct{ kvs sessionKV }
 
 func inboxKey(sid, name string) string { return sid + "." + name }
 
 // update applies fn to the inbox under CAS, retrying on conflict.
-func (b inbox) update(ctx context.Context, key string, fn func([]agent.Message) ([]agent.Message, error)) ([]agent.Message, error) {
+func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Message) ([]agent.Message, error)) ([]agent.Message, error) {
+	kv, err := b.kvs.of(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
 	for attempt := 0; attempt < 64; attempt++ {
 		var (
 			cur []agent.Message
 			rev uint64
 		)
-		ent, err := b.kv.Get(ctx, key)
+		ent, err := kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -56,11 +60,11 @@ func (b inbox) update(ctx context.Context, key string, fn func([]agent.Message) 
 		}
 		data, _ := json.Marshal(next)
 		if rev == 0 {
-			_, err = b.kv.Create(ctx, key, data)
+			_, err = kv.Create(ctx, key, data)
 		} else if len(next) == 0 {
-			err = b.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+			err = kv.Delete(ctx, key, jetstream.LastRevision(rev))
 		} else {
-			_, err = b.kv.Update(ctx, key, data, rev)
+			_, err = kv.Update(ctx, key, data, rev)
 		}
 		if err == nil {
 			return cur, nil
@@ -74,7 +78,7 @@ func (b inbox) update(ctx context.Context, key string, fn func([]agent.Message) 
 
 func (b inbox) push(ctx context.Context, sid, name string, msg agent.Message) (int, error) {
 	var n int
-	_, err := b.update(ctx, inboxKey(sid, name), func(cur []agent.Message) ([]agent.Message, error) {
+	_, err := b.update(ctx, sid, inboxKey(sid, name), func(cur []agent.Message) ([]agent.Message, error) {
 		if len(cur) >= maxInboxItems {
 			return nil, wire.Errorf(wire.CodeConflict, "inbox %s of %s is full (%d items)", name, sid, maxInboxItems)
 		}
@@ -85,11 +89,15 @@ func (b inbox) push(ctx context.Context, sid, name string, msg agent.Message) (i
 }
 
 func (b inbox) drain(ctx context.Context, sid, name string) ([]agent.Message, error) {
-	return b.update(ctx, inboxKey(sid, name), func([]agent.Message) ([]agent.Message, error) { return nil, nil })
+	return b.update(ctx, sid, inboxKey(sid, name), func([]agent.Message) ([]agent.Message, error) { return nil, nil })
 }
 
-func (b inbox) peek(ctx context.Context, key string) ([]agent.Message, error) {
-	ent, err := b.kv.Get(ctx, key)
+func (b inbox) peek(ctx context.Context, sid, key string) ([]agent.Message, error) {
+	kv, err := b.kvs.of(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	ent, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
 	}
@@ -107,11 +115,11 @@ func (b inbox) peek(ctx context.Context, key string) ([]agent.Message, error) {
 
 // Peek implements session.Inbox.
 func (b inbox) Peek(ctx context.Context, sid string) ([]agent.Message, []agent.Message, session.InboxMark, error) {
-	steering, err := b.peek(ctx, inboxKey(sid, InboxSteering))
+	steering, err := b.peek(ctx, sid, inboxKey(sid, InboxSteering))
 	if err != nil {
 		return nil, nil, session.InboxMark{}, err
 	}
-	followups, err := b.peek(ctx, inboxKey(sid, InboxFollowup))
+	followups, err := b.peek(ctx, sid, inboxKey(sid, InboxFollowup))
 	if err != nil {
 		return nil, nil, session.InboxMark{}, err
 	}
@@ -128,7 +136,7 @@ func (b inbox) Ack(ctx context.Context, sid string, mark session.InboxMark) erro
 			continue
 		}
 		n := x.n
-		if _, err := b.update(ctx, inboxKey(sid, x.name), func(cur []agent.Message) ([]agent.Message, error) {
+		if _, err := b.update(ctx, sid, inboxKey(sid, x.name), func(cur []agent.Message) ([]agent.Message, error) {
 			return cur[min(n, len(cur)):], nil
 		}); err != nil {
 			return err
@@ -139,7 +147,7 @@ func (b inbox) Ack(ctx context.Context, sid string, mark session.InboxMark) erro
 
 // Requeue implements session.Inbox.
 func (b inbox) Requeue(ctx context.Context, sid string, msgs []agent.Message) error {
-	_, err := b.update(ctx, inboxKey(sid, InboxFollowup), func(cur []agent.Message) ([]agent.Message, error) {
+	_, err := b.update(ctx, sid, inboxKey(sid, InboxFollowup), func(cur []agent.Message) ([]agent.Message, error) {
 		return append(append([]agent.Message(nil), msgs...), cur...), nil
 	})
 	return err
@@ -154,7 +162,7 @@ type InboxPushRequest struct {
 
 // Validate checks the request.
 func (r InboxPushRequest) Validate() error {
-	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+	if err := agent.ValidateSessionID(r.SessionID); err != nil {
 		return err
 	}
 	if r.Name != InboxSteering && r.Name != InboxFollowup {
@@ -174,7 +182,7 @@ type InboxDrainRequest struct {
 
 // Validate checks the request.
 func (r InboxDrainRequest) Validate() error {
-	if err := agent.ValidateID("session_id", r.SessionID); err != nil {
+	if err := agent.ValidateSessionID(r.SessionID); err != nil {
 		return err
 	}
 	if r.Name != InboxSteering && r.Name != InboxFollowup {

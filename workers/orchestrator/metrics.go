@@ -83,9 +83,17 @@ func (o *Orchestrator) observeGauges() error {
 		if h := o.Host(); h != nil {
 			ob.ObserveInt64(grains, int64(h.Active()))
 		}
-		if st, err := o.approvals.kv.Status(ctx); err == nil {
-			ob.ObserveInt64(pending, int64(st.Values()))
+		// The copies of the bucket held in this process's cache (the
+		// primary one and those of the regions whose sessions it served).
+		var n int64
+		for _, r := range o.approvalRegions() {
+			if kv, err := o.approvals.kvs.copyOf(ctx, r); err == nil {
+				if st, err := kv.Status(ctx); err == nil {
+					n += int64(st.Values())
+				}
+			}
 		}
+		ob.ObserveInt64(pending, n)
 		return nil
 	}, grains, pending)
 	return err

@@ -62,8 +62,8 @@ type Orchestrator struct {
 	clusterCfg     clusterSettings
 
 	e       *engine.Engine
-	turns   jetstream.KeyValue
-	runs    jetstream.KeyValue
+	turns   sessionKV
+	runs    sessionKV
 	inbox   inbox
 	pub     *publisher
 	history *history
@@ -79,10 +79,10 @@ type Orchestrator struct {
 	catalog  *catalogCache
 	fns      functions
 	spend    *spend
-	consume  jetstream.ConsumeContext
+	consume  *perCopy
 
 	approvals   approvals
-	approvalsCC jetstream.ConsumeContext
+	approvalsCC *perCopy
 }
 
 // Option configures an Orchestrator built in code (tests, bench).
@@ -193,45 +193,48 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	o.e = e
 	var err error
-	if o.turns, err = e.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: subjects.TurnStateBucket, History: 1, Storage: jetstream.FileStorage}); err != nil {
-		return err
-	}
-	if o.runs, err = e.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: subjects.RunsBucket, TTL: 24 * time.Hour, Storage: jetstream.FileStorage}); err != nil {
-		return err
-	}
-	ib, err := e.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: subjects.InboxBucket, History: 1, Storage: jetstream.FileStorage})
-	if err != nil {
-		return err
-	}
-	o.inbox = inbox{kv: ib}
-	var approvalKVs []jetstream.KeyValue
-	for _, cfg := range approvalBucketConfigs() {
-		kv, err := e.EnsureKV(ctx, cfg)
-		if err != nil {
+	// Every per-session bucket and stream: the primary copy and, on a
+	// node of a region, that region's copy (docs/REGIONS.md).
+	var kvs []sessionKV
+	for _, cfg := range append([]jetstream.KeyValueConfig{
+		{Bucket: subjects.TurnStateBucket, History: 1, Storage: jetstream.FileStorage},
+		{Bucket: subjects.RunsBucket, TTL: 24 * time.Hour, Storage: jetstream.FileStorage},
+		{Bucket: subjects.InboxBucket, History: 1, Storage: jetstream.FileStorage},
+	}, approvalBucketConfigs()...) {
+		if _, err := e.EnsureSessionKV(ctx, cfg); err != nil {
 			return err
 		}
-		approvalKVs = append(approvalKVs, kv)
+		kvs = append(kvs, sessionKV{e: e, bucket: cfg.Bucket})
 	}
-	o.approvals = approvals{kv: approvalKVs[0], now: time.Now, tracer: e.Tracer()}
-	for _, cfg := range []jetstream.StreamConfig{stepStreamConfig(e.Replicas()), eventStreamConfig(e.Replicas(), o.eventMaxAge)} {
-		if _, err := e.EnsureStream(ctx, cfg); err != nil {
+	o.turns, o.runs, o.inbox = kvs[0], kvs[1], inbox{kvs: kvs[2]}
+	o.approvals = approvals{kvs: kvs[3], now: time.Now, tracer: e.Tracer()}
+	for _, s := range []struct {
+		cfg    jetstream.StreamConfig
+		prefix string
+	}{
+		{stepStreamConfig(e.Replicas()), subjects.StepSubjectPrefix},
+		{eventStreamConfig(e.Replicas(), o.eventMaxAge), subjects.EventSubjectPrefix},
+	} {
+		if _, err := e.EnsureSessionStream(ctx, s.cfg, s.prefix); err != nil {
 			return err
 		}
 	}
+	o.consume = &perCopy{stream: subjects.StepStream, start: o.consumeStepsOf}
+	o.approvalsCC = &perCopy{stream: subjects.ApprovalsKVStream, start: o.watchApprovalsOf}
 	ms, err := newMetrics(e)
 	if err != nil {
 		return err
 	}
 	o.metrics = ms
-	o.pub = newPublisher(e.JetStream())
+	o.pub = newPublisher(e)
 	o.pub.metrics = ms
 	o.history = newHistory(e, o.pub)
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
 	o.spend = newSpend(e, o.logger)
-	o.fns = functions{e: e, catalog: o.catalog, settings: approvalKVs[1], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms}
+	o.fns = functions{e: e, catalog: o.catalog, settings: &kvs[4], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms}
 	o.stop = make(chan struct{})
 	o.ports = session.Ports{
-		Store:     store{kv: o.turns},
+		Store:     store{kvs: o.turns},
 		History:   o.history,
 		Events:    o.pub,
 		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout},
@@ -280,10 +283,10 @@ func (o *Orchestrator) Close(ctx context.Context) error {
 		cancel()
 	}
 	if o.consume != nil {
-		o.consume.Stop()
+		o.consume.stop()
 	}
 	if o.approvalsCC != nil {
-		o.approvalsCC.Stop()
+		o.approvalsCC.stop()
 	}
 	if host != nil {
 		return host.Close(ctx)
@@ -309,8 +312,16 @@ func (o *Orchestrator) newHost() (*session.Host, error) {
 	return session.NewHost(o.ports, opts...)
 }
 
+// consumeSteps consumes every copy of the step stream: the primary one and
+// each region's. Every node serves every copy (the grain of a session runs
+// where the grain cluster places it).
 func (o *Orchestrator) consumeSteps(ctx context.Context) error {
-	cons, err := o.e.EnsureConsumer(ctx, subjects.StepStream, jetstream.ConsumerConfig{
+	return o.consume.refresh(ctx, o.e)
+}
+
+// consumeStepsOf consumes one copy of the step stream.
+func (o *Orchestrator) consumeStepsOf(ctx context.Context, stream string) (jetstream.ConsumeContext, error) {
+	cons, err := o.e.EnsureConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:       subjects.StepConsumer,
 		FilterSubject: subjects.StepSubjectPrefix + ">",
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -318,11 +329,11 @@ func (o *Orchestrator) consumeSteps(ctx context.Context) error {
 		MaxAckPending: 20000,
 	})
 	if err != nil {
-		return wire.Wrap(wire.CodeUnavailable, err, "step consumer")
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "step consumer on %s", stream)
 	}
-	o.consume, err = cons.Consume(func(m jetstream.Msg) {
+	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var st Step
-		if err := json.Unmarshal(m.Data(), &st); err != nil || agent.ValidateID("session_id", st.SessionID) != nil {
+		if err := json.Unmarshal(m.Data(), &st); err != nil || agent.ValidateSessionID(st.SessionID) != nil {
 			o.logger.Warn("bad turn step dropped", "subject", m.Subject(), "error", err)
 			_ = m.Term()
 			return
@@ -332,9 +343,9 @@ func (o *Orchestrator) consumeSteps(ctx context.Context) error {
 		}
 	}, jetstream.PullMaxMessages(512))
 	if err != nil {
-		return wire.Wrap(wire.CodeUnavailable, err, "consume steps")
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume steps of %s", stream)
 	}
-	return nil
+	return cc, nil
 }
 
 // enqueueStep publishes the wake for rec (deduplicated per run and step).
@@ -374,6 +385,13 @@ func (o *Orchestrator) sweepEvery(interval time.Duration) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), interval)
+		// Copies of the step stream and the approvals bucket that appeared
+		// since (a region's first node started) get their consumers.
+		for _, p := range []*perCopy{o.consume, o.approvalsCC} {
+			if err := p.refresh(ctx, o.e); err != nil {
+				o.logger.Warn("consumers of new regional copies not started; trying again later", "stream", p.stream, "error", err)
+			}
+		}
 		n, err := o.resweep(ctx, interval)
 		cancel()
 		if err != nil {
@@ -386,15 +404,11 @@ func (o *Orchestrator) sweepEvery(interval time.Duration) {
 
 // resweep wakes the mid-flight sessions whose records are older than stale.
 func (o *Orchestrator) resweep(ctx context.Context, stale time.Duration) (int, error) {
-	lister, err := o.turns.ListKeys(ctx)
-	if err != nil {
-		return 0, nil // empty bucket
-	}
-	st := store{kv: o.turns}
+	st := store{kvs: o.turns}
 	cutoff := time.Now().Add(-stale).UnixMilli()
 	why := "sweep:" + strconv.FormatInt(time.Now().Unix()/int64(max(stale/time.Second, 1)), 36)
 	n := 0
-	for key := range lister.Keys() {
+	for key := range o.sessionKeys(ctx) {
 		rec, _, err := st.Load(ctx, key)
 		settled := (rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval) && len(rec.Outbox) == 0
 		if err != nil || settled || rec.UpdatedAtMs > cutoff {
@@ -413,12 +427,8 @@ func (o *Orchestrator) resweep(ctx context.Context, stale time.Duration) (int, e
 // that did go out harmless). It also makes sure every parked call is in
 // the approvals bucket.
 func (o *Orchestrator) sweep(ctx context.Context) error {
-	lister, err := o.turns.ListKeys(ctx)
-	if err != nil {
-		return nil // empty bucket
-	}
-	st := store{kv: o.turns}
-	for key := range lister.Keys() {
+	st := store{kvs: o.turns}
+	for key := range o.sessionKeys(ctx) {
 		rec, _, err := st.Load(ctx, key)
 		if err != nil {
 			continue
@@ -461,18 +471,27 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 	if rs.MaxTurns == 0 {
 		rs.MaxTurns = o.maxTurns
 	}
+	// A session homed in a region with no stores is refused before
+	// anything is written.
+	if _, err := o.turns.of(ctx, rs.SessionID); err != nil {
+		return RunStartResult{}, err
+	}
+	runs, err := o.runs.of(ctx, rs.SessionID)
+	if err != nil {
+		return RunStartResult{}, err
+	}
 	var idemKey string
 	if rs.IdempotencyKey != "" {
 		h := sha256.Sum256([]byte(rs.IdempotencyKey))
 		idemKey = rs.SessionID + "." + hex.EncodeToString(h[:12])
-		if ent, err := o.runs.Get(ctx, idemKey); err == nil {
+		if ent, err := runs.Get(ctx, idemKey); err == nil {
 			var prev RunStartResult
 			if json.Unmarshal(ent.Value(), &prev) == nil {
 				return prev, nil
 			}
 		}
 	}
-	st := store{kv: o.turns}
+	st := store{kvs: o.turns}
 	for attempt := 0; ; attempt++ {
 		res, err := o.runStartOnce(ctx, rs, st)
 		if errors.Is(err, session.ErrFenced) {
@@ -486,7 +505,7 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 		}
 		if idemKey != "" && res.Started {
 			data, _ := json.Marshal(res)
-			_, _ = o.runs.Put(ctx, idemKey, data)
+			_, _ = runs.Put(ctx, idemKey, data)
 		}
 		return res, nil
 	}
@@ -541,10 +560,12 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 	if err := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error { return o.enqueueStep(ctx, rec) }, always); err != nil {
 		// Take the record back so nothing half-started is left; if that
 		// fails too, the sweep on the next start re-wakes it.
-		if rev == 0 {
-			_ = o.turns.Delete(ctx, rs.SessionID, jetstream.LastRevision(newRev))
+		if kv, kerr := o.turns.of(ctx, rs.SessionID); kerr != nil {
+			o.logger.Warn("turn record of a run whose step could not be enqueued not taken back; the sweep re-wakes it", "session_id", rs.SessionID, "error", kerr)
+		} else if rev == 0 {
+			_ = kv.Delete(ctx, rs.SessionID, jetstream.LastRevision(newRev))
 		} else if data, merr := json.Marshal(cur); merr == nil {
-			_, _ = o.turns.Update(ctx, rs.SessionID, data, newRev)
+			_, _ = kv.Update(ctx, rs.SessionID, data, newRev)
 		}
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "enqueue turn step")
 	}

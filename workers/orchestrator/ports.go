@@ -29,10 +29,14 @@ import (
 const writeAttempt = 5 * time.Second
 
 // store keeps turn records in KV as JSON.
-type store struct{ kv jetstream.KeyValue }
+type store struct{ kvs sessionKV }
 
 func (s store) Load(ctx context.Context, sid string) (turn.Record, uint64, error) {
-	ent, err := s.kv.Get(ctx, sid)
+	kv, err := s.kvs.of(ctx, sid)
+	if err != nil {
+		return turn.Record{}, 0, err
+	}
+	ent, err := kv.Get(ctx, sid)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return turn.Record{}, 0, session.ErrNoRecord
 	}
@@ -51,21 +55,25 @@ func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, 
 	if err != nil {
 		return 0, err
 	}
+	kv, err := s.kvs.of(ctx, rec.SessionID)
+	if err != nil {
+		return 0, err
+	}
 	var n uint64
 	attempts := 0
 	err = engine.Retry(ctx, writeAttempt, func(ctx context.Context) error {
 		attempts++
 		var err error
 		if rev == 0 {
-			n, err = s.kv.Create(ctx, rec.SessionID, data)
+			n, err = kv.Create(ctx, rec.SessionID, data)
 		} else {
-			n, err = s.kv.Update(ctx, rec.SessionID, data, rev)
+			n, err = kv.Update(ctx, rec.SessionID, data, rev)
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongSeq(err) {
 			// An earlier attempt that timed out may have landed: then
 			// the record holds exactly these bytes.
 			if attempts > 1 {
-				if e, gerr := s.kv.Get(ctx, rec.SessionID); gerr == nil && bytes.Equal(e.Value(), data) {
+				if e, gerr := kv.Get(ctx, rec.SessionID); gerr == nil && bytes.Equal(e.Value(), data) {
 					n = e.Revision()
 					return nil
 				}
@@ -85,6 +93,7 @@ func isWrongSeq(err error) bool {
 // publisher publishes events asynchronously and waits for their acks per
 // session in one batch (Flush).
 type publisher struct {
+	e       *engine.Engine
 	js      jetstream.JetStream
 	metrics *metrics
 
@@ -103,8 +112,8 @@ var (
 	_ session.Approvals = approvals{}
 )
 
-func newPublisher(js jetstream.JetStream) *publisher {
-	return &publisher{js: js, pending: map[string][]jetstream.PubAckFuture{}, seq: map[string]uint64{}}
+func newPublisher(e *engine.Engine) *publisher {
+	return &publisher{e: e, js: e.JetStream(), pending: map[string][]jetstream.PubAckFuture{}, seq: map[string]uint64{}}
 }
 
 func (p *publisher) publish(sid, subj, id string, data []byte) error {
@@ -130,7 +139,7 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 	if !ok {
 		subj, _ := subjects.EventSubject(sid)
 		err := engine.Retry(ctx, writeAttempt, func(actx context.Context) error {
-			s, err := p.js.Stream(actx, subjects.EventStream)
+			s, err := p.e.SessionStream(actx, subjects.EventStream, sid)
 			if err != nil {
 				return err
 			}

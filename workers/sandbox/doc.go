@@ -150,6 +150,17 @@
 // on the winner. A sandbox id is "<session id>_<10 characters>": it names
 // its record, and a destroyed sandbox's id never names its successor.
 //
+// A session homed in a region ("<region>.<name>", subjects.ValidateSessionID)
+// keeps its dot in the sandbox id ("eu.s1_k3v9x0q2ab"). That is safe
+// everywhere the id is used: a workdir and cgroup folder name (one dot,
+// never first, never "." or ".."; the "_<10 characters>" suffix keeps it
+// from ever naming a cgroup interface file such as "memory.max"), and the
+// record key "session.eu.s1" (KV keys may hold dots; listings take the
+// whole rest after "session."). No subject carries a sandbox id, so no
+// escaping is needed. The records bucket stays one bucket for every
+// region: sandboxes are node-local, and a record only says which node
+// holds one.
+//
 // Sandboxes are node-local: only the node that created one (setting
 // node, default the host name) runs commands in it or destroys it. A call
 // that reaches another node's sandbox worker answers unavailable

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,13 +11,16 @@ import (
 )
 
 // Sandbox ids round-trip, and parsing never panics nor accepts an id
-// whose session part is not a valid session id.
+// whose session part is not a valid session id (a plain id, or
+// "<region>.<name>" with exactly one dot). Whatever parses is one safe
+// path element: no '/', not "." or "..", at most one dot, not first.
 func FuzzSandboxID(f *testing.F) {
-	for _, s := range []string{"s1_abcdefghij", "a_b_0123456789", "", "_", "x_ABCDEFGHIJ", "../x_abcdefghij"} {
+	for _, s := range []string{"s1_abcdefghij", "a_b_0123456789", "", "_", "x_ABCDEFGHIJ", "../x_abcdefghij",
+		"eu.s1_abcdefghij", "eu..s1_abcdefghij", ".s1_abcdefghij", "eu.s1.x_abcdefghij"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if subjects.ValidateID("session_id", s) == nil {
+		if subjects.ValidateSessionID(s) == nil {
 			if got, err := parseSandboxID(newSandboxID(s)); err != nil || got != s {
 				t.Fatalf("round trip of %q: %q %v", s, got, err)
 			}
@@ -25,8 +29,12 @@ func FuzzSandboxID(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if subjects.ValidateID("session_id", sid) != nil || !strings.HasPrefix(s, sid+"_") || len(s)-len(sid)-1 != idSuffixLen || strings.ContainsAny(s, "/.") {
+		if subjects.ValidateSessionID(sid) != nil || !strings.HasPrefix(s, sid+"_") || len(s)-len(sid)-1 != idSuffixLen {
 			t.Fatalf("%q parsed to %q", s, sid)
+		}
+		if strings.Contains(s, "/") || strings.Count(s, ".") > 1 || strings.HasPrefix(s, ".") || !filepath.IsLocal(s) ||
+			strings.Contains(s[len(sid):], ".") {
+			t.Fatalf("%q parsed, but is no safe path element", s)
 		}
 	})
 }
@@ -99,6 +107,8 @@ func FuzzParseProcStat(f *testing.F) {
 func FuzzDecodeRecord(f *testing.F) {
 	good, _ := json.Marshal(Sandbox{SandboxID: "s_abcdefghij", SessionID: "s"})
 	f.Add(good)
+	regional, _ := json.Marshal(Sandbox{SandboxID: "eu.s1_abcdefghij", SessionID: "eu.s1"})
+	f.Add(regional)
 	f.Add([]byte(`{"sandbox_id":"s_abcdefghij","session_id":"t"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, err := decodeRecord(b)

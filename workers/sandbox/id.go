@@ -16,7 +16,8 @@ const idSuffixLen = 10
 const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 // newSandboxID returns a fresh id for a sandbox of session sid:
-// "<sid>_<10 random characters of a-z 0-9>". The session id is part of
+// "<sid>_<10 random characters of a-z 0-9>" (with the dot of a regional
+// session id: "eu.s1_..."; see the package doc). The session id is part of
 // the id so that a sandbox id finds its record (keyed by session) with
 // one read, and the random part tells incarnations apart: an id of a
 // destroyed sandbox never names its successor.
@@ -48,10 +49,11 @@ func parseSandboxID(id string) (string, error) {
 	return sid, nil
 }
 
-// validateSessionID checks a session id (subjects.ValidateID: 1 to 128
-// characters of A-Z a-z 0-9 _ -).
+// validateSessionID checks a session id (subjects.ValidateSessionID: 1
+// to 128 characters of A-Z a-z 0-9 _ -, or "<region>.<name>" of those
+// with exactly one dot).
 func validateSessionID(sid string) error {
-	if err := subjects.ValidateID("session_id", sid); err != nil {
+	if err := subjects.ValidateSessionID(sid); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidID, err)
 	}
 	return nil

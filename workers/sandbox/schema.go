@@ -32,7 +32,7 @@ const sandboxSchema = `{
 const createRequestSchema = `{
   "type": "object",
   "properties": {
-    "session_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"},
+    "session_id": {"type": "string", "maxLength": 128, "pattern": "^([A-Za-z0-9_-]{1,64}\\.)?[A-Za-z0-9_-]+$", "description": "the session: an id, or <region>.<name> for a session homed in a region"},
     "network": {"type": "boolean", "description": "share the host's network; default false (loopback only)"},
     "limits": ` + limitsSchema + `
   },

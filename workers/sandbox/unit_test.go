@@ -72,7 +72,10 @@ func TestMergeEnv(t *testing.T) {
 
 func TestSandboxID(t *testing.T) {
 	t.Parallel()
-	for _, sid := range []string{"s1", "a_b_c", "x-y", strings.Repeat("z", 128)} {
+	// A session homed in a region ("<region>.<name>") keeps its dot: a
+	// sandbox id is a file and cgroup name and a KV key part, never a
+	// subject token.
+	for _, sid := range []string{"s1", "a_b_c", "x-y", strings.Repeat("z", 128), "eu.s1", "eu-west_2.chat-42", "r.x_y"} {
 		id := newSandboxID(sid)
 		got, err := parseSandboxID(id)
 		if err != nil || got != sid {
@@ -82,7 +85,8 @@ func TestSandboxID(t *testing.T) {
 			t.Fatal("ids repeat")
 		}
 	}
-	for _, bad := range []string{"", "_", "s1", "s1_", "s1_abc", "s1_ABCDEFGHIJ", "_abcdefghij", "a/b_abcdefghij", "s1_abcdefghij_", "../x_abcdefghij", "s 1_abcdefghij"} {
+	for _, bad := range []string{"", "_", "s1", "s1_", "s1_abc", "s1_ABCDEFGHIJ", "_abcdefghij", "a/b_abcdefghij", "s1_abcdefghij_", "../x_abcdefghij", "s 1_abcdefghij",
+		"eu.s1.x_abcdefghij", ".s1_abcdefghij", "eu._abcdefghij", "eu..s1_abcdefghij", "a/b.c_abcdefghij", "._abcdefghij", ".._abcdefghij"} {
 		if _, err := parseSandboxID(bad); !errors.Is(err, ErrInvalidID) {
 			t.Fatalf("%q: %v", bad, err)
 		}

@@ -65,6 +65,78 @@ func TestCreate(t *testing.T) {
 	}
 }
 
+// A session homed in a region ("eu.s1") gets a sandbox like any other:
+// its id "eu.s1_<suffix>" names its workdir and cgroups, its record is
+// "session.eu.s1", shell::exec finds it from the caller's session, list
+// and the reaper see it, and destroy removes all of it.
+func TestRegionalSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const sid = "eu.s1"
+	sb := f.create(t, CreateRequest{SessionID: sid, Limits: Limits{Pids: 64}})
+	if sb.SessionID != sid || !strings.HasPrefix(sb.SandboxID, sid+"_") || sb.Workdir != filepath.Join(f.root, sb.SandboxID) {
+		t.Fatalf("sandbox %+v", sb)
+	}
+	if _, err := f.kv.Get(ctx, "session."+sid); err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	dirs := f.m.cg.sandboxDirs(sb.SandboxID)
+	if len(dirs) == 0 {
+		t.Fatal("no cgroup folders")
+	}
+	limited := 0
+	for _, d := range dirs {
+		if b, err := os.ReadFile(filepath.Join(d, "pids.max")); err == nil {
+			if strings.TrimSpace(string(b)) != "64" {
+				t.Fatalf("%s/pids.max = %q", d, b)
+			}
+			limited++
+		}
+	}
+	if limited != 1 {
+		t.Fatalf("pids.max in %d of %v", limited, dirs)
+	}
+	if r := f.sh(t, sid, "echo homed > f.txt && pwd"); r.ExitCode != 0 || r.Stdout != sb.Workdir+"\n" {
+		t.Fatalf("shell %+v", r)
+	}
+	if r := f.exec(t, sb.SandboxID, Command{Command: "cat f.txt"}); r.Stdout != "homed\n" {
+		t.Fatalf("exec %+v", r)
+	}
+	for _, req := range []ListRequest{{}, {SessionID: sid}} {
+		list, err := engine.Call[ListResponse](ctx, f.e, ListFunction, req)
+		if err != nil || len(list.Sandboxes) != 1 || list.Sandboxes[0].SandboxID != sb.SandboxID {
+			t.Fatalf("list %+v: %+v (%v)", req, list, err)
+		}
+	}
+	if st, err := f.m.reap(ctx); err != nil || !st.zero() || !exists(sb.Workdir) {
+		t.Fatalf("reap of a live regional sandbox: %+v %v", st, err)
+	}
+	res, err := engine.Call[DestroyResponse](ctx, f.e, DestroyFunction, DestroyRequest{SandboxID: sb.SandboxID})
+	if err != nil || !res.Destroyed {
+		t.Fatalf("destroy %+v %v", res, err)
+	}
+	if exists(sb.Workdir) {
+		t.Fatal("workdir left")
+	}
+	for _, d := range dirs {
+		if exists(d) {
+			t.Fatalf("cgroup %s left", d)
+		}
+	}
+	if _, err := f.kv.Get(ctx, "session."+sid); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("record left: %v", err)
+	}
+	// A regional orphan (a crash's leftover) is reaped like any other.
+	ghost := filepath.Join(f.root, "eu.ghost_0123456789")
+	if err := os.Mkdir(ghost, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := f.m.reap(ctx); err != nil || st.OrphanWorkdirs != 1 || exists(ghost) {
+		t.Fatalf("reap of a regional orphan: %+v %v", st, err)
+	}
+}
+
 // A second create of a session returns its live sandbox, also when many
 // race; a create after destroy makes a new one.
 func TestCreateIdempotent(t *testing.T) {

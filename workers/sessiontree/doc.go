@@ -38,13 +38,14 @@
 //   - session::entries {session_id, leaf?} → {entries, leaf}: the raw path.
 //   - session::fork {session_id, from_entry_id, new_session_id?,
 //     display_name?} → {session_id}: a new session whose history is the
-//     path up to and including from_entry_id, shared and not copied.
+//     path up to and including from_entry_id, shared and not copied. It
+//     has the home region of the session it forks (see "Session homes").
 //   - session::clone {session_id, leaf?, new_session_id?, display_name?} →
 //     {session_id}: a fork at the leaf.
 //   - session::tree {session_id} → {nodes: [{entry_id, parent_id, type,
 //     timestamp, summary, children_count, session_id}], active_leaf}.
 //   - session::list {limit?, cursor?} → {sessions, next_cursor?}: one page
-//     of [Meta] values, most recently updated first.
+//     of [Meta] values, most recently updated first, of every home region.
 //   - session::set_active_leaf {session_id, entry_id} → {session_id,
 //     active_leaf}.
 //   - session::export_html {session_id, leaf?} → {html}: one
@@ -52,8 +53,10 @@
 //
 // Errors: invalid_payload for bad ids, invalid entries, an entry over the
 // size cap (256 KiB encoded, [WithMaxEntrySize]) or a compaction whose
-// first_kept_entry_id is not on its path; not_found for an unknown session,
-// or an entry that is not in the session's history (unknown, or of an
+// first_kept_entry_id is not on its path, or a fork (clone) into another
+// home region; not_found for an unknown session, a session whose home
+// region has no stores (engine.ErrUnknownRegion: nothing is written), or
+// an entry that is not in the session's history (unknown, or of an
 // unrelated session); conflict for a create (fork, clone) of an existing
 // id; unavailable, timeout when JetStream does not answer; internal for a
 // stored record that does not decode or breaks the tree (written around
@@ -67,14 +70,15 @@
 //
 // # Storage layout
 //
-// Stream [EntryStream] ("III_SESSION_ENTRIES", [EntryStreamConfig]):
+// Stream [EntryStream] ("III_SESSION_ENTRIES", [EntryStreamConfig]; a
+// region's copy for the sessions homed there, see "Session homes"):
 // subjects "iii.session.entries.<session id>", one message per entry, the
 // entry as msgpack (a record: the entry's fields without its id, plus
 // bookkeeping). Limits retention, direct get allowed, single deletes
 // denied, a ten-minute dedup window for dedup_id.
 //
-// KV bucket [MetaBucket] ("iii-sessions", [MetaBucketConfig]): key the
-// session id, value the JSON [Meta]:
+// KV bucket [MetaBucket] ("iii-sessions", [MetaBucketConfig]; a region's
+// copy likewise): key the session id, value the JSON [Meta]:
 //
 //	{"session_id": "s1", "display_name": "…", "created_at": 1767225600000,
 //	  "updated_at": 1767225612000, "active_leaf": "e4k", "entry_count": 12,
@@ -97,6 +101,30 @@
 // an entry is an ancestor of another (a fork's inherited history, a
 // compaction's first kept entry) is decided the same way, one direct get
 // per run.
+//
+// # Session homes
+//
+// A session id may name its home region, "<region>.<name>" (one dot; see
+// subjects.ValidateSessionID). Stream and bucket are per-session stores
+// (docs/REGIONS.md): the primary copies above hold the sessions with a
+// plain id (the stream's subjects are "iii.session.entries.*", one
+// token), and each region that runs iii nodes (engine.WithRegion) has its
+// own copies, placed in its cluster, for the sessions homed there:
+//
+//	session "s1"    entries III_SESSION_ENTRIES        on iii.session.entries.s1
+//	                meta    iii-sessions               key s1
+//	session "eu.s1" entries III_SESSION_ENTRIES_AT_eu  on iii.session.entries.eu.s1
+//	                meta    iii-sessions-at-eu         key eu.s1
+//
+// Subjects and keys keep their form (prefix + the whole id); a regional
+// id's subject has one token more, which only its region's copy
+// captures. Every read and write of a session goes to its copies
+// (engine.Engine.SessionStream and SessionKV); a session of a region
+// without them is not_found, and nothing is written. Entry ids are sequences of one copy, so a session's
+// whole history stays in one: a fork or clone has the home region of the
+// session it forks (a default new id is "<region>.s_<nuid>"), and an
+// entry id names an entry of the copy of the session it is given with.
+// session::list reads every copy (engine.Engine.SessionRegions).
 //
 // # Concurrency
 //
@@ -132,7 +160,8 @@
 //  1. New: the registry builds a [Worker]; embedders use [NewWorker].
 //  2. Provision: the setting "max_entry_size" (bytes); any other is an
 //     error.
-//  3. Start: open (create) the stream and the bucket ([Open]) and
+//  3. Start: open (create) the stream and the bucket ([Open]): the
+//     primary copies and, on a node with a region, that region's; then
 //     register the functions on the engine worker "session".
 //  4. Close: stop the endpoints. The stream and the bucket stay.
 //

@@ -149,11 +149,11 @@ func TestSlowPaths(t *testing.T) {
 		t.Fatalf("messages = %d, %v", len(r.Messages), err)
 	}
 	seq, _ := ParseEntryID(ids.EntryIDs[3])
-	n, err := s.leaderGet(ctx, seq)
+	n, err := s.leaderGet(ctx, EntryStream, seq)
 	if err != nil || n.id() != ids.EntryIDs[3] || n.sid != c.SessionID || n.rec.Depth != 3 {
 		t.Fatalf("leaderGet = %+v, %v", n, err)
 	}
-	if _, err := s.leaderGet(ctx, 1<<40); !errors.Is(err, errNoEntry) {
+	if _, err := s.leaderGet(ctx, EntryStream, 1<<40); !errors.Is(err, errNoEntry) {
 		t.Fatalf("leaderGet of nothing = %v", err)
 	}
 }

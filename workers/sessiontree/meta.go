@@ -14,10 +14,10 @@ import (
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
-// Meta is a session's metadata, one JSON value in [MetaBucket] per
-// session. It is a cache of the entry stream that every writer updates by
-// compare-and-set; the entries are the truth (see the package doc's
-// "Crash safety").
+// Meta is a session's metadata, one JSON value per session in [MetaBucket]
+// (in its home region's copy for a session "<region>.<name>"). It is a
+// cache of the entry stream that every writer updates by compare-and-set;
+// the entries are the truth (see the package doc's "Crash safety").
 type Meta struct {
 	SessionID   string `json:"session_id"`
 	DisplayName string `json:"display_name,omitempty"`
@@ -77,7 +77,11 @@ func validDisplayName(s string) error {
 // loadMeta reads the meta of sid: not_found when the session does not
 // exist.
 func (s *Store) loadMeta(ctx context.Context, sid string) (Meta, uint64, error) {
-	ent, err := s.meta.Get(ctx, sid)
+	kv, err := s.metaKV(ctx, sid)
+	if err != nil {
+		return Meta{}, 0, err
+	}
+	ent, err := kv.Get(ctx, sid)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Meta{}, 0, notFound("session %s does not exist", sid)
 	}
@@ -104,6 +108,10 @@ func (s *Store) updateMeta(ctx context.Context, sid string, fn func(*Meta) (bool
 // updateMetaFrom is updateMeta whose first attempt starts from known, read
 // at revision rev, instead of reading the meta (nil: read it).
 func (s *Store) updateMetaFrom(ctx context.Context, sid string, known *Meta, rev uint64, fn func(*Meta) (bool, error)) (Meta, error) {
+	kv, err := s.metaKV(ctx, sid)
+	if err != nil {
+		return Meta{}, err
+	}
 	for range maxCASAttempts {
 		var m Meta
 		if known != nil {
@@ -122,7 +130,7 @@ func (s *Store) updateMetaFrom(ctx context.Context, sid string, known *Meta, rev
 		if err != nil {
 			return Meta{}, wire.Wrap(wire.CodeInternal, err, "encode meta")
 		}
-		_, err = s.meta.Update(ctx, sid, data, rev)
+		_, err = kv.Update(ctx, sid, data, rev)
 		if err == nil {
 			return m, nil
 		}

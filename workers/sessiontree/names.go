@@ -11,14 +11,20 @@ import (
 // NATS names of the session tree (defined in subjects/names.go).
 const (
 	// EntryStream keeps every entry of every session, one stream message
-	// per entry, on the subject [EntrySubjectPrefix] + session id. The
-	// stream sequence of an entry is its identity ([FormatEntryID]).
+	// per entry, on the subject [EntrySubjectPrefix] + session id. It is a
+	// per-session stream: this primary copy holds the sessions with a
+	// plain id, the copy "III_SESSION_ENTRIES_AT_<region>"
+	// (subjects.RegionalStream) those homed in region ("<region>.<name>").
+	// The stream sequence of an entry is its identity ([FormatEntryID])
+	// within its copy.
 	EntryStream = subjects.SessionEntryStream
 	// EntrySubjectPrefix prefixes a session's entry subject
 	// ("iii.session.entries.<session id>").
 	EntrySubjectPrefix = subjects.SessionEntrySubjectPrefix
 	// MetaBucket holds one [Meta] per session (key = session id, JSON
-	// value), changed by compare-and-set.
+	// value), changed by compare-and-set. It is a per-session bucket: a
+	// session homed in region has its key in the copy
+	// "iii-sessions-at-<region>" (subjects.RegionalBucket).
 	MetaBucket = subjects.SessionsBucket
 )
 
@@ -40,13 +46,16 @@ const (
 	ExportHTMLFunction    = "session::export_html"
 )
 
-// EntrySubject is the entry subject of session sid.
+// EntrySubject is the entry subject of session sid: prefix + the whole id
+// ("iii.session.entries.eu.s1" for a session "eu.s1").
 func EntrySubject(sid string) (string, error) { return subjects.SessionEntrySubject(sid) }
 
 // dedupWindow is how long a dedup_id makes a repeated append a no-op.
 const dedupWindow = 10 * time.Minute
 
-// EntryStreamConfig is the configuration of [EntryStream]: limits
+// EntryStreamConfig is the configuration of [EntryStream]'s primary copy
+// (a region's copy differs in name, subjects and placement,
+// engine.EnsureSessionStream): subjects "iii.session.entries.*", limits
 // retention (entries are kept forever), file storage, direct get on (the
 // path is read with direct and batch direct gets), single-message deletes
 // refused (a hole would cut every path through it), and a dedup window
@@ -55,7 +64,7 @@ func EntryStreamConfig(replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        EntryStream,
 		Description: "iii session trees: one message per entry, subject per session",
-		Subjects:    []string{EntrySubjectPrefix + ">"},
+		Subjects:    []string{subjects.SessionSubjects(EntrySubjectPrefix, "")},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
@@ -65,8 +74,8 @@ func EntryStreamConfig(replicas int) jetstream.StreamConfig {
 	}
 }
 
-// MetaBucketConfig is the configuration of [MetaBucket]: history 1, file
-// storage.
+// MetaBucketConfig is the configuration of [MetaBucket]'s primary copy
+// (engine.EnsureSessionKV makes the region's): history 1, file storage.
 func MetaBucketConfig(replicas int) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      MetaBucket,

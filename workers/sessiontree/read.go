@@ -13,14 +13,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // errNoEntry is returned by [Store.get] when no message is stored at the
 // sequence; callers turn it into not_found or corrupt as fits.
 var errNoEntry = errors.New("sessiontree: no entry at this sequence")
 
-// directGetSubject is the JetStream direct get API of [EntryStream].
-const directGetSubject = "$JS.API.DIRECT.GET." + EntryStream
+// directGetSubject is the JetStream direct get API of stream (a copy of
+// [EntryStream]).
+func directGetSubject(stream string) string { return "$JS.API.DIRECT.GET." + stream }
 
 // numPendingHeader counts, on the end-of-batch status, the matching
 // messages a batch direct get left out.
@@ -33,15 +35,21 @@ const (
 	maxBatchBytes = 8 << 20
 )
 
-// get reads the entry stored at seq: one direct get, and when that finds
-// nothing, one get from the stream leader (in a cluster, a replica that
-// answers direct gets may not have the newest entries yet).
-func (s *Store) get(ctx context.Context, seq uint64) (node, error) {
+// get reads the entry stored at seq in the stream copy of session sid's
+// home region (the copy that holds sid's whole history: a fork is homed
+// where the session it forks is). It costs one direct get, and when that
+// finds nothing, one get from the stream leader (in a cluster, a replica
+// that answers direct gets may not have the newest entries yet).
+func (s *Store) get(ctx context.Context, sid string, seq uint64) (node, error) {
+	st, err := s.entries(ctx, sid)
+	if err != nil {
+		return node{}, err
+	}
 	s.fetched.Add(1)
 	s.trips.Add(1)
-	msg, err := s.stream.GetMsg(ctx, seq)
+	msg, err := st.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return s.leaderGet(ctx, seq)
+		return s.leaderGet(ctx, subjects.SessionStream(EntryStream, sid), seq)
 	}
 	if err != nil {
 		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
@@ -50,16 +58,16 @@ func (s *Store) get(ctx context.Context, seq uint64) (node, error) {
 }
 
 // leaderGetSubject is the JetStream API that reads a message from the
-// stream leader.
-const leaderGetSubject = "$JS.API.STREAM.MSG.GET." + EntryStream
+// leader of stream.
+func leaderGetSubject(stream string) string { return "$JS.API.STREAM.MSG.GET." + stream }
 
-// leaderGet reads the entry stored at seq from the stream leader.
-func (s *Store) leaderGet(ctx context.Context, seq uint64) (node, error) {
+// leaderGet reads the entry stored at seq from the leader of stream.
+func (s *Store) leaderGet(ctx context.Context, stream string, seq uint64) (node, error) {
 	s.trips.Add(1)
 	body, _ := json.Marshal(struct {
 		Seq uint64 `json:"seq"`
 	}{seq})
-	reply, err := s.nc.RequestWithContext(ctx, leaderGetSubject, body)
+	reply, err := s.nc.RequestWithContext(ctx, leaderGetSubject(stream), body)
 	if err != nil {
 		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
 	}
@@ -87,13 +95,14 @@ func (s *Store) leaderGet(ctx context.Context, seq uint64) (node, error) {
 }
 
 // getID reads the entry id names, which the store wrote itself (an active
-// leaf, a parent pointer): a missing entry is a corrupt store.
-func (s *Store) getID(ctx context.Context, id string) (node, error) {
+// leaf, a parent pointer) in the history of session sid: a missing entry
+// is a corrupt store.
+func (s *Store) getID(ctx context.Context, sid, id string) (node, error) {
 	seq, err := ParseEntryID(id)
 	if err != nil {
 		return node{}, corrupt("stored id %q", id)
 	}
-	n, err := s.get(ctx, seq)
+	n, err := s.get(ctx, sid, seq)
 	if errors.Is(err, errNoEntry) {
 		return node{}, corrupt("entry %s is missing", id)
 	}
@@ -106,7 +115,9 @@ func toNode(subj string, seq uint64, data []byte) (node, error) {
 	return n, err
 }
 
-// decode fills n with the entry stored at seq on subject subj.
+// decode fills n with the entry stored at seq on subject subj. The
+// session id is the whole rest of the subject: "<region>.<name>" for a
+// session homed in a region.
 func (n *node) decode(subj string, seq uint64, data []byte) error {
 	sid, ok := strings.CutPrefix(subj, EntrySubjectPrefix)
 	if !ok || sid == "" {
@@ -122,9 +133,13 @@ func (n *node) decode(subj string, seq uint64, data []byte) error {
 // lastOwn reads the newest entry on sid's subject; ok is false when the
 // session has none.
 func (s *Store) lastOwn(ctx context.Context, sid string) (node, bool, error) {
+	st, err := s.entries(ctx, sid)
+	if err != nil {
+		return node{}, false, err
+	}
 	s.fetched.Add(1)
 	s.trips.Add(1)
-	msg, err := s.stream.GetLastMsgForSubject(ctx, EntrySubjectPrefix+sid)
+	msg, err := st.GetLastMsgForSubject(ctx, EntrySubjectPrefix+sid)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return node{}, false, nil
 	}
@@ -148,11 +163,16 @@ type batchRequest struct {
 	NoHeaders bool `json:"no_hdr,omitempty"`
 }
 
-// scan reads the entries on subject subj from sequence from up to upTo (0:
+// scan reads the entries of session sid from sequence from up to upTo (0:
 // no bound), oldest first, at most limit of them (0: no limit), with batch
 // direct gets: one request per [maxBatch] entries. fn returns false to
 // stop.
-func (s *Store) scan(ctx context.Context, subj string, from, upTo uint64, limit int, fn func(node) (bool, error)) error {
+func (s *Store) scan(ctx context.Context, sid string, from, upTo uint64, limit int, fn func(node) (bool, error)) error {
+	stream, err := s.entriesName(ctx, sid)
+	if err != nil {
+		return err
+	}
+	subj := EntrySubjectPrefix + sid
 	got := 0
 	done := false
 	each := func(n node) (bool, error) {
@@ -169,7 +189,7 @@ func (s *Store) scan(ctx context.Context, subj string, from, upTo uint64, limit 
 		if limit > 0 {
 			want = min(want, limit-got)
 		}
-		n, last, more, err := s.batch(ctx, batchRequest{Seq: from, NextFor: subj, Batch: want, MaxBytes: maxBatchBytes}, each)
+		n, last, more, err := s.batch(ctx, stream, batchRequest{Seq: from, NextFor: subj, Batch: want, MaxBytes: maxBatchBytes}, each)
 		got += n
 		if err != nil || done || !more || n == 0 {
 			return err
@@ -179,11 +199,11 @@ func (s *Store) scan(ctx context.Context, subj string, from, upTo uint64, limit 
 	return nil
 }
 
-// batch runs one batch direct get, handing each entry to fn. It returns
-// how many entries fn saw, the last sequence, and whether the server has
-// more matching messages.
-func (s *Store) batch(ctx context.Context, req batchRequest, fn func(node) (bool, error)) (n int, last uint64, more bool, err error) {
-	more, err = s.rawBatch(ctx, req, func(msg *nats.Msg) (bool, error) {
+// batch runs one batch direct get on stream, handing each entry to fn.
+// It returns how many entries fn saw, the last sequence, and whether the
+// server has more matching messages.
+func (s *Store) batch(ctx context.Context, stream string, req batchRequest, fn func(node) (bool, error)) (n int, last uint64, more bool, err error) {
+	more, err = s.rawBatch(ctx, stream, req, func(msg *nats.Msg) (bool, error) {
 		nd, err := directNode(msg)
 		if err != nil {
 			return false, err
@@ -195,12 +215,12 @@ func (s *Store) batch(ctx context.Context, req batchRequest, fn func(node) (bool
 	return n, last, more, err
 }
 
-// rawBatch runs one batch direct get, handing each message to fn until it
-// returns false. more reports whether the server has more matching
+// rawBatch runs one batch direct get on stream (a copy of [EntryStream]),
+// handing each message to fn until it returns false. more reports whether the server has more matching
 // messages. The reply is collected by a callback subscription (a
 // synchronous one would allocate its 64k-slot channel per request) and
 // handed to fn once complete.
-func (s *Store) rawBatch(ctx context.Context, req batchRequest, fn func(*nats.Msg) (bool, error)) (more bool, err error) {
+func (s *Store) rawBatch(ctx context.Context, stream string, req batchRequest, fn func(*nats.Msg) (bool, error)) (more bool, err error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return false, wire.Wrap(wire.CodeInternal, err, "batch request")
@@ -229,7 +249,7 @@ func (s *Store) rawBatch(ctx context.Context, req batchRequest, fn func(*nats.Ms
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	s.trips.Add(1)
-	if err := s.nc.PublishRequest(directGetSubject, sub.Subject, body); err != nil {
+	if err := s.nc.PublishRequest(directGetSubject(stream), sub.Subject, body); err != nil {
 		return false, storeErr(ctx, err, "batch read")
 	}
 	select {
@@ -256,6 +276,16 @@ func (s *Store) rawBatch(ctx context.Context, req batchRequest, fn func(*nats.Ms
 		}
 	}
 	return more, nil
+}
+
+// entriesName is the name of the copy of [EntryStream] that holds
+// session sid's entries, checked to exist (not_found for a region without
+// one).
+func (s *Store) entriesName(ctx context.Context, sid string) (string, error) {
+	if _, err := s.entries(ctx, sid); err != nil {
+		return "", err
+	}
+	return subjects.SessionStream(EntryStream, sid), nil
 }
 
 // directNode decodes one message of a direct get reply.
@@ -286,7 +316,9 @@ func (s *Store) path(ctx context.Context, leaf node) ([]node, error) {
 		if top.rec.ParentID == "" {
 			break
 		}
-		next, err := s.getID(ctx, top.rec.ParentID)
+		// A parent is in the copy of its child: a session's history
+		// never leaves its home region.
+		next, err := s.getID(ctx, top.sid, top.rec.ParentID)
 		if err != nil {
 			return nil, err
 		}
@@ -322,8 +354,12 @@ func (s *Store) readRun(ctx context.Context, cur node, dst []node) ([]node, erro
 	start := cur.runStart()
 	k := int(cur.rec.Depth - cur.runDepth()) // entries before cur in its run
 	subj := EntrySubjectPrefix + cur.sid
+	stream, err := s.entriesName(ctx, cur.sid)
+	if err != nil {
+		return nil, err
+	}
 	data := make([][]byte, 0, k)
-	_, err := s.rawBatch(ctx, batchRequest{Seq: start, NextFor: subj, Batch: k, MaxBytes: s.runBytes, NoHeaders: true}, func(msg *nats.Msg) (bool, error) {
+	_, err = s.rawBatch(ctx, stream, batchRequest{Seq: start, NextFor: subj, Batch: k, MaxBytes: s.runBytes, NoHeaders: true}, func(msg *nats.Msg) (bool, error) {
 		data = append(data, msg.Data)
 		return len(data) < k, nil
 	})
@@ -342,7 +378,7 @@ func (s *Store) readRun(ctx context.Context, cur node, dst []node) ([]node, erro
 				return nil, err
 			}
 		} else {
-			n, err := s.getID(ctx, parent)
+			n, err := s.getID(ctx, cur.sid, parent)
 			if err != nil {
 				return nil, err
 			}
@@ -373,7 +409,7 @@ func (s *Store) isAncestorOrSelf(ctx context.Context, a, b node) (bool, error) {
 		if rp == "" {
 			return false, nil
 		}
-		next, err := s.getID(ctx, rp)
+		next, err := s.getID(ctx, cur.sid, rp)
 		if err != nil {
 			return false, err
 		}
@@ -390,7 +426,7 @@ func (s *Store) resolve(ctx context.Context, m Meta, id, what string) (node, err
 	if err != nil {
 		return node{}, invalid("%s: %v", what, err)
 	}
-	n, err := s.get(ctx, seq)
+	n, err := s.get(ctx, m.SessionID, seq)
 	if errors.Is(err, errNoEntry) {
 		return node{}, notFound("%s %s does not exist", what, id)
 	}
@@ -401,7 +437,7 @@ func (s *Store) resolve(ctx context.Context, m Meta, id, what string) (node, err
 		return n, nil
 	}
 	if m.ForkedFrom != nil && m.ForkedFrom.EntryID != "" {
-		fp, err := s.getID(ctx, m.ForkedFrom.EntryID)
+		fp, err := s.getID(ctx, m.SessionID, m.ForkedFrom.EntryID)
 		if err != nil {
 			return node{}, err
 		}
@@ -427,6 +463,6 @@ func (s *Store) leafOf(ctx context.Context, m Meta, leaf string) (node, bool, er
 	if m.ActiveLeaf == "" {
 		return node{}, false, nil
 	}
-	n, err := s.getID(ctx, m.ActiveLeaf)
+	n, err := s.getID(ctx, m.SessionID, m.ActiveLeaf)
 	return n, err == nil, err
 }

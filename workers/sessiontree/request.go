@@ -15,7 +15,7 @@ const (
 )
 
 func validSessionID(sid string) error {
-	if err := subjects.ValidateID("session_id", sid); err != nil {
+	if err := subjects.ValidateSessionID(sid); err != nil {
 		return invalid("%v", err)
 	}
 	return nil
@@ -34,11 +34,37 @@ func validEntryRef(kind, id string, required bool) error {
 	return nil
 }
 
+// validOptionalSessionID checks a session id the caller may leave out
+// (one to create): a plain id or "<region>.<name>".
 func validOptionalSessionID(kind, sid string) error {
 	if sid == "" {
 		return nil
 	}
-	if err := subjects.ValidateID(kind, sid); err != nil {
+	if err := subjects.ValidateSessionID(sid); err != nil {
+		return invalid("%s: %v", kind, err)
+	}
+	return nil
+}
+
+// validForkID checks the id of a fork (or clone) of session sid: a fork
+// reads the history it shares from the stream copy of its own home
+// region, so it must be homed where sid is.
+func validForkID(sid, newID string) error {
+	if err := validOptionalSessionID("new_session_id", newID); err != nil {
+		return err
+	}
+	if newID != "" && subjects.SessionRegion(newID) != subjects.SessionRegion(sid) {
+		return invalid("new_session_id %q: a fork of session %q must have its home region %q", newID, sid, subjects.SessionRegion(sid))
+	}
+	return nil
+}
+
+// validOptionalID checks an optional id that is one token (a dedup_id).
+func validOptionalID(kind, id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := subjects.ValidateID(kind, id); err != nil {
 		return invalid("%v", err)
 	}
 	return nil
@@ -47,7 +73,8 @@ func validOptionalSessionID(kind, sid string) error {
 // CreateRequest is the request of session::create.
 type CreateRequest struct {
 	// SessionID is optional ("s_<nuid>" when empty); an existing id is a
-	// conflict.
+	// conflict. "<region>.<name>" homes the session in that region's
+	// copies of the stream and the bucket (see the package doc).
 	SessionID   string `json:"session_id,omitempty"`
 	DisplayName string `json:"display_name,omitempty"`
 }
@@ -119,7 +146,7 @@ func (r AppendRequest) Validate() error {
 	if err := validEntryRef("parent_id", r.ParentID, false); err != nil {
 		return err
 	}
-	if err := validOptionalSessionID("dedup_id", r.DedupID); err != nil {
+	if err := validOptionalID("dedup_id", r.DedupID); err != nil {
 		return err
 	}
 	if (r.Entry == nil) == (r.Message == nil) {
@@ -171,7 +198,7 @@ func (r AppendBatchRequest) Validate() error {
 	if err := validEntryRef("parent_id", r.ParentID, false); err != nil {
 		return err
 	}
-	if err := validOptionalSessionID("dedup_id", r.DedupID); err != nil {
+	if err := validOptionalID("dedup_id", r.DedupID); err != nil {
 		return err
 	}
 	if (len(r.Entries) == 0) == (len(r.Messages) == 0) {
@@ -259,8 +286,10 @@ type EntriesResponse struct {
 type ForkRequest struct {
 	SessionID   string `json:"session_id"`
 	FromEntryID string `json:"from_entry_id"`
-	// NewSessionID is optional ("s_<nuid>" when empty); an existing id is
-	// a conflict.
+	// NewSessionID is optional ("s_<nuid>" when empty, "<region>.s_<nuid>"
+	// for a session homed in a region); an existing id is a conflict. A
+	// fork shares its history, so it has the home region of the session
+	// it forks.
 	NewSessionID string `json:"new_session_id,omitempty"`
 	// DisplayName defaults to the forked session's.
 	DisplayName string `json:"display_name,omitempty"`
@@ -274,7 +303,7 @@ func (r ForkRequest) Validate() error {
 	if err := validEntryRef("from_entry_id", r.FromEntryID, true); err != nil {
 		return err
 	}
-	if err := validOptionalSessionID("new_session_id", r.NewSessionID); err != nil {
+	if err := validForkID(r.SessionID, r.NewSessionID); err != nil {
 		return err
 	}
 	return validDisplayName(r.DisplayName)
@@ -284,7 +313,8 @@ func (r ForkRequest) Validate() error {
 type CloneRequest struct {
 	SessionID string `json:"session_id"`
 	// Leaf is optional: empty clones the active path.
-	Leaf         string `json:"leaf,omitempty"`
+	Leaf string `json:"leaf,omitempty"`
+	// NewSessionID is optional, as for a fork.
 	NewSessionID string `json:"new_session_id,omitempty"`
 	DisplayName  string `json:"display_name,omitempty"`
 }
@@ -297,7 +327,7 @@ func (r CloneRequest) Validate() error {
 	if err := validEntryRef("leaf", r.Leaf, false); err != nil {
 		return err
 	}
-	if err := validOptionalSessionID("new_session_id", r.NewSessionID); err != nil {
+	if err := validForkID(r.SessionID, r.NewSessionID); err != nil {
 		return err
 	}
 	return validDisplayName(r.DisplayName)

@@ -3,7 +3,9 @@ package sessiontree
 // JSON Schemas of the functions, shown by `nats micro info` and
 // engine::functions::list.
 const (
-	sessionIDSchema = `{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"}`
+	idSchema        = `{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"}`
+	sessionIDSchema = `{"type":"string","maxLength":128,"pattern":"^([A-Za-z0-9_-]{1,64}\\.)?[A-Za-z0-9_-]+$",` +
+		`"description":"an id, or <region>.<name> for a session homed in that region"}`
 	entryIDSchema   = `{"type":"string","pattern":"^e[1-9a-z][0-9a-z]{0,12}$"}`
 	entryTypeSchema = `{"enum":["message","compaction","branch_summary","custom"]}`
 
@@ -55,7 +57,7 @@ const (
 	appendRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
 		`"session_id":` + sessionIDSchema + `,"parent_id":` + entryIDSchema + `,` +
 		`"entry":` + newEntrySchema + `,"message":` + messageSchema + `,` +
-		`"dedup_id":` + sessionIDSchema + `},` +
+		`"dedup_id":` + idSchema + `},` +
 		`"oneOf":[{"required":["entry"]},{"required":["message"]}]}`
 
 	appendResponseSchema = `{"type":"object","required":["entry_id"],"properties":{"entry_id":` + entryIDSchema + `}}`
@@ -64,7 +66,7 @@ const (
 		`"session_id":` + sessionIDSchema + `,"parent_id":` + entryIDSchema + `,` +
 		`"entries":{"type":"array","maxItems":1024,"items":` + newEntrySchema + `},` +
 		`"messages":{"type":"array","maxItems":1024,"items":` + messageSchema + `},` +
-		`"dedup_id":` + sessionIDSchema + `},` +
+		`"dedup_id":` + idSchema + `},` +
 		`"oneOf":[{"required":["entries"]},{"required":["messages"]}]}`
 
 	appendBatchResponseSchema = `{"type":"object","required":["entry_ids"],"properties":{"entry_ids":{"type":"array","items":` + entryIDSchema + `}}}`

@@ -10,7 +10,7 @@ title: Create a session
 
 Creates an empty session (no entries, no active leaf) and returns its id.
 
-- ` + "`session_id`" + ` (optional): the id to use, 1–128 characters of ` + "`A-Za-z0-9_-`" + `. Omitted: a fresh ` + "`s_<nuid>`" + `.
+- ` + "`session_id`" + ` (optional): the id to use, 1–128 characters of ` + "`A-Za-z0-9_-`" + `, or ` + "`<region>.<name>`" + ` to keep the session's entries and metadata in that region (its iii nodes must have run there: otherwise ` + "`not_found`" + `). Omitted: a fresh ` + "`s_<nuid>`" + `.
 - ` + "`display_name`" + ` (optional): up to 256 bytes, shown by lists and exports.
 
 ` + "```json" + `
@@ -112,7 +112,7 @@ Creates a new session whose history is the path up to and including ` + "`from_e
 {"session_id": "s1", "from_entry_id": "e4k"}  →  {"session_id": "s_Zp…"}
 ` + "```" + `
 
-` + "`new_session_id`" + ` and ` + "`display_name`" + ` are optional (the name defaults to the original's). Errors: ` + "`not_found`" + `, ` + "`conflict`" + ` when new_session_id exists.
+` + "`new_session_id`" + ` and ` + "`display_name`" + ` are optional (the name defaults to the original's). A fork stays in the original's home region: ` + "`new_session_id`" + ` must have the same ` + "`<region>.`" + ` prefix (or none, for a session without one). Errors: ` + "`not_found`" + `, ` + "`conflict`" + ` when new_session_id exists, ` + "`invalid_payload`" + ` for a new_session_id of another region.
 `
 
 	cloneSkill = `---
@@ -120,7 +120,7 @@ title: Clone a session
 ---
 # session::clone
 
-A fork at ` + "`leaf`" + ` (default: the active leaf): a new session with the same current conversation, that can go on independently. A session with no entries clones into an empty one.
+A fork at ` + "`leaf`" + ` (default: the active leaf): a new session with the same current conversation, that can go on independently. A session with no entries clones into an empty one. Like a fork, a clone stays in the original's home region.
 `
 
 	treeSkill = `---

@@ -13,17 +13,19 @@ import (
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // Store is the session tree on JetStream: entries in [EntryStream], one
-// [Meta] per session in [MetaBucket]. It is safe for concurrent use, by
-// any number of processes: it keeps no state of its own between calls.
+// [Meta] per session in [MetaBucket], each session in the copies of its
+// home region (the primary ones for a plain id). It is safe for concurrent
+// use, by any number of processes: it keeps no state of its own between
+// calls.
 type Store struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	stream jetstream.Stream
-	meta   jetstream.KeyValue
-	opts   options
+	e    *engine.Engine
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	opts options
 
 	// runBytes bounds the batch that reads one run ([maxRunBytes]).
 	runBytes int
@@ -39,7 +41,9 @@ type Store struct {
 }
 
 // Open opens the store on e, creating the stream and the bucket when
-// missing. An existing stream without direct get is updated to allow it.
+// missing: the primary copies and, when e has a region, that region's
+// copies. An existing primary stream without direct get is updated to
+// allow it.
 func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -48,30 +52,67 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if o.logger == nil {
 		o.logger = e.Logger().With("worker", WorkerName)
 	}
-	s := &Store{nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes}
+	s := &Store{e: e, nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
-	if s.stream, err = e.EnsureStream(ctx, EntryStreamConfig(e.Replicas())); err != nil {
+	st, err := e.EnsureSessionStream(ctx, EntryStreamConfig(e.Replicas()), EntrySubjectPrefix)
+	if err != nil {
 		return nil, err
 	}
-	if info := s.stream.CachedInfo(); info == nil || !info.Config.AllowDirect {
-		st, err := s.js.Stream(ctx, EntryStream)
-		if err != nil {
-			return nil, storeErr(ctx, err, "stream %s", EntryStream)
-		}
-		if !st.CachedInfo().Config.AllowDirect {
-			cfg := st.CachedInfo().Config
-			cfg.AllowDirect = true
-			if st, err = s.js.UpdateStream(ctx, cfg); err != nil {
-				return nil, storeErr(ctx, err, "allow direct get on %s", EntryStream)
-			}
-		}
-		s.stream = st
+	if err := s.allowDirect(ctx, st); err != nil {
+		return nil, err
 	}
-	if s.meta, err = e.EnsureKV(ctx, MetaBucketConfig(e.Replicas())); err != nil {
+	if _, err := e.EnsureSessionKV(ctx, MetaBucketConfig(e.Replicas())); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// allowDirect turns direct get on for st (a stream made by an operator or
+// an older version) and refreshes the handle, which the engine caches and
+// [Store.entries] returns, so that its reads use direct gets.
+func (s *Store) allowDirect(ctx context.Context, st jetstream.Stream) error {
+	if info := st.CachedInfo(); info != nil && info.Config.AllowDirect {
+		return nil
+	}
+	// Fresh: EnsureSessionStream may have narrowed the subjects since.
+	info, err := st.Info(ctx)
+	if err != nil {
+		return storeErr(ctx, err, "stream %s", EntryStream)
+	}
+	if info.Config.AllowDirect {
+		return nil
+	}
+	cfg := info.Config
+	cfg.AllowDirect = true
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		return storeErr(ctx, err, "allow direct get on %s", cfg.Name)
+	}
+	if _, err := st.Info(ctx); err != nil {
+		return storeErr(ctx, err, "stream %s", cfg.Name)
+	}
+	return nil
+}
+
+// entries is the copy of [EntryStream] that holds the entries of session
+// sid (and of every session of its home region): not_found for a region
+// without one.
+func (s *Store) entries(ctx context.Context, sid string) (jetstream.Stream, error) {
+	st, err := s.e.SessionStream(ctx, EntryStream, sid)
+	if err != nil {
+		return nil, storeErr(ctx, err, "entries of session %s", sid)
+	}
+	return st, nil
+}
+
+// metaKV is the copy of [MetaBucket] that holds the meta of session sid:
+// not_found for a region without one.
+func (s *Store) metaKV(ctx context.Context, sid string) (jetstream.KeyValue, error) {
+	kv, err := s.e.SessionKV(ctx, MetaBucket, sid)
+	if err != nil {
+		return nil, storeErr(ctx, err, "meta of session %s", sid)
+	}
+	return kv, nil
 }
 
 func (s *Store) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -83,8 +124,14 @@ func (s *Store) withDeadline(ctx context.Context) (context.Context, context.Canc
 
 func (s *Store) nowMs() int64 { return s.opts.now().UnixMilli() }
 
-// newSessionID is the id of a session created without one.
-func newSessionID() string { return "s_" + nuid.Next() }
+// newSessionID is the id of a session created without one, homed in
+// region ("": the primary copies).
+func newSessionID(region string) string {
+	if region == "" {
+		return "s_" + nuid.Next()
+	}
+	return region + ".s_" + nuid.Next()
+}
 
 // createMeta writes m as a new session: conflict when the id exists.
 func (s *Store) createMeta(ctx context.Context, m Meta) error {
@@ -92,7 +139,11 @@ func (s *Store) createMeta(ctx context.Context, m Meta) error {
 	if err != nil {
 		return wire.Wrap(wire.CodeInternal, err, "encode meta")
 	}
-	_, err = s.meta.Create(ctx, m.SessionID, data)
+	kv, err := s.metaKV(ctx, m.SessionID)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Create(ctx, m.SessionID, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return wire.Errorf(wire.CodeConflict, "session %s already exists", m.SessionID)
 	}
@@ -111,7 +162,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, 
 	defer cancel()
 	sid := req.SessionID
 	if sid == "" {
-		sid = newSessionID()
+		sid = newSessionID("")
 	}
 	now := s.nowMs()
 	if err := s.createMeta(ctx, Meta{SessionID: sid, DisplayName: req.DisplayName, CreatedAt: now, UpdatedAt: now}); err != nil {
@@ -307,11 +358,11 @@ func (s *Store) activeLeaf(ctx context.Context, m Meta) (*node, error) {
 		return nil, nil
 	}
 	if seq, err := ParseEntryID(m.ActiveLeaf); err == nil {
-		if n, ok := s.leaves.get(seq); ok {
+		if n, ok := s.leaves.get(subjects.SessionRegion(m.SessionID), seq); ok {
 			return &n, nil // appended here: entries never change
 		}
 	}
-	n, err := s.getID(ctx, m.ActiveLeaf)
+	n, err := s.getID(ctx, m.SessionID, m.ActiveLeaf)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +403,7 @@ func (s *Store) publish(ctx context.Context, subj, sid string, m *Meta, prev *no
 			if ack.Duplicate {
 				// A retry of a deduplicated append: the entry stored the
 				// first time is the one to answer.
-				if n, err = s.get(ctx, ack.Sequence); err != nil {
+				if n, err = s.get(ctx, sid, ack.Sequence); err != nil {
 					return node{}, wire.From(err)
 				}
 			}
@@ -485,7 +536,7 @@ func (s *Store) Clone(ctx context.Context, req CloneRequest) (CreateResponse, er
 
 func (s *Store) fork(ctx context.Context, from Meta, at, sid, name string) (CreateResponse, error) {
 	if sid == "" {
-		sid = newSessionID()
+		sid = newSessionID(subjects.SessionRegion(from.SessionID))
 	}
 	if name == "" {
 		name = from.DisplayName

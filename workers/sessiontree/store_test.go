@@ -354,8 +354,11 @@ func TestNames(t *testing.T) {
 	if s, err := sessiontree.EntrySubject("s1"); err != nil || s != "iii.session.entries.s1" {
 		t.Fatalf("EntrySubject = %q, %v", s, err)
 	}
-	if _, err := sessiontree.EntrySubject("a.b"); err == nil {
-		t.Fatal("EntrySubject accepted a dotted id")
+	if s, err := sessiontree.EntrySubject("eu.s1"); err != nil || s != "iii.session.entries.eu.s1" {
+		t.Fatalf("EntrySubject(eu.s1) = %q, %v", s, err)
+	}
+	if _, err := sessiontree.EntrySubject("a.b.c"); err == nil {
+		t.Fatal("EntrySubject accepted an id of two dots")
 	}
 	for _, typ := range []sessiontree.EntryType{sessiontree.TypeMessage, sessiontree.TypeCompaction, sessiontree.TypeBranchSummary, sessiontree.TypeCustom} {
 		if !typ.Valid() {

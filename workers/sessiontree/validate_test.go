@@ -100,7 +100,23 @@ func TestBadInputLeavesTreeValid(t *testing.T) {
 			return err
 		}, wire.CodeInvalidPayload},
 		{"bad session id", func() error {
-			_, err := f.s.Append(ctxT(t), sessiontree.AppendRequest{SessionID: "a.b", Message: &msg})
+			_, err := f.s.Append(ctxT(t), sessiontree.AppendRequest{SessionID: "a.b.c", Message: &msg})
+			return err
+		}, wire.CodeInvalidPayload},
+		{"session id of an empty name", func() error {
+			_, err := f.s.Create(ctxT(t), sessiontree.CreateRequest{SessionID: "eu."})
+			return err
+		}, wire.CodeInvalidPayload},
+		{"dedup id with a dot", func() error {
+			_, err := f.s.Append(ctxT(t), sessiontree.AppendRequest{SessionID: sid, Message: &msg, DedupID: "a.b"})
+			return err
+		}, wire.CodeInvalidPayload},
+		{"fork into another home region", func() error {
+			_, err := f.s.Fork(ctxT(t), sessiontree.ForkRequest{SessionID: sid, FromEntryID: ids[0], NewSessionID: "eu.f"})
+			return err
+		}, wire.CodeInvalidPayload},
+		{"clone into another home region", func() error {
+			_, err := f.s.Clone(ctxT(t), sessiontree.CloneRequest{SessionID: sid, NewSessionID: "eu.c"})
 			return err
 		}, wire.CodeInvalidPayload},
 		{"bad parent id", func() error {

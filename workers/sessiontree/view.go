@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,7 +133,7 @@ func (s *Store) Tree(ctx context.Context, req SessionRequest) (TreeResponse, err
 	}
 	var nodes []node
 	if m.ForkedFrom != nil && m.ForkedFrom.EntryID != "" {
-		fp, err := s.getID(ctx, m.ForkedFrom.EntryID)
+		fp, err := s.getID(ctx, m.SessionID, m.ForkedFrom.EntryID)
 		if err != nil {
 			return TreeResponse{}, err
 		}
@@ -140,7 +141,7 @@ func (s *Store) Tree(ctx context.Context, req SessionRequest) (TreeResponse, err
 			return TreeResponse{}, err
 		}
 	}
-	err = s.scan(ctx, EntrySubjectPrefix+m.SessionID, 1, 0, 0, func(n node) (bool, error) {
+	err = s.scan(ctx, m.SessionID, 1, 0, 0, func(n node) (bool, error) {
 		nodes = append(nodes, n)
 		return true, nil
 	})
@@ -240,28 +241,51 @@ func (s *Store) List(ctx context.Context, req ListRequest) (ListResponse, error)
 	return resp, nil
 }
 
-// allMeta reads every session's meta.
+// allMeta reads every session's meta: one watch per copy of [MetaBucket]
+// (the primary one and each region's).
 func (s *Store) allMeta(ctx context.Context) ([]Meta, error) {
-	w, err := s.meta.WatchAll(ctx, jetstream.IgnoreDeletes())
+	regions, err := s.e.SessionRegions(ctx, "KV_"+MetaBucket)
 	if err != nil {
 		return nil, storeErr(ctx, err, "list sessions")
 	}
-	defer func() { _ = w.Stop() }()
 	var out []Meta
+	for _, r := range regions {
+		bucket := subjects.RegionalBucket(MetaBucket, r)
+		kv, err := s.js.KeyValue(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) && r != "" {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return nil, storeErr(ctx, err, "list sessions of %s", bucket)
+		}
+		if out, err = s.watchMeta(ctx, kv, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// watchMeta appends to out the meta of every session in kv.
+func (s *Store) watchMeta(ctx context.Context, kv jetstream.KeyValue, out []Meta) ([]Meta, error) {
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, storeErr(ctx, err, "list sessions of %s", kv.Bucket())
+	}
+	defer func() { _ = w.Stop() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, storeErr(ctx, ctx.Err(), "list sessions")
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, wire.Errorf(wire.CodeUnavailable, "list sessions: watch ended")
+				return nil, wire.Errorf(wire.CodeUnavailable, "list sessions of %s: watch ended", kv.Bucket())
 			}
 			if e == nil {
 				return out, nil
 			}
 			var m Meta
 			if err := json.Unmarshal(e.Value(), &m); err != nil || m.SessionID != e.Key() {
-				s.opts.logger.Warn("session meta does not decode", "key", e.Key())
+				s.opts.logger.Warn("session meta does not decode", "bucket", kv.Bucket(), "key", e.Key())
 				continue
 			}
 			out = append(out, m)
@@ -277,7 +301,7 @@ func formatCursor(m Meta) string {
 func parseCursor(c string) (int64, string, error) {
 	at, sid, ok := strings.Cut(c, ".")
 	n, err := strconv.ParseInt(at, 10, 64)
-	if !ok || err != nil || n < 0 || subjects.ValidateID("session_id", sid) != nil {
+	if !ok || err != nil || n < 0 || subjects.ValidateSessionID(sid) != nil {
 		return 0, "", invalid("cursor %q is not a next_cursor", c)
 	}
 	return n, sid, nil

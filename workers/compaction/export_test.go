@@ -1,0 +1,21 @@
+package compaction
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/iii-on-nats/iii/engine"
+)
+
+// WithRescanInterval sets how often the threshold trigger lists the
+// events stream's regional copies (default 30 s), so tests see a copy
+// that appears later without waiting.
+func WithRescanInterval(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: rescan interval %v", engine.ErrInvalidOption, d)
+		}
+		o.rescan = d
+		return nil
+	}
+}
