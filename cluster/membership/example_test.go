@@ -46,7 +46,8 @@ func Example() {
 			fmt.Println("no members")
 		}
 		for _, m := range members {
-			fmt.Println(m.ID == sys.ID, m.Kinds, m.Status, m.Meta["node"], "accepting:", p.Accepting(m.ID, "session"))
+			node, known := p.MetaOf(m.ID, "node")
+			fmt.Println(m.ID == sys.ID, m.Kinds, m.Status, node, known, "accepting:", p.Accepting(m.ID, "session"))
 		}
 	}
 	show()
@@ -57,8 +58,8 @@ func Example() {
 	c.Shutdown(true) // calls p.Shutdown(true): the entry is deleted
 	show()
 	// Output:
-	// true [prototopic session] up n1 accepting: true
-	// true [prototopic session] draining n1 accepting: false
+	// true [prototopic session] up n1 true accepting: true
+	// true [prototopic session] draining n1 true accepting: false
 	// no members
 }
 

@@ -556,6 +556,22 @@ func (p *Provider) Accepting(memberID, kind string) bool {
 	return p.view != nil && p.view.synced && p.view.accepting(memberID, kind)
 }
 
+// MetaOf is the value of key in the meta ([WithMeta]) of live member
+// memberID, and whether the member is known. Fast and safe for concurrent
+// use (placement calls it per pick).
+func (p *Provider) MetaOf(memberID, key string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.view == nil {
+		return "", false
+	}
+	m, ok := p.view.members[memberID]
+	if !ok {
+		return "", false
+	}
+	return m.Meta[key], true
+}
+
 // Members is the current live view (draining members included), sorted by
 // id. It never reads proto.actor's member list.
 func (p *Provider) Members() []Entry {

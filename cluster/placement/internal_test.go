@@ -22,11 +22,11 @@ func TestPick(t *testing.T) {
 	counts := map[string]int{}
 	for i := range 3000 {
 		key := Key("session", fmt.Sprintf("s-%d", i))
-		m := topo.pick("session", key, nil, nil)
+		m := topo.pick("session", key, nil, nil, nil)
 		if m == nil || m.Id == "d" {
 			t.Fatalf("%s placed on %v", key, m)
 		}
-		if r := reversed.pick("session", key, nil, nil); r.Id != m.Id {
+		if r := reversed.pick("session", key, nil, nil, nil); r.Id != m.Id {
 			t.Fatalf("%s: pick depends on member order: %s vs %s", key, m.Id, r.Id)
 		}
 		counts[m.Id]++
@@ -35,12 +35,28 @@ func TestPick(t *testing.T) {
 			if other == m.Id {
 				continue
 			}
-			if r := topo.pick("session", key, nil, map[string]bool{other: true}); r.Id != m.Id {
+			if r := topo.pick("session", key, nil, map[string]bool{other: true}, nil); r.Id != m.Id {
 				t.Fatalf("%s moved from %s to %s when %s was excluded", key, m.Id, r.Id, other)
 			}
 		}
-		if r := topo.pick("session", key, func(id, _ string) bool { return id != m.Id }, nil); r == nil || r.Id == m.Id {
+		if r := topo.pick("session", key, func(id, _ string) bool { return id != m.Id }, nil, nil); r == nil || r.Id == m.Id {
 			t.Fatalf("%s: accepting func ignored", key)
+		}
+	}
+	// Preferred members take the keys while one accepts; the rest is
+	// placed as before.
+	inRegion := func(id string) bool { return id == "b" || id == "c" }
+	for i := range 300 {
+		key := Key("session", fmt.Sprintf("eu.s-%d", i))
+		m := topo.pick("session", key, nil, nil, inRegion)
+		if m == nil || !inRegion(m.Id) {
+			t.Fatalf("%s placed on %v, not a preferred member", key, m)
+		}
+		if r := topo.pick("session", key, nil, map[string]bool{"b": true, "c": true}, inRegion); r == nil || r.Id != "a" {
+			t.Fatalf("%s: preferred members excluded, placed on %v, want the fallback a", key, r)
+		}
+		if r := topo.pick("session", key, nil, nil, func(string) bool { return false }); r.Id != topo.pick("session", key, nil, nil, nil).Id {
+			t.Fatalf("%s: no preferred member changed the pick", key)
 		}
 	}
 	for _, id := range []string{"a", "b", "c"} {
@@ -48,14 +64,14 @@ func TestPick(t *testing.T) {
 			t.Fatalf("uneven spread over 3 members: %v", counts)
 		}
 	}
-	if m := topo.pick("none", "k", nil, nil); m != nil {
+	if m := topo.pick("none", "k", nil, nil, nil); m != nil {
 		t.Fatalf("kind hosted nowhere placed on %s", m.Id)
 	}
-	if m := topo.pick("session", "k", nil, map[string]bool{"a": true, "b": true, "c": true}); m != nil {
+	if m := topo.pick("session", "k", nil, map[string]bool{"a": true, "b": true, "c": true}, nil); m != nil {
 		t.Fatalf("all excluded, placed on %s", m.Id)
 	}
 	var none *topology
-	if none.pick("session", "k", nil, nil) != nil || none.member("a") != nil {
+	if none.pick("session", "k", nil, nil, nil) != nil || none.member("a") != nil {
 		t.Fatal("nil topology has members")
 	}
 	if topo.member("d") == nil || topo.member("x") != nil || topo.member("") != nil {

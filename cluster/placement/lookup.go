@@ -137,7 +137,7 @@ func (l *Lookup) Get(ci *cluster.ClusterIdentity) *actor.PID {
 			time.Sleep(wait)
 		}
 		topo := l.topo.Load()
-		target, err := l.target(topo, ci.Kind, key, fresh, refused, deadline)
+		target, err := l.target(topo, ci.Kind, ci.Identity, key, fresh, refused, deadline)
 		if err != nil {
 			l.log.Warn("placement: owner not readable", slog.String("key", key), slog.Any("error", err))
 			fresh = true
@@ -170,7 +170,7 @@ func (l *Lookup) Get(ci *cluster.ClusterIdentity) *actor.PID {
 
 // target decides which member to ask: the live owner if there is one,
 // else the rendezvous pick among accepting members that did not refuse.
-func (l *Lookup) target(topo *topology, kind, key string, fresh bool, refused map[string]bool, deadline time.Time) (*cluster.Member, error) {
+func (l *Lookup) target(topo *topology, kind, identity, key string, fresh bool, refused map[string]bool, deadline time.Time) (*cluster.Member, error) {
 	owner := ""
 	if !fresh {
 		owner = l.cached(key)
@@ -198,7 +198,11 @@ func (l *Lookup) target(topo *topology, kind, key string, fresh bool, refused ma
 		}
 		return m, nil
 	}
-	return topo.pick(kind, key, l.opts.accepting, refused), nil
+	var prefer func(string) bool
+	if l.opts.preferred != nil {
+		prefer = func(memberID string) bool { return l.opts.preferred(memberID, kind, identity) }
+	}
+	return topo.pick(kind, key, l.opts.accepting, refused, prefer), nil
 }
 
 // activate asks member m's placement actor for the grain's PID.

@@ -26,6 +26,7 @@ type options struct {
 	replicas          int
 	logger            *slog.Logger
 	accepting         func(memberID, kind string) bool
+	preferred         func(memberID, kind, identity string) bool
 	activationTimeout time.Duration
 	drainMessage      func() any
 }
@@ -88,6 +89,23 @@ func WithAccepting(f func(memberID, kind string) bool) Option {
 			return fmt.Errorf("%w: nil accepting func", engine.ErrInvalidOption)
 		}
 		o.accepting = f
+		return nil
+	}
+}
+
+// WithPreferred places a new activation of grain kind/identity on a member
+// for which f returns true, when any accepting member qualifies; otherwise
+// on any accepting member (the orchestrator prefers the members of a
+// session's home region). f is called often and must be fast and safe for
+// concurrent use; members should agree on its answers, or concurrent first
+// calls may aim at different members (the ownership claim still lets only
+// one win).
+func WithPreferred(f func(memberID, kind, identity string) bool) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil preferred func", engine.ErrInvalidOption)
+		}
+		o.preferred = f
 		return nil
 	}
 }

@@ -29,6 +29,7 @@ func TestBadOptions(t *testing.T) {
 		{"six replicas", placement.WithReplicas(6)},
 		{"nil logger", placement.WithLogger(nil)},
 		{"nil accepting", placement.WithAccepting(nil)},
+		{"nil preferred", placement.WithPreferred(nil)},
 		{"zero timeout", placement.WithActivationTimeout(0)},
 		{"negative timeout", placement.WithActivationTimeout(-time.Second)},
 	} {

@@ -46,21 +46,31 @@ func (t *topology) member(id string) *cluster.Member {
 
 // pick returns the member that rendezvous hashing assigns key to, among
 // the members that list kind, pass accepting and are not excluded; nil if
-// there is none. Every member computes the same answer from the same
-// topology, so concurrent first calls meet at one placement actor.
-func (t *topology) pick(kind, key string, accepting func(string, string) bool, excluded map[string]bool) *cluster.Member {
+// there is none. When prefer is set and holds for some of those members,
+// the pick is among them only (a session homed in a region goes to a
+// member of that region while one accepts it). Every member computes the
+// same answer from the same topology, so concurrent first calls meet at
+// one placement actor.
+func (t *topology) pick(kind, key string, accepting func(string, string) bool, excluded map[string]bool, prefer func(string) bool) *cluster.Member {
 	if t == nil {
 		return nil
 	}
-	var best *cluster.Member
-	var bestScore uint64
+	var best, bestPreferred *cluster.Member
+	var bestScore, bestPreferredScore uint64
 	for _, m := range t.members {
 		if excluded[m.Id] || !slices.Contains(m.Kinds, kind) || (accepting != nil && !accepting(m.Id, kind)) {
 			continue
 		}
-		if s := score(m.Id, key); best == nil || s > bestScore {
+		s := score(m.Id, key)
+		if best == nil || s > bestScore {
 			best, bestScore = m, s
 		}
+		if prefer != nil && prefer(m.Id) && (bestPreferred == nil || s > bestPreferredScore) {
+			bestPreferred, bestPreferredScore = m, s
+		}
+	}
+	if bestPreferred != nil {
+		return bestPreferred
 	}
 	return best
 }

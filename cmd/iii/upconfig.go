@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/iii-on-nats/iii/cluster"
 )
@@ -64,6 +65,14 @@ func parseGateways(specs []string) ([]cluster.RemoteGateway, error) {
 // addTopologyFlags declares the clustering flags.
 func addTopologyFlags(cmd *cobra.Command, t *topology) {
 	f := cmd.Flags()
+	// --gateways is another spelling of --gateway (nats-server's config
+	// block is "gateways").
+	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "gateways" {
+			name = "gateway"
+		}
+		return pflag.NormalizedName(name)
+	})
 	f.StringVar(&t.name, "name", "", "node (server) name, unique in the cluster and supercluster (required when clustering)")
 	f.StringVar(&t.cluster.Name, "cluster", "", "NATS cluster name: form a cluster with --routes (session grains are shared)")
 	f.StringVar(&t.cluster.Listen, "cluster-listen", "", "route listener HOST:PORT (default 0.0.0.0:6222 with --cluster)")
@@ -72,7 +81,7 @@ func addTopologyFlags(cmd *cobra.Command, t *topology) {
 	f.StringVar(&t.region, "region", "", "region of this node: the gateway name (equal to the cluster name); sessions \"<region>.<name>\" are homed in it")
 	f.StringVar(&t.gateway.Listen, "gateway-listen", "", "gateway listener HOST:PORT (default 0.0.0.0:7222 with --gateway)")
 	f.StringVar(&t.gateway.Advertise, "gateway-advertise", "", "gateway address other regions dial")
-	f.StringArrayVar(&t.gateways, "gateway", nil, "remote region NAME=URL[,URL] (repeatable)")
+	f.StringArrayVar(&t.gateways, "gateway", nil, "remote region NAME=URL[,URL] (repeatable; also spelled --gateways)")
 	f.StringVar(&t.leafnodes.Listen, "leafnode-listen", "", "accept leaf nodes (edge machines) on HOST:PORT")
 	f.StringSliceVar(&t.leaf.URLs, "leaf", nil, "run as a leaf node of a hub: nats-leaf://[USER:PASS@]HOST:PORT (no local JetStream)")
 	f.StringVar(&t.leaf.Credentials, "leaf-creds", "", "credentials file of the leaf connection")

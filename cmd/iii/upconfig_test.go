@@ -66,3 +66,29 @@ func writeTemp(t *testing.T, body string) string {
 	}
 	return p
 }
+
+// --gateways is another spelling of --gateway; both repeat and mix.
+func TestGatewaysSpelling(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--gateway", "B=nats://b:7222"}, []string{"B=nats://b:7222"}},
+		{[]string{"--gateways", "B=nats://b:7222", "--gateways", "C=nats://c:7222,nats://c2:7222"}, []string{"B=nats://b:7222", "C=nats://c:7222,nats://c2:7222"}},
+		{[]string{"--gateway", "B=nats://b:7222", "--gateways", "C=nats://c:7222"}, []string{"B=nats://b:7222", "C=nats://c:7222"}},
+	}
+	for _, tt := range tests {
+		cmd := &cobra.Command{}
+		var topo topology
+		addTopologyFlags(cmd, &topo)
+		if err := cmd.ParseFlags(tt.args); err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if strings.Join(topo.gateways, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("%v: gateways %q, want %q", tt.args, topo.gateways, tt.want)
+		}
+		if _, err := parseGateways(topo.gateways); err != nil {
+			t.Errorf("%v: %v", tt.args, err)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/iii-on-nats/iii/cluster/membership"
 	"github.com/iii-on-nats/iii/cluster/placement"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // Settings of a clustered orchestrator (`iii up --cluster` sets them).
@@ -44,8 +45,11 @@ type clusterSettings struct {
 func (o *Orchestrator) clusterOption() (session.Option, <-chan struct{}, error) {
 	cs := o.clusterCfg
 	js := o.e.JetStream()
-	mopts := []membership.Option{membership.WithReplicas(o.e.Replicas()), membership.WithLogger(o.logger),
-		membership.WithMeta(map[string]string{"node": cs.node})}
+	meta := map[string]string{"node": cs.node}
+	if r := o.e.Region(); r != "" {
+		meta[metaRegion] = r
+	}
+	mopts := []membership.Option{membership.WithReplicas(o.e.Replicas()), membership.WithLogger(o.logger), membership.WithMeta(meta)}
 	if cs.memberTTL > 0 {
 		hb := max(cs.memberTTL/5, 100*time.Millisecond)
 		mopts = append(mopts, membership.WithTTL(cs.memberTTL), membership.WithHeartbeat(hb))
@@ -55,7 +59,8 @@ func (o *Orchestrator) clusterOption() (session.Option, <-chan struct{}, error) 
 		return nil, nil, wire.Wrap(wire.CodeUnavailable, err, "cluster membership")
 	}
 	look, err := placement.New(js, placement.WithReplicas(o.e.Replicas()), placement.WithLogger(o.logger),
-		placement.WithAccepting(prov.Accepting), placement.WithDrainMessage(session.DrainMessage))
+		placement.WithAccepting(prov.Accepting), placement.WithDrainMessage(session.DrainMessage),
+		placement.WithPreferred(inHomeRegion(prov.MetaOf)))
 	if err != nil {
 		return nil, nil, wire.Wrap(wire.CodeUnavailable, err, "grain placement")
 	}
@@ -74,6 +79,23 @@ func (o *Orchestrator) clusterOption() (session.Option, <-chan struct{}, error) 
 			return look.Drain(ctx)
 		},
 	}), prov.Expelled(), nil
+}
+
+// metaRegion is the membership meta key of a member's region.
+const metaRegion = "region"
+
+// inHomeRegion is the grain placement preference: a session homed in a
+// region ("<region>.<name>") is activated on a member of that region while
+// one takes grains; other grains have no preference.
+func inHomeRegion(metaOf func(memberID, key string) (string, bool)) func(memberID, kind, identity string) bool {
+	return func(memberID, _, identity string) bool {
+		home := subjects.SessionRegion(identity)
+		if home == "" {
+			return false
+		}
+		r, _ := metaOf(memberID, metaRegion)
+		return r == home
+	}
 }
 
 // rejoinWhen replaces the grain host when this node is dropped from the

@@ -540,6 +540,31 @@ func TestRegionTakeover(t *testing.T) {
 		l.diagnose(t)
 		t.Fatal(err)
 	}
+	// Their grains ran on the home region's node (placement prefers the
+	// members of a session's home region).
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		members, err := membership.List(ctx, js, "iii")
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		regionOf := map[string]string{}
+		for _, m := range members {
+			regionOf[m.ID] = m.Meta["region"]
+		}
+		for _, sid := range l.sessions {
+			owner, err := placement.Owner(ctx, js, session.Kind, sid)
+			if err != nil {
+				t.Logf("%s: no grain owner (%v)", sid, err)
+				continue
+			}
+			if regionOf[owner] != homeRegion {
+				t.Errorf("%s's grain is on member %s of region %q, not in its home %s", sid, owner, regionOf[owner], homeRegion)
+			}
+		}
+		cancel()
+	}
 	iii := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(iiiBinary(t), append(args, "--nats", b.url())...).CombinedOutput()
