@@ -193,7 +193,7 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 	if ar.Status != agent.ApprovalDecided || agent.ValidateSessionID(ar.SessionID) != nil {
 		return nil
 	}
-	rec, _, err := store{kvs: o.turns}.Load(ctx, ar.SessionID)
+	rec, _, err := o.store().Load(ctx, ar.SessionID)
 	if err != nil && !errors.Is(err, session.ErrNoRecord) {
 		return err
 	}

@@ -104,7 +104,7 @@ func (o *Orchestrator) register() error {
 			RequestSchema: sessionSchema,
 			Idempotent:    true,
 			Handler: engine.Typed(func(ctx context.Context, r SessionRequest) (*agent.TurnView, error) {
-				rec, _, err := store{kvs: o.turns}.Load(ctx, r.SessionID)
+				rec, _, err := o.store().Load(ctx, r.SessionID)
 				if errors.Is(err, session.ErrNoRecord) {
 					return nil, nil
 				}

@@ -234,7 +234,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	o.fns = functions{e: e, catalog: o.catalog, settings: &kvs[4], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms}
 	o.stop = make(chan struct{})
 	o.ports = session.Ports{
-		Store:     store{kvs: o.turns},
+		Store:     o.store(),
 		History:   o.history,
 		Events:    o.pub,
 		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout},
@@ -404,7 +404,7 @@ func (o *Orchestrator) sweepEvery(interval time.Duration) {
 
 // resweep wakes the mid-flight sessions whose records are older than stale.
 func (o *Orchestrator) resweep(ctx context.Context, stale time.Duration) (int, error) {
-	st := store{kvs: o.turns}
+	st := o.store()
 	cutoff := time.Now().Add(-stale).UnixMilli()
 	why := "sweep:" + strconv.FormatInt(time.Now().Unix()/int64(max(stale/time.Second, 1)), 36)
 	n := 0
@@ -427,7 +427,7 @@ func (o *Orchestrator) resweep(ctx context.Context, stale time.Duration) (int, e
 // that did go out harmless). It also makes sure every parked call is in
 // the approvals bucket.
 func (o *Orchestrator) sweep(ctx context.Context) error {
-	st := store{kvs: o.turns}
+	st := o.store()
 	for key := range o.sessionKeys(ctx) {
 		rec, _, err := st.Load(ctx, key)
 		if err != nil {
@@ -491,7 +491,7 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 			}
 		}
 	}
-	st := store{kvs: o.turns}
+	st := o.store()
 	for attempt := 0; ; attempt++ {
 		res, err := o.runStartOnce(ctx, rs, st)
 		if errors.Is(err, session.ErrFenced) {

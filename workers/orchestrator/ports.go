@@ -29,14 +29,35 @@ import (
 const writeAttempt = 5 * time.Second
 
 // store keeps turn records in KV as JSON.
-type store struct{ kvs sessionKV }
+type store struct {
+	kvs sessionKV
+	// leader reads records from the bucket's stream leader: with replicas,
+	// a KV get (a direct get) may be answered by a replica that lags the
+	// last write, and a compare-and-set on what it returned is fenced.
+	leader bool
+}
+
+// store is the turn-record store, with leader reads when the node's
+// streams are replicated.
+func (o *Orchestrator) store() store { return store{kvs: o.turns, leader: o.e.Replicas() > 1} }
 
 func (s store) Load(ctx context.Context, sid string) (turn.Record, uint64, error) {
 	kv, err := s.kvs.of(ctx, sid)
 	if err != nil {
 		return turn.Record{}, 0, err
 	}
-	ent, err := kv.Get(ctx, sid)
+	var (
+		data []byte
+		rev  uint64
+	)
+	if s.leader {
+		data, rev, err = s.leaderGet(ctx, kv.Bucket(), sid)
+	} else {
+		var ent jetstream.KeyValueEntry
+		if ent, err = kv.Get(ctx, sid); err == nil {
+			data, rev = ent.Value(), ent.Revision()
+		}
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return turn.Record{}, 0, session.ErrNoRecord
 	}
@@ -44,10 +65,26 @@ func (s store) Load(ctx context.Context, sid string) (turn.Record, uint64, error
 		return turn.Record{}, 0, err
 	}
 	var rec turn.Record
-	if err := json.Unmarshal(ent.Value(), &rec); err != nil {
+	if err := json.Unmarshal(data, &rec); err != nil {
 		return turn.Record{}, 0, fmt.Errorf("turn record of %s does not decode: %w", sid, err)
 	}
-	return rec, ent.Revision(), nil
+	return rec, rev, nil
+}
+
+// leaderGet reads key's value and revision in bucket from the stream
+// leader; a deleted or purged key is jetstream.ErrKeyNotFound.
+func (s store) leaderGet(ctx context.Context, bucket, key string) ([]byte, uint64, error) {
+	m, err := s.kvs.e.LeaderGet(ctx, "KV_"+bucket, engine.LeaderGet{LastBySubject: "$KV." + bucket + "." + key})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	return m.Data, m.Sequence, nil
 }
 
 func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, error) {

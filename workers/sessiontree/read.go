@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 )
@@ -57,41 +58,17 @@ func (s *Store) get(ctx context.Context, sid string, seq uint64) (node, error) {
 	return toNode(msg.Subject, msg.Sequence, msg.Data)
 }
 
-// leaderGetSubject is the JetStream API that reads a message from the
-// leader of stream.
-func leaderGetSubject(stream string) string { return "$JS.API.STREAM.MSG.GET." + stream }
-
 // leaderGet reads the entry stored at seq from the leader of stream.
 func (s *Store) leaderGet(ctx context.Context, stream string, seq uint64) (node, error) {
 	s.trips.Add(1)
-	body, _ := json.Marshal(struct {
-		Seq uint64 `json:"seq"`
-	}{seq})
-	reply, err := s.nc.RequestWithContext(ctx, leaderGetSubject(stream), body)
+	m, err := s.e.LeaderGet(ctx, stream, engine.LeaderGet{Seq: seq})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return node{}, errNoEntry
+	}
 	if err != nil {
 		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
 	}
-	var resp struct {
-		Error *struct {
-			Code      int `json:"code"`
-			ErrorCode int `json:"err_code"`
-		} `json:"error"`
-		Message *struct {
-			Subject string `json:"subject"`
-			Seq     uint64 `json:"seq"`
-			Data    []byte `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return node{}, wire.Errorf(wire.CodeUnavailable, "read entry %s: reply does not decode", FormatEntryID(seq))
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == int(jetstream.JSErrCodeMessageNotFound):
-		return node{}, errNoEntry
-	case resp.Error != nil || resp.Message == nil:
-		return node{}, wire.Errorf(wire.CodeUnavailable, "read entry %s: %s", FormatEntryID(seq), reply.Data)
-	}
-	return toNode(resp.Message.Subject, resp.Message.Seq, resp.Message.Data)
+	return toNode(m.Subject, m.Sequence, m.Data)
 }
 
 // getID reads the entry id names, which the store wrote itself (an active
