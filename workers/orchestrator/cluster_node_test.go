@@ -98,6 +98,7 @@ type clusterLoad struct {
 	turns    int
 	done     atomic.Int64
 	errs     chan error
+	pause    time.Duration // between the turns of a session
 
 	// ends counts the agent_end events a core subscription saw per
 	// session; a session's channel is poked on each.
@@ -114,7 +115,14 @@ func idemKey(sid string, k int) string {
 
 func runClusterLoad(t *testing.T, e *engine.Engine, prefix string, sessions, turns int) *clusterLoad {
 	t.Helper()
-	l := &clusterLoad{e: e, js: e.JetStream(), turns: turns, errs: make(chan error, sessions),
+	return runClusterLoadPaced(t, e, prefix, sessions, turns, 0)
+}
+
+// runClusterLoadPaced is runClusterLoad with a pause between the turns of
+// a session (a load that lasts).
+func runClusterLoadPaced(t *testing.T, e *engine.Engine, prefix string, sessions, turns int, pause time.Duration) *clusterLoad {
+	t.Helper()
+	l := &clusterLoad{e: e, js: e.JetStream(), turns: turns, pause: pause, errs: make(chan error, sessions),
 		ends: map[string]int{}, poke: map[string]chan struct{}{}}
 	for i := range sessions {
 		sid := fmt.Sprintf("%s%02d", prefix, i)
@@ -141,8 +149,13 @@ func runClusterLoad(t *testing.T, e *engine.Engine, prefix string, sessions, tur
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	for _, sid := range l.sessions {
-		go func() { l.errs <- l.converse(sid) }()
+	for i, sid := range l.sessions {
+		// A paced load spreads the sessions' turns over the pause.
+		delay := time.Duration(i) * pause / time.Duration(sessions)
+		go func() {
+			time.Sleep(delay)
+			l.errs <- l.converse(sid)
+		}()
 	}
 	return l
 }
@@ -157,6 +170,9 @@ func (l *clusterLoad) converse(sid string) error {
 			return err
 		}
 		l.done.Add(1)
+		if l.pause > 0 && k < l.turns {
+			time.Sleep(l.pause)
+		}
 	}
 	return nil
 }
@@ -347,7 +363,9 @@ func TestClusterKillNode(t *testing.T) {
 func TestClusterRollingRestart(t *testing.T) {
 	c := startClusterNodes(t)
 	tl := newCrashTools(t, c.urls())
-	l := runClusterLoad(t, tl.e, "roll", 50, 6)
+	// Paced so that the load outlasts the three restarts (about 4 s each):
+	// 8 turns 2 s apart, the sessions spread over the 2 s.
+	l := runClusterLoadPaced(t, tl.e, "roll", 50, 8, 2*time.Second)
 	for _, n := range c.nodes {
 		for l.done.Load() == 0 {
 			time.Sleep(10 * time.Millisecond)
@@ -358,7 +376,11 @@ func TestClusterRollingRestart(t *testing.T) {
 		stopped := time.Since(start)
 		n.startAsync()
 		n.waitUp(90 * time.Second)
-		t.Logf("restarted %s: stop took %v, back after %v; %d turns done meanwhile", n.extra[1], stopped, time.Since(start), l.done.Load()-before)
+		meanwhile := l.done.Load() - before
+		t.Logf("restarted %s: stop took %v, back after %v; %d turns done meanwhile", n.extra[1], stopped, time.Since(start), meanwhile)
+		if meanwhile == 0 {
+			t.Errorf("the load did not run through the restart of %s (%d turns meanwhile, %d done)", n.extra[1], meanwhile, l.done.Load())
+		}
 	}
 	if err := l.wait(3 * time.Minute); err != nil {
 		l.diagnose(t)
