@@ -105,7 +105,19 @@ func (e *Engine) EnsureSessionKV(ctx context.Context, cfg jetstream.KeyValueConf
 // keys: the primary copy, or the one of sid's home region. A region with
 // no copy is a not_found wire error wrapping [ErrUnknownRegion].
 func (e *Engine) SessionKV(ctx context.Context, bucket, sid string) (jetstream.KeyValue, error) {
-	name := subjects.SessionBucket(bucket, sid)
+	kv, err := e.RegionKV(ctx, bucket, subjects.SessionRegion(sid))
+	if err != nil {
+		return nil, homedErr(err, sid, "bucket", subjects.SessionBucket(bucket, sid))
+	}
+	return kv, nil
+}
+
+// RegionKV is region's copy of per-session bucket ("" the primary copy),
+// cached per process: what watchers and listings that cover every copy
+// open for each region [Engine.SessionRegions] names. A region with no
+// copy is a not_found wire error wrapping [ErrUnknownRegion].
+func (e *Engine) RegionKV(ctx context.Context, bucket, region string) (jetstream.KeyValue, error) {
+	name := subjects.RegionalBucket(bucket, region)
 	e.mu.Lock()
 	kv, ok := e.kvs[name]
 	e.mu.Unlock()
@@ -114,7 +126,7 @@ func (e *Engine) SessionKV(ctx context.Context, bucket, sid string) (jetstream.K
 	}
 	kv, err := e.js.KeyValue(ctx, name)
 	if err != nil {
-		return nil, e.regionErr(err, sid, "bucket", name)
+		return nil, regionErr(err, region, "bucket", name)
 	}
 	e.mu.Lock()
 	e.kvs[name] = kv
@@ -134,7 +146,7 @@ func (e *Engine) SessionStream(ctx context.Context, stream, sid string) (jetstre
 	}
 	s, err := e.js.Stream(ctx, name)
 	if err != nil {
-		return nil, e.regionErr(err, sid, "stream", name)
+		return nil, homedErr(regionErr(err, subjects.SessionRegion(sid), "stream", name), sid, "stream", name)
 	}
 	e.mu.Lock()
 	e.streams[name] = s
@@ -145,14 +157,27 @@ func (e *Engine) SessionStream(ctx context.Context, stream, sid string) (jetstre
 // mirrorOrigin is the metadata key cluster/region marks its mirrors with.
 const mirrorOrigin = "iii.region.origin"
 
-func (e *Engine) regionErr(err error, sid, what, name string) error {
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		if r := subjects.SessionRegion(sid); r != "" {
-			return wire.Wrap(wire.CodeNotFound, fmt.Errorf("%w: %w", ErrUnknownRegion, err),
-				"session %q is homed in region %q, which has no %s %s: no iii node runs there (iii up --region %s)", sid, r, what, name, r)
-		}
+// regionErr is the error of opening name, region's copy of a stream or
+// bucket: not_found wrapping [ErrUnknownRegion] when a region's copy does
+// not exist, unavailable otherwise.
+func regionErr(err error, region, what, name string) error {
+	if region != "" && (errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+		return wire.Wrap(wire.CodeNotFound, fmt.Errorf("%w: %w", ErrUnknownRegion, err), "region %q has no %s %s", region, what, name)
 	}
 	return wire.Wrap(wire.CodeUnavailable, err, "%s %s", what, name)
+}
+
+// homedErr says, for an unknown region, which session asked and what to
+// run; other errors pass unchanged.
+func homedErr(err error, sid, what, name string) error {
+	if !errors.Is(err, ErrUnknownRegion) {
+		return err
+	}
+	if we, ok := err.(*wire.Error); ok && we.Unwrap() != nil {
+		err = we.Unwrap() // say it once
+	}
+	r := subjects.SessionRegion(sid)
+	return wire.Wrap(wire.CodeNotFound, err, "session %q is homed in region %q, which has no %s %s: no iii node runs there (iii up --region %s)", sid, r, what, name, r)
 }
 
 // SessionRegions lists the regions that have a copy of per-session stream

@@ -84,6 +84,12 @@ func TestSessionStores(t *testing.T) {
 			}
 		})
 	}
+	if kv, err := e.RegionKV(ctx, "t-state", "eu"); err != nil || kv.Bucket() != "t-state-at-eu" {
+		t.Errorf("RegionKV(eu) = %v, %v", kv, err)
+	}
+	if _, err := e.RegionKV(ctx, "t-state", "us"); !errors.Is(err, engine.ErrUnknownRegion) || wire.From(err).Code != wire.CodeNotFound {
+		t.Errorf("RegionKV(us): %v", err)
+	}
 	for _, c := range []struct{ stream string }{{"T_EVENTS"}, {"KV_t-state"}} {
 		rs, err := e.SessionRegions(ctx, c.stream)
 		if err != nil {

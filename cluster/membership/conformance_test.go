@@ -1,7 +1,6 @@
 package membership_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,7 +26,7 @@ import (
 type child struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *enginetest.Buffer
 	exited chan struct{}
 
 	mu    sync.Mutex
@@ -90,7 +89,7 @@ func newHarness(t *testing.T) *harness {
 // spawn starts child name ("member" or "client" role) without waiting.
 func (h *harness) spawn(t *testing.T, name, role string) *child {
 	t.Helper()
-	c := &child{name: name, stderr: &syncBuffer{}, exited: make(chan struct{}), ready: make(chan struct{})}
+	c := &child{name: name, stderr: &enginetest.Buffer{}, exited: make(chan struct{}), ready: make(chan struct{})}
 	c.cmd = exec.Command(os.Args[0])
 	// atexit_sleep_ms: the race runtime otherwise waits 1 s at exit.
 	c.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0",
@@ -371,22 +370,4 @@ func TestConformance(t *testing.T) {
 			return
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -538,7 +538,7 @@ func TestServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	ns := enginetest.RunServer(t, enginetest.WithStoreDir(dir))
 	port := ns.Addr().(*net.TCPAddr).Port
-	var logs syncBuffer
+	var logs enginetest.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {

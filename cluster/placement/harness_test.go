@@ -4,7 +4,6 @@ package placement_test
 // processes (this test binary again, see TestMain) and drives them.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,24 +34,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects a child's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a member (or client) running in a child process.
 type proc struct {
 	name   string
@@ -61,7 +41,7 @@ type proc struct {
 	id     string // proto.actor member id
 	addr   string // remote address
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *enginetest.Buffer
 	exited chan struct{}
 	err    error // of cmd.Wait, once exited is closed
 }
@@ -93,7 +73,7 @@ func spawnProcs(nc *nats.Conn, url string, client bool, names ...string) ([]*pro
 	}
 	var ps []*proc
 	for _, name := range names {
-		p := &proc{name: name, nc: nc, out: &syncBuffer{}, exited: make(chan struct{})}
+		p := &proc{name: name, nc: nc, out: &enginetest.Buffer{}, exited: make(chan struct{})}
 		p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 		p.cmd.Env = append(os.Environ(), envURL+"="+url, envName+"="+name, envRole+"="+role)
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,4 +158,59 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// writer puts keys w000000, w000001 … into a bucket as fast as it can and
+// keeps the ones acknowledged.
+type writer struct {
+	mu     sync.Mutex
+	acked  []ack
+	writes atomic.Int64
+	done   chan struct{}
+}
+
+// startWriter writes to kv until ctx ends; with stopOnErr also at the
+// first failed put (else it keeps trying).
+func startWriter(ctx context.Context, kv jetstream.KeyValue, stopOnErr bool) *writer {
+	w := &writer{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			key := fmt.Sprintf("w%06d", i)
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			rev, err := kv.Put(pctx, key, []byte(key))
+			cancel()
+			if err != nil {
+				if stopOnErr {
+					return
+				}
+				continue
+			}
+			w.mu.Lock()
+			w.acked = append(w.acked, ack{key, rev})
+			w.mu.Unlock()
+			w.writes.Add(1)
+		}
+	}()
+	return w
+}
+
+// atLeast waits until n writes were acknowledged.
+func (w *writer) atLeast(t testing.TB, n int64) {
+	t.Helper()
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if got := w.writes.Load(); got < n {
+			return fmt.Errorf("%d writes", got)
+		}
+		return nil
+	})
+}
+
+// stop waits for the writer to end (its context ended, or a put failed
+// with stopOnErr) and returns the acknowledged writes.
+func (w *writer) stop() []ack {
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked
 }

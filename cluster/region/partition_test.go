@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,40 +54,14 @@ func TestPartitionTakeoverRejoin(t *testing.T) {
 	})
 
 	// A writer in A that keeps going through the partition.
-	var (
-		mu       sync.Mutex
-		acked    []ack
-		writes   atomic.Int64
-		cutAt    atomic.Int64 // writes acked when the cut happened
-		wctx, wc = context.WithCancel(ctx)
-		done     = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for i := 0; wctx.Err() == nil; i++ {
-			key := fmt.Sprintf("w%06d", i)
-			pctx, cancel := context.WithTimeout(wctx, 500*time.Millisecond)
-			rev, err := turns.Put(pctx, key, []byte(key))
-			cancel()
-			if err != nil {
-				continue
-			}
-			mu.Lock()
-			acked = append(acked, ack{key, rev})
-			mu.Unlock()
-			writes.Add(1)
-		}
-	}()
-	enginetest.Eventually(t, 10*time.Second, func() error {
-		if n := writes.Load(); n < 300 {
-			return fmt.Errorf("%d writes", n)
-		}
-		return nil
-	})
+	wctx, wc := context.WithCancel(ctx)
+	w := startWriter(wctx, turns, false)
+	var cutAt atomic.Int64 // writes acked when the cut happened
+	w.atLeast(t, 300)
 
 	cutTime := time.Now()
 	sc.net.cut("A")
-	cutAt.Store(writes.Load())
+	cutAt.Store(w.writes.Load())
 	var noticed time.Duration
 	var how error
 	enginetest.Eventually(t, 30*time.Second, func() error {
@@ -110,9 +83,7 @@ func TestPartitionTakeoverRejoin(t *testing.T) {
 	}
 	// A, cut off but running, acknowledged writes all along.
 	wc()
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
+	acked := w.stop()
 	var last uint64
 	for _, sr := range rep.Streams {
 		if sr.Stream == "KV_"+subjects.TurnStateBucket {

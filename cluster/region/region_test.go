@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,34 +167,8 @@ func testMirrorTakeover(t *testing.T, leader string, delay time.Duration) {
 	}
 
 	// A writer in A at full speed.
-	var (
-		mu     sync.Mutex
-		acked  []ack
-		writes atomic.Int64
-		done   = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for i := 0; ; i++ {
-			key := fmt.Sprintf("w%06d", i)
-			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			rev, err := turns.Put(pctx, key, []byte(key))
-			cancel()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			acked = append(acked, ack{key, rev})
-			mu.Unlock()
-			writes.Add(1)
-		}
-	}()
-	enginetest.Eventually(t, 10*time.Second, func() error {
-		if n := writes.Load(); n < 300 {
-			return fmt.Errorf("%d writes", n)
-		}
-		return nil
-	})
+	w := startWriter(ctx, turns, true)
+	w.atLeast(t, 300)
 	lag, err := region.Lag(ctx, jsB, "B")
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +193,7 @@ func testMirrorTakeover(t *testing.T, leader string, delay time.Duration) {
 		}
 		return fmt.Errorf("home: %v", err)
 	})
-	<-done
+	acked := w.stop()
 	// Still readable in B, from the mirror.
 	if e, err := kvB.Get(ctx, "s042"); err != nil || string(e.Value()) != "turn-42" {
 		t.Fatalf("read from mirror with A down: %v", err)
@@ -250,8 +222,6 @@ func testMirrorTakeover(t *testing.T, leader string, delay time.Duration) {
 	}
 
 	// RPO: acked writes in A missing in B.
-	mu.Lock()
-	defer mu.Unlock()
 	last := got["KV_"+subjects.TurnStateBucket].LastSeq
 	missing := 0
 	for _, a := range acked {

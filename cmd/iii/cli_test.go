@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -262,30 +261,12 @@ func TestPolicyDefault(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an output buffer a command writes while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // iii chat shows a call that needs approval with the command that decides
 // it, and finishes once a human has.
 func TestChatApproval(t *testing.T) {
 	a := startTestApp(t)
 	url := a.node.ClientURL()
-	var out lockedBuffer
+	var out enginetest.Buffer
 	cmd := newRootCmd()
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -336,7 +317,7 @@ func TestModelsReconcileScripted(t *testing.T) {
 // answer itself.
 func TestChatAsksForApproval(t *testing.T) {
 	a := startTestApp(t)
-	var out lockedBuffer
+	var out enginetest.Buffer
 	cmd := newRootCmd()
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)

@@ -193,24 +193,6 @@ func (a *fakeAuth) count() int {
 	return a.calls
 }
 
-// syncBuffer is a log sink safe for the handlers' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // env is one test's world: a NATS server, the provider worker on its own
 // engine, an auth worker, the fake API and a client engine.
 type env struct {
@@ -218,7 +200,7 @@ type env struct {
 	e    *engine.Engine // the caller (the orchestrator's side)
 	api  *fakeAPI
 	auth *fakeAuth
-	logs *syncBuffer
+	logs *enginetest.Buffer
 	w    *anthropic.Worker
 	now  *clock
 }
@@ -255,7 +237,7 @@ func setup(t testing.TB, api *fakeAPI, cfg config) *env {
 		cfg.cred = &agent.Credential{Type: agent.CredentialAPIKey, Key: testKey}
 	}
 	ns := enginetest.RunServer(t)
-	en := &env{ns: ns, api: api, auth: &fakeAuth{cred: cfg.cred}, logs: &syncBuffer{}, now: &clock{t: epoch}}
+	en := &env{ns: ns, api: api, auth: &fakeAuth{cred: cfg.cred}, logs: &enginetest.Buffer{}, now: &clock{t: epoch}}
 	if !cfg.noAuth {
 		ae := enginetest.NewEngine(t, ns)
 		aw, err := ae.Worker("auth")

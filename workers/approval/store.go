@@ -49,8 +49,10 @@ type Store struct {
 	// regions lists the regions having a copy of a bucket's stream, ""
 	// (the primary copy) first (engine.SessionRegions).
 	regions func(ctx context.Context, stream string) ([]string, error)
-	now     func() time.Time
-	logger  *slog.Logger
+	// regionKV is region's copy of a bucket (engine.RegionKV).
+	regionKV func(ctx context.Context, bucket, region string) (jetstream.KeyValue, error)
+	now      func() time.Time
+	logger   *slog.Logger
 }
 
 // Open opens (creating when missing) the approvals and settings buckets
@@ -72,7 +74,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if logger == nil {
 		logger = e.Logger().With("worker", WorkerName)
 	}
-	return &Store{kv: e.SessionKV, regions: e.SessionRegions, now: o.now, logger: logger}, nil
+	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, now: o.now, logger: logger}, nil
 }
 
 // bucket is the copy of per-session bucket holding session sid's keys. A
@@ -87,15 +89,6 @@ func (s *Store) bucket(ctx context.Context, bucket, sid string) (jetstream.KeyVa
 		return nil, err
 	}
 	return nil, storeErr(ctx, err, "open bucket %s", subjects.SessionBucket(bucket, sid))
-}
-
-// regionSID is a session id homed in region: the key that finds region's
-// copy of a bucket ("" finds the primary copy).
-func regionSID(region string) string {
-	if region == "" {
-		return ""
-	}
-	return region + ".x"
 }
 
 // Resolve decides a pending call: the record under subjects.ApprovalKey
@@ -225,12 +218,12 @@ func (s *Store) ListPending(ctx context.Context, sid string) ([]Pending, error) 
 			return nil, storeErr(ctx, err, "list the copies of bucket %s", subjects.ApprovalsBucket)
 		}
 		for _, r := range regions {
-			kv, err := s.bucket(ctx, subjects.ApprovalsBucket, regionSID(r))
+			kv, err := s.regionKV(ctx, subjects.ApprovalsBucket, r)
 			if errors.Is(err, engine.ErrUnknownRegion) {
 				continue // the copy was deleted since it was listed
 			}
 			if err != nil {
-				return nil, err
+				return nil, storeErr(ctx, err, "open bucket %s", subjects.RegionalBucket(subjects.ApprovalsBucket, r))
 			}
 			got, err := s.snapshot(ctx, kv, r, "")
 			if err != nil {

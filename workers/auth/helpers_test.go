@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -47,25 +46,6 @@ func (e *fakeEnv) Set(k, v string) {
 		return
 	}
 	e.m[k] = v
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a log
-// handler.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type fixture struct {
@@ -115,7 +95,7 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // debugLogger logs everything at debug level into buf.
-func debugLogger(buf *syncBuffer) *slog.Logger {
+func debugLogger(buf *enginetest.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 

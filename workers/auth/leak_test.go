@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"os"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ var allLeaks = []string{leakKey, leakAccess, leakRefresh, leakEnv, leakBad, leak
 // formatting of the request types.
 func TestSecretsNeverLeak(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs enginetest.Buffer
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

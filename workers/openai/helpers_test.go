@@ -156,24 +156,6 @@ type fakeAuth struct {
 	providers sync.Map // provider names asked for
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waits records the waits between attempts.
 type waits struct {
 	mu sync.Mutex
@@ -201,7 +183,7 @@ type env struct {
 	p     *openai.Provider
 	api   *fakeAPI
 	auth  *fakeAuth
-	logs  *syncBuffer
+	logs  *enginetest.Buffer
 	waits *waits
 }
 
@@ -216,7 +198,7 @@ type config struct {
 func setup(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int), cfg config) *env {
 	t.Helper()
 	ns := enginetest.RunServer(t)
-	ev := &env{api: newFakeAPI(t, handle), auth: &fakeAuth{}, logs: &syncBuffer{}, waits: &waits{}}
+	ev := &env{api: newFakeAPI(t, handle), auth: &fakeAuth{}, logs: &enginetest.Buffer{}, waits: &waits{}}
 	logger := slog.New(slog.NewJSONHandler(ev.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := append([]openai.Option{
 		openai.WithBaseURL(ev.api.srv.URL + "/v1"),

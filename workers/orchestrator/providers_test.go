@@ -17,7 +17,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,24 +44,6 @@ const (
 	anthropicKey = "sk-ant-api03-E2ESECRETanthropicKEYdoNotLeak0123456789"
 	openaiKey    = "sk-proj-E2ESECREToPENAIkeyDoNotLeak9876543210abcdef"
 )
-
-// syncBuffer collects every log line of the test's workers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // fakeVendor answers the model calls of one conversation: the first call
 // of a conversation (no function result yet) asks for math::add, the next
@@ -153,7 +134,7 @@ func TestProvidersEndToEnd(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
 	ctx := context.Background()
-	logs := &syncBuffer{}
+	logs := &enginetest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))

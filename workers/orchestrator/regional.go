@@ -32,7 +32,7 @@ func (s sessionKV) regions(ctx context.Context) ([]string, error) {
 
 // copyOf is region's copy of the bucket.
 func (s sessionKV) copyOf(ctx context.Context, region string) (jetstream.KeyValue, error) {
-	return s.e.JetStream().KeyValue(ctx, subjects.RegionalBucket(s.bucket, region))
+	return s.e.RegionKV(ctx, s.bucket, region)
 }
 
 // perCopy runs one consumer per copy of a per-session stream: start makes

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 )
@@ -250,13 +251,12 @@ func (s *Store) allMeta(ctx context.Context) ([]Meta, error) {
 	}
 	var out []Meta
 	for _, r := range regions {
-		bucket := subjects.RegionalBucket(MetaBucket, r)
-		kv, err := s.js.KeyValue(ctx, bucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) && r != "" {
+		kv, err := s.e.RegionKV(ctx, MetaBucket, r)
+		if errors.Is(err, engine.ErrUnknownRegion) {
 			continue // deleted since it was listed
 		}
 		if err != nil {
-			return nil, storeErr(ctx, err, "list sessions of %s", bucket)
+			return nil, storeErr(ctx, err, "list sessions of %s", subjects.RegionalBucket(MetaBucket, r))
 		}
 		if out, err = s.watchMeta(ctx, kv, out); err != nil {
 			return nil, err
