@@ -42,3 +42,27 @@ func ExampleMessage_FunctionCalls() {
 	// toolu_1 fs::read /tmp
 	// {"role":"function_result","content":[{"type":"text","text":"a.txt"}],"function_call_id":"toolu_1","function_id":"fs::read"}
 }
+
+// A provider worker keeps the transcripts it is sent; the next call of the
+// same transcript carries only the new messages.
+func ExampleTranscripts() {
+	kept := agent.NewTranscripts(0, 0)
+	first := agent.ProviderRequest{Model: "echo", Messages: []agent.Message{agent.UserText("hi", 1)}, Transcript: &agent.TranscriptRef{ID: "tr1"}}
+	msgs, _ := kept.Resolve(first.Transcript, first.Messages)
+	fmt.Println("kept:", kept.Keep(first.Transcript, msgs))
+
+	next := agent.ProviderRequest{Model: "echo", Transcript: &agent.TranscriptRef{ID: "tr1", Base: 1, More: []agent.Message{
+		{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("hello")}},
+		agent.UserText("how are you?", 2),
+	}}}
+	msgs, err := kept.Resolve(next.Transcript, next.Messages)
+	fmt.Println("messages:", len(msgs), err)
+
+	lost := agent.ProviderRequest{Model: "echo", Transcript: &agent.TranscriptRef{ID: "tr2", Base: 3}}
+	_, err = kept.Resolve(lost.Transcript, lost.Messages)
+	fmt.Println(errors.Is(err, agent.ErrTranscriptNotKept))
+	// Output:
+	// kept: tr1
+	// messages: 3 <nil>
+	// true
+}

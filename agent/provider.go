@@ -22,6 +22,9 @@ type ProviderRequest struct {
 	ThinkingLevel string `json:"thinking_level,omitempty"`
 	// SessionID is for the provider's logs and traces (never for auth).
 	SessionID string `json:"session_id,omitempty"`
+	// Transcript, when set, names the transcript so the provider can keep
+	// it, and may make Messages a continuation ([TranscriptRef]).
+	Transcript *TranscriptRef `json:"transcript,omitempty"`
 }
 
 // Tool is a function offered to the model: its function id, description

@@ -72,6 +72,9 @@ type Config struct {
 	// Traces turns tracing on as `iii up` has it: every engine exports its
 	// spans to the trace store's stream, which a traces worker follows.
 	Traces bool
+	// NoContinuation makes every model call send the whole transcript
+	// (orchestrator.WithTranscriptContinuation(false)).
+	NoContinuation bool
 	// ConnPerWorker gives the provider and the tool their own connections
 	// instead of sharing the orchestrator's, as `iii up` does.
 	ConnPerWorker bool

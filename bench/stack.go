@@ -250,6 +250,7 @@ func (s *stack) startMember(ctx context.Context, cfg Config, m *member, n *clust
 	}
 	m.orch = orchestrator.New(
 		orchestrator.WithAckWait(cfg.AckWait),
+		orchestrator.WithTranscriptContinuation(!cfg.NoContinuation),
 		orchestrator.WithHostOptions(session.WithIdleTimeout(cfg.IdleTimeout), session.WithLogger(logger)),
 	)
 	if len(s.nodes) > 1 {

@@ -1,13 +1,16 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/iii-on-nats/iii/actors/turn"
@@ -53,6 +56,7 @@ type grain struct {
 	rev     uint64
 	dirty   bool // the in-memory record differs from the written one (outbox delivered)
 	history []agent.Message
+	histID  string // names history; new whenever history is replaced, not appended to
 
 	wakes     []Wake
 	aborts    []pendingAbort // run::abort requests waiting for the model stream to stop
@@ -99,12 +103,7 @@ func (g *grain) Receive(ctx actor.Context) {
 			// at that moment would never passivate.
 			ctx.SetReceiveTimeout(g.host.opts.idle)
 		} else {
-			if f, ok := g.host.ports.Events.(Forgetter); ok {
-				f.Forget(g.sid)
-			}
-			if f, ok := g.host.ports.History.(Forgetter); ok && any(f) != any(g.host.ports.Events) {
-				f.Forget(g.sid)
-			}
+			g.host.forgetPorts(g.sid)
 			ctx.Stop(g.self)
 		}
 	case *wakeMsg:
@@ -115,7 +114,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.abortRequest(ctx, m.reason)
 	case *modelResult:
 		if m.token == g.token && m.history != nil {
-			g.history = m.history
+			g.history, g.histID = m.history, nuid.Next()
 		}
 		if m.token == g.token && g.running && len(g.aborts) > 0 {
 			g.running = false
@@ -226,11 +225,19 @@ func (g *grain) load() error {
 	// The record moved: another activation wrote it, or a new run
 	// started. Either way the transcript is read again, so what others
 	// appended meanwhile (a compaction between runs) is seen.
-	hist, err := g.host.ports.History.Load(ctx, g.sid)
+	var (
+		hist []agent.Message
+		hid  string
+	)
+	if ih, ok := g.host.ports.History.(IdentifiedHistory); ok {
+		hist, hid, err = ih.LoadIdentified(ctx, g.sid)
+	} else {
+		hist, err = g.host.ports.History.Load(ctx, g.sid)
+	}
 	if err != nil {
 		return err
 	}
-	g.history = hist
+	g.history, g.histID = hist, cmp.Or(hid, nuid.Next())
 	g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
 	g.gating = nil
 	// A dead activation may have parked calls without recording them in
@@ -581,7 +588,10 @@ func (g *grain) startModel() {
 		Provider:  g.rec.Request.Provider,
 		Model:     g.rec.Request.Model,
 		System:    g.rec.Request.SystemPrompt,
-		Messages:  append([]agent.Message(nil), g.history...),
+		// Clipped, not copied: the grain only appends to history (a
+		// reader of this slice never sees that) or replaces it.
+		Messages:  slices.Clip(g.history),
+		HistoryID: g.histID,
 		Run:       g.rec.Request,
 	}
 	model, root, self := g.host.ports.Model, g.root, g.self

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
@@ -35,6 +37,16 @@ type History interface {
 	Flush(ctx context.Context, sid string) error
 }
 
+// IdentifiedHistory is a History that names the transcripts it loads: a
+// load that answers the same non-empty id as an earlier one promises the
+// transcript only grew since, by appends through this port. The grain
+// passes the id on as [ModelRequest.HistoryID], so a call can send the
+// provider only what is new, across runs too; without it every load gets
+// a new id.
+type IdentifiedHistory interface {
+	LoadIdentified(ctx context.Context, sid string) (msgs []agent.Message, id string, err error)
+}
+
 // Events publishes a session's events.
 type Events interface {
 	// Emit publishes ev asynchronously with message id id (deduplicated by
@@ -58,6 +70,11 @@ type ModelRequest struct {
 	Model     string
 	System    string
 	Messages  []agent.Message
+	// HistoryID names the grain's transcript: while it stays the same,
+	// Messages only grew since the last call (the grain appended); a new
+	// id means the transcript was read again or compacted. A port may
+	// send a provider only what is new under one id.
+	HistoryID string
 	// Run is the run's request without its messages (workspace, agent,
 	// tools, limits).
 	Run agent.RunStart
@@ -181,4 +198,25 @@ func (p Ports) valid() error {
 		return errors.New("session: every port is required")
 	}
 	return nil
+}
+
+// forgetPorts tells every port that keeps per-session memory (Events,
+// History, Model: [Forgetter]) that sid's grain passivated, each port
+// once even where one value serves several.
+func (h *Host) forgetPorts(sid string) {
+	var done []Forgetter
+	for _, p := range []any{h.ports.Events, h.ports.History, h.ports.Model} {
+		f, ok := p.(Forgetter)
+		if !ok || slices.ContainsFunc(done, func(d Forgetter) bool { return sameValue(d, f) }) {
+			continue
+		}
+		f.Forget(sid)
+		done = append(done, f)
+	}
+}
+
+// sameValue is a == b for comparable values (comparing others panics).
+func sameValue(a, b any) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta != nil && ta.Comparable() && a == b
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/std"
 	"log/slog"
 	"net"
@@ -262,7 +263,7 @@ func newUpCmd(g *globals) *cobra.Command {
 				a.url, a.url)
 			<-ctx.Done()
 			fmt.Fprintln(out, "shutting down")
-			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			sctx, cancel := context.WithTimeout(context.Background(), stopBudget(cfg.settings))
 			defer cancel()
 			return a.close(sctx)
 		},
@@ -324,4 +325,20 @@ func startAppRetrying(ctx context.Context, cfg upConfig) (*app, error) {
 		case <-time.After(time.Duration(attempt) * time.Second):
 		}
 	}
+}
+
+// stopGrace is how long a stopping node gives its workers and server
+// after the orchestrator's drain: calls in flight finish, consumers stop.
+const stopGrace = 15 * time.Second
+
+// stopBudget bounds a graceful stop: the orchestrator's drain
+// (orchestrator.drain_timeout) and then stopGrace for everything else. A
+// fixed budget smaller than the drain left a loaded node no time to close
+// its workers, and it exited with an error.
+func stopBudget(settings map[string]map[string]string) time.Duration {
+	drain := orchestrator.DefaultDrainTimeout
+	if d, err := time.ParseDuration(settings["orchestrator"][orchestrator.SettingDrainTimeout]); err == nil && d > 0 {
+		drain = d
+	}
+	return drain + stopGrace
 }

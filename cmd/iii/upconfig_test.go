@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -89,6 +90,25 @@ func TestGatewaysSpelling(t *testing.T) {
 		}
 		if _, err := parseGateways(topo.gateways); err != nil {
 			t.Errorf("%v: %v", tt.args, err)
+		}
+	}
+}
+
+// A graceful stop gets the orchestrator's drain and then the grace for
+// everything else.
+func TestStopBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		settings map[string]map[string]string
+		want     time.Duration
+	}{
+		{nil, 25 * time.Second},
+		{map[string]map[string]string{"orchestrator": {"drain_timeout": "2m"}}, 2*time.Minute + 15*time.Second},
+		{map[string]map[string]string{"orchestrator": {"drain_timeout": "bogus"}}, 25 * time.Second},
+		{map[string]map[string]string{"orchestrator": {"drain_timeout": "-1s"}}, 25 * time.Second},
+	} {
+		if got := stopBudget(tc.settings); got != tc.want {
+			t.Errorf("stopBudget(%v) = %v, want %v", tc.settings, got, tc.want)
 		}
 	}
 }

@@ -83,6 +83,10 @@ func (r CompleteRequest) Validate() error {
 type StreamResponse struct {
 	StopReason agent.StopReason `json:"stop_reason"`
 	Kind       agent.ErrorKind  `json:"kind,omitempty"`
+	// TranscriptKept names the transcript the worker kept: the caller
+	// may send the next call of it as a continuation
+	// ([agent.TranscriptRef]).
+	TranscriptKept string `json:"transcript_kept,omitempty"`
 }
 
 // ModelsRequest is the payload of provider::anthropic::models: an empty

@@ -51,7 +51,7 @@ func init() {
 	workers.Register(workers.Module{
 		Name:        WorkerName,
 		Description: "Anthropic Messages API provider: provider::anthropic::stream, ::complete and ::models",
-		New:         func() workers.Worker { return &Worker{} },
+		New:         func() workers.Worker { return NewWorker(nil) },
 	})
 }
 
@@ -69,7 +69,8 @@ var errShuttingDown = wire.Errorf(wire.CodeUnavailable, "%s is shutting down", W
 // provider::anthropic::stream, ::complete and ::models of the engine
 // worker "provider-anthropic".
 type Worker struct {
-	p *Provider
+	p    *Provider
+	kept *agent.Transcripts // transcripts sent, for continuations
 
 	eps workers.Endpoints
 
@@ -80,7 +81,9 @@ type Worker struct {
 // NewWorker returns a worker serving p. With a nil p the worker builds a
 // provider from its settings at Provision (or with the defaults at Start):
 // that is what the module registry does.
-func NewWorker(p *Provider) *Worker { return &Worker{p: p} }
+func NewWorker(p *Provider) *Worker {
+	return &Worker{p: p, kept: agent.NewTranscripts(0, 0)}
+}
 
 // Provision builds the provider from the worker's settings (see the
 // Setting constants); an unknown or malformed setting is an error wrapping
@@ -220,13 +223,25 @@ func (w *Worker) Close(ctx context.Context) error {
 // request's codec.
 func (w *Worker) streamHandler(e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return func(ctx context.Context, r *engine.Request) (any, error) {
-		var req StreamRequest
-		if err := r.Bind(&req); err != nil {
+		// Bound without validation: a continuation has no messages until
+		// it is resolved; the provider validates the whole request.
+		var raw unvalidatedStream
+		if err := r.Bind(&raw); err != nil {
 			return nil, err
 		}
+		req := StreamRequest(raw)
+		msgs, err := w.kept.Resolve(req.Transcript, req.Messages)
+		if err != nil {
+			return nil, workers.TranscriptError(err)
+		}
+		req.Messages = msgs
 		ctx, release := done.Bind(ctx)
 		defer release()
-		return w.p.stream(ctx, e, req, r.Codec)
+		resp, err := w.p.stream(ctx, e, req, r.Codec)
+		if err == nil {
+			resp.TranscriptKept = w.kept.Keep(req.Transcript, req.Messages)
+		}
+		return resp, err
 	}
 }
 
@@ -252,3 +267,6 @@ func (w *Worker) modelsHandler(e *engine.Engine, done *workers.Shutdown) engine.
 type CompleteResponse struct {
 	Message agent.Message `json:"message"`
 }
+
+// unvalidatedStream is a StreamRequest without its Validate method.
+type unvalidatedStream StreamRequest

@@ -77,6 +77,10 @@ func ValidateRequest(req agent.ProviderRequest, stream bool) error {
 type StreamResponse struct {
 	StopReason agent.StopReason `json:"stop_reason"`
 	Kind       agent.ErrorKind  `json:"kind,omitempty"`
+	// TranscriptKept names the transcript the worker kept: the caller
+	// may send the next call of it as a continuation
+	// ([agent.TranscriptRef]).
+	TranscriptKept string `json:"transcript_kept,omitempty"`
 }
 
 // CompleteResponse is the reply of provider::<name>::complete: the final

@@ -51,7 +51,7 @@ func init() {
 	workers.Register(workers.Module{
 		Name:        WorkerName,
 		Description: "OpenAI-compatible model provider (OpenAI, ollama, vLLM, LM Studio, kimi): provider::<name>::stream, ::complete, ::models",
-		New:         func() workers.Worker { return &Worker{} },
+		New:         func() workers.Worker { return NewWorker(nil) },
 	})
 }
 
@@ -68,7 +68,8 @@ var errShuttingDown = wire.Errorf(wire.CodeUnavailable, "%s is shutting down", W
 // Worker serves a [Provider] on the bus as provider::<name>::stream,
 // ::complete and ::models of the engine worker "provider-openai".
 type Worker struct {
-	p *Provider
+	p    *Provider
+	kept *agent.Transcripts // transcripts sent, for continuations
 
 	eps workers.Endpoints
 
@@ -79,7 +80,9 @@ type Worker struct {
 // NewWorker returns a worker serving p. With a nil p the worker builds a
 // provider from its settings at Provision (or with the defaults at Start):
 // that is what the module registry does.
-func NewWorker(p *Provider) *Worker { return &Worker{p: p} }
+func NewWorker(p *Provider) *Worker {
+	return &Worker{p: p, kept: agent.NewTranscripts(0, 0)}
+}
 
 // Provision builds the provider from the worker's settings (the Setting*
 // constants; an unknown setting is an error) with env's logger. A worker
@@ -179,7 +182,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 				RequestSchema:  streamRequestSchema,
 				ResponseSchema: streamResponseSchema,
 				Timeout:        FunctionTimeout,
-				Handler:        streamHandler(p, e, done),
+				Handler:        streamHandler(p, w.kept, e, done),
 			},
 			{
 				ID:             p.CompleteFunction(),
@@ -216,15 +219,24 @@ func (w *Worker) Close(ctx context.Context) error {
 
 // streamHandler decodes a stream request and writes its frames in the
 // request's codec.
-func streamHandler(p *Provider, e *engine.Engine, done *workers.Shutdown) engine.Handler {
+func streamHandler(p *Provider, kept *agent.Transcripts, e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return func(ctx context.Context, r *engine.Request) (any, error) {
 		var req agent.ProviderRequest
 		if err := r.Bind(&req); err != nil {
 			return nil, err
 		}
+		msgs, err := kept.Resolve(req.Transcript, req.Messages)
+		if err != nil {
+			return nil, workers.TranscriptError(err)
+		}
+		req.Messages = msgs
 		ctx, release := done.Bind(ctx)
 		defer release()
-		return p.Stream(ctx, e, req, r.Codec)
+		resp, err := p.Stream(ctx, e, req, r.Codec)
+		if err == nil {
+			resp.TranscriptKept = kept.Keep(req.Transcript, req.Messages)
+		}
+		return resp, err
 	}
 }
 

@@ -54,14 +54,15 @@ type compactResult struct {
 // overflow, waiting for one already running), then the transcript is read
 // again and handed to the grain. It changes nothing when the request fits,
 // the window is unknown, or no compaction could be made (the provider's
-// context_overflow is then the last word).
-func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *agent.ProviderRequest, info agent.Model, known bool) {
+// context_overflow is then the last word). It reports whether it replaced
+// preq's messages.
+func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *agent.ProviderRequest, info agent.Model, known bool) bool {
 	if !known || info.ContextWindow <= 0 || m.history == nil {
-		return
+		return false
 	}
 	need, usable := requestTokens(*preq), usableWindow(info.ContextWindow)
 	if need <= usable {
-		return
+		return false
 	}
 	cctx, cancel := context.WithTimeout(ctx, compactTimeout)
 	defer cancel()
@@ -72,17 +73,17 @@ func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *ag
 	if err != nil {
 		m.logger.WarnContext(ctx, "the request exceeds the model's window and could not be compacted", "session_id", req.SessionID,
 			"tokens", need, "usable", usable, "error", wire.From(err))
-		return
+		return false
 	}
 	if !res.Compacted && res.Reason != "done_by_other" {
 		m.logger.WarnContext(ctx, "the request exceeds the model's window and there is nothing to compact", "session_id", req.SessionID,
 			"tokens", need, "usable", usable, "reason", res.Reason)
-		return
+		return false
 	}
 	msgs, err := m.history.Load(ctx, req.SessionID)
 	if err != nil {
 		m.logger.WarnContext(ctx, "the compacted transcript could not be read", "session_id", req.SessionID, "error", err)
-		return
+		return false
 	}
 	preq.Messages = msgs
 	if req.Compacted != nil {
@@ -96,4 +97,5 @@ func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *ag
 			m.logger.WarnContext(ctx, "compaction_done not published", "session_id", req.SessionID, "error", err)
 		}
 	}
+	return true
 }

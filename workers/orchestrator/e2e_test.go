@@ -30,6 +30,7 @@ import (
 type stack struct {
 	e     *engine.Engine
 	orch  *orchestrator.Orchestrator
+	sw    *scripted.Worker
 	calls atomic.Int64
 }
 
@@ -94,6 +95,7 @@ func startStackOn(t *testing.T, e *engine.Engine, policyYAML string, sopts []scr
 	if err := sw.Start(ctx, s.e); err != nil {
 		t.Fatal(err)
 	}
+	s.sw = sw
 	t.Cleanup(func() { _ = sw.Close(context.Background()) })
 	w, err := s.e.Worker("tools")
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nuid"
+
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
@@ -30,8 +32,9 @@ const appendTimeout = 30 * time.Second
 const appendAttempt = 5 * time.Second
 
 var (
-	_ session.History   = (*history)(nil)
-	_ session.Forgetter = (*history)(nil)
+	_ session.History           = (*history)(nil)
+	_ session.Forgetter         = (*history)(nil)
+	_ session.IdentifiedHistory = (*history)(nil)
 )
 
 // history is the grain's History port on the session tree: the transcript
@@ -61,6 +64,10 @@ type knownPath struct {
 	count uint64
 	leaf  string
 	msgs  []agent.Message
+	// id names msgs while they only grow by this process's appends (a
+	// read of a changed path makes a new knownPath): the grain's history
+	// id, which lets a model call send only what is new.
+	id string
 }
 
 // sessionMeta is the part of session::get's answer used here.
@@ -86,27 +93,35 @@ type pathEntry struct {
 }
 
 func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error) {
+	msgs, _, err := h.LoadIdentified(ctx, sid)
+	return msgs, err
+}
+
+// LoadIdentified is Load with the transcript's id: the same id as an
+// earlier load means the transcript only grew since, by this process's
+// appends ([session.IdentifiedHistory]).
+func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Message, string, error) {
 	// A grain loads the transcript when it activates or a run starts:
 	// another process may have emitted this session's events since this
 	// one last did, so the next seq is read from the stream again.
 	h.pub.resetSeq(sid) // not Forget: a mid-run reload keeps the step metrics
 	if err := h.Flush(ctx, sid); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var meta sessionMeta
 	err := h.e.Trigger(ctx, sessionGet, map[string]string{"session_id": sid}, &meta)
 	if errors.Is(err, wire.ErrNotFound) {
 		h.forget(sid)
-		return nil, nil // no session yet: nothing said
+		return nil, "", nil // no session yet: nothing said
 	}
 	if err != nil {
-		return nil, fmt.Errorf("transcript of %s: %w", sid, err)
+		return nil, "", fmt.Errorf("transcript of %s: %w", sid, err)
 	}
 	h.mu.Lock()
 	k := h.known[sid]
 	h.mu.Unlock()
 	if k != nil && k.count == meta.EntryCount && k.leaf == meta.ActiveLeaf {
-		return append([]agent.Message(nil), k.msgs...), nil
+		return append([]agent.Message(nil), k.msgs...), k.id, nil
 	}
 	var out struct {
 		Leaf     string      `json:"leaf"`
@@ -115,25 +130,27 @@ func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error)
 	err = h.e.Trigger(ctx, sessionMessages, map[string]string{"session_id": sid}, &out)
 	if errors.Is(err, wire.ErrNotFound) {
 		h.forget(sid)
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("transcript of %s: %w", sid, err)
+		return nil, "", fmt.Errorf("transcript of %s: %w", sid, err)
 	}
 	msgs := make([]agent.Message, len(out.Messages))
 	for i, pe := range out.Messages {
 		msgs[i] = pe.Message
 	}
+	id := ""
 	h.mu.Lock()
 	if out.Leaf == meta.ActiveLeaf {
 		// The count was read before the path: a writer in between makes
 		// it look changed next time (one read more, never one less).
-		h.known[sid] = &knownPath{count: meta.EntryCount, leaf: out.Leaf, msgs: msgs}
+		id = nuid.Next()
+		h.known[sid] = &knownPath{count: meta.EntryCount, leaf: out.Leaf, msgs: msgs, id: id}
 	} else {
 		delete(h.known, sid)
 	}
 	h.mu.Unlock()
-	return append([]agent.Message(nil), msgs...), nil
+	return append([]agent.Message(nil), msgs...), id, nil
 }
 
 // Forget drops what this process knows of sid's path (its grain

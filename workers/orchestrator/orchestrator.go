@@ -59,6 +59,7 @@ type Orchestrator struct {
 	hookTimeout    time.Duration
 	drainTimeout   time.Duration
 	modelTimeout   time.Duration
+	noContinue     bool // every model call sends the whole transcript
 	clusterCfg     clusterSettings
 
 	e       *engine.Engine
@@ -97,18 +98,30 @@ func WithHostOptions(opts ...session.Option) Option {
 // held steps in progress well within it.
 func WithAckWait(d time.Duration) Option { return func(o *Orchestrator) { o.ackWait = d } }
 
+// WithTranscriptContinuation turns transcript continuations on (the
+// default) or off: on, a model call to a provider that keeps transcripts
+// carries only the messages added since the session's last call
+// ([agent.TranscriptRef]); off, every call sends the whole transcript.
+func WithTranscriptContinuation(on bool) Option {
+	return func(o *Orchestrator) { o.noContinue = !on }
+}
+
 // WithDefaultMaxTurns bounds runs that set no max_turns (default 50).
 func WithDefaultMaxTurns(n int) Option { return func(o *Orchestrator) { o.maxTurns = n } }
 
 // New returns an unstarted orchestrator.
 func New(opts ...Option) *Orchestrator {
 	o := &Orchestrator{logger: slog.New(slog.DiscardHandler), maxTurns: 50, ackWait: 60 * time.Second, eventMaxAge: 7 * 24 * time.Hour,
-		hookTimeout: 2 * time.Second, hookQuiescence: hook.DefaultQuiescence, drainTimeout: 10 * time.Second}
+		hookTimeout: 2 * time.Second, hookQuiescence: hook.DefaultQuiescence, drainTimeout: DefaultDrainTimeout}
 	for _, opt := range opts {
 		opt(o)
 	}
 	return o
 }
+
+// DefaultDrainTimeout bounds the hand-off of a stopping node's sessions
+// (SettingDrainTimeout).
+const DefaultDrainTimeout = 10 * time.Second
 
 // Settings the orchestrator reads from workers.Env (`iii up --set
 // orchestrator.KEY=VALUE`).
@@ -126,6 +139,10 @@ const (
 	// SettingModelTimeout bounds one attempt of a model call (default
 	// 15m): a stream that neither ends nor fails by then is tried again.
 	SettingModelTimeout = "model_timeout"
+	// SettingTranscriptContinuation, true (default) or false: whether a
+	// model call may send only what is new to a provider that keeps the
+	// transcript ([WithTranscriptContinuation]).
+	SettingTranscriptContinuation = "transcript_continuation"
 )
 
 // Provision takes the logger and the settings above; an unknown setting or
@@ -173,6 +190,12 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 			default:
 				o.hostOpts = append(o.hostOpts, session.WithIdleTimeout(d))
 			}
+		case SettingTranscriptContinuation:
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("orchestrator.%s=%q: want true or false", k, v)
+			}
+			o.noContinue = !on
 		case SettingMaxTurns:
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
@@ -237,7 +260,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		Store:     o.store(),
 		History:   o.history,
 		Events:    o.pub,
-		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout},
+		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout, sent: o.sentTranscripts()},
 		Functions: o.fns,
 		Inbox:     o.inbox,
 		Approvals: o.approvals,
@@ -617,4 +640,13 @@ func (o *Orchestrator) checkCapabilities(ctx context.Context, rs agent.RunStart)
 		}
 	}
 	return nil
+}
+
+// sentTranscripts is the model port's record of the transcripts sent (nil
+// with continuations off).
+func (o *Orchestrator) sentTranscripts() *sentTranscripts {
+	if o.noContinue {
+		return nil
+	}
+	return newSentTranscripts()
 }

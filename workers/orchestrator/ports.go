@@ -284,7 +284,13 @@ type model struct {
 	coalesce time.Duration
 	// timeout bounds one attempt of a model call (default modelTimeout).
 	timeout time.Duration
+	// sent makes a call carry only the messages added since the last
+	// one, where the provider keeps transcripts (nil: always whole).
+	sent *sentTranscripts
 }
+
+// Forget drops what was sent for sid's transcript (its grain passivated).
+func (m model) Forget(sid string) { m.sent.Forget(sid) }
 
 // modelTimeout bounds one model call (a long answer streams for minutes).
 const modelTimeout = 15 * time.Minute
@@ -321,7 +327,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "the model catalog did not answer, so the call could not be priced for its budget: " + err.Error()}
 		}
 	}
-	m.fitWindow(ctx, req, &preq, info, known)
+	compacted := m.fitWindow(ctx, req, &preq, info, known)
 	resID := ""
 	if m.spend != nil && budgeted(req.Run) {
 		id := fmt.Sprintf("%s-%d", req.RunID, req.Step) // a reservation id is an id: [A-Za-z0-9_-]
@@ -334,7 +340,11 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		}
 	}
 	sctx, span := startModelSpan(ctx, m.e, req)
-	in := m.stream(sctx, req, preq)
+	hist := req.HistoryID
+	if compacted {
+		hist = "" // this call's transcript is not the grain's history
+	}
+	in := m.attempt(sctx, req, preq, hist)
 	// A transient failure (the provider's node died, the stream broke) is
 	// tried again, a few times with backoff; the restarted stream's first
 	// update replaces what a client saw of the broken one.
@@ -351,7 +361,7 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		if ctx.Err() != nil {
 			break
 		}
-		in = m.stream(sctx, req, preq)
+		in = m.attempt(sctx, req, preq, hist)
 	}
 	var usage *agent.Usage
 	switch out := in.(type) {
@@ -375,26 +385,65 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 	return in
 }
 
-func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.ProviderRequest) turn.Input {
+// attempt makes one model call: a continuation of the transcript the
+// provider keeps where it can ([sentTranscripts]), the whole transcript
+// again at once when the provider refused the continuation (evicted, or
+// another instance of the provider got the call).
+func (m model) attempt(ctx context.Context, req session.ModelRequest, preq agent.ProviderRequest, hist string) turn.Input {
+	fn := "provider::" + req.Provider + "::stream"
+	all := preq.Messages
+	cont := m.sent.prepare(req.SessionID, hist, fn, all, &preq)
+	in, out := m.stream(ctx, req, preq)
+	if cont && out.refused {
+		m.logger.DebugContext(ctx, "provider refused a transcript continuation; sending the whole transcript", "session_id", req.SessionID, "provider", req.Provider)
+		m.sent.Forget(req.SessionID)
+		m.sent.prepare(req.SessionID, hist, fn, all, &preq)
+		in, out = m.stream(ctx, req, preq)
+	}
+	if preq.Transcript != nil && out.kept == preq.Transcript.ID {
+		m.sent.kept(req.SessionID, out.kept, len(all))
+	}
+	return in
+}
+
+// streamOutcome is what one provider call answered besides the model's
+// events: the transcript it kept, or that the call itself failed before
+// any event (refused: a continuation is then sent whole).
+type streamOutcome struct {
+	kept    string
+	refused bool
+}
+
+func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.ProviderRequest) (turn.Input, streamOutcome) {
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(m.timeout, modelTimeout))
 	defer cancel()
 	// A provider attaches (pings the channel) as soon as it has the call;
 	// one that does not within modelAttach lost the call with its node.
 	r, err := channel.Open(ctx, m.e, channel.WithAttachTimeout(modelAttach))
 	if err != nil {
-		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "open channel: " + err.Error()}
+		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "open channel: " + err.Error()}, streamOutcome{}
 	}
 	defer r.Close()
 	fnID := "provider::" + req.Provider + "::stream"
+	// The call's answer: the stop reason (the events say it too) and the
+	// transcript the provider kept.
+	var answer struct {
+		TranscriptKept string `json:"transcript_kept"`
+	}
 	callErr := make(chan error, 1)
 	go func() {
 		preq.Channel = r.ID()
-		err := m.e.Trigger(ctx, fnID, preq, nil)
+		err := m.e.Trigger(ctx, fnID, preq, &answer)
 		if err != nil {
 			_ = r.Close() // unblock Next
 		}
 		callErr <- err
 	}()
+	events := 0 // model events read
+	// failedCall is the outcome of a provider call that answered an error.
+	failedCall := func(cerr error) (turn.Input, streamOutcome) {
+		return providerCallFailed(req.Provider, cerr), streamOutcome{refused: events == 0}
+	}
 
 	var (
 		final   *agent.Message
@@ -436,21 +485,24 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 					failed.Partial = &agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text(full.String())},
 						Model: req.Model, Provider: req.Provider, Timestamp: time.Now().UnixMilli()}
 				}
-				return failed
+				return failed, streamOutcome{}
 			}
+			// A call that failed closes the channel before it answers:
+			// give the answer a moment, it says why.
 			select {
 			case cerr := <-callErr:
 				if cerr != nil {
-					return providerCallFailed(req.Provider, cerr)
+					return failedCall(cerr)
 				}
-			default:
+			case <-time.After(250 * time.Millisecond):
 			}
-			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream: " + err.Error()}
+			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream: " + err.Error()}, streamOutcome{}
 		}
 		var ev agent.ModelEvent
 		if err := f.Decode(&ev); err != nil {
-			return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: "provider sent an undecodable event: " + err.Error()}
+			return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: "provider sent an undecodable event: " + err.Error()}, streamOutcome{}
 		}
+		events++
 		switch ev.Type {
 		case agent.ModelTextDelta:
 			buf.WriteString(ev.Delta)
@@ -465,16 +517,21 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 		}
 	}
 	flush()
-	if cerr := <-callErr; cerr != nil && final == nil && failed == nil {
-		return providerCallFailed(req.Provider, cerr)
+	cerr := <-callErr
+	if cerr != nil && final == nil && failed == nil {
+		return failedCall(cerr)
+	}
+	out := streamOutcome{}
+	if cerr == nil {
+		out.kept = answer.TranscriptKept
 	}
 	if failed != nil {
-		return *failed
+		return *failed, out
 	}
 	if final == nil {
-		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream ended without a message"}
+		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream ended without a message"}, out
 	}
-	return turn.ModelDone{Message: *final}
+	return turn.ModelDone{Message: *final}, out
 }
 
 func providerCallFailed(provider string, err error) turn.Input {

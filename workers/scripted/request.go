@@ -30,6 +30,9 @@ type StreamRequest struct {
 	MaxTokens int `json:"max_tokens,omitempty"`
 	// ThinkingLevel is accepted and ignored.
 	ThinkingLevel string `json:"thinking_level,omitempty"`
+	// Transcript names the transcript for the worker to keep, and may make
+	// the request a continuation ([agent.TranscriptRef]).
+	Transcript *agent.TranscriptRef `json:"transcript,omitempty"`
 }
 
 // Validate checks r: a channel id of 1–128 characters of [A-Za-z0-9_-], a
@@ -106,6 +109,9 @@ func (r CompleteRequest) Stream(channel string) StreamRequest {
 type StreamResponse struct {
 	StopReason agent.StopReason `json:"stop_reason"`
 	Kind       agent.ErrorKind  `json:"kind,omitempty"`
+	// TranscriptKept names the transcript the worker kept: the caller
+	// may send the next call of it as a continuation.
+	TranscriptKept string `json:"transcript_kept,omitempty"`
 }
 
 // CompleteResponse is the reply of provider::scripted::complete: the final

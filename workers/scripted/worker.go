@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -34,7 +35,7 @@ func init() {
 	workers.Register(workers.Module{
 		Name:        WorkerName,
 		Description: "deterministic offline model provider: provider::scripted::stream and ::complete, model \"echo\"",
-		New:         func() workers.Worker { return &Worker{} },
+		New:         func() workers.Worker { return NewWorker(nil) },
 	})
 }
 
@@ -52,7 +53,8 @@ var errShuttingDown = wire.Errorf(wire.CodeUnavailable, "%s is shutting down", W
 // provider::scripted::stream and provider::scripted::complete of the engine
 // worker "provider-scripted".
 type Worker struct {
-	p *Provider
+	p    *Provider
+	kept *agent.Transcripts
 
 	eps workers.Endpoints
 
@@ -63,7 +65,9 @@ type Worker struct {
 // NewWorker returns a worker serving p. With a nil p the worker builds a
 // provider from its settings at Provision (or with the defaults at Start):
 // that is what the module registry does.
-func NewWorker(p *Provider) *Worker { return &Worker{p: p} }
+func NewWorker(p *Provider) *Worker {
+	return &Worker{p: p, kept: agent.NewTranscripts(0, 0)}
+}
 
 // Provision builds the provider from the worker's settings
 // ([SettingDeltaSize], [SettingDeltaInterval]); an unknown setting is an
@@ -165,13 +169,25 @@ func (w *Worker) Close(ctx context.Context) error {
 // request's codec.
 func (w *Worker) streamHandler(e *engine.Engine, done *workers.Shutdown) engine.Handler {
 	return func(ctx context.Context, r *engine.Request) (any, error) {
-		var req StreamRequest
-		if err := r.Bind(&req); err != nil {
+		// Bound without validation: a continuation has no messages until
+		// it is resolved; the provider validates the whole request.
+		var raw unvalidatedStream
+		if err := r.Bind(&raw); err != nil {
 			return nil, err
 		}
+		req := StreamRequest(raw)
+		msgs, err := w.kept.Resolve(req.Transcript, req.Messages)
+		if err != nil {
+			return nil, workers.TranscriptError(err)
+		}
+		req.Messages = msgs
 		ctx, release := done.Bind(ctx)
 		defer release()
-		return w.p.Stream(ctx, e, req, channel.WithCodec(r.Codec))
+		resp, err := w.p.Stream(ctx, e, req, channel.WithCodec(r.Codec))
+		if err == nil {
+			resp.TranscriptKept = w.kept.Keep(req.Transcript, req.Messages)
+		}
+		return resp, err
 	}
 }
 
@@ -193,3 +209,6 @@ type ModelInfo struct {
 	ID          string `json:"id"`
 	DisplayName string `json:"display_name,omitempty"`
 }
+
+// unvalidatedStream is a StreamRequest without its Validate method.
+type unvalidatedStream StreamRequest

@@ -1,0 +1,178 @@
+package agent
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// TranscriptRef names the transcript of a provider request so a provider
+// worker can keep it and be sent only what is new next time (an extension
+// of SPEC §4's provider payload; docs/PROTOCOL.md "Transcript
+// continuation").
+//
+// The sender promises that under one ID the transcript only grows: its
+// first n messages never change. A request either carries the whole
+// transcript in [ProviderRequest.Messages] (Base 0), or — once the provider
+// confirmed it keeps ID (its stream answer's transcript_kept
+// names it) — leaves Messages empty and carries
+// in More the messages after the first Base messages of transcript ID. A
+// provider that does not know this extension sees empty messages and
+// refuses the request; a provider that no longer keeps ID answers
+// [ErrTranscriptNotKept] (wire code conflict). Either way the sender sends
+// the whole transcript again.
+type TranscriptRef struct {
+	// ID names the transcript: 1–128 characters of [A-Za-z0-9_-].
+	ID string `json:"id"`
+	// Base is how many messages of transcript ID precede More.
+	Base int `json:"base,omitempty"`
+	// More are the messages after the base.
+	More []Message `json:"more,omitempty"`
+}
+
+// ErrTranscriptNotKept is a provider's answer to a continuation of a
+// transcript it does not keep (evicted, or kept by another instance).
+var ErrTranscriptNotKept = errors.New("transcript not kept here")
+
+// Validate checks ref's shape.
+func (ref TranscriptRef) Validate() error {
+	if err := subjects.ValidateID("transcript.id", ref.ID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	if ref.Base < 0 {
+		return fmt.Errorf("%w: transcript.base %d is negative", ErrInvalidMessage, ref.Base)
+	}
+	if ref.Base == 0 && len(ref.More) > 0 {
+		return fmt.Errorf("%w: transcript.more without a base (send the messages in messages)", ErrInvalidMessage)
+	}
+	return nil
+}
+
+// Transcripts is a provider worker's store of the transcripts it was sent,
+// so a continuation needs only the new messages. It is bounded in entries
+// and idle time, least recently used first out; safe for concurrent use.
+// The zero value is not usable: see [NewTranscripts].
+type Transcripts struct {
+	max int
+	ttl time.Duration
+	now func() time.Time
+
+	mu  sync.Mutex
+	lru *list.List // of *keptTranscript, most recent at the front
+	ids map[string]*list.Element
+}
+
+type keptTranscript struct {
+	id   string
+	msgs []Message
+	used time.Time
+}
+
+// Defaults of [NewTranscripts].
+const (
+	DefaultKeptTranscripts = 128
+	DefaultTranscriptIdle  = 5 * time.Minute
+)
+
+// NewTranscripts keeps up to max transcripts (≤ 0: [DefaultKeptTranscripts]),
+// each for idle time since its last use (≤ 0: [DefaultTranscriptIdle]).
+func NewTranscripts(max int, idle time.Duration) *Transcripts {
+	if max <= 0 {
+		max = DefaultKeptTranscripts
+	}
+	if idle <= 0 {
+		idle = DefaultTranscriptIdle
+	}
+	return &Transcripts{max: max, ttl: idle, now: time.Now, lru: list.New(), ids: map[string]*list.Element{}}
+}
+
+// Resolve returns the whole transcript of a request whose reference is
+// ref and whose messages are msgs: a continuation (ref.Base > 0) gets the
+// first Base kept messages followed by ref.More; a request without a
+// reference, or a whole one, gets msgs. It answers an error wrapping
+// [ErrTranscriptNotKept] when the base is not kept, and one wrapping
+// [ErrInvalidMessage] for a malformed reference or a continuation that
+// also carries messages. Keep the result with [Transcripts.Keep] once the
+// request was found valid.
+func (t *Transcripts) Resolve(ref *TranscriptRef, msgs []Message) ([]Message, error) {
+	if ref == nil {
+		return msgs, nil
+	}
+	if err := ref.Validate(); err != nil {
+		return nil, err
+	}
+	if ref.Base == 0 {
+		return msgs, nil
+	}
+	if len(msgs) > 0 {
+		return nil, fmt.Errorf("%w: a continuation (transcript.base %d) carries its messages in transcript.more, not messages", ErrInvalidMessage, ref.Base)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	el, ok := t.ids[ref.ID]
+	if !ok {
+		return nil, fmt.Errorf("%w: transcript %s", ErrTranscriptNotKept, ref.ID)
+	}
+	k := el.Value.(*keptTranscript)
+	now := t.now()
+	if now.Sub(k.used) > t.ttl || len(k.msgs) < ref.Base {
+		return nil, fmt.Errorf("%w: transcript %s (%d messages kept, base %d)", ErrTranscriptNotKept, ref.ID, len(k.msgs), ref.Base)
+	}
+	var out []Message
+	if len(k.msgs) == ref.Base {
+		// Append in place and keep the longer slice at once: readers of
+		// an earlier request hold a shorter slice that does not see the
+		// appended part, and a concurrent continuation from the same base
+		// now finds more kept than its base and copies.
+		k.msgs = append(k.msgs, ref.More...)
+		out = k.msgs
+	} else {
+		out = append(k.msgs[:ref.Base:ref.Base], ref.More...) // a retried continuation: copy
+	}
+	k.used = now
+	t.lru.MoveToFront(el)
+	return out, nil
+}
+
+// Keep remembers msgs, the whole transcript [Transcripts.Resolve]
+// returned, under ref's id, and returns that id ("" when nothing was kept:
+// no or a malformed reference, no messages). A provider names the id in
+// its stream answer (transcript_kept), so the sender may continue it.
+func (t *Transcripts) Keep(ref *TranscriptRef, msgs []Message) string {
+	if ref == nil || ref.Validate() != nil || len(msgs) == 0 {
+		return ""
+	}
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if el, ok := t.ids[ref.ID]; ok {
+		k := el.Value.(*keptTranscript)
+		k.msgs, k.used = msgs, now
+		t.lru.MoveToFront(el)
+	} else {
+		t.ids[ref.ID] = t.lru.PushFront(&keptTranscript{id: ref.ID, msgs: msgs, used: now})
+	}
+	for t.lru.Len() > t.max {
+		t.drop(t.lru.Back())
+	}
+	for el := t.lru.Back(); el != nil && now.Sub(el.Value.(*keptTranscript).used) > t.ttl; el = t.lru.Back() {
+		t.drop(el)
+	}
+	return ref.ID
+}
+
+// Len is how many transcripts are kept.
+func (t *Transcripts) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lru.Len()
+}
+
+func (t *Transcripts) drop(el *list.Element) {
+	delete(t.ids, el.Value.(*keptTranscript).id)
+	t.lru.Remove(el)
+}
