@@ -1,6 +1,6 @@
 package openai
 
-import "strings"
+import "github.com/iii-on-nats/iii/workers"
 
 // JSON Schemas of the functions, shown by `nats micro info` and
 // engine::functions::list.
@@ -28,7 +28,7 @@ const (
 	streamResponseSchema = `{"type":"object","required":["stop_reason"],"properties":{` +
 		`"stop_reason":{"enum":["end","length","function_call","aborted","error"]},` +
 		`"kind":{"enum":["auth_expired","rate_limited","context_overflow","transient","permanent"]},` +
-		`"transcript_kept":{"type":"string","description":"the transcript id the worker keeps for a continuation"}}}`
+		workers.TranscriptKeptProperty + `}}`
 
 	completeResponseSchema = `{"type":"object","required":["message"],"properties":{"message":` + messageSchema + `}}`
 
@@ -39,15 +39,6 @@ const (
 		`"created_at":{"type":"integer","description":"Unix milliseconds"}}}}}}`
 )
 
-// streamProperties are the request properties of a stream request:
-// messages may be empty (a continuation).
-var (
-	streamProperties = strings.Replace(requestProperties, `"minItems":1,`, ``, 1)
-
-	// streamRequestSchema: a continuation ([agent.TranscriptRef]) sends
-	// no messages, so they may be empty here.
-	streamRequestSchema = `{"type":"object","required":["channel","model"],"properties":{` +
-		`"channel":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"},` + streamProperties + `,` +
-		`"transcript":{"type":"object","required":["id"],"description":"keep this transcript; with base, messages are empty and more continues it","properties":{` +
-		`"id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$"},"base":{"type":"integer","minimum":0},"more":{"type":"array","items":` + messageSchema + `}}}}}`
-)
+// streamRequestSchema: a continuation sends no messages, so they may be
+// empty here.
+var streamRequestSchema = workers.StreamRequestSchema(requestProperties, messageSchema)

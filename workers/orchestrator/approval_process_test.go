@@ -23,7 +23,7 @@ type orchestratorProc struct {
 	node *crashNode
 	cmd  *exec.Cmd
 	done chan error
-	logs crashBuffer
+	logs enginetest.Buffer
 }
 
 func startOrchestratorProc(t *testing.T, n *crashNode) *orchestratorProc {

@@ -72,25 +72,6 @@ func iiiBinary(t *testing.T) string {
 	return iiiBin.path
 }
 
-// crashBuffer is a bytes.Buffer safe for a child's output copier and the
-// test goroutine.
-type crashBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *crashBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *crashBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // crashUpWatcher closes up once the child printed "iii is up" (every service,
 // the orchestrator included, has started by then).
 type crashUpWatcher struct {
@@ -121,7 +102,7 @@ type crashNode struct {
 	// extra are more arguments to `iii up`.
 	extra []string
 
-	logs   crashBuffer // stderr of every start, separated by markers
+	logs   enginetest.Buffer // stderr of every start, separated by markers
 	up     *crashUpWatcher
 	cmd    *exec.Cmd
 	exited chan error
