@@ -27,6 +27,12 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 	)
 })
 
+// compileMu serializes compiling: cel-go v0.33.2's checker fills the
+// shared environment's catalog lazily (a sync.Once) while another
+// compile may be reading it (cloneWithDecls), a data race the race
+// detector reports (docs/UPSTREAM.md). Policies compile on load only.
+var compileMu sync.Mutex
+
 // condition is a compiled when expression.
 type condition struct {
 	src string
@@ -44,6 +50,8 @@ func compileWhen(src string, o *options) (*condition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CEL environment: %w", err)
 	}
+	compileMu.Lock()
+	defer compileMu.Unlock()
 	ast, iss := env.Compile(src)
 	if iss != nil && iss.Err() != nil {
 		return nil, fmt.Errorf("when does not compile: %v", iss.Err())
