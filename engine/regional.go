@@ -118,39 +118,40 @@ func (e *Engine) SessionKV(ctx context.Context, bucket, sid string) (jetstream.K
 // copy is a not_found wire error wrapping [ErrUnknownRegion].
 func (e *Engine) RegionKV(ctx context.Context, bucket, region string) (jetstream.KeyValue, error) {
 	name := subjects.RegionalBucket(bucket, region)
-	e.mu.Lock()
-	kv, ok := e.kvs[name]
-	e.mu.Unlock()
-	if ok {
-		return kv, nil
-	}
-	kv, err := e.js.KeyValue(ctx, name)
+	kv, err := cached(e, e.kvs, name, func() (jetstream.KeyValue, error) { return e.js.KeyValue(ctx, name) })
 	if err != nil {
 		return nil, regionErr(err, region, "bucket", name)
 	}
-	e.mu.Lock()
-	e.kvs[name] = kv
-	e.mu.Unlock()
 	return kv, nil
+}
+
+// cached is m[name] under e.mu, opened and remembered on first use (a
+// failed open is not remembered).
+func cached[T any](e *Engine, m map[string]T, name string, open func() (T, error)) (T, error) {
+	e.mu.Lock()
+	v, ok := m[name]
+	e.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := open()
+	if err != nil {
+		return v, err
+	}
+	e.mu.Lock()
+	m[name] = v
+	e.mu.Unlock()
+	return v, nil
 }
 
 // SessionStream is the copy of per-session stream that holds session
 // sid's messages, as [Engine.SessionKV] finds buckets.
 func (e *Engine) SessionStream(ctx context.Context, stream, sid string) (jetstream.Stream, error) {
 	name := subjects.SessionStream(stream, sid)
-	e.mu.Lock()
-	s, ok := e.streams[name]
-	e.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	s, err := e.js.Stream(ctx, name)
+	s, err := cached(e, e.streams, name, func() (jetstream.Stream, error) { return e.js.Stream(ctx, name) })
 	if err != nil {
 		return nil, homedErr(regionErr(err, subjects.SessionRegion(sid), "stream", name), sid, "stream", name)
 	}
-	e.mu.Lock()
-	e.streams[name] = s
-	e.mu.Unlock()
 	return s, nil
 }
 

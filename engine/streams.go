@@ -57,29 +57,22 @@ func TopicStreamConfig(replicas int) jetstream.StreamConfig {
 // returns it, caching the handle per process. An existing stream is used as
 // it is (operators may have tuned it).
 func (e *Engine) EnsureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	e.mu.Lock()
-	s, ok := e.streams[cfg.Name]
-	e.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	err := ensure(ctx, e, func(ctx context.Context) error {
-		var err error
-		s, err = e.js.Stream(ctx, cfg.Name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			s, err = e.js.CreateStream(ctx, cfg)
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-				s, err = e.js.Stream(ctx, cfg.Name)
+	s, err := cached(e, e.streams, cfg.Name, func() (s jetstream.Stream, err error) {
+		err = ensure(ctx, e, func(ctx context.Context) error {
+			s, err = e.js.Stream(ctx, cfg.Name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				s, err = e.js.CreateStream(ctx, cfg)
+				if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+					s, err = e.js.Stream(ctx, cfg.Name)
+				}
 			}
-		}
-		return err
+			return err
+		})
+		return s, err
 	})
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "stream %s", cfg.Name)
 	}
-	e.mu.Lock()
-	e.streams[cfg.Name] = s
-	e.mu.Unlock()
 	return s, nil
 }
 
