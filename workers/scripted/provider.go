@@ -93,11 +93,18 @@ func (p *Provider) Events(req StreamRequest) ([]agent.ModelEvent, error) {
 // is a *wire.Error is returned as is); in those cases the channel ends with
 // that error frame when the reader is still there to read it.
 func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req StreamRequest, opts ...channel.Option) (StreamResponse, error) {
-	if e == nil {
-		return StreamResponse{}, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
-	}
 	if err := req.Validate(); err != nil {
 		return StreamResponse{}, wire.Wrap(wire.CodeInvalidPayload, err, "")
+	}
+	return p.stream(ctx, e, req, opts...)
+}
+
+// stream is Stream of a request already validated (the worker validates
+// only a continuation's new messages: the kept ones were validated when
+// they came).
+func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamRequest, opts ...channel.Option) (StreamResponse, error) {
+	if e == nil {
+		return StreamResponse{}, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
 	}
 	pl, err := p.plan(req)
 	if err != nil {

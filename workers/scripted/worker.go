@@ -180,10 +180,21 @@ func (w *Worker) streamHandler(e *engine.Engine, done *workers.Shutdown) engine.
 		if err != nil {
 			return nil, workers.TranscriptError(err)
 		}
+		// Validate what is new: the messages of a continuation's base
+		// were validated when they came (validating the whole transcript
+		// per call was a tenth of a long session's CPU).
+		check := req
+		check.Messages = msgs
+		if ref := req.Transcript; ref != nil && ref.Base > 0 && len(msgs) > ref.Base {
+			check.Messages = msgs[ref.Base:]
+		}
+		if err := check.Validate(); err != nil {
+			return nil, wire.Wrap(wire.CodeInvalidPayload, err, "")
+		}
 		req.Messages = msgs
 		ctx, release := done.Bind(ctx)
 		defer release()
-		resp, err := w.p.Stream(ctx, e, req, channel.WithCodec(r.Codec))
+		resp, err := w.p.stream(ctx, e, req, channel.WithCodec(r.Codec))
 		if err == nil {
 			resp.TranscriptKept = w.kept.Keep(req.Transcript, req.Messages)
 		}
