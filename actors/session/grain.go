@@ -80,7 +80,7 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *actor.Started:
 		g.self = ctx.Self()
 		g.root = ctx.ActorSystem().Root
-		g.base, g.cancel = context.WithCancel(context.Background())
+		g.base, g.cancel = context.WithCancel(g.host.life)
 		ctx.SetReceiveTimeout(g.host.opts.idle)
 	case *cluster.ClusterInit:
 		g.sid = m.Identity.Identity

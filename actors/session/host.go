@@ -102,6 +102,12 @@ type Host struct {
 	forwarders chan struct{}
 	fwg        sync.WaitGroup
 
+	// life is the parent of every grain's context; Close cancels it
+	// first, so a grain blocked on a store or a call returns at once
+	// instead of holding the stop until its own timeout.
+	life context.Context
+	end  context.CancelFunc
+
 	mu       sync.Mutex
 	grains   map[string]*activation
 	closed   bool
@@ -136,8 +142,10 @@ func NewHost(ports Ports, opts ...Option) (*Host, error) {
 	quiet := slog.New(slog.DiscardHandler)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	h := &Host{system: sys, ports: ports, opts: o, grains: map[string]*activation{}}
+	h.life, h.end = context.WithCancel(context.Background())
 	if o.cluster != nil {
 		if err := h.startCluster(); err != nil {
+			h.end()
 			sys.Shutdown()
 			return nil, err
 		}
@@ -349,6 +357,9 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
+	// Whatever still runs after the drain is abandoned, as a crash would
+	// abandon it: its wakes are redelivered, its records are fenced.
+	h.end()
 	pids := make([]*actor.PID, 0, len(h.grains))
 	for _, a := range h.grains {
 		pids = append(pids, a.pid)
