@@ -81,6 +81,8 @@ type Orchestrator struct {
 	fns      functions
 	spend    *spend
 	consume  *perCopy
+	// scan finds the stalled sessions for the periodic sweep.
+	scan *staleScan
 
 	approvals   approvals
 	approvalsCC *perCopy
@@ -283,6 +285,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	if err := o.consumeSteps(ctx); err != nil {
 		return err
 	}
+	o.scan = &staleScan{turns: o.turns}
 	go o.sweepEvery(max(2*o.ackWait, 10*time.Second))
 	return o.watchApprovals(ctx)
 }
@@ -425,26 +428,6 @@ func (o *Orchestrator) sweepEvery(interval time.Duration) {
 	}
 }
 
-// resweep wakes the mid-flight sessions whose records are older than stale.
-func (o *Orchestrator) resweep(ctx context.Context, stale time.Duration) (int, error) {
-	st := o.store()
-	cutoff := time.Now().Add(-stale).UnixMilli()
-	why := "sweep:" + strconv.FormatInt(time.Now().Unix()/int64(max(stale/time.Second, 1)), 36)
-	n := 0
-	for key := range o.sessionKeys(ctx) {
-		rec, _, err := st.Load(ctx, key)
-		settled := (rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval) && len(rec.Outbox) == 0
-		if err != nil || settled || rec.UpdatedAtMs > cutoff {
-			continue
-		}
-		if err := o.enqueueWake(ctx, rec, why); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
-}
-
 // sweep re-wakes every session whose run is mid-flight: covers a crash
 // between a record write and its step publish (the dedup id makes a wake
 // that did go out harmless). It also makes sure every parked call is in
@@ -463,8 +446,7 @@ func (o *Orchestrator) sweep(ctx context.Context) error {
 				return wire.Wrap(wire.CodeUnavailable, err, "record pending approval of %s", key)
 			}
 		}
-		settled := rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval
-		if settled && len(rec.Outbox) == 0 {
+		if settledRecord(rec) {
 			continue
 		}
 		if err := o.enqueueStep(ctx, rec); err != nil {

@@ -71,6 +71,25 @@ func (s store) Load(ctx context.Context, sid string) (turn.Record, uint64, error
 	return rec, rev, nil
 }
 
+// HeaderSettled marks a turn record written settled (settledRecord): the
+// periodic sweep skips it without reading it.
+const HeaderSettled = "Iii-Settled"
+
+// update is kv.Update(key, data, rev), and marks the write HeaderSettled
+// when settled: the same message on the bucket's subject a KV update
+// publishes, with one more header.
+func (s store) update(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, rev uint64, settled bool) (uint64, error) {
+	if !settled {
+		return kv.Update(ctx, key, data, rev)
+	}
+	msg := &nats.Msg{Subject: "$KV." + kv.Bucket() + "." + key, Data: data, Header: nats.Header{HeaderSettled: []string{"1"}}}
+	ack, err := s.kvs.e.JetStream().PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
 // leaderGet reads key's value and revision in bucket from the stream
 // leader; a deleted or purged key is jetstream.ErrKeyNotFound.
 func (s store) leaderGet(ctx context.Context, bucket, key string) ([]byte, uint64, error) {
@@ -81,7 +100,7 @@ func (s store) leaderGet(ctx context.Context, bucket, key string) ([]byte, uint6
 	if err != nil {
 		return nil, 0, err
 	}
-	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+	if op := m.Header.Get(kvOperation); op == "DEL" || op == "PURGE" {
 		return nil, 0, jetstream.ErrKeyNotFound
 	}
 	return m.Data, m.Sequence, nil
@@ -104,7 +123,7 @@ func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, 
 		if rev == 0 {
 			n, err = kv.Create(ctx, rec.SessionID, data)
 		} else {
-			n, err = kv.Update(ctx, rec.SessionID, data, rev)
+			n, err = s.update(ctx, kv, rec.SessionID, data, rev, settledRecord(rec))
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongSeq(err) {
 			// An earlier attempt that timed out may have landed: then

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
@@ -78,7 +79,9 @@ func (w *workspace) Provision(ctx context.Context, sid string, run agent.RunStar
 	if run.SystemPrompt != "" {
 		return turn.Provisioned{} // a caller's system prompt is used verbatim
 	}
-	return turn.Provisioned{SystemPrompt: assemblePrompt(parts)}
+	// Most runs assemble the same prompt: one copy serves every grain
+	// holding it (≈1 KiB each).
+	return turn.Provisioned{SystemPrompt: unique.Make(assemblePrompt(parts)).Value()}
 }
 
 // provisionCallAttempt bounds one attempt of a provisioning call: a request
