@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/iii-on-nats/iii/engine/gopool"
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
@@ -28,6 +29,10 @@ type Engine struct {
 	// fnDuration records every function call a worker of this engine
 	// serves (iii.function.duration, seconds, by function id and outcome).
 	fnDuration metric.Float64Histogram
+
+	// pool runs the handlers of this engine's workers on reused
+	// goroutines (see package gopool).
+	pool *gopool.Pool
 
 	// base is cancelled by Close; handler contexts derive from it.
 	base   context.Context
@@ -75,6 +80,7 @@ func New(nc *nats.Conn, opts ...Option) (*Engine, error) {
 		opts:       o,
 		tracer:     o.tp.Tracer("github.com/iii-on-nats/iii/engine"),
 		meter:      meter,
+		pool:       gopool.New(),
 		base:       base,
 		cancel:     cancel,
 		workers:    map[*Worker]struct{}{},
@@ -82,6 +88,11 @@ func New(nc *nats.Conn, opts ...Option) (*Engine, error) {
 		kvs:        map[string]jetstream.KeyValue{},
 	}, nil
 }
+
+// Go runs fn on a goroutine of the engine's pool: one that finished an
+// earlier function and kept its grown stack, or a new one (package
+// gopool). Use it for short-lived goroutines started per message.
+func (e *Engine) Go(fn func()) { e.pool.Go(fn) }
 
 // Conn is the engine's NATS connection.
 func (e *Engine) Conn() *nats.Conn { return e.nc }

@@ -324,13 +324,13 @@ func (w *Worker) addEndpoint(svc micro.Service, f *Function, subj string) error 
 func (w *Worker) dispatch(f *Function, r micro.Request) {
 	w.sem <- struct{}{}
 	w.inflight.Add(1)
-	go func() {
+	w.e.pool.Go(func() {
 		defer func() {
 			<-w.sem
 			w.inflight.Add(-1)
 		}()
 		w.serve(f, r)
-	}()
+	})
 }
 
 func (w *Worker) serve(f *Function, r micro.Request) {

@@ -144,7 +144,7 @@ func (h *Host) startCluster() (err error) {
 	if cc.Advertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cc.Advertise))
 	}
-	kind := cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{host: h} }))
+	kind := cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{host: h} }, actor.WithDispatcher(h.dispatcher)))
 	cfg := cluster.Configure(cc.Name, cc.Provider, cc.Lookup, remote.Configure(host, port, ropts...),
 		cluster.WithKinds(kind), cluster.WithRequestTimeout(cc.RequestTimeout))
 	h.cluster = cluster.New(h.system, cfg)

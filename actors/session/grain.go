@@ -568,11 +568,11 @@ func (g *grain) startProvision() {
 	g.stopModel = cancel
 	g.running = true
 	ws, root, self, sid, run := g.host.ports.Workspace, g.root, g.self, g.sid, g.rec.Request
-	go func() {
+	g.host.pool.Go(func() {
 		defer cancel()
 		in := ws.Provision(ctx, sid, run)
 		root.Send(self, &modelResult{token: tok, in: in})
-	}()
+	})
 }
 
 func (g *grain) startModel() {
@@ -595,13 +595,13 @@ func (g *grain) startModel() {
 		Run:       g.rec.Request,
 	}
 	model, root, self := g.host.ports.Model, g.root, g.self
-	go func() {
+	g.host.pool.Go(func() {
 		defer cancel()
 		var compacted []agent.Message
 		req.Compacted = func(msgs []agent.Message) { compacted = msgs }
 		in := model.Stream(ctx, req)
 		root.Send(self, &modelResult{token: tok, in: in, history: compacted})
-	}()
+	})
 }
 
 // callCtx is the context calls and gates run in: cancelled by an abort
@@ -629,14 +629,14 @@ func (g *grain) startGates(calls []turn.Call) {
 	sem := make(chan struct{}, g.host.opts.parallel)
 	for _, c := range calls {
 		g.gating[c.ID] = true
-		go func() {
+		g.host.pool.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			cctx, ccancel := context.WithTimeout(ctx, g.host.opts.callTimeout)
 			v := fns.Gate(cctx, sid, c)
 			ccancel()
 			root.Send(self, &gateResult{token: tok, id: c.ID, v: v})
-		}()
+		})
 	}
 }
 
@@ -686,12 +686,12 @@ func (g *grain) dispatch(c turn.Call) {
 	tok := g.token
 	ctx := g.callCtx()
 	fns, root, self, sid, timeout := g.host.ports.Functions, g.root, g.self, g.sid, g.host.opts.callTimeout
-	go func() {
+	g.host.pool.Go(func() {
 		cctx, ccancel := context.WithTimeout(ctx, timeout)
 		res := fns.Call(cctx, sid, c)
 		ccancel()
 		root.Send(self, &callResult{token: tok, in: turn.CallDone{ID: c.ID, Result: res}})
-	}()
+	})
 }
 
 // applyDecisions applies the decisions humans wrote for parked calls and

@@ -10,6 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/iii-on-nats/iii/engine/gopool"
 )
 
 // Option configures a [Host].
@@ -108,6 +110,11 @@ type Host struct {
 	life context.Context
 	end  context.CancelFunc
 
+	// pool runs the grains' mailboxes (dispatcher) and the calls they
+	// start on reused goroutines (package gopool).
+	pool       *gopool.Pool
+	dispatcher actor.Dispatcher
+
 	mu       sync.Mutex
 	grains   map[string]*activation
 	closed   bool
@@ -141,7 +148,8 @@ func NewHost(ports Ports, opts ...Option) (*Host, error) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	h := &Host{system: sys, ports: ports, opts: o, grains: map[string]*activation{}}
+	h := &Host{system: sys, ports: ports, opts: o, grains: map[string]*activation{}, pool: gopool.New()}
+	h.dispatcher = poolDispatcher{pool: h.pool}
 	h.life, h.end = context.WithCancel(context.Background())
 	if o.cluster != nil {
 		if err := h.startCluster(); err != nil {
@@ -197,7 +205,7 @@ func (h *Host) activate(sid string) (*activation, error) {
 		return nil, ErrDraining
 	}
 	g := &grain{host: h, sid: sid}
-	pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), "session-"+sid)
+	pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }, actor.WithDispatcher(h.dispatcher)), "session-"+sid)
 	if err != nil {
 		return nil, fmt.Errorf("session: activate %s: %w", sid, err)
 	}
@@ -389,3 +397,13 @@ func (h *Host) Close(ctx context.Context) error {
 	h.system.Shutdown()
 	return nil
 }
+
+// poolDispatcher runs a mailbox's message loop on a pool goroutine instead
+// of a fresh one per run, so a grain's deep receive path does not grow a
+// new stack for every batch of messages.
+type poolDispatcher struct{ pool *gopool.Pool }
+
+func (d poolDispatcher) Schedule(fn func()) { d.pool.Go(fn) }
+
+// Throughput is proto.actor's default: messages run per mailbox turn.
+func (d poolDispatcher) Throughput() int { return 300 }

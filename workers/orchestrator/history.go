@@ -190,7 +190,7 @@ func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Messa
 	// The append outlives the caller's ctx (it is awaited at Flush) but
 	// keeps its trace.
 	parent := context.WithoutCancel(ctx)
-	go func() {
+	h.e.Go(func() {
 		defer close(op.done)
 		if prev != nil {
 			<-prev.done
@@ -226,7 +226,7 @@ func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Messa
 		} else {
 			h.forget(sid)
 		}
-	}()
+	})
 	return nil
 }
 

@@ -450,14 +450,14 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 		TranscriptKept string `json:"transcript_kept"`
 	}
 	callErr := make(chan error, 1)
-	go func() {
+	m.e.Go(func() {
 		preq.Channel = r.ID()
 		err := m.e.Trigger(ctx, fnID, preq, &answer)
 		if err != nil {
 			_ = r.Close() // unblock Next
 		}
 		callErr <- err
-	}()
+	})
 	events := 0 // model events read
 	// failedCall is the outcome of a provider call that answered an error.
 	failedCall := func(cerr error) (turn.Input, streamOutcome) {
