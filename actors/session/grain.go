@@ -549,6 +549,13 @@ func (g *grain) settle() {
 			return
 		}
 	}
+	if g.rec.State.Terminal() && !g.dirty {
+		// The run is over and checkpointed: an idle grain holds no
+		// transcript. The next run moves the record, and load reads the
+		// transcript again (from the History port's cache when this
+		// process wrote it).
+		g.history = nil
+	}
 	for _, w := range g.wakes {
 		_ = w.Ack()
 	}
