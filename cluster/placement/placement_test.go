@@ -271,8 +271,17 @@ func TestCluster(t *testing.T) {
 
 	t.Run("Drain", func(t *testing.T) {
 		d := ms[2]
+		// Place only once the caller sees every member (a loaded machine
+		// can lag the membership), and enough identities that the
+		// rendezvous hash puts some on d ((2/3)^48 ≈ 4e-9 that none).
+		enginetest.Eventually(t, 10*time.Second, func() error {
+			if n := ms[0].do(t, "members", ctlReq{}).N; n != len(ms) {
+				return fmt.Errorf("member 0 sees %d members", n)
+			}
+			return nil
+		})
 		var owned []string
-		for i := range 12 {
+		for i := range 48 {
 			id := fmt.Sprintf("drain-%d", i)
 			if addr, _ := ms[0].mustCall(t, id); addr == d.addr {
 				owned = append(owned, id)
@@ -333,7 +342,7 @@ func TestCluster(t *testing.T) {
 		if err := mkv.Delete(ctx, dead.id); err != nil {
 			t.Fatal(err)
 		}
-		enginetest.Eventually(t, 2*time.Second, func() error {
+		enginetest.Eventually(t, 10*time.Second, func() error {
 			if n := survivor.do(t, "members", ctlReq{}).N; n != 1 {
 				return fmt.Errorf("survivor sees %d members", n)
 			}

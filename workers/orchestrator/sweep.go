@@ -67,7 +67,9 @@ func (s *staleScan) followCopy(ctx context.Context, region string) error {
 	if err != nil {
 		return err
 	}
-	cfg := jetstream.OrderedConsumerConfig{HeadersOnly: true, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy}
+	// A pass makes its own consumer; the server drops it soon after
+	// (not after the default 5 min: one pass every 10 s would keep ~30).
+	cfg := jetstream.OrderedConsumerConfig{HeadersOnly: true, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, InactiveThreshold: 30 * time.Second}
 	if from > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from+1
 	}
