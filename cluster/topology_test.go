@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -17,27 +16,6 @@ import (
 	"github.com/iii-on-nats/iii/cluster"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 )
-
-// freePorts reserves nothing: it asks the kernel for n distinct free
-// loopback ports and releases them. A JetStream cluster cannot start its first node on a
-// random route port (the server needs a configured route before it can
-// listen), so cluster tests pick the ports first.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	// All listeners stay open until every port is picked: a port closed
-	// at once can be handed out again by the next pick (seen in CI: two
-	// of three "free" ports were the same).
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
 
 // startNode starts a node and stops it at the end of the test.
 func startNode(t testing.TB, cfg cluster.Config) *cluster.Node {
@@ -89,7 +67,9 @@ func waitAll(t testing.TB, ctx context.Context, nodes ...*cluster.Node) {
 // (every node lists all three, itself included) and waits for JetStream.
 func threeNodes(t testing.TB) ([]*cluster.Node, time.Duration) {
 	t.Helper()
-	ports := freePorts(t, 3)
+	// A JetStream cluster's nodes need their route ports before the first
+	// one starts, so the test picks them up front.
+	ports := enginetest.FreePorts(t, 3)
 	var routes []string
 	for i := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))

@@ -3,7 +3,6 @@ package region_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -29,26 +28,6 @@ type supercluster struct {
 	net     *network
 }
 
-// freePorts asks the kernel for n distinct free TCP ports: a one-server cluster must
-// list a route (to itself) before it starts, so its cluster port is chosen
-// up front.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	// All listeners stay open until every port is picked: a port closed
-	// at once can be handed out again by the next pick (seen in CI: two
-	// of three "free" ports were the same).
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
-
 // startSupercluster starts one server per region name and waits until the
 // meta group has every server as a peer and a leader.
 //
@@ -60,7 +39,9 @@ func startSupercluster(t testing.TB, delay time.Duration, regions ...string) *su
 	t.Helper()
 	sc := &supercluster{t: t, servers: map[string]*server.Server{}, net: &network{isolated: map[string]bool{}}}
 	cports, gports, proxies := map[string]int{}, map[string]int{}, map[string]*delayProxy{}
-	free := freePorts(t, 2*len(regions))
+	// A one-server cluster lists a route (to itself) before it starts, so
+	// its ports are picked up front.
+	free := enginetest.FreePorts(t, 2*len(regions))
 	for i, r := range regions {
 		cports[r], gports[r] = free[2*i], free[2*i+1]
 		proxies[r] = sc.net.startProxy(t, r, fmt.Sprintf("127.0.0.1:%d", gports[r]), delay)

@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -111,4 +112,22 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// FreePorts asks the kernel for n distinct free loopback TCP ports and
+// releases them, for servers that must know a port before they start (a
+// cluster's routes). Every listener stays open until all are picked: a
+// port closed at once can be handed out again by the next pick.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("enginetest: free port: %v", err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }

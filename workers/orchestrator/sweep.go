@@ -80,6 +80,9 @@ func (s *staleScan) followCopy(ctx context.Context, region string) error {
 	if cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
+	// A pass ends where the stream ended when it began, so writes that
+	// keep coming cannot hold it: they are the next pass's.
+	last := stream.CachedInfo().State.LastSeq
 	prefix := "$KV." + kv.Bucket() + "."
 	for ctx.Err() == nil {
 		batch, err := cons.FetchNoWait(256)
@@ -95,7 +98,7 @@ func (s *staleScan) followCopy(ctx context.Context, region string) error {
 				continue
 			}
 			s.saw(region, strings.TrimPrefix(m.Subject(), prefix), md, m.Headers())
-			caughtUp = md.NumPending == 0
+			caughtUp = md.NumPending == 0 || md.Sequence.Stream >= last
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoHeartbeat) {
 			return err
