@@ -16,9 +16,13 @@
 //     Every accepted input is one compare-and-set write of the record
 //     ([Store.Write]); a write that loses the CAS means another activation
 //     owns the session, and this one stops without acking anything.
-//  4. Effects (events, transcript appends) are published asynchronously and
-//     their acks are awaited in one batch before the next write replaces
-//     the outbox they came from.
+//  4. Effects (events, transcript appends) are published asynchronously.
+//     Before the next write replaces the outbox they came from, either
+//     their acks are all in, or (a mid-run checkpoint, with a History port
+//     that implements [SettledHistory]) the unconfirmed ones are carried
+//     at the head of the new record's outbox, so the grain does not wait
+//     for them. The terminal write, and the write where the grain parks,
+//     wait for every ack ([History.Flush]).
 //  5. When the run parks (approval) or ends, the grain writes the record
 //     once more if its outbox was delivered since the last write, then acks
 //     the step messages that woke it. Until then the wakes stay un-acked

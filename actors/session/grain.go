@@ -51,12 +51,18 @@ type grain struct {
 	base   context.Context
 	cancel context.CancelFunc
 
-	loaded  bool
-	rec     turn.Record
-	rev     uint64
-	dirty   bool // the in-memory record differs from the written one (outbox delivered)
-	history []agent.Message
-	histID  string // names history; new whenever history is replaced, not appended to
+	loaded bool
+	rec    turn.Record
+	rev    uint64
+	dirty  bool // the in-memory record differs from the written one (outbox delivered)
+	// unconfirmed are effects this activation delivered whose appends or
+	// acks may not be in yet (SettledHistory); the next mid-run
+	// checkpoint carries them. The first carried effects of rec.Outbox
+	// were delivered already.
+	unconfirmed []turn.Effect
+	carried     int
+	history     []agent.Message
+	histID      string // names history; new whenever history is replaced, not appended to
 
 	wakes     []Wake
 	aborts    []pendingAbort // run::abort requests waiting for the model stream to stop
@@ -239,6 +245,7 @@ func (g *grain) load() error {
 	}
 	g.history, g.histID = hist, cmp.Or(hid, nuid.Next())
 	g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
+	g.unconfirmed, g.carried = nil, 0 // LoadIdentified flushed
 	g.gating = nil
 	// A dead activation may have parked calls without recording them in
 	// the approvals bucket: make sure every parked call can be resolved.
@@ -330,24 +337,55 @@ func (g *grain) apply(in turn.Input) bool {
 		g.halt("apply", err)
 		return false
 	}
-	return g.write(next)
+	return g.write(next, true)
 }
 
-// write flushes the effects delivered so far (their outbox is about to be
-// replaced) and CAS-writes rec.
-func (g *grain) write(rec turn.Record) bool {
+// maxCarried bounds the unconfirmed effects a checkpoint carries: past
+// it (a transcript store that lags far behind) the grain waits for them.
+const maxCarried = 64
+
+// write CAS-writes rec once the effects delivered so far are safe: their
+// outbox is about to be replaced. A mid-run checkpoint (mayCarry, rec not
+// terminal) does not wait for them when the History port can tell what
+// is confirmed (SettledHistory): the unconfirmed ones go at the head of
+// rec's outbox instead. Any other write waits for them (Flush): a
+// terminal record is overwritten by the next run::start, and a settled
+// one is where the grain acks its wakes.
+func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 	ctx, cancel := g.ctx()
 	defer cancel()
-	if err := g.host.ports.History.Flush(ctx, g.sid); err != nil {
-		g.halt("flush effects", err)
-		return false
+	// rec came from g.rec: its outbox starts with what g.rec carries.
+	carried := g.carried
+	sh, ok := g.host.ports.History.(SettledHistory)
+	if ok && mayCarry && !rec.State.Terminal() && len(g.unconfirmed) <= maxCarried {
+		done, err := sh.Settled(g.sid)
+		if err != nil {
+			g.halt("flush effects", err)
+			return false
+		}
+		switch {
+		case done:
+			g.unconfirmed = nil
+		case carried == 0 && len(g.unconfirmed) > 0:
+			rec.Outbox = append(slices.Clip(g.unconfirmed), rec.Outbox...)
+			carried = len(g.unconfirmed)
+		}
+	} else {
+		if err := g.host.ports.History.Flush(ctx, g.sid); err != nil {
+			g.halt("flush effects", err)
+			return false
+		}
+		g.unconfirmed = nil
+	}
+	if g.unconfirmed == nil && carried > 0 {
+		rec.Outbox, carried = rec.Outbox[carried:], 0 // confirmed meanwhile
 	}
 	rev, err := g.host.ports.Store.Write(ctx, rec, g.rev)
 	if err != nil {
 		g.halt("write record", err)
 		return false
 	}
-	g.rec, g.rev, g.dirty = rec, rev, false
+	g.rec, g.rev, g.dirty, g.carried = rec, rev, false, carried
 	return true
 }
 
@@ -472,7 +510,9 @@ func (g *grain) drive() {
 func (g *grain) deliver() bool {
 	ctx, cancel := g.ctx()
 	defer cancel()
-	for _, eff := range g.rec.Outbox {
+	// The carried effects at the head were delivered before.
+	fresh := g.rec.Outbox[min(g.carried, len(g.rec.Outbox)):]
+	for _, eff := range fresh {
 		var err error
 		switch eff.Kind {
 		case turn.EffectEmit:
@@ -508,7 +548,8 @@ func (g *grain) deliver() bool {
 			return false
 		}
 	}
-	g.rec = turn.Delivered(g.rec)
+	g.unconfirmed = append(g.unconfirmed, fresh...)
+	g.rec, g.carried = turn.Delivered(g.rec), 0
 	g.dirty = true
 	return true
 }
@@ -523,6 +564,7 @@ func (g *grain) settle() {
 		err := g.host.ports.History.Flush(ctx, g.sid)
 		if err == nil {
 			var rev uint64
+			g.unconfirmed = nil
 			if rev, err = g.host.ports.Store.Write(ctx, g.rec, g.rev); err == nil {
 				g.rev, g.dirty = rev, false
 			} else if errors.Is(err, ErrFenced) {
@@ -537,7 +579,7 @@ func (g *grain) settle() {
 			return
 		}
 	case g.dirty:
-		if !g.write(g.rec) {
+		if !g.write(g.rec, false) {
 			return
 		}
 	default:
@@ -548,6 +590,7 @@ func (g *grain) settle() {
 			g.halt("flush effects", err)
 			return
 		}
+		g.unconfirmed = nil
 	}
 	if g.rec.State.Terminal() && !g.dirty {
 		// The run is over and checkpointed: an idle grain holds no
@@ -678,7 +721,7 @@ func (g *grain) onVerdict(id string, v Verdict) bool {
 				return false
 			}
 		}
-		return g.write(next)
+		return g.write(next, true)
 	default:
 		if !g.apply(turn.CallsStarted{IDs: []string{id}}) {
 			return false

@@ -37,6 +37,19 @@ type History interface {
 	Flush(ctx context.Context, sid string) error
 }
 
+// SettledHistory is a History that can tell, without waiting, whether
+// everything of sid published so far (appends and events) is stored. The
+// grain then writes a mid-run checkpoint without waiting for the effects
+// it delivered last: while some are unconfirmed, the record it writes
+// carries them at the head of its outbox, so an activation that takes
+// over after a crash delivers them again (their ids make a repeat
+// harmless). Without it every checkpoint waits for Flush.
+type SettledHistory interface {
+	// Settled reports whether every append and event of sid is stored.
+	// An error is an append that failed for good, as Flush returns it.
+	Settled(sid string) (bool, error)
+}
+
 // IdentifiedHistory is a History that names the transcripts it loads: a
 // load that answers the same non-empty id as an earlier one promises the
 // transcript only grew since, by appends through this port. The grain

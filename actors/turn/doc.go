@@ -78,7 +78,10 @@
 //  4. Every [Apply] appends its effects to the outbox, so several inputs
 //     that need no action in between (calls finishing together) may be
 //     applied in memory and written once. The effects of a write must be
-//     delivered before the next write replaces the outbox.
+//     delivered before the next write replaces the outbox — or, where some
+//     are not confirmed yet, the next write keeps them at the head of its
+//     outbox (the grain does this mid-run: package actors/session), so
+//     they stay durable until confirmed.
 //
 // No Persist effect exists: the write after Apply is the grain's job, and
 // the outbox makes the effects of that write durable with it.

@@ -23,9 +23,13 @@ const (
 	maxMetaBytes = 16 << 10
 	// maxReplicas is JetStream's largest replica count.
 	maxReplicas = 5
-	// setupTimeout bounds the NATS calls of StartMember/StartClient and
-	// Shutdown, which take no context.
+	// setupTimeout bounds the NATS calls of Shutdown and of undoing a
+	// failed start, which take no context.
 	setupTimeout = 10 * time.Second
+	// startTimeout bounds those of StartMember/StartClient: a member that
+	// joins a cluster still forming (every node started at once, a loaded
+	// machine) may wait several seconds for the bucket's replicas.
+	startTimeout = 30 * time.Second
 )
 
 // Option configures a [Provider] (and [List], which only uses

@@ -137,7 +137,7 @@ func (p *Provider) start(clusterName string, self *Entry, publish func(cluster.M
 		}
 	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	kv, ttl, err := p.bucket(ctx)
 	if err != nil {

@@ -436,25 +436,22 @@ func crashReadEvents(ctx context.Context, js jetstream.JetStream, sid string) ([
 		return nil, err
 	}
 	n := int(info.State.Subjects[subj])
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return nil, err
-	}
+	// Message gets from the stream's leader, one after the other: no
+	// consumer to place (right after a node died or restarted, an
+	// ephemeral consumer may land where it cannot serve, and every retry
+	// left one behind, up to the stream's consumer limit).
 	out := make([]crashEvent, 0, n)
-	for len(out) < n {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	for seq := uint64(1); len(out) < n; {
+		rm, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		if err != nil {
 			return nil, fmt.Errorf("events of %s: %d of %d read: %w", sid, len(out), n, err)
 		}
+		seq = rm.Sequence + 1
 		var ev agent.Event
-		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+		if err := json.Unmarshal(rm.Data, &ev); err != nil {
 			return nil, fmt.Errorf("event of %s does not decode: %w", sid, err)
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, crashEvent{Event: ev, msgID: m.Headers().Get(jetstream.MsgIDHeader), streamSeq: md.Sequence.Stream})
+		out = append(out, crashEvent{Event: ev, msgID: rm.Header.Get(jetstream.MsgIDHeader), streamSeq: rm.Sequence})
 	}
 	return out, nil
 }

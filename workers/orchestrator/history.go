@@ -231,25 +231,51 @@ func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Messa
 }
 
 func (h *history) Flush(ctx context.Context, sid string) error {
-	h.mu.Lock()
-	op := h.tail[sid]
-	h.mu.Unlock()
-	if op != nil {
+	if op := h.lastAppend(sid); op != nil {
 		select {
 		case <-op.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		h.mu.Lock()
-		if h.tail[sid] == op {
-			delete(h.tail, sid)
-		}
-		h.mu.Unlock()
+		h.dropAppend(sid, op)
 		if op.err != nil {
 			return op.err
 		}
 	}
 	return h.pub.Flush(ctx, sid)
+}
+
+// Settled implements [session.SettledHistory]: whether sid's appends and
+// event acks are all in, without waiting for them.
+func (h *history) Settled(sid string) (bool, error) {
+	if op := h.lastAppend(sid); op != nil {
+		select {
+		case <-op.done:
+		default:
+			return false, nil
+		}
+		if op.err != nil {
+			return false, op.err
+		}
+		h.dropAppend(sid, op)
+	}
+	return h.pub.settled(sid), nil
+}
+
+// lastAppend is sid's latest append (the others finished before it).
+func (h *history) lastAppend(sid string) *appendOp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tail[sid]
+}
+
+// dropAppend forgets op, which finished, unless another append followed.
+func (h *history) dropAppend(sid string, op *appendOp) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.tail[sid] == op {
+		delete(h.tail, sid)
+	}
 }
 
 // ensure creates the session in the tree if it is new.

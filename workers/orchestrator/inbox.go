@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,14 +114,21 @@ func (b inbox) peek(ctx context.Context, sid, key string) ([]agent.Message, erro
 	return cur, nil
 }
 
-// Peek implements session.Inbox.
+// Peek implements session.Inbox. The two inboxes are read at once: a
+// steering check waits for one round trip, not two.
 func (b inbox) Peek(ctx context.Context, sid string) ([]agent.Message, []agent.Message, session.InboxMark, error) {
+	var (
+		followups []agent.Message
+		ferr      error
+		done      = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		followups, ferr = b.peek(ctx, sid, inboxKey(sid, InboxFollowup))
+	}()
 	steering, err := b.peek(ctx, sid, inboxKey(sid, InboxSteering))
-	if err != nil {
-		return nil, nil, session.InboxMark{}, err
-	}
-	followups, err := b.peek(ctx, sid, inboxKey(sid, InboxFollowup))
-	if err != nil {
+	<-done
+	if err = cmp.Or(err, ferr); err != nil {
 		return nil, nil, session.InboxMark{}, err
 	}
 	return steering, followups, session.InboxMark{Steering: len(steering), Followups: len(followups)}, nil

@@ -290,6 +290,31 @@ func (p *publisher) Flush(ctx context.Context, sid string) error {
 	return nil
 }
 
+// settled drops sid's acknowledged publishes and reports whether none is
+// left. A publish that failed stays for Flush, which publishes it again.
+func (p *publisher) settled(sid string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fs := p.pending[sid]
+	n := 0
+	for _, f := range fs {
+		select {
+		case <-f.Ok():
+			continue
+		default:
+		}
+		fs[n] = f
+		n++
+	}
+	clear(fs[n:])
+	if n == 0 {
+		delete(p.pending, sid)
+		return true
+	}
+	p.pending[sid] = fs[:n]
+	return false
+}
+
 // model streams a provider through a channel, with the run's tools, and
 // prices the call (and holds it in the run's budgets) around it.
 type model struct {

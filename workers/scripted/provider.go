@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -45,6 +46,7 @@ const failFrameTimeout = 2 * time.Second
 type Provider struct {
 	o      options
 	models []string
+	sizes  transcriptSizes
 }
 
 // New returns a provider serving [EchoModel] and every model of
@@ -60,7 +62,7 @@ func New(opts ...Option) (*Provider, error) {
 		models = append(models, m)
 	}
 	slices.Sort(models)
-	return &Provider{o: o, models: models}, nil
+	return &Provider{o: o, models: models, sizes: transcriptSizes{m: map[string]transcriptSize{}}}, nil
 }
 
 // Models lists the models p serves, sorted.
@@ -145,6 +147,9 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 	}
 	if err := w.Close(ctx); err != nil {
 		return abort(ctx, w, err)
+	}
+	if ref := req.Transcript; ref != nil && ref.ID != "" {
+		p.sizes.put(ref.ID, transcriptSize{n: len(req.Messages), bytes: pl.msgBytes})
 	}
 	return StreamResponse{StopReason: pl.stop, Kind: pl.kind}, nil
 }
@@ -251,6 +256,8 @@ type plan struct {
 	kind       agent.ErrorKind
 	failure    string
 	retryAfter time.Duration
+	// msgBytes is what the request's messages count for the input.
+	msgBytes int
 }
 
 // plan runs the script of req.Model and lays out its reply as events.
@@ -306,12 +313,13 @@ func (p *Provider) build(req StreamRequest, r Reply) (*plan, error) {
 	for i := range calls {
 		b.call(calls[i], args[i])
 	}
-	usage := agent.Usage{InputTokens: tokens(inputBytes(req)), OutputTokens: tokens(b.out)}
+	msgBytes := p.messageBytes(req)
+	usage := agent.Usage{InputTokens: tokens(len(req.SystemPrompt) + msgBytes + toolBytes(req.Tools)), OutputTokens: tokens(b.out)}
 	msg := &agent.Message{
 		Role: agent.RoleAssistant, Content: b.content, Timestamp: ts,
 		Usage: &usage, Model: req.Model, Provider: ProviderName,
 	}
-	pl := &plan{first: 1, delay: r.Delay, pace: r.Pace}
+	pl := &plan{first: 1, delay: r.Delay, pace: r.Pace, msgBytes: msgBytes}
 	if pl.pace == 0 {
 		pl.pace = p.o.pace
 	}
@@ -414,11 +422,21 @@ func callIDPrefix(req StreamRequest) string {
 // bytes, rounded up.
 func tokens(n int) int64 { return int64((n + 3) / 4) }
 
-// inputBytes is the size of what the model reads: the system prompt, the
-// messages' text, calls and images, and the tools.
-func inputBytes(req StreamRequest) int {
-	n := len(req.SystemPrompt)
-	for _, m := range req.Messages {
+// messageBytes is the size of req's messages as the model reads them
+// (text; a call's function id and arguments; a fixed size per image). A
+// continuation of a transcript this provider answered before counts only
+// its new messages: the bench's long session would otherwise rescan its
+// whole transcript on every call. The figure is the scripted models' own
+// estimate (real providers report usage), so two concurrent calls on one
+// transcript may leave a slightly stale count for the next.
+func (p *Provider) messageBytes(req StreamRequest) int {
+	msgs, n := req.Messages, 0
+	if ref := req.Transcript; ref != nil && ref.Base > 0 {
+		if s, ok := p.sizes.get(ref.ID); ok && s.n == ref.Base && s.n <= len(msgs) {
+			msgs, n = msgs[s.n:], s.bytes
+		}
+	}
+	for _, m := range msgs {
 		for _, c := range m.Content {
 			switch c.Type {
 			case agent.ContentImage:
@@ -433,10 +451,43 @@ func inputBytes(req StreamRequest) int {
 			}
 		}
 	}
-	for _, t := range req.Tools {
+	return n
+}
+
+func toolBytes(tools []any) int {
+	n := 0
+	for _, t := range tools {
 		n += jsonLen(t)
 	}
 	return n
+}
+
+// transcriptSizes remembers the message bytes of the transcripts streamed
+// last, by transcript id; bounded (it forgets everything past
+// maxTranscriptSizes ids, as a cache may).
+type transcriptSizes struct {
+	mu sync.Mutex
+	m  map[string]transcriptSize
+}
+
+type transcriptSize struct{ n, bytes int }
+
+const maxTranscriptSizes = 4096
+
+func (t *transcriptSizes) get(id string) (transcriptSize, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.m[id]
+	return s, ok
+}
+
+func (t *transcriptSizes) put(id string, s transcriptSize) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[id]; !ok && len(t.m) >= maxTranscriptSizes {
+		clear(t.m)
+	}
+	t.m[id] = s
 }
 
 func jsonLen(v any) int {

@@ -37,6 +37,12 @@ func TestTranscriptContinuation(t *testing.T) {
 	if !strings.Contains(text.String(), "two") {
 		t.Fatalf("continuation answered %q, not the latest user message", text.String())
 	}
+	// A continuation counts the input as the whole transcript would
+	// (it sums only the new messages on top of the kept ones' count).
+	whole := scripted.StreamRequest{Model: scripted.EchoModel, Messages: append([]agent.Message{agent.UserText("one", 1)}, next.Transcript.More...)}
+	if got, want := inputTokens(t, res), inputTokens(t, stream(t, e, whole)); got != want {
+		t.Fatalf("continuation's input tokens %d, the whole transcript's %d", got, want)
+	}
 	call := func(req scripted.StreamRequest) error {
 		req.Channel = "nobody"
 		_, err := engine.Call[scripted.StreamResponse](t.Context(), e, scripted.StreamFunction, req)
@@ -50,4 +56,16 @@ func TestTranscriptContinuation(t *testing.T) {
 	if err := call(lost); !errors.Is(err, wire.ErrConflict) {
 		t.Fatalf("a continuation of nothing kept: %v", err)
 	}
+}
+
+// inputTokens is the usage a stream's done event reports.
+func inputTokens(t *testing.T, r result) int64 {
+	t.Helper()
+	for i := len(r.events) - 1; i >= 0; i-- {
+		if m := r.events[i].Message; m != nil && m.Usage != nil {
+			return m.Usage.InputTokens
+		}
+	}
+	t.Fatalf("no usage in %d events", len(r.events))
+	return 0
 }

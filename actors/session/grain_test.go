@@ -1,0 +1,405 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+)
+
+// The grain's own tests run it against in-memory ports, so a test can
+// hold an effect where it wants and look at every record written. The
+// real ports (KV, JetStream, the session tree) are exercised end to end
+// by the orchestrator's tests, crash tests with real processes included.
+
+// memStore is a Store with compare-and-set on a revision; it keeps every
+// record written.
+type memStore struct {
+	mu      sync.Mutex
+	rec     map[string]turn.Record
+	rev     map[string]uint64
+	next    uint64
+	written []turn.Record
+}
+
+func newMemStore() *memStore {
+	return &memStore{rec: map[string]turn.Record{}, rev: map[string]uint64{}}
+}
+
+func (s *memStore) Load(_ context.Context, sid string) (turn.Record, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rec[sid]
+	if !ok {
+		return turn.Record{}, 0, session.ErrNoRecord
+	}
+	return r, s.rev[sid], nil
+}
+
+func (s *memStore) Write(_ context.Context, rec turn.Record, rev uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rev[rec.SessionID] != rev {
+		return 0, session.ErrFenced
+	}
+	s.next++
+	rec.Outbox = slices.Clone(rec.Outbox)
+	s.rec[rec.SessionID], s.rev[rec.SessionID] = rec, s.next
+	s.written = append(s.written, rec)
+	return s.next, nil
+}
+
+func (s *memStore) records() []turn.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.written)
+}
+
+// memHistory is a History (and SettledHistory) whose appends complete
+// only while it is not held; an append with an id seen before is a no-op,
+// as the session tree's dedup id makes it. Emitted events are kept by id.
+type memHistory struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	held    bool
+	pending int
+	tickets int // appends handed out
+	served  int // appends applied, in ticket order
+	msgs    map[string][]agent.Message
+	ids     map[string]bool
+	events  map[string]int // times each event id was emitted
+	settled bool           // implement SettledHistory
+}
+
+func newMemHistory(settled bool) *memHistory {
+	h := &memHistory{msgs: map[string][]agent.Message{}, ids: map[string]bool{}, events: map[string]int{}, settled: settled}
+	h.cond = sync.NewCond(&h.mu)
+	return h
+}
+
+func (h *memHistory) hold(on bool) {
+	h.mu.Lock()
+	h.held = on
+	h.mu.Unlock()
+	h.cond.Broadcast()
+}
+
+func (h *memHistory) Load(_ context.Context, sid string) ([]agent.Message, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.msgs[sid]), nil
+}
+
+func (h *memHistory) Append(_ context.Context, sid, id string, msgs []agent.Message) error {
+	h.mu.Lock()
+	h.pending++
+	ticket := h.tickets
+	h.tickets++
+	h.mu.Unlock()
+	go func() { // in order, as the real port appends
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for h.held || h.served != ticket {
+			h.cond.Wait()
+		}
+		h.served++
+		if !h.ids[id] {
+			h.ids[id] = true
+			h.msgs[sid] = append(h.msgs[sid], msgs...)
+		}
+		h.pending--
+		h.cond.Broadcast()
+	}()
+	return nil
+}
+
+func (h *memHistory) Flush(ctx context.Context, _ string) error {
+	stop := context.AfterFunc(ctx, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.cond.Broadcast()
+	})
+	defer stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.pending > 0 {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		h.cond.Wait()
+	}
+	return nil
+}
+
+func (h *memHistory) Emit(_ context.Context, _ agent.Event, id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events[id]++
+	return nil
+}
+
+func (h *memHistory) transcript(sid string) []agent.Message {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.msgs[sid])
+}
+
+// settledHistory adds SettledHistory to memHistory.
+type settledHistory struct{ *memHistory }
+
+func (h settledHistory) Settled(string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pending == 0, nil
+}
+
+// callModel asks for one call of test::fn, then answers "done" once a
+// function result is in the transcript.
+type callModel struct{}
+
+func (callModel) Stream(_ context.Context, req session.ModelRequest) turn.Input {
+	if slices.ContainsFunc(req.Messages, func(m agent.Message) bool { return m.Role == agent.RoleFunctionResult }) {
+		return turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("done")}, StopReason: agent.StopEnd}}
+	}
+	return turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, StopReason: agent.StopFunctionCall,
+		Content: []agent.Content{{Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "test::fn"}}}}
+}
+
+// countingFunctions runs every call and counts the runs.
+type countingFunctions struct {
+	mu   sync.Mutex
+	runs int
+}
+
+func (f *countingFunctions) Gate(_ context.Context, _ string, c turn.Call) session.Verdict {
+	return session.Verdict{Kind: session.VerdictRun, Call: c}
+}
+
+func (f *countingFunctions) Call(context.Context, string, turn.Call) agent.FunctionResult {
+	f.mu.Lock()
+	f.runs++
+	f.mu.Unlock()
+	return agent.FunctionResult{Content: []agent.Content{agent.Text("ok")}}
+}
+
+func (f *countingFunctions) Idempotent(context.Context, string) bool { return false }
+
+func (f *countingFunctions) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.runs
+}
+
+type emptyInbox struct{}
+
+func (emptyInbox) Peek(context.Context, string) ([]agent.Message, []agent.Message, session.InboxMark, error) {
+	return nil, nil, session.InboxMark{}, nil
+}
+func (emptyInbox) Ack(context.Context, string, session.InboxMark) error                  { return nil }
+func (emptyInbox) Requeue(context.Context, string, []agent.Message) error                { return nil }
+func (noApprovals) Withdraw(context.Context, string, []string) error                     { return nil }
+func (noApprovals) Request(context.Context, string, string, agent.PendingApproval) error { return nil }
+func (noApprovals) Decisions(context.Context, string, string, []agent.PendingApproval) ([]turn.ApprovalResolved, error) {
+	return nil, nil
+}
+
+type noApprovals struct{}
+
+// seed writes a new run's record, as run::start does.
+func seed(t *testing.T, st *memStore, sid string) {
+	t.Helper()
+	rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "p", Model: "m",
+		Messages: []agent.Message{agent.UserText("go", 1)}}, "run1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rev, _ := st.Load(context.Background(), sid)
+	if _, err := st.Write(context.Background(), rec, rev); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wake wakes sid and returns a channel closed when the grain acks.
+func wake(t *testing.T, h *session.Host, sid string, step uint64) <-chan struct{} {
+	t.Helper()
+	acked := make(chan struct{})
+	var once sync.Once
+	err := h.Wake(sid, session.Wake{Step: step,
+		Ack:        func() error { once.Do(func() { close(acked) }); return nil },
+		InProgress: func() error { return nil },
+		Nak:        func(time.Duration) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acked
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestCheckpointCarriesUnconfirmed: with the transcript appends held, a
+// run's mid-run checkpoints do not wait for them but carry them at the
+// head of the outbox; the terminal checkpoint waits. A new activation
+// after a crash (the host closed with appends still held) delivers the
+// carried effects again: the transcript ends up whole and in order, no
+// effect is applied twice, the function ran once.
+func TestCheckpointCarriesUnconfirmed(t *testing.T) {
+	st := newMemStore()
+	hist := newMemHistory(true)
+	fns := &countingFunctions{}
+	ports := session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}}
+	const sid = "s1"
+	seed(t, st, sid)
+
+	hist.hold(true)
+	h1, err := session.NewHost(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := wake(t, h1, sid, 0)
+	// The run goes on to its terminal transition, whose checkpoint waits
+	// for the held appends.
+	waitFor(t, "the run to reach the terminal checkpoint", func() bool {
+		recs := st.records()
+		return fns.count() == 1 && len(recs) > 0 && recs[len(recs)-1].State == agent.StateSteeringCheck && recs[len(recs)-1].TurnCount == 2
+	})
+	select {
+	case <-acked:
+		t.Fatal("wake acked while appends were unconfirmed")
+	default:
+	}
+	recs := st.records()
+	if len(recs) < 2 || len(recs[1].Outbox) == 0 || recs[1].Outbox[0].Kind != turn.EffectAppendHistory {
+		t.Fatalf("provisioning did not append the user's message first: %v", outboxes(recs))
+	}
+	userAppend := recs[1].Outbox[0].ID
+	var carried int
+	for _, r := range recs[2:] {
+		if len(r.Outbox) > 0 && r.Outbox[0].ID == userAppend {
+			carried++ // the user's message, appended at step 1, still carried
+		}
+	}
+	if carried == 0 {
+		t.Fatalf("no checkpoint carried the unconfirmed append: %v", outboxes(st.records()))
+	}
+	if got := hist.transcript(sid); len(got) != 0 {
+		t.Fatalf("appends landed while held: %v", got)
+	}
+
+	// Crash: the host goes away with the appends still held; they are
+	// lost with it (the in-memory port forgets them as a dead process
+	// would).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h1.Close(ctx); err != nil {
+		t.Fatalf("close with a flush blocked: %v", err)
+	}
+	hist.mu.Lock()
+	hist.pending = 0
+	hist.mu.Unlock()
+	hist2 := newMemHistory(true)
+	hist2.events = hist.events // the event stream survives the crash
+	ports.History, ports.Events = settledHistory{hist2}, hist2
+
+	h2, err := session.NewHost(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close(context.Background())
+	last := st.records()[len(st.records())-1]
+	select {
+	case <-wake(t, h2, sid, last.Step):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not finish after the restart")
+	}
+	hist.hold(false) // let the dead process's goroutines go
+
+	final, _, _ := st.Load(context.Background(), sid)
+	if final.State != agent.StateStopped || len(final.Outbox) != 0 {
+		t.Fatalf("final record %s with %d effects in its outbox", final.State, len(final.Outbox))
+	}
+	if n := fns.count(); n != 1 {
+		t.Fatalf("the function ran %d times", n)
+	}
+	var roles []string
+	for _, m := range hist2.transcript(sid) {
+		roles = append(roles, string(m.Role))
+	}
+	want := []string{"user", "assistant", "function_result", "assistant"}
+	if !slices.Equal(roles, want) {
+		t.Fatalf("transcript %v, want %v", roles, want)
+	}
+	if n := hist2.events["run1:"+fmt.Sprint(final.Step)+":1"]; n == 0 {
+		// agent_end is the terminal step's second event.
+		t.Fatalf("agent_end not emitted: %v", hist2.events)
+	}
+}
+
+// TestCheckpointWaitsWithoutSettled: a History that cannot tell what is
+// confirmed makes every checkpoint wait for the appends, so no record
+// carries an effect twice.
+func TestCheckpointWaitsWithoutSettled(t *testing.T) {
+	st := newMemStore()
+	hist := newMemHistory(false)
+	fns := &countingFunctions{}
+	h, err := session.NewHost(session.Ports{Store: st, History: hist, Events: hist, Model: callModel{},
+		Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	seed(t, st, "s2")
+	hist.hold(true)
+	acked := wake(t, h, "s2", 0)
+	// Provisioned is written, the user's message is delivered, and the
+	// next checkpoint (the model's answer) waits for it.
+	time.Sleep(100 * time.Millisecond)
+	if recs := st.records(); len(recs) != 2 || recs[1].State != agent.StateAssistantStreaming {
+		t.Fatalf("records written while an append was held: %v", outboxes(recs))
+	}
+	hist.hold(false)
+	select {
+	case <-acked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	for _, r := range st.records() {
+		for _, e := range r.Outbox {
+			if want := fmt.Sprintf("run1:%d:", r.Step); !strings.HasPrefix(e.ID, want) {
+				t.Fatalf("record of step %d carries effect %s: %v", r.Step, e.ID, outboxes(st.records()))
+			}
+		}
+	}
+	if n := fns.count(); n != 1 {
+		t.Fatalf("the function ran %d times", n)
+	}
+}
+
+func outboxes(recs []turn.Record) []string {
+	var out []string
+	for _, r := range recs {
+		var ids []string
+		for _, e := range r.Outbox {
+			ids = append(ids, e.ID)
+		}
+		out = append(out, fmt.Sprintf("%s%v", r.State, ids))
+	}
+	return out
+}
