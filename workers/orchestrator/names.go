@@ -20,15 +20,16 @@ func stepStreamConfig(replicas int) jetstream.StreamConfig {
 	}
 }
 
-func eventStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamConfig {
+func eventStreamConfig(replicas int, maxAge time.Duration, maxConsumers int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        subjects.EventStream,
-		Description: "iii session events (SPEC §6)",
-		Subjects:    []string{subjects.EventSubjectPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		MaxAge:      maxAge,
-		Duplicates:  10 * time.Minute,
+		Name:         subjects.EventStream,
+		Description:  "iii session events (SPEC §6)",
+		Subjects:     []string{subjects.EventSubjectPrefix + ">"},
+		Retention:    jetstream.LimitsPolicy,
+		Storage:      jetstream.FileStorage,
+		Replicas:     replicas,
+		MaxAge:       maxAge,
+		MaxConsumers: maxConsumers,
+		Duplicates:   10 * time.Minute,
 	}
 }

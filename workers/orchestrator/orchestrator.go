@@ -53,6 +53,8 @@ type Orchestrator struct {
 	maxTurns    int
 	ackWait     time.Duration
 	eventMaxAge time.Duration
+	// eventMaxConsumers is the event stream's consumer limit.
+	eventMaxConsumers int
 	hostOpts    []session.Option
 
 	hookQuiescence time.Duration
@@ -113,13 +115,19 @@ func WithDefaultMaxTurns(n int) Option { return func(o *Orchestrator) { o.maxTur
 
 // New returns an unstarted orchestrator.
 func New(opts ...Option) *Orchestrator {
-	o := &Orchestrator{logger: slog.New(slog.DiscardHandler), maxTurns: 50, ackWait: 60 * time.Second, eventMaxAge: 7 * 24 * time.Hour,
+	o := &Orchestrator{logger: slog.New(slog.DiscardHandler), maxTurns: 50, ackWait: 60 * time.Second, eventMaxAge: 7 * 24 * time.Hour, eventMaxConsumers: DefaultEventMaxConsumers,
 		hookTimeout: 2 * time.Second, hookQuiescence: hook.DefaultQuiescence, drainTimeout: DefaultDrainTimeout}
 	for _, opt := range opts {
 		opt(o)
 	}
 	return o
 }
+
+// DefaultEventMaxConsumers is the event stream's consumer limit. Every
+// client that follows events (iii chat, a gateway's event stream) holds an
+// ordered consumer, and nats-server 2.15 limits a stream that sets no
+// limit to 1,000 consumers.
+const DefaultEventMaxConsumers = 10_000
 
 // DefaultDrainTimeout bounds the hand-off of a stopping node's sessions
 // (SettingDrainTimeout).
@@ -131,6 +139,10 @@ const (
 	SettingAckWait     = "ack_wait"      // step consumer ack wait, a Go duration (default 60s)
 	SettingMaxTurns    = "max_turns"     // default max_turns of a run (default 50)
 	SettingEventMaxAge = "event_max_age" // how long events are kept (default 168h)
+	// SettingEventMaxConsumers is the event stream's consumer limit
+	// (default [DefaultEventMaxConsumers]), set when the stream is
+	// created: every client that follows a session's events holds one.
+	SettingEventMaxConsumers = "event_max_consumers"
 	SettingIdle        = "idle_timeout"  // grain passivation after idle (default 2m)
 	// SettingHookQuiescence is how long a hook round waits for more
 	// replies after the latest one (default 20ms): the price of a hook
@@ -198,12 +210,16 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 				return fmt.Errorf("orchestrator.%s=%q: want true or false", k, v)
 			}
 			o.noContinue = !on
-		case SettingMaxTurns:
+		case SettingMaxTurns, SettingEventMaxConsumers:
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
 				return fmt.Errorf("orchestrator.%s=%q: want a positive integer", k, v)
 			}
-			o.maxTurns = n
+			if k == SettingMaxTurns {
+				o.maxTurns = n
+			} else {
+				o.eventMaxConsumers = n
+			}
 		default:
 			return fmt.Errorf("orchestrator: unknown setting %q", k)
 		}
@@ -238,7 +254,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		prefix string
 	}{
 		{stepStreamConfig(e.Replicas()), subjects.StepSubjectPrefix},
-		{eventStreamConfig(e.Replicas(), o.eventMaxAge), subjects.EventSubjectPrefix},
+		{eventStreamConfig(e.Replicas(), o.eventMaxAge, o.eventMaxConsumers), subjects.EventSubjectPrefix},
 	} {
 		if _, err := e.EnsureSessionStream(ctx, s.cfg, s.prefix); err != nil {
 			return err
