@@ -55,7 +55,7 @@ type Orchestrator struct {
 	eventMaxAge time.Duration
 	// eventMaxConsumers is the event stream's consumer limit.
 	eventMaxConsumers int
-	hostOpts    []session.Option
+	hostOpts          []session.Option
 
 	hookQuiescence time.Duration
 	hookTimeout    time.Duration
@@ -143,7 +143,7 @@ const (
 	// (default [DefaultEventMaxConsumers]), set when the stream is
 	// created: every client that follows a session's events holds one.
 	SettingEventMaxConsumers = "event_max_consumers"
-	SettingIdle        = "idle_timeout"  // grain passivation after idle (default 2m)
+	SettingIdle              = "idle_timeout" // grain passivation after idle (default 2m)
 	// SettingHookQuiescence is how long a hook round waits for more
 	// replies after the latest one (default 20ms): the price of a hook
 	// subscriber on every call, since nobody knows how many there are.
