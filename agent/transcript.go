@@ -2,6 +2,7 @@ package agent
 
 import (
 	"container/list"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -53,41 +54,91 @@ func (ref TranscriptRef) Validate() error {
 }
 
 // Transcripts is a provider worker's store of the transcripts it was sent,
-// so a continuation needs only the new messages. It is bounded in entries
-// and idle time, least recently used first out; safe for concurrent use.
+// so a continuation needs only the new messages. It is bounded in entries,
+// in bytes (all transcripts together, as [MessageSize] estimates them) and
+// in idle time, least recently used first out; safe for concurrent use.
 // The zero value is not usable: see [NewTranscripts].
 type Transcripts struct {
-	max int
-	ttl time.Duration
-	now func() time.Time
+	max      int
+	maxBytes int
+	ttl      time.Duration
+	now      func() time.Time
 
-	mu  sync.Mutex
-	lru *list.List // of *keptTranscript, most recent at the front
-	ids map[string]*list.Element
+	mu    sync.Mutex
+	lru   *list.List // of *keptTranscript, most recent at the front
+	ids   map[string]*list.Element
+	bytes int // of every kept transcript
 }
 
 type keptTranscript struct {
-	id   string
-	msgs []Message
-	used time.Time
+	id    string
+	msgs  []Message
+	bytes int // MessageSize of msgs
+	used  time.Time
 }
 
 // Defaults of [NewTranscripts].
 const (
 	DefaultKeptTranscripts = 128
 	DefaultTranscriptIdle  = 5 * time.Minute
+	// DefaultKeptBytes bounds the kept transcripts together: a long
+	// session's transcript can reach megabytes, and 128 of them would be
+	// a provider worker's whole memory.
+	DefaultKeptBytes = 256 << 20
 )
 
+// TranscriptsOption configures [NewTranscripts].
+type TranscriptsOption func(*Transcripts)
+
+// WithMaxKeptBytes bounds the kept transcripts' bytes together (≤ 0:
+// [DefaultKeptBytes]). A transcript larger than the bound alone is not
+// kept: its sender sends it whole each time.
+func WithMaxKeptBytes(n int) TranscriptsOption {
+	return func(t *Transcripts) {
+		if n > 0 {
+			t.maxBytes = n
+		}
+	}
+}
+
 // NewTranscripts keeps up to max transcripts (≤ 0: [DefaultKeptTranscripts]),
-// each for idle time since its last use (≤ 0: [DefaultTranscriptIdle]).
-func NewTranscripts(max int, idle time.Duration) *Transcripts {
+// each for idle time since its last use (≤ 0: [DefaultTranscriptIdle]),
+// up to [DefaultKeptBytes] together ([WithMaxKeptBytes]).
+func NewTranscripts(max int, idle time.Duration, opts ...TranscriptsOption) *Transcripts {
 	if max <= 0 {
 		max = DefaultKeptTranscripts
 	}
 	if idle <= 0 {
 		idle = DefaultTranscriptIdle
 	}
-	return &Transcripts{max: max, ttl: idle, now: time.Now, lru: list.New(), ids: map[string]*list.Element{}}
+	t := &Transcripts{max: max, maxBytes: DefaultKeptBytes, ttl: idle, now: time.Now, lru: list.New(), ids: map[string]*list.Element{}}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// MessageSize estimates the bytes m holds: its texts, image data, ids and
+// a call's arguments as JSON, plus a fixed overhead per block.
+func MessageSize(m Message) int {
+	n := 64 + len(m.ErrorMessage) + len(m.FunctionCallID) + len(m.FunctionID)
+	for _, c := range m.Content {
+		n += 32 + len(c.Text) + len(c.Data) + len(c.ID) + len(c.FunctionID) + len(c.Signature)
+		if len(c.Arguments) > 0 {
+			if b, err := json.Marshal(c.Arguments); err == nil {
+				n += len(b)
+			}
+		}
+	}
+	return n
+}
+
+func messagesSize(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += MessageSize(m)
+	}
+	return n
 }
 
 // Resolve returns the whole transcript of a request whose reference is
@@ -129,12 +180,16 @@ func (t *Transcripts) Resolve(ref *TranscriptRef, msgs []Message) ([]Message, er
 		// appended part, and a concurrent continuation from the same base
 		// now finds more kept than its base and copies.
 		k.msgs = append(k.msgs, ref.More...)
+		more := messagesSize(ref.More)
+		k.bytes += more
+		t.bytes += more
 		out = k.msgs
 	} else {
 		out = append(k.msgs[:ref.Base:ref.Base], ref.More...) // a retried continuation: copy
 	}
 	k.used = now
 	t.lru.MoveToFront(el)
+	t.trim(el)
 	return out, nil
 }
 
@@ -149,12 +204,26 @@ func (t *Transcripts) Keep(ref *TranscriptRef, msgs []Message) string {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if el, ok := t.ids[ref.ID]; ok {
+	el, ok := t.ids[ref.ID]
+	if ok {
 		k := el.Value.(*keptTranscript)
+		if len(msgs) < len(k.msgs) || len(k.msgs) == 0 || &msgs[0] != &k.msgs[0] {
+			// Not the kept slice grown by Resolve: size it anew.
+			t.bytes -= k.bytes
+			k.bytes = messagesSize(msgs)
+			t.bytes += k.bytes
+		} else if len(msgs) > len(k.msgs) {
+			more := messagesSize(msgs[len(k.msgs):])
+			k.bytes += more
+			t.bytes += more
+		}
 		k.msgs, k.used = msgs, now
 		t.lru.MoveToFront(el)
 	} else {
-		t.ids[ref.ID] = t.lru.PushFront(&keptTranscript{id: ref.ID, msgs: msgs, used: now})
+		k := &keptTranscript{id: ref.ID, msgs: msgs, bytes: messagesSize(msgs), used: now}
+		t.bytes += k.bytes
+		el = t.lru.PushFront(k)
+		t.ids[ref.ID] = el
 	}
 	for t.lru.Len() > t.max {
 		t.drop(t.lru.Back())
@@ -162,7 +231,36 @@ func (t *Transcripts) Keep(ref *TranscriptRef, msgs []Message) string {
 	for el := t.lru.Back(); el != nil && now.Sub(el.Value.(*keptTranscript).used) > t.ttl; el = t.lru.Back() {
 		t.drop(el)
 	}
+	if !t.trim(el) {
+		return "" // larger than the bound alone: not kept
+	}
 	return ref.ID
+}
+
+// trim drops least recently used transcripts while the kept bytes exceed
+// the bound, sparing keep (the one just used); it reports whether keep is
+// still kept: a transcript larger than the bound alone is dropped, and
+// only it.
+func (t *Transcripts) trim(keep *list.Element) bool {
+	if keep.Value.(*keptTranscript).bytes > t.maxBytes {
+		t.drop(keep)
+		return false
+	}
+	for t.bytes > t.maxBytes {
+		el := t.lru.Back()
+		if el == keep {
+			el = el.Prev()
+		}
+		t.drop(el)
+	}
+	return true
+}
+
+// Bytes is the estimated size of the kept transcripts together.
+func (t *Transcripts) Bytes() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bytes
 }
 
 // Len is how many transcripts are kept.
@@ -173,6 +271,8 @@ func (t *Transcripts) Len() int {
 }
 
 func (t *Transcripts) drop(el *list.Element) {
-	delete(t.ids, el.Value.(*keptTranscript).id)
+	k := el.Value.(*keptTranscript)
+	delete(t.ids, k.id)
+	t.bytes -= k.bytes
 	t.lru.Remove(el)
 }

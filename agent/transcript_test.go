@@ -170,3 +170,41 @@ func FuzzTranscriptsResolve(f *testing.F) {
 		}
 	})
 }
+
+// The kept transcripts are bounded in bytes together: the least recently
+// used go first, growth by continuation counts, and a transcript larger
+// than the bound alone is not kept (its sender sends it whole).
+func TestTranscriptsByteBound(t *testing.T) {
+	t.Parallel()
+	big := func(kib int) []Message {
+		return []Message{UserText(string(make([]byte, kib<<10)), 1)}
+	}
+	kept := NewTranscripts(0, time.Minute, WithMaxKeptBytes(10<<10))
+	if kept.Keep(&TranscriptRef{ID: "a"}, big(4)) != "a" || kept.Keep(&TranscriptRef{ID: "b"}, big(4)) != "b" {
+		t.Fatal("transcripts under the bound not kept")
+	}
+	if got := kept.Bytes(); got < 8<<10 || got > 9<<10 {
+		t.Fatalf("kept bytes %d, want about 8 KiB", got)
+	}
+	// Growing b past the bound drops a, the least recently used.
+	all, err := kept.Resolve(&TranscriptRef{ID: "b", Base: 1, More: big(3)}, nil)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("continuation of b: %d messages, %v", len(all), err)
+	}
+	if kept.Keep(&TranscriptRef{ID: "b"}, all) != "b" {
+		t.Fatal("b not kept after it grew")
+	}
+	if _, err := kept.Resolve(&TranscriptRef{ID: "a", Base: 1, More: big(0)}, nil); !errors.Is(err, ErrTranscriptNotKept) {
+		t.Fatalf("a should have been dropped for b's growth: %v", err)
+	}
+	if got := kept.Bytes(); got < 7<<10 || got > 8<<10 {
+		t.Fatalf("kept bytes %d after the drop, want about 7 KiB (b alone)", got)
+	}
+	// Too large alone: not kept, and nothing else is lost for it.
+	if id := kept.Keep(&TranscriptRef{ID: "huge"}, big(11)); id != "" {
+		t.Fatalf("a transcript over the bound was kept as %q", id)
+	}
+	if kept.Len() != 1 || kept.Bytes() < 7<<10 {
+		t.Fatalf("after an oversized keep: %d kept, %d bytes (want b alone)", kept.Len(), kept.Bytes())
+	}
+}
