@@ -177,6 +177,8 @@ type Inbox interface {
 	// are the first ones).
 	Ack(ctx context.Context, sid string, mark InboxMark) error
 	// Requeue puts follow-ups back at the front of the follow-up inbox.
+	// It must be idempotent (an outbox may be delivered twice): when msgs
+	// already head the inbox, nothing changes.
 	Requeue(ctx context.Context, sid string, msgs []agent.Message) error
 }
 

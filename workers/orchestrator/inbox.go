@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -153,9 +154,24 @@ func (b inbox) Ack(ctx context.Context, sid string, mark session.InboxMark) erro
 	return nil
 }
 
-// Requeue implements session.Inbox.
+// Requeue implements session.Inbox. It is idempotent, as delivering an
+// outbox twice must be (a crash after the requeue and before the run's
+// record was checkpointed delivers it again): follow-ups that already
+// head the inbox, the same to the byte, are not put back twice.
 func (b inbox) Requeue(ctx context.Context, sid string, msgs []agent.Message) error {
-	_, err := b.update(ctx, sid, inboxKey(sid, InboxFollowup), func(cur []agent.Message) ([]agent.Message, error) {
+	if len(msgs) == 0 {
+		return nil
+	}
+	want, err := json.Marshal(msgs)
+	if err != nil {
+		return wire.Wrap(wire.CodeInternal, err, "requeue")
+	}
+	_, err = b.update(ctx, sid, inboxKey(sid, InboxFollowup), func(cur []agent.Message) ([]agent.Message, error) {
+		if len(cur) >= len(msgs) {
+			if head, err := json.Marshal(cur[:len(msgs)]); err == nil && bytes.Equal(head, want) {
+				return cur, nil // requeued before
+			}
+		}
 		return append(append([]agent.Message(nil), msgs...), cur...), nil
 	})
 	return err
