@@ -580,7 +580,10 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 
 func providerCallFailed(provider string, err error) turn.Input {
 	if errors.Is(err, wire.ErrFunctionNotFound) {
-		return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: fmt.Sprintf("provider %q is not registered", provider)}
+		// run::start refused a provider nobody serves; no responders now
+		// means its workers went away mid-run (a node died, a restart):
+		// worth the retries of a transient failure.
+		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: fmt.Sprintf("provider %q: no worker answered (none is registered now)", provider)}
 	}
 	we := wire.From(err)
 	kind := agent.ErrorPermanent
