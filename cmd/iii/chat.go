@@ -138,12 +138,24 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	if err != nil {
 		return err
 	}
+	// The consumer goes when this turn's output is done (or 30 s after a
+	// client that died stopped pulling), not after nats.go's default 5
+	// minutes: every client that follows events holds one, and the stream
+	// limits how many (orchestrator.event_max_consumers).
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: info.State.LastSeq + 1,
+		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if ci := cons.CachedInfo(); ci != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = stream.DeleteConsumer(dctx, ci.Name)
+		}
+	}()
 	var res orchestrator.RunStartResult
 	err = e.Trigger(ctx, "harness::trigger", orchestrator.HarnessTrigger{Payload: agent.RunStart{
 		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model, Sandbox: cfg.sandbox,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // startTestApp runs a whole node in-process on a random port.
@@ -183,6 +184,20 @@ func TestHTTPGateway(t *testing.T) {
 // iii chat -m runs one turn against a running node and prints it.
 func TestChatOneShot(t *testing.T) {
 	a := startTestApp(t)
+	events, err := a.e.JetStream().Stream(context.Background(), subjects.EventStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The clients' consumers, not the workers' durable ones.
+	consumers := func() (n int) {
+		for name := range events.ConsumerNames(context.Background()).Name() {
+			if name != subjects.CompactionConsumer {
+				t.Log("consumer", name)
+				n++
+			}
+		}
+		return n
+	}
 	out, err := runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::get {"scope":"demo","key":"chat"}`)
 	if err != nil {
 		t.Fatalf("chat: %v\n%s", err, out)
@@ -205,6 +220,10 @@ func TestChatOneShot(t *testing.T) {
 	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", "hello there")
 	if err != nil || !strings.Contains(out, "hello there") {
 		t.Fatalf("chat echo: %v\n%s", err, out)
+	}
+	// Each turn's event consumer went with it.
+	if n := consumers(); n != 0 {
+		t.Fatalf("the event stream has %d client consumers after four chats", n)
 	}
 }
 
