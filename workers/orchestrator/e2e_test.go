@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/actors/session"
+	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
@@ -607,5 +608,78 @@ func TestEventsResumeFromStreamSequence(t *testing.T) {
 		if ev.Seq != first[cut+i].Seq || ev.Type != first[cut+i].Type {
 			t.Fatalf("resumed event %d = %s/%d, want %s/%d", i, ev.Type, ev.Seq, first[cut+i].Type, first[cut+i].Seq)
 		}
+	}
+}
+
+// A run::start that finds the previous run's terminal record with effects
+// still listed (its grain died after the terminal write) carries its
+// transcript appends and its Finish into the new run, which performs them
+// first: the transcript keeps the old run's last message, and the
+// follow-ups that Finish requeues are run.
+func TestRunStartCarriesLeftEffects(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const sid = "left1"
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("first")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	events(t, s.e, sid, 20*time.Second)
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.TurnStateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The grain checkpoints the run's end; then a dead grain's leftovers
+	// are put back into the record.
+	var (
+		rec turn.Record
+		rev uint64
+	)
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		ent, err := kv.Get(ctx, sid)
+		if err != nil {
+			return err
+		}
+		rec, rev = turn.Record{}, ent.Revision()
+		if err := json.Unmarshal(ent.Value(), &rec); err != nil {
+			return err
+		}
+		if !rec.State.Terminal() || len(rec.Outbox) > 0 {
+			return fmt.Errorf("record %s with %d effects", rec.State, len(rec.Outbox))
+		}
+		return nil
+	})
+	left := agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("left behind")}, Timestamp: time.Now().UnixMilli()}
+	rec.Outbox = []turn.Effect{
+		{Kind: turn.EffectAppendHistory, ID: rec.RunID + ":99:0", Messages: []agent.Message{left}},
+		{Kind: turn.EffectEmit, ID: rec.RunID + ":99:1", Event: &agent.Event{Type: agent.EventAgentEnd, SessionID: sid, StopReason: agent.StopEnd}},
+		{Kind: turn.EffectFinish, ID: rec.RunID + ":99:2", Finish: &turn.Finish{StopReason: agent.StopEnd, Requeue: []agent.Message{userText("queued")}}},
+	}
+	data, _ := json.Marshal(rec)
+	if _, err := kv.Update(ctx, sid, data, rev); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("second")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := eventsUntil(t, s.e, sid, 2, 20*time.Second)
+	var out struct {
+		Messages []struct {
+			Message agent.Message `json:"message"`
+		} `json:"messages"`
+	}
+	if err := s.e.Trigger(ctx, "session::messages", map[string]string{"session_id": sid}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range out.Messages {
+		got = append(got, string(m.Message.Role)+":"+m.Message.Content[0].Text)
+	}
+	want := []string{"user:first", "assistant:first", "assistant:left behind", "user:second", "assistant:second", "user:queued", "assistant:queued"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("transcript %q, want %q (events %v)", got, want, types(evs))
 	}
 }

@@ -569,6 +569,22 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 	if err != nil {
 		return RunStartResult{}, wire.Wrap(wire.CodeInvalidPayload, err, "")
 	}
+	// The previous run's record may still list effects: its grain died
+	// after the terminal write, or has not checkpointed their delivery
+	// yet. Its transcript appends and its Finish (requeue follow-ups,
+	// withdraw approvals, release the sandbox) may never have been
+	// performed: the new run performs them first. Each is idempotent, so
+	// a repeat is harmless. Its events are left: the run they tell of is
+	// over, and this client has moved on.
+	var left []turn.Effect
+	for _, eff := range cur.Outbox {
+		if eff.Kind == turn.EffectAppendHistory || eff.Kind == turn.EffectFinish {
+			left = append(left, eff)
+		}
+	}
+	if len(left) > 0 {
+		rec.Outbox = append(left, rec.Outbox...)
+	}
 	rec.Trace = traceCarrier(ctx, o.e)
 	newRev, err := st.Write(ctx, rec, rev)
 	if err != nil {
