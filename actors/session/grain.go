@@ -63,6 +63,12 @@ type grain struct {
 	carried     int
 	history     []agent.Message
 	histID      string // names history; new whenever history is replaced, not appended to
+	// reread is set when an activation loaded a record whose outbox
+	// appends to the transcript: a dead activation may have delivered
+	// them already, so the transcript it read may hold them. Appends are
+	// then not added to history; the next model call reads the
+	// transcript again instead.
+	reread bool
 
 	wakes     []Wake
 	aborts    []pendingAbort // run::abort requests waiting for the model stream to stop
@@ -244,6 +250,7 @@ func (g *grain) load() error {
 		return err
 	}
 	g.history, g.histID = hist, cmp.Or(hid, nuid.Next())
+	g.reread = slices.ContainsFunc(rec.Outbox, func(e turn.Effect) bool { return e.Kind == turn.EffectAppendHistory })
 	g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
 	g.unconfirmed, g.carried = nil, 0 // LoadIdentified flushed
 	g.gating = nil
@@ -520,7 +527,9 @@ func (g *grain) deliver() bool {
 				err = g.host.ports.Events.Emit(ctx, *eff.Event, eff.ID)
 			}
 		case turn.EffectAppendHistory:
-			g.history = append(g.history, eff.Messages...)
+			if !g.reread {
+				g.history = append(g.history, eff.Messages...)
+			}
 			err = g.host.ports.History.Append(ctx, g.sid, eff.ID, eff.Messages)
 		case turn.EffectFinish:
 			if eff.Finish != nil {
@@ -626,6 +635,9 @@ func (g *grain) startProvision() {
 }
 
 func (g *grain) startModel() {
+	if g.reread && !g.rereadHistory() {
+		return
+	}
 	g.token++
 	tok := g.token
 	ctx, cancel := context.WithCancel(g.traced(g.base))
@@ -652,6 +664,33 @@ func (g *grain) startModel() {
 		in := model.Stream(ctx, req)
 		root.Send(self, &modelResult{token: tok, in: in, history: compacted})
 	})
+}
+
+// rereadHistory reads the transcript again once the appends delivered
+// since the load are confirmed (see reread). It returns false when the
+// activation halted.
+func (g *grain) rereadHistory() bool {
+	ctx, cancel := g.ctx()
+	defer cancel()
+	var (
+		hist []agent.Message
+		hid  string
+		err  error
+	)
+	if err = g.host.ports.History.Flush(ctx, g.sid); err == nil {
+		if ih, ok := g.host.ports.History.(IdentifiedHistory); ok {
+			hist, hid, err = ih.LoadIdentified(ctx, g.sid)
+		} else {
+			hist, err = g.host.ports.History.Load(ctx, g.sid)
+		}
+	}
+	if err != nil {
+		g.halt("read transcript", err)
+		return false
+	}
+	g.history, g.histID, g.reread = hist, cmp.Or(hid, nuid.Next()), false
+	g.unconfirmed = nil // flushed; the outbox was delivered (carried is 0)
+	return true
 }
 
 // callCtx is the context calls and gates run in: cancelled by an abort

@@ -403,3 +403,80 @@ func outboxes(recs []turn.Record) []string {
 	}
 	return out
 }
+
+// recordingModel is callModel that also keeps the messages of every call.
+type recordingModel struct {
+	mu    sync.Mutex
+	calls [][]agent.Message
+}
+
+func (m *recordingModel) Stream(ctx context.Context, req session.ModelRequest) turn.Input {
+	m.mu.Lock()
+	m.calls = append(m.calls, slices.Clone(req.Messages))
+	m.mu.Unlock()
+	return callModel{}.Stream(ctx, req)
+}
+
+func (m *recordingModel) requests() [][]agent.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.calls)
+}
+
+// TestRecoveryDoesNotRepeatLandedAppends: an activation died after its
+// outbox's transcript appends landed but before its next checkpoint, so
+// the record still holds them. The next activation reads the transcript
+// (with them) and delivers the outbox again: the model must see each
+// message once, as the stored transcript holds it once.
+func TestRecoveryDoesNotRepeatLandedAppends(t *testing.T) {
+	st := newMemStore()
+	hist := newMemHistory(true)
+	model := &recordingModel{}
+	const sid = "s3"
+	seed(t, st, sid)
+	rec, rev, _ := st.Load(context.Background(), sid)
+	next, effs, err := turn.Apply(rec, turn.Provisioned{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write(context.Background(), next, rev); err != nil {
+		t.Fatal(err)
+	}
+	// The dead activation delivered the outbox: the user's message is in
+	// the transcript under its effect id.
+	for _, e := range effs {
+		if e.Kind == turn.EffectAppendHistory {
+			if err := hist.Append(context.Background(), sid, e.ID, e.Messages); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := hist.Flush(context.Background(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model,
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	select {
+	case <-wake(t, h, sid, next.Step):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	if got := hist.transcript(sid); len(got) != 4 {
+		t.Fatalf("stored transcript has %d messages, want 4", len(got))
+	}
+	for i, msgs := range model.requests() {
+		users := 0
+		for _, m := range msgs {
+			if m.Role == agent.RoleUser {
+				users++
+			}
+		}
+		if users != 1 {
+			t.Fatalf("model call %d saw the user's message %d times: %d messages", i+1, users, len(msgs))
+		}
+	}
+}
