@@ -267,6 +267,10 @@ func (p *Provider) plan(req StreamRequest) (*plan, error) {
 		return nil, wire.Wrap(wire.CodeInvalidPayload,
 			fmt.Errorf("%w %q (this provider serves %s)", ErrUnknownModel, req.Model, strings.Join(p.models, ", ")), "")
 	}
+	if err := checkPairs(req.Messages); err != nil {
+		// What a vendor's API answers (HTTP 400) to such a transcript.
+		return p.build(req, Reply{Fail: agent.ErrorPermanent, FailMessage: err.Error()})
+	}
 	r, err := runScript(fn, req)
 	if err != nil {
 		if errors.Is(err, wire.ErrInvalidPayload) {
@@ -279,6 +283,35 @@ func (p *Provider) plan(req StreamRequest) (*plan, error) {
 		pl, _ = p.build(req, Reply{Fail: agent.ErrorPermanent, FailMessage: err.Error()})
 	}
 	return pl, nil
+}
+
+// checkPairs refuses a transcript the vendors' APIs refuse: a
+// function_result that answers no earlier function_call of an assistant
+// message, or answers one a second time. A harness that shows the model a
+// message twice (a recovery that appended it again) fails here, in tests,
+// as it would against a real provider.
+func checkPairs(msgs []agent.Message) error {
+	open := map[string]bool{} // call id → answered
+	for i, m := range msgs {
+		switch m.Role {
+		case agent.RoleAssistant:
+			for _, c := range m.Content {
+				if c.Type == agent.ContentFunctionCall {
+					open[c.ID] = false
+				}
+			}
+		case agent.RoleFunctionResult:
+			answered, called := open[m.FunctionCallID]
+			switch {
+			case !called:
+				return fmt.Errorf("invalid transcript: messages[%d] is the result of function call %q, which no earlier assistant message made", i, m.FunctionCallID)
+			case answered:
+				return fmt.Errorf("invalid transcript: messages[%d] answers function call %q a second time", i, m.FunctionCallID)
+			}
+			open[m.FunctionCallID] = true
+		}
+	}
+	return nil
 }
 
 // runScript calls fn, turning a panic into an error.

@@ -336,3 +336,47 @@ func TestToolsCountAsInput(t *testing.T) {
 		t.Fatalf("input tokens %d with a system prompt and tools, %d without", with, without)
 	}
 }
+
+// A transcript a vendor's API would refuse (a function result that
+// answers no call, or answers one twice) is a permanent model error.
+func TestTranscriptPairsChecked(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	call := agent.Message{Role: agent.RoleAssistant, StopReason: agent.StopFunctionCall,
+		Content: []agent.Content{{Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "f::g"}}}
+	result := func(id string) agent.Message {
+		return agent.Message{Role: agent.RoleFunctionResult, FunctionCallID: id, FunctionID: "f::g", Content: []agent.Content{agent.Text("ok")}}
+	}
+	user := agent.UserText("hi", 1)
+	tests := []struct {
+		name string
+		msgs []agent.Message
+		want string // in the error; "" means answered
+	}{
+		{"paired", []agent.Message{user, call, result("c1")}, ""},
+		{"unanswered call", []agent.Message{user, call, user}, ""},
+		{"orphan result", []agent.Message{user, result("c1")}, "no earlier assistant message made"},
+		{"result twice", []agent.Message{user, call, result("c1"), result("c1")}, "a second time"},
+		{"unknown id", []agent.Message{user, call, result("c2")}, `"c2"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := userReq("echo", "x")
+			req.Messages = tt.msgs
+			evs, err := p.Events(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := last(evs)
+			if tt.want == "" {
+				if ev.Type != agent.ModelDone {
+					t.Fatalf("events end with %+v, want done", ev)
+				}
+				return
+			}
+			if ev.Type != agent.ModelError || ev.Kind != agent.ErrorPermanent || !strings.Contains(ev.Error, tt.want) {
+				t.Fatalf("events end with %+v, want a permanent error with %q", ev, tt.want)
+			}
+		})
+	}
+}
