@@ -347,6 +347,26 @@ func (g *grain) apply(in turn.Input) bool {
 	return g.write(next, true)
 }
 
+// applyUnwritten folds in like apply, but leaves the record unwritten
+// when the transition may be replayed after a crash: it continues to the
+// model call and emits events only, which the next checkpoint (the
+// model's answer) carries if they are unconfirmed then. A crash before
+// that checkpoint reloads the record from before in, and the same input
+// gives the same events under the same ids again. An empty steering check
+// that continues the run is such an input; anything else is written.
+func (g *grain) applyUnwritten(in turn.Input) bool {
+	if g.stopped {
+		return false
+	}
+	next, effs, err := turn.Apply(g.rec, in, g.host.opts.now().UnixMilli())
+	if err != nil || next.State != agent.StateAssistantStreaming ||
+		slices.ContainsFunc(effs, func(e turn.Effect) bool { return e.Kind != turn.EffectEmit }) {
+		return g.apply(in)
+	}
+	g.rec, g.dirty = next, true
+	return true
+}
+
 // maxCarried bounds the unconfirmed effects a checkpoint carries: past
 // it (a transcript store that lags far behind) the grain waits for them.
 const maxCarried = 64
@@ -495,7 +515,13 @@ func (g *grain) drive() {
 				g.halt("read inbox", err)
 				return
 			}
-			if !g.apply(turn.SteeringDrained{Steering: steering, Followups: followups}) {
+			in := turn.SteeringDrained{Steering: steering, Followups: followups}
+			if len(steering) == 0 && len(followups) == 0 && mark == (InboxMark{}) {
+				if !g.applyUnwritten(in) {
+					cancel()
+					return
+				}
+			} else if !g.apply(in) {
 				cancel()
 				return
 			}

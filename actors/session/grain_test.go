@@ -480,3 +480,37 @@ func TestRecoveryDoesNotRepeatLandedAppends(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptySteeringCheckUnwritten: a steering check that finds the inbox
+// empty and continues the run is not checkpointed on its own; the model's
+// answer is, and carries its event. The run's writes, in order, are the
+// ones listed; a crash in between replays the check (same event id).
+func TestEmptySteeringCheckUnwritten(t *testing.T) {
+	st := newMemStore()
+	hist := newMemHistory(true)
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	seed(t, st, "s4")
+	select {
+	case <-wake(t, h, "s4", 1):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	var got []string
+	for _, r := range st.records() {
+		got = append(got, fmt.Sprintf("%d:%s", r.Step, r.State))
+	}
+	want := []string{"1:provisioning", "2:assistant_streaming", "3:function_execute", "4:function_execute",
+		"5:steering_check", "7:steering_check", "8:stopped", "8:stopped"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("writes %v, want %v", got, want)
+	}
+	// Step 6's turn_state_changed went out once, under its step's id.
+	if n := hist.events["run1:6:0"]; n != 1 {
+		t.Fatalf("step 6's event emitted %d times: %v", n, hist.events)
+	}
+}

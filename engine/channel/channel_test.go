@@ -362,12 +362,15 @@ func TestBackpressure(t *testing.T) {
 		if got := written.Load(); got > int64(k+window) {
 			t.Fatalf("writer is %d frames ahead after %d consumed, window %d", got-int64(k), k, window)
 		}
-		if k == 1 {
-			// The grant after frame 1 lets the writer refill the window,
-			// and no further.
+		if k == window/4 {
+			// The writer's ping was answered with the window, so frame 1
+			// needs no grant (unless frame 1 was read before the ping was
+			// answered); the grant after a quarter of the window lets the
+			// writer refill it. The check above keeps it from going
+			// further.
 			enginetest.Eventually(t, 5*time.Second, func() error {
-				if got := written.Load(); got != 1+window {
-					return fmt.Errorf("written %d, want %d", got, 1+window)
+				if got := written.Load(); got < int64(k+window-1) {
+					return fmt.Errorf("written %d, want at least %d", got, k+window-1)
 				}
 				return nil
 			})

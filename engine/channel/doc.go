@@ -70,9 +70,10 @@
 //     Credit is cumulative (a writer keeps the highest N it has seen), so a
 //     lost or repeated grant is harmless. Frame 1 needs no credit, and
 //     terminal frames need none. The reader grants consumed+window after
-//     frame 1 and whenever a quarter of its window ([WithWindow]) has been
-//     consumed since the last grant, so a writer is never more than window
-//     frames ahead of what the reader has consumed.
+//     frame 1 (unless it has answered a ping already: the writer knows the
+//     window then) and whenever a quarter of its window ([WithWindow]) has
+//     been consumed since the last grant, so a writer is never more than
+//     window frames ahead of what the reader has consumed.
 //   - A writer subscribes to the ack subject, then publishes
 //     {[HeaderKind]: "ping"} on the ping subject with the ack subject as
 //     reply subject. The reader answers with its current credit (window,

@@ -58,6 +58,9 @@ type Reader struct {
 	cancelled atomic.Bool // a cancel was sent, or the writer already ended
 	first     atomic.Pointer[nats.Header]
 	granted   atomic.Uint64 // highest sequence number granted so far; written under mu
+	// answered is set once a ping was answered with credit: the writer
+	// knows the window, so frame 1 needs no grant of its own.
+	answered atomic.Bool
 
 	// Guarded by mu (held for the whole of Next).
 	mu    sync.Mutex
@@ -270,12 +273,12 @@ func (r *Reader) frame(m *nats.Msg) (Frame, error) {
 }
 
 // grant re-grants credit once the reader has consumed a quarter of its
-// window since the last grant, and always after frame 1 (the only frame a
-// writer may send without credit, so a writer that never asks still gets
-// going). Lock held.
+// window since the last grant, and after frame 1 (the only frame a writer
+// may send without credit, so a writer that never asks still gets going)
+// unless a ping was answered already. Lock held.
 func (r *Reader) grant(consumed uint64) {
 	want := consumed + r.window
-	if want-r.granted.Load() < max(1, r.window/4) && consumed != 1 {
+	if want-r.granted.Load() < max(1, r.window/4) && (consumed != 1 || r.answered.Load()) {
 		return
 	}
 	r.granted.Store(want)
@@ -318,10 +321,13 @@ func (r *Reader) onPing(m *nats.Msg) {
 	}
 	r.attached.Store(true)
 	h := controlHeader(KindCredit, r.granted.Load())
-	if r.cancelled.Load() {
+	cancelled := r.cancelled.Load()
+	if cancelled {
 		h = controlHeader(KindCancel, 0)
 	}
-	_ = m.RespondMsg(&nats.Msg{Header: h})
+	if m.RespondMsg(&nats.Msg{Header: h}) == nil && !cancelled {
+		r.answered.Store(true)
+	}
 }
 
 // cancel sends the cancel signal once.
