@@ -25,6 +25,11 @@ type ProviderRequest struct {
 	// Transcript, when set, names the transcript so the provider can keep
 	// it, and may make Messages a continuation ([TranscriptRef]).
 	Transcript *TranscriptRef `json:"transcript,omitempty"`
+	// EventBatches says the caller also reads a channel frame whose body
+	// is an array of model events (in order) rather than one event: a
+	// provider may then send the events it has ready at once in one frame.
+	// A provider that ignores it sends one event per frame (SPEC §4).
+	EventBatches bool `json:"event_batches,omitempty"`
 }
 
 // Tool is a function offered to the model: its function id, description

@@ -477,6 +477,7 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 	callErr := make(chan error, 1)
 	m.e.Go(func() {
 		preq.Channel = r.ID()
+		preq.EventBatches = true
 		err := m.e.Trigger(ctx, fnID, preq, &answer)
 		if err != nil {
 			_ = r.Close() // unblock Next
@@ -542,22 +543,29 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 			}
 			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream: " + err.Error()}, streamOutcome{}
 		}
-		var ev agent.ModelEvent
-		if err := f.Decode(&ev); err != nil {
+		// A fresh slice per frame: the done event's message is kept.
+		evs, err := decodeModelEvents(f, nil)
+		if err != nil {
 			return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: "provider sent an undecodable event: " + err.Error()}, streamOutcome{}
 		}
-		events++
-		switch ev.Type {
-		case agent.ModelTextDelta:
-			buf.WriteString(ev.Delta)
-			full.WriteString(ev.Delta)
-			if buf.Len() >= 4096 || time.Since(lastPub) >= m.coalesce {
-				flush()
+		for i := range evs {
+			ev := &evs[i]
+			if final != nil || failed != nil {
+				break // nothing follows done or error
 			}
-		case agent.ModelDone:
-			final = ev.Message
-		case agent.ModelError:
-			failed = &turn.ModelFailed{Kind: ev.Kind, Message: ev.Error, Partial: ev.Message}
+			events++
+			switch ev.Type {
+			case agent.ModelTextDelta:
+				buf.WriteString(ev.Delta)
+				full.WriteString(ev.Delta)
+				if buf.Len() >= 4096 || time.Since(lastPub) >= m.coalesce {
+					flush()
+				}
+			case agent.ModelDone:
+				final = ev.Message
+			case agent.ModelError:
+				failed = &turn.ModelFailed{Kind: ev.Kind, Message: ev.Error, Partial: ev.Message}
+			}
 		}
 	}
 	flush()
@@ -576,6 +584,42 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream ended without a message"}, out
 	}
 	return turn.ModelDone{Message: *final}, out
+}
+
+// decodeModelEvents decodes a provider's channel frame: one model event,
+// or an array of them (agent.ProviderRequest.EventBatches), appended to
+// buf.
+func decodeModelEvents(f channel.Frame, buf []agent.ModelEvent) ([]agent.ModelEvent, error) {
+	if isArray(f) {
+		if err := f.Decode(&buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	var ev agent.ModelEvent
+	if err := f.Decode(&ev); err != nil {
+		return nil, err
+	}
+	return append(buf, ev), nil
+}
+
+// isArray reports whether f's body is an array (msgpack or JSON).
+func isArray(f channel.Frame) bool {
+	if len(f.Data) == 0 {
+		return false
+	}
+	b := f.Data[0]
+	if f.Codec != nil && f.Codec.ContentType() == wire.Msgpack.ContentType() {
+		return b&0xf0 == 0x90 || b == 0xdc || b == 0xdd // fixarray, array 16, array 32
+	}
+	for _, c := range f.Data {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '['
+	}
+	return false
 }
 
 func providerCallFailed(provider string, err error) turn.Input {

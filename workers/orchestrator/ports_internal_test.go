@@ -2,10 +2,12 @@ package orchestrator
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
@@ -31,5 +33,36 @@ func TestProviderCallFailed(t *testing.T) {
 				t.Fatalf("%v → %+v, want kind %s", c.err, f, c.want)
 			}
 		})
+	}
+}
+
+// A provider's frame is one model event or an array of them, in either
+// codec.
+func TestDecodeModelEvents(t *testing.T) {
+	one := agent.ModelEvent{Type: agent.ModelTextDelta, Delta: "hi"}
+	two := []agent.ModelEvent{one, {Type: agent.ModelStop, StopReason: agent.StopEnd}}
+	for _, codec := range []wire.Codec{wire.Msgpack, wire.JSON} {
+		for _, tc := range []struct {
+			name string
+			body any
+			want []agent.ModelEvent
+		}{
+			{"single", one, []agent.ModelEvent{one}},
+			{"batch", two, two},
+		} {
+			data, err := codec.Marshal(tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeModelEvents(channel.Frame{Seq: 1, Data: data, Codec: codec}, nil)
+			if err != nil || !slices.EqualFunc(got, tc.want, func(a, b agent.ModelEvent) bool {
+				return a.Type == b.Type && a.Delta == b.Delta && a.StopReason == b.StopReason
+			}) {
+				t.Errorf("%s %s: %+v, %v", codec.ContentType(), tc.name, got, err)
+			}
+		}
+	}
+	if _, err := decodeModelEvents(channel.Frame{Seq: 1, Data: []byte(" [1]"), Codec: wire.JSON}, nil); err == nil {
+		t.Error("an array of numbers decoded as events")
 	}
 }

@@ -26,7 +26,9 @@
 //
 // # Streams
 //
-// A stream writes one agent.ModelEvent per channel frame: start, then per
+// A stream writes one agent.ModelEvent per channel frame (with the
+// request's event_batches, the events ready at once share a frame as an
+// array; a delay or pace ends a frame): start, then per
 // content block thinking_start/delta/end, text_start/delta/end and
 // functioncall_start/delta/end (the deltas of a call are its JSON
 // arguments), then usage, stop and done{message}; then it closes the

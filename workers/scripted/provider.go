@@ -124,6 +124,23 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 		defer wt.stop()
 	}
 	seenDelta := false
+	var (
+		batch      []agent.ModelEvent // ready events not written yet (EventBatches)
+		batchBytes int
+	)
+	flush := func() error {
+		var err error
+		switch len(batch) {
+		case 0:
+			return nil
+		case 1:
+			err = w.Write(ctx, &batch[0])
+		default:
+			err = w.Write(ctx, batch)
+		}
+		batch, batchBytes = batch[:0], 0
+		return err
+	}
 	for i := range pl.events {
 		ev := &pl.events[i]
 		var d time.Duration
@@ -137,13 +154,30 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 			seenDelta = true
 		}
 		if d > 0 {
+			if err := flush(); err != nil {
+				return abort(ctx, w, err)
+			}
 			if err := wt.sleep(ctx, d); err != nil {
 				return abort(ctx, w, err)
 			}
 		}
-		if err := w.Write(ctx, ev); err != nil {
-			return abort(ctx, w, err)
+		if !req.EventBatches {
+			if err := w.Write(ctx, ev); err != nil {
+				return abort(ctx, w, err)
+			}
+			continue
 		}
+		size := eventSize(ev)
+		if len(batch) > 0 && (len(batch) >= maxBatchEvents || batchBytes+size > maxBatchBytes) {
+			if err := flush(); err != nil {
+				return abort(ctx, w, err)
+			}
+		}
+		batch = append(batch, *ev)
+		batchBytes += size
+	}
+	if err := flush(); err != nil {
+		return abort(ctx, w, err)
 	}
 	if err := w.Close(ctx); err != nil {
 		return abort(ctx, w, err)
@@ -152,6 +186,25 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 		p.sizes.put(ref.ID, transcriptSize{n: len(req.Messages), bytes: pl.msgBytes})
 	}
 	return StreamResponse{StopReason: pl.stop, Kind: pl.kind}, nil
+}
+
+// Bounds of one frame of events (EventBatches): an event bigger than
+// maxBatchBytes goes alone.
+const (
+	maxBatchEvents = 256
+	maxBatchBytes  = 32 << 10
+)
+
+// eventSize estimates the encoded size of ev, for the batch bound.
+func eventSize(ev *agent.ModelEvent) int {
+	n := 48 + len(ev.Delta) + len(ev.ID) + len(ev.FunctionID) + len(ev.Error)
+	if ev.Content != nil {
+		n += agent.MessageSize(agent.Message{Content: []agent.Content{*ev.Content}})
+	}
+	if ev.Message != nil {
+		n += agent.MessageSize(*ev.Message)
+	}
+	return n
 }
 
 // Complete answers req with the final assistant message, after the

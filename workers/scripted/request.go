@@ -33,6 +33,10 @@ type StreamRequest struct {
 	// Transcript names the transcript for the worker to keep, and may make
 	// the request a continuation ([agent.TranscriptRef]).
 	Transcript *agent.TranscriptRef `json:"transcript,omitempty"`
+	// EventBatches lets the stream put the events that are ready together
+	// (no delay or pace between them) in one frame, as an array of events
+	// ([agent.ProviderRequest.EventBatches]).
+	EventBatches bool `json:"event_batches,omitempty"`
 }
 
 // Validate checks r: a channel id of 1–128 characters of [A-Za-z0-9_-], a

@@ -535,3 +535,50 @@ func TestStreamWithoutReader(t *testing.T) {
 		}
 	}
 }
+
+// With event_batches the events ready together share a frame (an array of
+// events); a delay splits them. The events are the same as without.
+func TestEventBatches(t *testing.T) {
+	t.Parallel()
+	e, _, _ := setup(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	read := func(req scripted.StreamRequest) (evs []agent.ModelEvent, frames int) {
+		r, err := channel.Open(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		req.Channel = r.ID()
+		go func() { _, _ = engine.Call[scripted.StreamResponse](ctx, e, scripted.StreamFunction, req) }()
+		for {
+			f, err := r.Next(ctx)
+			if err != nil {
+				if !isEnd(err) {
+					t.Fatal(err)
+				}
+				return evs, frames
+			}
+			frames++
+			var batch []agent.ModelEvent
+			if err := f.Decode(&batch); err != nil {
+				var ev agent.ModelEvent
+				if err := f.Decode(&ev); err != nil {
+					t.Fatalf("frame %d decodes as neither: %v", f.Seq, err)
+				}
+				batch = []agent.ModelEvent{ev}
+			}
+			evs = append(evs, batch...)
+		}
+	}
+	req := userReq("echo", "/sleep 50\nHello, batched world!")
+	single, n1 := read(req)
+	req.EventBatches = true
+	batched, n2 := read(req)
+	if !reflect.DeepEqual(single, batched) {
+		t.Fatalf("batched events differ:\n%+v\n%+v", batched, single)
+	}
+	if n1 != len(single) || n2 != 2 {
+		t.Fatalf("%d frames for %d events without batches, %d with (want one per event, then 2: start, the delay, the rest)", n1, len(single), n2)
+	}
+}
