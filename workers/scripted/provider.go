@@ -339,30 +339,41 @@ func (p *Provider) plan(req StreamRequest) (*plan, error) {
 }
 
 // checkPairs refuses a transcript the vendors' APIs refuse: a
-// function_result that answers no earlier function_call of an assistant
-// message, or answers one a second time. A harness that shows the model a
-// message twice (a recovery that appended it again) fails here, in tests,
-// as it would against a real provider.
+// function_result after the last assistant message that answers none of
+// its calls, or answers one a second time. A harness that shows the model
+// a result twice (a recovery that appended it again) fails here, in tests,
+// as it would against a real provider. Only the tail after the last
+// assistant message is checked, so a long session's call costs what its
+// new messages do (earlier calls checked the rest).
 func checkPairs(msgs []agent.Message) error {
-	open := map[string]bool{} // call id → answered
-	for i, m := range msgs {
-		switch m.Role {
-		case agent.RoleAssistant:
-			for _, c := range m.Content {
-				if c.Type == agent.ContentFunctionCall {
-					open[c.ID] = false
+	last := len(msgs) - 1
+	for last >= 0 && msgs[last].Role != agent.RoleAssistant {
+		last--
+	}
+	var open map[string]bool // call id → answered
+	if last >= 0 {
+		for _, c := range msgs[last].Content {
+			if c.Type == agent.ContentFunctionCall {
+				if open == nil {
+					open = map[string]bool{}
 				}
+				open[c.ID] = false
 			}
-		case agent.RoleFunctionResult:
-			answered, called := open[m.FunctionCallID]
-			switch {
-			case !called:
-				return fmt.Errorf("invalid transcript: messages[%d] is the result of function call %q, which no earlier assistant message made", i, m.FunctionCallID)
-			case answered:
-				return fmt.Errorf("invalid transcript: messages[%d] answers function call %q a second time", i, m.FunctionCallID)
-			}
-			open[m.FunctionCallID] = true
 		}
+	}
+	for i := last + 1; i < len(msgs); i++ {
+		m := msgs[i]
+		if m.Role != agent.RoleFunctionResult {
+			continue
+		}
+		answered, called := open[m.FunctionCallID]
+		switch {
+		case !called:
+			return fmt.Errorf("invalid transcript: messages[%d] is the result of function call %q, which the assistant message before it did not make", i, m.FunctionCallID)
+		case answered:
+			return fmt.Errorf("invalid transcript: messages[%d] answers function call %q a second time", i, m.FunctionCallID)
+		}
+		open[m.FunctionCallID] = true
 	}
 	return nil
 }

@@ -355,7 +355,7 @@ func TestTranscriptPairsChecked(t *testing.T) {
 	}{
 		{"paired", []agent.Message{user, call, result("c1")}, ""},
 		{"unanswered call", []agent.Message{user, call, user}, ""},
-		{"orphan result", []agent.Message{user, result("c1")}, "no earlier assistant message made"},
+		{"orphan result", []agent.Message{user, result("c1")}, "did not make"},
 		{"result twice", []agent.Message{user, call, result("c1"), result("c1")}, "a second time"},
 		{"unknown id", []agent.Message{user, call, result("c2")}, `"c2"`},
 	}
