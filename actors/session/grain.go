@@ -331,21 +331,7 @@ func (g *grain) onAbort(reason string, partial *agent.Message) any {
 
 // apply folds in into the record and writes it (one CAS). It returns false
 // when the input was refused or the activation halted.
-func (g *grain) apply(in turn.Input) bool {
-	if g.stopped {
-		return false
-	}
-	next, _, err := turn.Apply(g.rec, in, g.host.opts.now().UnixMilli())
-	if err != nil {
-		if errors.Is(err, turn.ErrUnexpectedInput) {
-			g.host.opts.logger.Debug("input refused", "session_id", g.sid, "input", turn.InputName(in), "error", err)
-			return false
-		}
-		g.halt("apply", err)
-		return false
-	}
-	return g.write(next, true)
-}
+func (g *grain) apply(in turn.Input) bool { return g.fold(in, false) }
 
 // applyUnwritten folds in like apply, but leaves the record unwritten
 // when the transition may be replayed after a crash: it continues to the
@@ -354,17 +340,27 @@ func (g *grain) apply(in turn.Input) bool {
 // that checkpoint reloads the record from before in, and the same input
 // gives the same events under the same ids again. An empty steering check
 // that continues the run is such an input; anything else is written.
-func (g *grain) applyUnwritten(in turn.Input) bool {
+func (g *grain) applyUnwritten(in turn.Input) bool { return g.fold(in, true) }
+
+func (g *grain) fold(in turn.Input, mayDefer bool) bool {
 	if g.stopped {
 		return false
 	}
 	next, effs, err := turn.Apply(g.rec, in, g.host.opts.now().UnixMilli())
-	if err != nil || next.State != agent.StateAssistantStreaming ||
-		slices.ContainsFunc(effs, func(e turn.Effect) bool { return e.Kind != turn.EffectEmit }) {
-		return g.apply(in)
+	if err != nil {
+		if errors.Is(err, turn.ErrUnexpectedInput) {
+			g.host.opts.logger.Debug("input refused", "session_id", g.sid, "input", turn.InputName(in), "error", err)
+			return false
+		}
+		g.halt("apply", err)
+		return false
 	}
-	g.rec, g.dirty = next, true
-	return true
+	if mayDefer && next.State == agent.StateAssistantStreaming &&
+		!slices.ContainsFunc(effs, func(e turn.Effect) bool { return e.Kind != turn.EffectEmit }) {
+		g.rec, g.dirty = next, true
+		return true
+	}
+	return g.write(next, true)
 }
 
 // maxCarried bounds the unconfirmed effects a checkpoint carries: past
