@@ -543,8 +543,7 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 			}
 			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream: " + err.Error()}, streamOutcome{}
 		}
-		// A fresh slice per frame: the done event's message is kept.
-		evs, err := decodeModelEvents(f, nil)
+		evs, err := decodeModelEvents(f)
 		if err != nil {
 			return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: "provider sent an undecodable event: " + err.Error()}, streamOutcome{}
 		}
@@ -587,20 +586,21 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 }
 
 // decodeModelEvents decodes a provider's channel frame: one model event,
-// or an array of them (agent.ProviderRequest.EventBatches), appended to
-// buf.
-func decodeModelEvents(f channel.Frame, buf []agent.ModelEvent) ([]agent.ModelEvent, error) {
+// or an array of them (agent.ProviderRequest.EventBatches). The slice is
+// new per frame: the done event's message is kept.
+func decodeModelEvents(f channel.Frame) ([]agent.ModelEvent, error) {
 	if isArray(f) {
-		if err := f.Decode(&buf); err != nil {
+		var evs []agent.ModelEvent
+		if err := f.Decode(&evs); err != nil {
 			return nil, err
 		}
-		return buf, nil
+		return evs, nil
 	}
 	var ev agent.ModelEvent
 	if err := f.Decode(&ev); err != nil {
 		return nil, err
 	}
-	return append(buf, ev), nil
+	return []agent.ModelEvent{ev}, nil
 }
 
 // isArray reports whether f's body is an array (msgpack or JSON).

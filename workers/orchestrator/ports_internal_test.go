@@ -54,7 +54,7 @@ func TestDecodeModelEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := decodeModelEvents(channel.Frame{Seq: 1, Data: data, Codec: codec}, nil)
+			got, err := decodeModelEvents(channel.Frame{Seq: 1, Data: data, Codec: codec})
 			if err != nil || !slices.EqualFunc(got, tc.want, func(a, b agent.ModelEvent) bool {
 				return a.Type == b.Type && a.Delta == b.Delta && a.StopReason == b.StopReason
 			}) {
@@ -62,7 +62,7 @@ func TestDecodeModelEvents(t *testing.T) {
 			}
 		}
 	}
-	if _, err := decodeModelEvents(channel.Frame{Seq: 1, Data: []byte(" [1]"), Codec: wire.JSON}, nil); err == nil {
+	if _, err := decodeModelEvents(channel.Frame{Seq: 1, Data: []byte(" [1]"), Codec: wire.JSON}); err == nil {
 		t.Error("an array of numbers decoded as events")
 	}
 }

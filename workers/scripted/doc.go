@@ -38,10 +38,11 @@
 // and the function replies {stop_reason: "error", kind}. A bad request or
 // an unknown model is invalid_payload and writes nothing. A transcript
 // that a vendor's API refuses (a function result that answers no call of
-// the assistant message before it, or answers one a second time) is a permanent error event, as the
-// vendor's HTTP 400 would be: tests of the harness fail where a real
-// provider would. A reader that closes the channel stops the stream (the
-// function answers canceled), even during a delay.
+// the assistant message before it, or answers one a second time) is a
+// permanent error event, as the vendor's HTTP 400 would be: tests of the
+// harness fail where a real provider would. A reader that closes the
+// channel stops the stream (the function answers canceled), even during
+// a delay.
 //
 // Everything derives from the request: call ids ("call_<hash>_<n>", from
 // the transcript's length and last message), usage (one token per four
