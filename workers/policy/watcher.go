@@ -60,6 +60,11 @@ type Watcher struct {
 
 	cur atomic.Pointer[Policy]
 
+	// readMu serializes each read of the file with the decision taken on
+	// it (poll and Reload), so a poll that read the old content cannot
+	// decide after a Reload that read the new one and clear its error.
+	readMu sync.Mutex
+
 	mu          sync.Mutex
 	status      Status
 	applied     [sha256.Size]byte // digest of the document in force
@@ -159,6 +164,8 @@ func (w *Watcher) Reload() (Status, error) {
 	if w.path == "" {
 		return w.Status(), nil
 	}
+	w.readMu.Lock()
+	defer w.readMu.Unlock()
 	data, err := readPolicyFile(w.path)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -182,6 +189,8 @@ func (w *Watcher) Reload() (Status, error) {
 // consecutive reads agree on it, so an editor's half-written file is never
 // put in force (and a version that fails to parse is reported once).
 func (w *Watcher) poll() {
+	w.readMu.Lock()
+	defer w.readMu.Unlock()
 	data, err := readPolicyFile(w.path)
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -359,3 +359,35 @@ func TestWatcherConcurrentChecks(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A Reload that saw a broken file keeps its error in Status even when a
+// poll that read the previous content is deciding at the same moment (the
+// race CI once hit: the stale poll cleared the error).
+func TestWatcherReloadErrorNotClearedByStalePoll(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), DefaultFileName)
+	good := "version: 1\nrules: [\"!*\"]\n"
+	broken := "version: 1\nrules:\n  - function: x::y\n    when: 'args.'\n    action: allow\n"
+	writeAtomic(t, path, good)
+	w, err := NewWatcher(path, WithPollInterval(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	for i := range 300 {
+		writeAtomic(t, path, broken)
+		if st, err := w.Reload(); err == nil || st.LastError == "" {
+			t.Fatalf("round %d: reload of a broken file: %+v, %v", i, st, err)
+		}
+		if st := w.Status(); st.LastError == "" {
+			t.Fatalf("round %d: the error was cleared while the file is still broken: %+v", i, st)
+		}
+		writeAtomic(t, path, good)
+		if st, err := w.Reload(); err != nil || st.LastError != "" {
+			t.Fatalf("round %d: reload of the good file: %+v, %v", i, st, err)
+		}
+	}
+}
