@@ -201,3 +201,25 @@ func FuzzValidRegion(f *testing.F) {
 		}
 	})
 }
+
+func TestCopyOf(t *testing.T) {
+	t.Parallel()
+	names := []string{"KV_iii-runs", "KV_iii-runs_B", "EVENTS", "EVENTS_B", "_B", "LONE_B", "X_B_B", "X_B"}
+	for _, tc := range []struct {
+		name, region, origin string
+		ok                   bool
+	}{
+		{"KV_iii-runs_B", "B", "KV_iii-runs", true},
+		{"EVENTS_B", "B", "EVENTS", true},
+		{"EVENTS_B", "W", "", false},    // another region's name
+		{"KV_iii-runs", "B", "", false}, // an origin
+		{"LONE_B", "B", "", false},      // no listed origin
+		{"_B", "B", "", false},          // empty origin
+		{"X_B_B", "B", "X_B", true},     // the longest suffix only
+	} {
+		origin, ok := region.CopyOf(names, tc.name, tc.region)
+		if origin != tc.origin || ok != tc.ok {
+			t.Errorf("copyOf(%q, %q) = %q, %v; want %q, %v", tc.name, tc.region, origin, ok, tc.origin, tc.ok)
+		}
+	}
+}

@@ -7,3 +7,12 @@ var (
 	FinalConfig  = finalConfig
 	CopyConfig   = copyConfig
 )
+
+// CopyOf is survey.copyOf over a survey of names.
+func CopyOf(names []string, name, region string) (string, bool) {
+	s := survey{names: names, probes: map[string]probe{}}
+	for _, n := range names {
+		s.probes[n] = probe{}
+	}
+	return s.copyOf(name, region)
+}

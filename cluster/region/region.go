@@ -176,6 +176,7 @@ func Mirror(ctx context.Context, js jetstream.JetStream, region string, opts ...
 	if err != nil {
 		return Report{}, err
 	}
+	sv.reprobe(ctx, js, region, o.probe)
 	byName := sv.byName()
 	var rep Report
 	var errs []error
@@ -265,7 +266,7 @@ func mirrorOne(ctx context.Context, js jetstream.JetStream, o *options, region s
 // Lag reports, per mirror in region (by mirror name), how many sequence
 // numbers the mirror is behind its origin: origin last seq − mirror last
 // seq. Mirrors whose origin does not answer within [DefaultProbeTimeout]
-// are left out.
+// are left out, and so are mirrors that do not answer after a few tries.
 func Lag(ctx context.Context, js jetstream.JetStream, region string) (map[string]uint64, error) {
 	if _, err := prepare(js, region, nil); err != nil {
 		return nil, err
@@ -274,6 +275,7 @@ func Lag(ctx context.Context, js jetstream.JetStream, region string) (map[string
 	if err != nil {
 		return nil, err
 	}
+	sv.reprobe(ctx, js, region, DefaultProbeTimeout)
 	byName := sv.byName()
 	var mirrors []*jetstream.StreamInfo
 	for _, m := range mirrorsIn(sv.infos(), region) {

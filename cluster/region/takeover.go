@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +44,8 @@ const parallel = 8
 // it does not answer within the probe timeout ([WithProbeTimeout]); one that
 // answers with a leader is refused ([ErrOriginAlive]). A region that is cut
 // off but running keeps acknowledging writes to its streams, all lost at
-// takeover: fence it (stop its servers) first. Takeover needs the meta
+// takeover: fence it (stop its servers) first. A copy in region that does
+// not answer after a few tries is reported failed, never skipped. Takeover needs the meta
 // group's quorum and waits for a leader until ctx ends ([DefaultQuorumWait]
 // without a deadline). Run again, it resumes where an interrupted run
 // stopped.
@@ -68,10 +70,20 @@ func Takeover(ctx context.Context, js jetstream.JetStream, lost, region string, 
 	if err != nil {
 		return Report{}, err
 	}
+	sv.reprobe(ctx, js, region, o.probe)
 	var mirrors []*jetstream.StreamInfo
+	var silent []StreamReport
+	var silentErrs []error
 	for _, name := range sv.names {
 		p := sv.probes[name]
 		if p.info == nil {
+			// A copy in the surviving region that does not answer is not
+			// skipped in silence: its origin would stay lost.
+			if origin, ok := sv.copyOf(name, region); ok && o.filter(origin) && sv.probes[origin].lost() {
+				err := fmt.Errorf("region: %q in %q did not answer (run Takeover again): %w", name, region, p.err)
+				silent = append(silent, StreamReport{Stream: origin, Mirror: name, Home: lost, Action: ActionFailed, Reason: err.Error()})
+				silentErrs = append(silentErrs, err)
+			}
 			continue
 		}
 		md, pl := p.info.Config.Metadata, p.info.Config.Placement
@@ -80,11 +92,11 @@ func Takeover(ctx context.Context, js jetstream.JetStream, lost, region string, 
 		}
 		mirrors = append(mirrors, p.info)
 	}
-	if len(mirrors) == 0 {
+	if len(mirrors) == 0 && len(silent) == 0 {
 		return Report{}, fmt.Errorf("%w: region %q holds no mirror of a stream homed in %q", ErrNoMirrors, region, lost)
 	}
-	rep := Report{Streams: make([]StreamReport, len(mirrors))}
-	errs := make([]error, len(mirrors))
+	rep := Report{Streams: make([]StreamReport, len(mirrors), len(mirrors)+len(silent))}
+	errs := make([]error, len(mirrors), len(mirrors)+len(silentErrs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, parallel)
 	for i, m := range mirrors {
@@ -96,6 +108,7 @@ func Takeover(ctx context.Context, js jetstream.JetStream, lost, region string, 
 		})
 	}
 	wg.Wait()
+	rep.Streams, errs = append(rep.Streams, silent...), append(errs, silentErrs...)
 	slices.SortStableFunc(rep.Streams, func(a, b StreamReport) int { return cmp.Compare(a.Stream, b.Stream) })
 	rep.Took = time.Since(start)
 	return rep, errors.Join(errs...)
@@ -250,6 +263,44 @@ func takeSurvey(ctx context.Context, js jetstream.JetStream, each time.Duration,
 		return survey{}, err
 	}
 	return survey{names: names, probes: probeAll(ctx, js, names, each)}, nil
+}
+
+// reprobeTries bounds how often [survey.reprobe] asks again.
+const reprobeTries = 3
+
+// reprobe asks again, up to [reprobeTries] times, for the info of the
+// streams that did not answer and whose names say they are region's copies
+// ([MirrorName]) of a listed stream. Those live in the region the caller
+// is in and should answer: one created a moment ago, or whose server was
+// busy, must not be taken for an absent one (a mirror left out of a
+// takeover leaves its origin lost).
+func (s survey) reprobe(ctx context.Context, js jetstream.JetStream, region string, each time.Duration) {
+	for range reprobeTries {
+		var again []string
+		for _, n := range s.names {
+			if _, ok := s.copyOf(n, region); ok && s.probes[n].info == nil {
+				again = append(again, n)
+			}
+		}
+		if len(again) == 0 || ctx.Err() != nil {
+			return
+		}
+		for n, p := range probeAll(ctx, js, again, each) {
+			s.probes[n] = p
+		}
+	}
+}
+
+// copyOf says whether name is region's copy of a listed stream, and which.
+func (s survey) copyOf(name, region string) (origin string, ok bool) {
+	origin, ok = strings.CutSuffix(name, "_"+region)
+	if !ok || origin == "" {
+		return "", false
+	}
+	if _, listed := s.probes[origin]; !listed {
+		return "", false
+	}
+	return origin, true
 }
 
 // infos are the streams that answered, sorted by name.

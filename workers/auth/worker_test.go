@@ -543,16 +543,17 @@ func TestModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := enginetest.RunServer(t)
 	ctx := ctxT(t)
 
+	// A server per case: a case's functions must not answer (or, while the
+	// server drops a closed connection's interest, swallow) another's calls.
 	start := func(t *testing.T, env workers.Env) (*engine.Engine, *workers.Running, error) {
 		t.Helper()
 		r := workers.NewRegistry()
 		if err := r.Register(m); err != nil {
 			t.Fatal(err)
 		}
-		e := enginetest.NewEngine(t, ns)
+		e := enginetest.NewEngine(t, enginetest.RunServer(t))
 		run, err := r.Start(ctx, e, env, WorkerName)
 		if run != nil {
 			t.Cleanup(func() { _ = run.Close(context.Background()) })

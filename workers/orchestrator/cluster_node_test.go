@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,20 +43,45 @@ type clusterNodes struct {
 }
 
 // startClusterNodes launches three nodes at once (a clustered node is up
-// only once JetStream has a meta leader, which takes two of them).
+// only once JetStream has a meta leader, which takes two of them). The
+// ports are picked free just before; should one be taken by someone else
+// in the meantime (its node exits with "address already in use"), the
+// three start again on new ports.
 func startClusterNodes(t *testing.T, sets ...string) *clusterNodes {
 	t.Helper()
-	routes := []string{crashFreeAddr(t), crashFreeAddr(t), crashFreeAddr(t)}
+	// A model call attempt is bounded (the scripted model answers at once),
+	// so a stream stuck on a node that died is tried again.
+	sets = append([]string{"orchestrator.member_ttl=2s", "orchestrator.drain_timeout=10s", "orchestrator.model_timeout=20s"}, sets...)
+	const tries = 3
+	for try := 1; ; try++ {
+		c, err := launchClusterNodes(t, sets)
+		if err == nil {
+			return c
+		}
+		taken := false
+		for _, n := range c.nodes {
+			n.kill()
+			taken = taken || strings.Contains(n.logs.String(), "address already in use")
+		}
+		if !taken || try == tries {
+			t.Fatal(err)
+		}
+		t.Logf("start %d of the cluster: a port was taken (%v); again on new ports", try, err)
+	}
+}
+
+// launchClusterNodes is one try of [startClusterNodes].
+func launchClusterNodes(t *testing.T, sets []string) (*clusterNodes, error) {
+	t.Helper()
+	addrs := crashFreeAddrs(t, 6) // three route, three client addresses
+	routes := addrs[:3]
 	seeds := make([]string, len(routes))
 	for i, r := range routes {
 		seeds[i] = "nats-route://" + r
 	}
 	c := &clusterNodes{t: t}
-	// A model call attempt is bounded (the scripted model answers at once),
-	// so a stream stuck on a node that died is tried again.
-	sets = append([]string{"orchestrator.member_ttl=2s", "orchestrator.drain_timeout=10s", "orchestrator.model_timeout=20s"}, sets...)
 	for i := range routes {
-		n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: crashFreeAddr(t), sets: sets,
+		n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: addrs[3+i], sets: sets,
 			extra: []string{"--name", fmt.Sprintf("n%d", i+1), "--cluster", "c1", "--cluster-listen", routes[i],
 				"--routes", strings.Join(seeds, ","), "--workers", "policy,approval,hooks,directory,provider-scripted,session,orchestrator"}}
 		if err := os.WriteFile(n.home+"/iii-permissions.yaml", []byte(crashPolicy), 0o600); err != nil {
@@ -74,10 +100,13 @@ func startClusterNodes(t *testing.T, sets ...string) *clusterNodes {
 		wg.Go(func() { n.startAsync() })
 	}
 	wg.Wait()
-	for _, n := range c.nodes {
-		n.waitUp(90 * time.Second)
+	var errs []error
+	for i, n := range c.nodes {
+		if err := n.waitUpErr(90 * time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("n%d: %w", i+1, err))
+		}
 	}
-	return c
+	return c, errors.Join(errs...)
 }
 
 // urls is every node's client URL, for clients that fail over.
@@ -416,13 +445,21 @@ func (n *crashNode) startAsync() {
 // waitUp waits until the child said it is up.
 func (n *crashNode) waitUp(timeout time.Duration) {
 	n.t.Helper()
+	if err := n.waitUpErr(timeout); err != nil {
+		n.t.Fatalf("%v\n%s", err, n.logs.String())
+	}
+}
+
+// waitUpErr waits until the child said it is up, or says why not.
+func (n *crashNode) waitUpErr(timeout time.Duration) error {
 	select {
 	case <-n.up.up:
+		return nil
 	case err := <-n.exited:
 		n.cmd = nil
-		n.t.Fatalf("node exited before it was up: %v\n%s", err, n.logs.String())
+		return fmt.Errorf("node exited before it was up: %v", err)
 	case <-time.After(timeout):
-		n.t.Fatalf("node not up within %v\n%s", timeout, n.logs.String())
+		return fmt.Errorf("node not up within %v", timeout)
 	}
 }
 
@@ -464,7 +501,9 @@ var crashLogLevel = func() string {
 // restarts (its workers make their consumers again) and the sessions go on
 // with their whole transcript.
 func TestRegionTakeover(t *testing.T) {
-	gw := map[string]string{"A": crashFreeAddr(t), "B": crashFreeAddr(t), "W": crashFreeAddr(t)}
+	free := crashFreeAddrs(t, 5) // three gateways, two client addresses
+	gw := map[string]string{"A": free[0], "B": free[1], "W": free[2]}
+	clients := map[string]string{"A": free[3], "B": free[4]}
 	gatewayArgs := func(self string) []string {
 		args := []string{"--region", self, "--gateway-listen", gw[self]}
 		for _, r := range []string{"A", "B", "W"} {
@@ -491,7 +530,7 @@ func TestRegionTakeover(t *testing.T) {
 	})
 	workers := "policy,approval,hooks,directory,provider-scripted,session,orchestrator"
 	newNode := func(name, region string) *crashNode {
-		n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: crashFreeAddr(t),
+		n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: clients[region],
 			sets:  []string{"orchestrator.member_ttl=2s"},
 			extra: append([]string{"--name", name, "--workers", workers}, gatewayArgs(region)...)}
 		if err := os.WriteFile(n.home+"/iii-permissions.yaml", []byte(crashPolicy), 0o600); err != nil {

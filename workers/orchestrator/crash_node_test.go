@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,16 +111,15 @@ type crashNode struct {
 // crashPolicy is the crash nodes' iii-permissions.yaml.
 const crashPolicy = "version: 1\nrules:\n  - \"crash::*\"\n"
 
-// crashFreeAddr returns a loopback address whose port was free a moment ago.
-func crashFreeAddr(t *testing.T) string {
+// crashFreeAddrs returns n distinct loopback addresses whose ports were
+// free a moment ago (picked together: ports picked one by one can repeat).
+func crashFreeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i, p := range enginetest.FreePorts(t, n) {
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", p)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	return addrs
 }
 
 // startCrashNode starts a node with --set sets (on top of a 2 s step ack
@@ -137,7 +135,7 @@ func startCrashNode(t *testing.T, sets ...string) *crashNode {
 // iii-permissions.yaml and extra arguments to `iii up`.
 func startCrashNodeWith(t *testing.T, policyYAML string, extra []string, sets ...string) *crashNode {
 	t.Helper()
-	n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: crashFreeAddr(t), sets: sets, extra: extra}
+	n := &crashNode{t: t, bin: iiiBinary(t), home: t.TempDir(), addr: crashFreeAddrs(t, 1)[0], sets: sets, extra: extra}
 	if err := os.WriteFile(filepath.Join(n.home, "iii-permissions.yaml"), []byte(policyYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
