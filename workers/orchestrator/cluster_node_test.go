@@ -392,9 +392,12 @@ func TestClusterKillNode(t *testing.T) {
 func TestClusterRollingRestart(t *testing.T) {
 	c := startClusterNodes(t)
 	tl := newCrashTools(t, c.urls())
-	// Paced so that the load outlasts the three restarts (about 4 s each):
-	// 8 turns 2 s apart, the sessions spread over the 2 s.
-	l := runClusterLoadPaced(t, tl.e, "roll", 50, 8, 2*time.Second)
+	// Paced so that the load outlasts the three restarts: 15 turns 2 s
+	// apart (30 s), the sessions spread over the 2 s. A restart takes 4 s
+	// on a quiet machine, but a stop drains for up to 10 s and one start
+	// can wait for the meta group: three restarts took 25 s once, which
+	// outlasted the 16 s load this test had before.
+	l := runClusterLoadPaced(t, tl.e, "roll", 50, 15, 2*time.Second)
 	for _, n := range c.nodes {
 		for l.done.Load() == 0 {
 			time.Sleep(10 * time.Millisecond)
