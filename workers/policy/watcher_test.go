@@ -316,18 +316,9 @@ func TestTruncatedObjectRuleFails(t *testing.T) {
 // one (run under -race).
 func TestWatcherConcurrentChecks(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), DefaultFileName)
 	allowDoc := "version: 1\nrules:\n  - {function: fs::write, when: 'args.path.startsWith(\"/workspace/\")', action: allow}\n"
 	denyDoc := "version: 1\nrules:\n  - \"!fs::write\"\n"
-	writeAtomic(t, path, allowDoc)
-	w, err := NewWatcher(path, WithPollInterval(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	w, path := startFastWatcher(t, allowDoc)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {
@@ -365,18 +356,9 @@ func TestWatcherConcurrentChecks(t *testing.T) {
 // race CI once hit: the stale poll cleared the error).
 func TestWatcherReloadErrorNotClearedByStalePoll(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), DefaultFileName)
 	good := "version: 1\nrules: [\"!*\"]\n"
 	broken := "version: 1\nrules:\n  - function: x::y\n    when: 'args.'\n    action: allow\n"
-	writeAtomic(t, path, good)
-	w, err := NewWatcher(path, WithPollInterval(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	w, path := startFastWatcher(t, good)
 	for i := range 300 {
 		writeAtomic(t, path, broken)
 		if st, err := w.Reload(); err == nil || st.LastError == "" {
@@ -390,4 +372,21 @@ func TestWatcherReloadErrorNotClearedByStalePoll(t *testing.T) {
 			t.Fatalf("round %d: reload of the good file: %+v, %v", i, st, err)
 		}
 	}
+}
+
+// startFastWatcher writes content to a policy file and starts a watcher
+// of it that polls every millisecond, closed when the test ends.
+func startFastWatcher(t *testing.T, content string) (*Watcher, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), DefaultFileName)
+	writeAtomic(t, path, content)
+	w, err := NewWatcher(path, WithPollInterval(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return w, path
 }
