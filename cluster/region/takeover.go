@@ -45,10 +45,10 @@ const parallel = 8
 // answers with a leader is refused ([ErrOriginAlive]). A region that is cut
 // off but running keeps acknowledging writes to its streams, all lost at
 // takeover: fence it (stop its servers) first. A copy in region that does
-// not answer after a few tries is reported failed, never skipped. Takeover needs the meta
-// group's quorum and waits for a leader until ctx ends ([DefaultQuorumWait]
-// without a deadline). Run again, it resumes where an interrupted run
-// stopped.
+// not answer after a few tries is reported failed, never skipped. Takeover
+// needs the meta group's quorum and waits for a leader until ctx ends
+// ([DefaultQuorumWait] without a deadline). Run again, it resumes where an
+// interrupted run stopped.
 func Takeover(ctx context.Context, js jetstream.JetStream, lost, region string, opts ...Option) (Report, error) {
 	start := time.Now()
 	o, err := prepare(js, region, opts)
@@ -265,8 +265,12 @@ func takeSurvey(ctx context.Context, js jetstream.JetStream, each time.Duration,
 	return survey{names: names, probes: probeAll(ctx, js, names, each)}, nil
 }
 
-// reprobeTries bounds how often [survey.reprobe] asks again.
-const reprobeTries = 3
+// reprobeTries bounds how often [survey.reprobe] asks again, the n-th
+// time after n×reprobePause.
+const (
+	reprobeTries = 3
+	reprobePause = 100 * time.Millisecond
+)
 
 // reprobe asks again, up to [reprobeTries] times, for the info of the
 // streams that did not answer and whose names say they are region's copies
@@ -275,15 +279,20 @@ const reprobeTries = 3
 // busy, must not be taken for an absent one (a mirror left out of a
 // takeover leaves its origin lost).
 func (s survey) reprobe(ctx context.Context, js jetstream.JetStream, region string, each time.Duration) {
-	for range reprobeTries {
+	for try := range reprobeTries {
 		var again []string
 		for _, n := range s.names {
 			if _, ok := s.copyOf(n, region); ok && s.probes[n].info == nil {
 				again = append(again, n)
 			}
 		}
-		if len(again) == 0 || ctx.Err() != nil {
+		if len(again) == 0 {
 			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(try+1) * reprobePause):
 		}
 		for n, p := range probeAll(ctx, js, again, each) {
 			s.probes[n] = p
