@@ -276,9 +276,14 @@ func TestCrashDetectedByTTL(t *testing.T) {
 	if took < testTTL-2*testHeartbeat {
 		t.Errorf("crash seen after %v, before the entry could expire", took)
 	}
-	if present(kv, "c.b") {
-		t.Error("crashed member's entry still in the bucket")
-	}
+	// The member that swept b deletes its key right after it told
+	// proto.actor, so the delete may trail what a saw by a moment.
+	enginetest.Eventually(t, 2*time.Second, func() error {
+		if present(kv, "c.b") {
+			return errors.New("crashed member's entry still in the bucket")
+		}
+		return nil
+	})
 	t.Logf("crash detected after %v (TTL %v, heartbeat %v)", took, testTTL, testHeartbeat)
 	if a.Accepting("b", "echo") {
 		t.Error("a crashed member is accepting")
