@@ -156,6 +156,32 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			_ = stream.DeleteConsumer(dctx, ci.Name)
 		}
 	}()
+	// Consume, not Next: an ordered consumer makes a new server consumer
+	// for every Next and deletes the old one in a goroutine of its own, so
+	// each event cost two JetStream API calls and the one deleted last
+	// could outlive this process (until its inactive threshold).
+	msgs, consumeErr, stopped := make(chan jetstream.Msg, 64), make(chan error, 1), make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-stopped:
+		}
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		// The ordered consumer recovers from the others by itself.
+		if errors.Is(err, jetstream.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed) {
+			select {
+			case consumeErr <- err:
+			default:
+			}
+		}
+	}))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		close(stopped)
+		cc.Stop()
+	}()
 	var res orchestrator.RunStartResult
 	err = e.Trigger(ctx, "harness::trigger", orchestrator.HarnessTrigger{Payload: agent.RunStart{
 		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model, Sandbox: cfg.sandbox,
@@ -172,20 +198,21 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	}
 	streamed, parked := false, 0
 	last := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
-		if err := ctx.Err(); err != nil {
-			return err // interrupted: the run goes on without this client
-		}
-		// Short waits, so a signal ends the wait at once.
-		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
-				if parked > 0 || time.Since(last) < 5*time.Minute {
-					continue // a human may take longer
-				}
-				return errors.New("no event for 5 minutes")
-			}
+		var m jetstream.Msg
+		select {
+		case <-ctx.Done():
+			return ctx.Err() // interrupted: the run goes on without this client
+		case err := <-consumeErr:
 			return err
+		case <-tick.C:
+			if parked > 0 || time.Since(last) < 5*time.Minute {
+				continue // a human may take longer
+			}
+			return errors.New("no event for 5 minutes")
+		case m = <-msgs:
 		}
 		last = time.Now()
 		var ev agent.Event
