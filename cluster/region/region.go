@@ -172,11 +172,10 @@ func Mirror(ctx context.Context, js jetstream.JetStream, region string, opts ...
 	if err != nil {
 		return Report{}, err
 	}
-	sv, err := takeSurvey(ctx, js, o.probe, false)
+	sv, err := takeSurvey(ctx, js, region, o.probe, false)
 	if err != nil {
 		return Report{}, err
 	}
-	sv.reprobe(ctx, js, region, o.probe)
 	byName := sv.byName()
 	var rep Report
 	var errs []error
@@ -271,11 +270,10 @@ func Lag(ctx context.Context, js jetstream.JetStream, region string) (map[string
 	if _, err := prepare(js, region, nil); err != nil {
 		return nil, err
 	}
-	sv, err := takeSurvey(ctx, js, DefaultProbeTimeout, false)
+	sv, err := takeSurvey(ctx, js, region, DefaultProbeTimeout, false)
 	if err != nil {
 		return nil, err
 	}
-	sv.reprobe(ctx, js, region, DefaultProbeTimeout)
 	byName := sv.byName()
 	var mirrors []*jetstream.StreamInfo
 	for _, m := range mirrorsIn(sv.infos(), region) {

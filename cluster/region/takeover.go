@@ -66,11 +66,10 @@ func Takeover(ctx context.Context, js jetstream.JetStream, lost, region string, 
 		ctx, cancel = context.WithTimeout(ctx, DefaultQuorumWait)
 		defer cancel()
 	}
-	sv, err := takeSurvey(ctx, js, o.probe, true)
+	sv, err := takeSurvey(ctx, js, region, o.probe, true)
 	if err != nil {
 		return Report{}, err
 	}
-	sv.reprobe(ctx, js, region, o.probe)
 	var mirrors []*jetstream.StreamInfo
 	var silent []StreamReport
 	var silentErrs []error
@@ -256,13 +255,16 @@ type survey struct {
 // takeSurvey lists the stream names (answered by the meta leader from its
 // assignments, so streams of a silent region are included) and then asks
 // every stream for its info at once, each request bounded by each. With
-// wait it waits for a meta leader until ctx ends.
-func takeSurvey(ctx context.Context, js jetstream.JetStream, each time.Duration, wait bool) (survey, error) {
+// wait it waits for a meta leader until ctx ends. region's own copies
+// that did not answer are asked again ([survey.reprobe]).
+func takeSurvey(ctx context.Context, js jetstream.JetStream, region string, each time.Duration, wait bool) (survey, error) {
 	names, err := streamNames(ctx, js, each, wait)
 	if err != nil {
 		return survey{}, err
 	}
-	return survey{names: names, probes: probeAll(ctx, js, names, each)}, nil
+	sv := survey{names: names, probes: probeAll(ctx, js, names, each)}
+	sv.reprobe(ctx, js, region, each)
+	return sv, nil
 }
 
 // reprobeTries bounds how often [survey.reprobe] asks again, the n-th
