@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -369,8 +370,15 @@ func (h *Host) Close(ctx context.Context) error {
 	// abandon it: its wakes are redelivered, its records are fenced.
 	h.end()
 	pids := make([]*actor.PID, 0, len(h.grains))
-	for _, a := range h.grains {
+	sids := make([]string, 0, len(h.grains))
+	for sid, a := range h.grains {
 		pids = append(pids, a.pid)
+		sids = append(sids, sid)
+	}
+	if len(sids) > 0 {
+		slices.Sort(sids)
+		h.opts.logger.Warn("closing with session grains still active; their work in flight is abandoned as a crash would abandon it",
+			"grains", len(sids), "sessions", sids[:min(len(sids), 20)])
 	}
 	h.grains = map[string]*activation{}
 	h.mu.Unlock()

@@ -2,7 +2,8 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/iii-on-nats/iii/actors/session"
@@ -72,13 +73,27 @@ func (o *Orchestrator) clusterOption() (session.Option, <-chan struct{}, error) 
 		Listen:    cs.listen,
 		Advertise: cs.advertise,
 		Publish:   func(subject string, body []byte) error { return nc.Publish(subject, body) },
-		Drain: func(ctx context.Context) error {
-			if err := prov.Drain(ctx); err != nil {
-				return fmt.Errorf("mark member draining: %w", err)
-			}
-			return look.Drain(ctx)
-		},
+		Drain:     drainMember(o.logger, prov.Drain, look.Drain),
 	}), prov.Expelled(), nil
+}
+
+// drainMember is the cluster's drain: mark the member entry draining, then
+// hand the grains off. An entry that cannot be marked (a put that timed
+// out, a member being expelled) must not skip the hand-off, or Close would
+// abandon the grains' calls in flight as a crash does: this member's
+// placement refuses new grains either way, and the others stop placing
+// here when the entry expires.
+func drainMember(log *slog.Logger, mark, handOff func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		merr := mark(ctx)
+		if merr != nil {
+			log.Warn("membership entry not marked draining; handing the grains off anyway", "error", merr)
+		}
+		if err := handOff(ctx); err != nil {
+			return errors.Join(err, merr)
+		}
+		return nil
+	}
 }
 
 // metaRegion is the membership meta key of a member's region.

@@ -420,6 +420,9 @@ func TestClusterRollingRestart(t *testing.T) {
 	}
 	if interrupted := l.check(t, tl); interrupted > 0 {
 		t.Errorf("%d calls interrupted by a graceful restart", interrupted)
+		for i, n := range c.nodes {
+			t.Logf("node n%d stderr:\n%s", i+1, n.logs.String())
+		}
 	}
 }
 
