@@ -220,7 +220,8 @@ func decodeMap(dec *msgpack.Decoder, what string, field func(k []byte) error) er
 	return nil
 }
 
-// known are the values of the enum fields (role, type, stop_reason):
+// known are the values of the enum fields (role, type, stop_reason, a
+// model event's type and error kind):
 // decoding one returns the constant instead of a new string.
 var known = func() map[string]string {
 	m := map[string]string{}
@@ -228,6 +229,11 @@ var known = func() map[string]string {
 		string(RoleUser), string(RoleAssistant), string(RoleFunctionResult),
 		string(ContentText), string(ContentImage), string(ContentThinking), string(ContentFunctionCall),
 		string(StopEnd), string(StopLength), string(StopFunctionCall), string(StopAborted), string(StopError), string(StopBudgetExceeded),
+		string(ModelStart), string(ModelTextStart), string(ModelTextDelta), string(ModelTextEnd),
+		string(ModelThinkingStart), string(ModelThinkingDelta), string(ModelThinkingEnd),
+		string(ModelFunctionCallStart), string(ModelFunctionCallDelta), string(ModelFunctionCallEnd),
+		string(ModelUsage), string(ModelStop), string(ModelDone), string(ModelError),
+		string(ErrorAuthExpired), string(ErrorRateLimited), string(ErrorContextOverflow), string(ErrorTransient), string(ErrorPermanent),
 	} {
 		m[s] = s
 	}
