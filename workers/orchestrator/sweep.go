@@ -84,37 +84,42 @@ func (s *staleScan) followCopy(ctx context.Context, region string) error {
 	// keep coming cannot hold it: they are the next pass's.
 	last := stream.CachedInfo().State.LastSeq
 	prefix := "$KV." + kv.Bucket() + "."
-	for ctx.Err() == nil {
-		batch, err := cons.FetchNoWait(256)
+	// One iterator, so the pass uses one server consumer (an ordered
+	// consumer's every Fetch makes a new one).
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	for {
+		// What was pending may have gone (a key updated again, limits):
+		// a pass that hears nothing for a while ends, and the next one
+		// goes on from the cursor.
+		nctx, cancel := context.WithTimeout(ctx, passIdle)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
 		if err != nil {
-			return err
-		}
-		n := 0
-		caughtUp := false
-		for m := range batch.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				continue
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			s.saw(region, strings.TrimPrefix(m.Subject(), prefix), md, m.Headers())
-			caughtUp = md.NumPending == 0 || md.Sequence.Stream >= last
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			if nctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
-		if caughtUp {
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		s.saw(region, strings.TrimPrefix(m.Subject(), prefix), md, m.Headers())
+		if md.NumPending == 0 || md.Sequence.Stream >= last {
 			return nil
 		}
-		if n == 0 { // what is pending is not deliverable yet
-			select {
-			case <-time.After(10 * time.Millisecond):
-			case <-ctx.Done():
-			}
-		}
 	}
-	return ctx.Err()
 }
+
+// passIdle ends a sweep pass that receives nothing for that long.
+const passIdle = 2 * time.Second
 
 // saw records one write of sid's record: a deleted or settled record is
 // forgotten, any other is due once it is old enough.

@@ -2,10 +2,13 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/actors/turn"
@@ -153,5 +156,48 @@ func TestResweepWakesStalled(t *testing.T) {
 	}
 	if got := o.scan.tracked(); got != 0 {
 		t.Fatalf("tracked %d once every record settled, want 0", got)
+	}
+}
+
+// A pass reads past one pull batch (256) and ends where the stream ended,
+// with one consumer for the whole pass.
+func TestStaleScanLongPass(t *testing.T) {
+	t.Parallel()
+	ctx, o, st := sweepFixture(t)
+	now := time.Now()
+	const n = 700
+	want := make([]string, 0, n)
+	for i := range n {
+		sid := fmt.Sprintf("s%04d", i)
+		put(ctx, t, st, sid, agent.StateAssistantStreaming, now)
+		want = append(want, sid)
+	}
+	stream, err := o.e.JetStream().Stream(ctx, "KV_"+subjects.TurnStateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created atomic.Int32
+	sub, err := o.e.Conn().Subscribe("$JS.EVENT.ADVISORY.CONSUMER.CREATED.KV_"+subjects.TurnStateBucket+".>", func(*nats.Msg) { created.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := o.e.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.scan.follow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.scan.due(time.Now().Add(time.Hour)); !slices.Equal(got, want) {
+		t.Fatalf("due: %d sessions, want %d", len(got), len(want))
+	}
+	// The server sends advisories from its own queue: give the last one
+	// time to arrive.
+	time.Sleep(200 * time.Millisecond)
+	if err := o.e.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := created.Load(); n != 1 {
+		t.Errorf("the pass made %d consumers on %s, want 1", n, stream.CachedInfo().Config.Name)
 	}
 }
