@@ -87,11 +87,7 @@ func (m *Message) DecodeMsgpack(dec *msgpack.Decoder) error {
 			s, err = decodeKnown(dec)
 			m.StopReason = StopReason(s)
 		case "usage":
-			if isNil(dec) {
-				return dec.DecodeNil()
-			}
-			m.Usage = &Usage{}
-			err = dec.Decode(m.Usage)
+			m.Usage, err = decodePtr[Usage](dec)
 		case "model":
 			m.Model, err = dec.DecodeString()
 		case "provider":

@@ -79,27 +79,15 @@ func (e *ModelEvent) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case "function_id":
 			e.FunctionID, err = dec.DecodeString()
 		case "content":
-			if isNil(dec) {
-				return dec.DecodeNil()
-			}
-			e.Content = &Content{}
-			err = e.Content.DecodeMsgpack(dec)
+			e.Content, err = decodePtr[Content](dec)
 		case "usage":
-			if isNil(dec) {
-				return dec.DecodeNil()
-			}
-			e.Usage = &Usage{}
-			err = e.Usage.DecodeMsgpack(dec)
+			e.Usage, err = decodePtr[Usage](dec)
 		case "stop_reason":
 			var s string
 			s, err = decodeKnown(dec)
 			e.StopReason = StopReason(s)
 		case "message":
-			if isNil(dec) {
-				return dec.DecodeNil()
-			}
-			e.Message = &Message{}
-			err = e.Message.DecodeMsgpack(dec)
+			e.Message, err = decodePtr[Message](dec)
 		case "kind":
 			var s string
 			s, err = decodeKnown(dec)
@@ -113,6 +101,21 @@ func (e *ModelEvent) DecodeMsgpack(dec *msgpack.Decoder) error {
 		}
 		return err
 	})
+}
+
+// decodePtr decodes a *T that may be nil.
+func decodePtr[T any, PT interface {
+	*T
+	msgpack.CustomDecoder
+}](dec *msgpack.Decoder) (*T, error) {
+	if isNil(dec) {
+		return nil, dec.DecodeNil()
+	}
+	v := PT(new(T))
+	if err := v.DecodeMsgpack(dec); err != nil {
+		return nil, err
+	}
+	return (*T)(v), nil
 }
 
 // EncodeMsgpack writes u as a map with the json tags' keys (cost_usd

@@ -178,31 +178,5 @@ func FuzzModelEventMsgpack(f *testing.F) {
 		b, _ := json.Marshal(e)
 		f.Add(b)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var e ModelEvent
-		if json.Unmarshal(data, &e) != nil {
-			return
-		}
-		// msgpack carries what JSON carries: a round trip through the
-		// codec gives the event's JSON back.
-		want, err := json.Marshal(e)
-		if err != nil {
-			return
-		}
-		b, err := wire.Msgpack.Marshal(e)
-		if err != nil {
-			t.Fatalf("%s does not encode: %v", data, err)
-		}
-		var back ModelEvent
-		if err := wire.Msgpack.Unmarshal(b, &back); err != nil {
-			t.Fatalf("%s does not decode back: %v", data, err)
-		}
-		got, err := json.Marshal(back)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("msgpack round trip of %s:\n got %s\nwant %s", data, got, want)
-		}
-	})
+	f.Fuzz(msgpackCarriesJSON[ModelEvent])
 }
