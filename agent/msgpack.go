@@ -296,6 +296,13 @@ func (w *mpWriter) int(k string, v int64) {
 	}
 }
 
+func (w *mpWriter) custom(k string, v msgpack.CustomEncoder) {
+	w.key(k)
+	if w.err == nil {
+		w.err = v.EncodeMsgpack(w.enc)
+	}
+}
+
 func (w *mpWriter) any(k string, v any) {
 	w.key(k)
 	if w.err == nil {

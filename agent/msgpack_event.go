@@ -7,7 +7,7 @@ import (
 // ModelEvent (every frame of a provider stream) and Usage (in every
 // assistant message and usage event) encode and decode themselves too, as
 // Message does: the reflective codec allocated for each omitempty field of
-// each event (a sixth of a scripted turn's allocations in the bench).
+// each event (2.4 % of a scripted turn's allocations in the bench).
 
 var (
 	_ msgpack.CustomEncoder = ModelEvent{}
@@ -35,23 +35,14 @@ func (e ModelEvent) EncodeMsgpack(enc *msgpack.Encoder) error {
 	w.optStr("id", e.ID)
 	w.optStr("function_id", e.FunctionID)
 	if e.Content != nil {
-		w.key("content")
-		if w.err == nil {
-			w.err = e.Content.EncodeMsgpack(enc)
-		}
+		w.custom("content", e.Content)
 	}
 	if e.Usage != nil {
-		w.key("usage")
-		if w.err == nil {
-			w.err = e.Usage.EncodeMsgpack(enc)
-		}
+		w.custom("usage", e.Usage)
 	}
 	w.optStr("stop_reason", string(e.StopReason))
 	if e.Message != nil {
-		w.key("message")
-		if w.err == nil {
-			w.err = e.Message.EncodeMsgpack(enc)
-		}
+		w.custom("message", e.Message)
 	}
 	w.optStr("kind", string(e.Kind))
 	w.optStr("error", e.Error)
