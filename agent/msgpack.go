@@ -50,7 +50,7 @@ func (m Message) EncodeMsgpack(enc *msgpack.Encoder) error {
 	}
 	w.optStr("stop_reason", string(m.StopReason))
 	if m.Usage != nil {
-		w.any("usage", m.Usage)
+		w.custom("usage", m.Usage)
 	}
 	w.optStr("model", m.Model)
 	w.optStr("provider", m.Provider)
