@@ -81,7 +81,7 @@ func startSupercluster(t testing.TB, delay time.Duration, regions ...string) *su
 	}
 	for r, ns := range sc.servers {
 		if !ns.ReadyForConnections(30 * time.Second) {
-			t.Fatalf("server %s not ready", r)
+			t.Fatalf("server %s not ready (cluster port %d, gateway port %d: taken by another process?)", r, cports[r], gports[r])
 		}
 	}
 	enginetest.Eventually(t, 20*time.Second, func() error {
