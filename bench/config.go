@@ -75,9 +75,10 @@ type Config struct {
 	// NoContinuation makes every model call send the whole transcript
 	// (orchestrator.WithTranscriptContinuation(false)).
 	NoContinuation bool
-	// ConnPerWorker gives the provider and the tool their own connections
-	// instead of sharing the orchestrator's, as `iii up` does.
-	ConnPerWorker bool
+	// SharedConn runs the orchestrator, the provider, the tool, the policy
+	// and the session tree on one connection, as `iii up --shared-conn`
+	// does; by default each has its own, as in `iii up`.
+	SharedConn bool
 	// CPUProfile, when set, receives a CPU profile (pprof) of the turns
 	// phase alone.
 	CPUProfile io.Writer

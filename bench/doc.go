@@ -24,10 +24,12 @@
 //
 // # Phases of a Run
 //
-//  1. Start: a temporary store directory, the server (cluster.Start), an
-//     engine with the scripted provider (no delta pacing), the tool
-//     bench::noop and the orchestrator; a client engine and the event
-//     watcher on a second connection; one warm-up turn (one per node).
+//  1. Start: a temporary store directory, the server (cluster.Start), the
+//     orchestrator, the scripted provider (no delta pacing), the tool
+//     bench::noop, the policy and the session tree, each on an engine and
+//     connection of its own as in `iii up` (Config.SharedConn: all on the
+//     orchestrator's); a client engine and the event watcher on further
+//     connections; one warm-up turn (one per node).
 //  2. Turns (Sessions × Turns): throughput, latency percentiles, CPU per
 //     turn, peak RSS (VmHWM, reset at the phase start), and the server's
 //     work per turn from its counters: messages stored per stream, acks,
@@ -46,8 +48,9 @@
 // With Config.Nodes > 1 the stack is Nodes embedded servers in one NATS
 // cluster (routes on loopback, ports picked first, every node listing
 // every route; stores under the stack's directory, one per node), and on
-// every node the same worker set, each on its node's in-process
-// connection: the scripted provider, bench::noop, the policy and session
+// every node the same worker set, each worker on its own in-process
+// connection to its node (one shared with Config.SharedConn): the
+// scripted provider, bench::noop, the policy and session
 // tree workers and an orchestrator that is a member of one grain cluster
 // (proto.actor over JetStream KV), so a session has one grain wherever its
 // steps are consumed. Every engine creates its streams and buckets with

@@ -195,19 +195,32 @@ func (s *stack) startMember(ctx context.Context, cfg Config, m *member, n *clust
 	if len(s.nodes) > 1 {
 		suffix = "-n" + strconv.Itoa(i+1)
 	}
-	// The orchestrator, the provider and the tool share one connection, as
-	// in `iii up`, unless cfg.ConnPerWorker.
+	// Each worker on its own connection, as in `iii up`, unless
+	// cfg.SharedConn.
 	if m.e, err = s.engine(cfg, n, "iii-bench-node"+suffix, logger); err != nil {
 		return err
 	}
-	providerEngine, toolEngine := m.e, m.e
-	if cfg.ConnPerWorker {
-		if providerEngine, err = s.engine(cfg, n, "iii-bench-provider"+suffix, logger); err != nil {
-			return err
+	own := func(name string) (*engine.Engine, error) {
+		if cfg.SharedConn {
+			return m.e, nil
 		}
-		if toolEngine, err = s.engine(cfg, n, "iii-bench-tools"+suffix, logger); err != nil {
-			return err
-		}
+		return s.engine(cfg, n, "iii-bench-"+name+suffix, logger)
+	}
+	providerEngine, err := own("provider")
+	if err != nil {
+		return err
+	}
+	toolEngine, err := own("tools")
+	if err != nil {
+		return err
+	}
+	policyEngine, err := own("policy")
+	if err != nil {
+		return err
+	}
+	treeEngine, err := own("session")
+	if err != nil {
+		return err
 	}
 	var popts []scripted.Option
 	if cfg.DeltaSize > 0 {
@@ -240,12 +253,12 @@ func (s *stack) startMember(ctx context.Context, cfg Config, m *member, n *clust
 	// tools (every call pays policy::check_permissions and the two hook
 	// rounds).
 	m.policy = policy.NewWorker("", policy.WithFallback([]byte(BenchPolicy)))
-	if err := m.policy.Start(ctx, toolEngine); err != nil {
+	if err := m.policy.Start(ctx, policyEngine); err != nil {
 		return err
 	}
 	// The transcript: the session tree worker.
 	m.tree = sessiontree.NewWorker(sessiontree.WithLogger(logger))
-	if err := m.tree.Start(ctx, toolEngine); err != nil {
+	if err := m.tree.Start(ctx, treeEngine); err != nil {
 		return err
 	}
 	m.orch = orchestrator.New(

@@ -43,6 +43,12 @@ type Env struct {
 	// Settings holds per-worker settings by worker name (from flags or a
 	// config file); a worker reads its own entry.
 	Settings map[string]map[string]string
+	// Engine, when set, gives each module the engine it runs on (`iii up`
+	// gives each its own NATS connection, as if it ran in its own
+	// process); nil runs every module on the engine given to
+	// [Registry.Start]. The caller owns the engines it hands out and
+	// closes them after the workers.
+	Engine func(ctx context.Context, module string) (*engine.Engine, error)
 }
 
 // Module describes one registrable worker.
@@ -137,7 +143,8 @@ type startedWorker struct {
 }
 
 // Start runs the lifecycle (New, Provision, Validate, Start) for each named
-// module of r, in order. On error the workers already started are closed.
+// module of r, in order, on e or on the engine env.Engine gives it. On
+// error the workers already started are closed.
 func (r *Registry) Start(ctx context.Context, e *engine.Engine, env Env, names ...string) (*Running, error) {
 	run := &Running{}
 	for _, name := range names {
@@ -146,8 +153,15 @@ func (r *Registry) Start(ctx context.Context, e *engine.Engine, env Env, names .
 			_ = run.Close(ctx)
 			return nil, err
 		}
+		we := e
+		if env.Engine != nil {
+			if we, err = env.Engine(ctx, name); err != nil {
+				_ = run.Close(ctx)
+				return nil, fmt.Errorf("workers: engine of %s: %w", name, err)
+			}
+		}
 		w := m.New()
-		if err := startOne(ctx, e, env, name, w); err != nil {
+		if err := startOne(ctx, we, env, name, w); err != nil {
 			_ = run.Close(ctx)
 			return nil, err
 		}

@@ -219,3 +219,50 @@ func TestShutdown(t *testing.T) {
 	var none *workers.Shutdown
 	none.Close()
 }
+
+// TestEnginePerModule: with env.Engine each module runs on the engine it
+// gives; the modules still meet on the bus, and a module whose engine
+// cannot be had fails the start and closes the ones started.
+func TestEnginePerModule(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	shared := enginetest.NewEngine(t, ns)
+	var log []string
+	r := workers.NewRegistry()
+	for _, name := range []string{"a", "b", "c"} {
+		if err := r.Register(workers.Module{Name: name, New: func() workers.Worker { return &probe{log: &log, name: name} }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	given := map[string]*engine.Engine{}
+	env := workers.Env{Engine: func(_ context.Context, module string) (*engine.Engine, error) {
+		if module == "c" {
+			return nil, errors.New("no connection")
+		}
+		e := enginetest.NewEngine(t, ns)
+		given[module] = e
+		return e, nil
+	}}
+	run, err := r.Start(context.Background(), shared, env, "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(given) != 2 || given["a"] == given["b"] || given["a"] == shared {
+		t.Fatalf("engines given: %v", given)
+	}
+	// b runs on its own engine; a caller on another one reaches it.
+	var resp map[string]string
+	if err := given["a"].Trigger(context.Background(), "b::ping", nil, &resp); err != nil || resp["pong"] != "b" {
+		t.Fatalf("b::ping = %v, %v", resp, err)
+	}
+	if err := run.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	log = nil
+	if _, err := r.Start(context.Background(), shared, env, "a", "c"); err == nil {
+		t.Fatal("a module without an engine must fail the start")
+	}
+	if len(log) == 0 || log[len(log)-1] != "a.close" {
+		t.Fatalf("started workers not closed after failure: %v", log)
+	}
+}

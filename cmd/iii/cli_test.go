@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/subjects"
@@ -433,4 +435,46 @@ func TestMetrics(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestConnectionPerModule: every worker module of `iii up` has its own
+// connection, named after it; --shared-conn runs them all on the node's
+// one, and a turn runs either way.
+func TestConnectionPerModule(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			ctx := context.Background()
+			a, err := startApp(ctx, upConfig{
+				home: t.TempDir(), listen: "127.0.0.1:0", logger: slog.New(slog.DiscardHandler),
+				sharedConn: shared,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				if err := a.close(ctx); err != nil {
+					t.Errorf("close: %v", err)
+				}
+			})
+			cz, err := a.node.Server().Connz(&server.ConnzOptions{Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]bool{}
+			for _, c := range cz.Conns {
+				names[c.Name] = true
+			}
+			for _, m := range modules(upConfig{}) {
+				if names["iii-"+m] == shared {
+					t.Errorf("connection iii-%s present = %v with shared=%v (connections %v)", m, names["iii-"+m], shared, names)
+				}
+			}
+			out, err := runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", "hello there", "--log-level", "error")
+			if err != nil || !strings.Contains(out, "hello there") {
+				t.Fatalf("chat: %v\n%s", err, out)
+			}
+		})
+	}
 }

@@ -54,7 +54,11 @@ func (a *app) startServices(ctx context.Context, cfg upConfig) error {
 			return err
 		}
 	}
-	run, err := workers.Global().Start(ctx, a.e, workers.Env{Home: cfg.home, Logger: cfg.logger, Settings: cfg.settings}, modules(cfg)...)
+	env := workers.Env{Home: cfg.home, Logger: cfg.logger, Settings: cfg.settings}
+	if a.modules != nil {
+		env.Engine = a.modules.engine
+	}
+	run, err := workers.Global().Start(ctx, a.e, env, modules(cfg)...)
 	if err != nil {
 		return err
 	}

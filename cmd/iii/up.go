@@ -41,6 +41,9 @@ type upConfig struct {
 	metricsAddr string
 	// topo is the node's place in a cluster, supercluster or hub.
 	topo topology
+	// sharedConn runs every worker module on the node's one connection
+	// (default: one connection per module, [moduleConns]).
+	sharedConn bool
 }
 
 // parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings.
@@ -65,9 +68,12 @@ type app struct {
 	node *cluster.Node
 	// url is what other processes dial: the embedded server's client URL,
 	// or the --join URL.
-	url     string
-	nc      *nats.Conn
-	e       *engine.Engine
+	url string
+	nc  *nats.Conn
+	e   *engine.Engine
+	// modules gives each worker module its own connection (nil with
+	// --shared-conn).
+	modules *moduleConns
 	httpSrv *http.Server
 	httpLn  net.Listener
 	// metricsLn serves /metrics (nil when --metrics is off).
@@ -111,11 +117,7 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 	replicas := cfg.topo.replicas
 	if cfg.topo.join != "" {
 		// An existing NATS deployment: embed nothing.
-		opts := []nats.Option{nats.Name("iii-node"), nats.MaxReconnects(-1)}
-		if cfg.topo.creds != "" {
-			opts = append(opts, nats.UserCredentials(cfg.topo.creds))
-		}
-		if a.nc, err = nats.Connect(cfg.topo.join, opts...); err != nil {
+		if a.nc, err = nats.Connect(cfg.topo.join, joinOptions(cfg.topo, "iii-node")...); err != nil {
 			return nil, fmt.Errorf("--join %s: %w", cfg.topo.join, err)
 		}
 		a.url = cfg.topo.join
@@ -171,12 +173,24 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		a.closers = append(a.closers, srv.Shutdown)
 		engOpts = append(engOpts, engine.WithMeterProvider(mp))
 	}
-	var flushSpans func(context.Context) error
-	a.e, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, "iii", !cfg.noTraces, engOpts...)
+	var (
+		flushSpans func(context.Context) error
+		eopts      []engine.Option
+	)
+	a.e, eopts, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, "iii", !cfg.noTraces, engOpts...)
 	if err != nil {
 		return nil, err
 	}
 	a.closers = append(a.closers, flushSpans, a.e.Close)
+	if !cfg.sharedConn {
+		a.modules = &moduleConns{opts: eopts, dial: func(name string) (*nats.Conn, error) {
+			if a.node != nil {
+				return a.node.Connect(nats.Name(name))
+			}
+			return nats.Connect(cfg.topo.join, joinOptions(cfg.topo, name)...)
+		}}
+		a.closers = append(a.closers, a.modules.close)
+	}
 	if _, err = a.e.ServeCatalog(); err != nil {
 		return nil, err
 	}
@@ -184,6 +198,16 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// joinOptions are the options of a connection named name to the
+// --join deployment.
+func joinOptions(t topology, name string) []nats.Option {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1)}
+	if t.creds != "" {
+		opts = append(opts, nats.UserCredentials(t.creds))
+	}
+	return opts
 }
 
 // close stops everything in reverse start order, then the server.
@@ -273,6 +297,7 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:3111", "HTTP trigger gateway listen address (empty = off)")
 	cmd.Flags().IntVar(&cfg.monitorPort, "monitor-port", 0, "nats-server monitoring port (0 = off)")
 	cmd.Flags().StringVar(&cfg.metricsAddr, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (empty = off)")
+	cmd.Flags().BoolVar(&cfg.sharedConn, "shared-conn", false, "run every worker module on the node's one NATS connection (default: one connection per module)")
 	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, `iii traces`)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
 	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (see `iii worker list`); run others with `iii worker run`")

@@ -53,12 +53,21 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			}
 			defer nc.Close()
 			ctx := cmd.Context()
-			e, flushSpans, err := tracedEngine(ctx, nc, logger, "iii-worker", !noTraces)
+			e, eopts, flushSpans, err := tracedEngine(ctx, nc, logger, "iii-worker", !noTraces)
 			if err != nil {
 				return err
 			}
-			running, err := workers.Global().Start(ctx, e, workers.Env{Home: home, Logger: logger, Settings: settings}, names...)
+			env := workers.Env{Home: home, Logger: logger, Settings: settings}
+			// One connection per module, as in `iii up`.
+			mods := &moduleConns{opts: eopts, dial: func(name string) (*nats.Conn, error) {
+				return nats.Connect(g.natsURL, nats.Name(name), nats.MaxReconnects(-1))
+			}}
+			if len(names) > 1 {
+				env.Engine = mods.engine
+			}
+			running, err := workers.Global().Start(ctx, e, env, names...)
 			if err != nil {
+				_ = mods.close(ctx)
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "running %v on %s; Ctrl-C to stop\n", running.Names(), g.natsURL)
@@ -66,6 +75,9 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			werr := running.Close(sctx)
+			if err := mods.close(sctx); err != nil && werr == nil {
+				werr = err
+			}
 			if err := e.Close(sctx); err != nil && werr == nil {
 				werr = err
 			}
