@@ -377,8 +377,16 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	if len(sids) > 0 {
 		slices.Sort(sids)
-		h.opts.logger.Warn("closing with session grains still active; their work in flight is abandoned as a crash would abandon it",
-			"grains", len(sids), "sessions", sids[:min(len(sids), 20)])
+		// After a drain that did not finish, what is left had work in
+		// flight: worth a warning. Without a drain (an embedder's or a
+		// test's choice) most are idle grains, stopped as they would be
+		// at passivation.
+		log := h.opts.logger.Info
+		if h.draining {
+			log = h.opts.logger.Warn
+		}
+		log("closing with session grains still active; any work in flight is abandoned as a crash would abandon it",
+			"grains", len(sids), "sessions", sids[:min(len(sids), 20)], "drained", h.draining)
 	}
 	h.grains = map[string]*activation{}
 	h.mu.Unlock()
