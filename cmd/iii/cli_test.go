@@ -22,13 +22,15 @@ import (
 // startTestApp runs a whole node in-process on a random port.
 func startTestApp(t *testing.T) *app {
 	t.Helper()
-	ctx := context.Background()
-	a, err := startApp(ctx, upConfig{
-		home:     t.TempDir(),
-		listen:   "127.0.0.1:0",
-		httpAddr: "127.0.0.1:0",
-		logger:   slog.New(slog.DiscardHandler),
-	})
+	return startTestAppWith(t, upConfig{httpAddr: "127.0.0.1:0"})
+}
+
+// startTestAppWith runs a node configured by cfg, in a temporary home, on
+// a random port, with logs discarded.
+func startTestAppWith(t *testing.T, cfg upConfig) *app {
+	t.Helper()
+	cfg.home, cfg.listen, cfg.logger = t.TempDir(), "127.0.0.1:0", slog.New(slog.DiscardHandler)
+	a, err := startApp(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,21 +445,7 @@ func TestMetrics(t *testing.T) {
 func TestConnectionPerModule(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
-			ctx := context.Background()
-			a, err := startApp(ctx, upConfig{
-				home: t.TempDir(), listen: "127.0.0.1:0", logger: slog.New(slog.DiscardHandler),
-				sharedConn: shared,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-				defer cancel()
-				if err := a.close(ctx); err != nil {
-					t.Errorf("close: %v", err)
-				}
-			})
+			a := startTestAppWith(t, upConfig{sharedConn: shared})
 			cz, err := a.node.Server().Connz(&server.ConnzOptions{Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
