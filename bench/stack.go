@@ -19,6 +19,7 @@ import (
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/cluster"
+	"github.com/iii-on-nats/iii/cluster/freeport"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/workers"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
@@ -146,11 +147,11 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 func (s *stack) startCluster(ctx context.Context, cfg Config) error {
 	routes := make([]string, cfg.Nodes)
 	listen := make([]string, cfg.Nodes)
-	for i := range routes {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
+	ports, err := freeport.Loopback(cfg.Nodes)
+	if err != nil {
+		return err
+	}
+	for i, port := range ports {
 		listen[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		routes[i] = "nats-route://" + listen[i]
 	}
@@ -175,16 +176,6 @@ func (s *stack) startCluster(ctx context.Context, cfg Config) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// freePort asks the kernel for a free loopback port and releases it.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // startMember starts the worker set on node n (index i): the scripted

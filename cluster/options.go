@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/iii-on-nats/iii/cluster/freeport"
 )
 
 // options translates a validated Config into nats-server options.
@@ -76,10 +78,11 @@ func (c Config) options() (*server.Options, error) {
 			// A one-node region: nats-server refuses a JetStream cluster
 			// without configured routes, so route to ourselves on a
 			// loopback-only port (the server ignores a route to self).
-			port, err := freeLoopbackPort()
+			ports, err := freeport.Loopback(1)
 			if err != nil {
 				return nil, fmt.Errorf("%w: route port for a one-node region: %v", ErrInvalidConfig, err)
 			}
+			port := ports[0]
 			o.Cluster.Host, o.Cluster.Port, o.Cluster.NoAdvertise = "127.0.0.1", port, true
 			o.Routes = []*url.URL{{Scheme: "nats-route", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}}
 		}
@@ -129,16 +132,4 @@ func orDefault(v, def int64) int64 {
 		return def
 	}
 	return v
-}
-
-// freeLoopbackPort asks the kernel for a free loopback port. The port is
-// released before the server binds it: another process could take it in
-// between, in which case Start fails with ErrNotReady.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -2,18 +2,13 @@ package enginetest
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/iii-on-nats/iii/cluster/freeport"
 	"github.com/iii-on-nats/iii/engine"
 )
 
@@ -121,56 +116,13 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 
 // FreePorts picks n distinct free loopback TCP ports and releases them,
 // for servers that must know a port before they start (a cluster's
-// routes, a gateway behind a proxy).
-//
-// The ports come from below the kernel's ephemeral range
-// (/proc/sys/net/ipv4/ip_local_port_range), which the kernel never hands
-// out by itself: a port picked with ":0" and released goes back to that
-// range, where any connection's local end or another server on a random
-// port can take it before the server that was meant to listen on it
-// starts — and a nats-server whose route or gateway port is taken never
-// becomes ready. Where the range cannot be read, the kernel picks (":0").
-// Every listener stays open until all are picked, so the n are distinct.
+// routes, a gateway behind a proxy): [freeport.Loopback], below the
+// kernel's ephemeral range.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports := make([]int, 0, n)
-	lo := ephemeralLow()
-	for attempts := 0; len(ports) < n; attempts++ {
-		addr := "127.0.0.1:0"
-		if lo > freePortFloor && attempts < 100*n {
-			addr = fmt.Sprintf("127.0.0.1:%d", freePortFloor+rand.IntN(lo-freePortFloor))
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			if addr != "127.0.0.1:0" {
-				continue // taken: pick another
-			}
-			t.Fatalf("enginetest: free port: %v", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Loopback(n)
+	if err != nil {
+		t.Fatalf("enginetest: %v", err)
 	}
 	return ports
-}
-
-// freePortFloor is the lowest port FreePorts picks: above the registered
-// ports services commonly listen on.
-const freePortFloor = 20000
-
-// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
-// unknown.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0
-	}
-	lo, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 0
-	}
-	return lo
 }

@@ -1,4 +1,4 @@
-package enginetest
+package freeport
 
 import (
 	"fmt"
@@ -6,24 +6,27 @@ import (
 	"testing"
 )
 
-// TestFreePorts: distinct ports, each bindable once released, below the
+// TestLoopback: distinct ports, each bindable once released, below the
 // kernel's ephemeral range where it is known.
-func TestFreePorts(t *testing.T) {
+func TestLoopback(t *testing.T) {
 	for _, n := range []int{1, 6, 40} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			ports := FreePorts(t, n)
+			ports, err := Loopback(n)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(ports) != n {
 				t.Fatalf("got %d ports, want %d", len(ports), n)
 			}
-			lo := ephemeralLow()
+			lo := EphemeralLow()
 			seen := map[int]bool{}
 			for _, p := range ports {
 				if seen[p] {
 					t.Fatalf("port %d picked twice", p)
 				}
 				seen[p] = true
-				if lo > freePortFloor && (p < freePortFloor || p >= lo) {
-					t.Errorf("port %d outside [%d, %d)", p, freePortFloor, lo)
+				if lo > Floor && (p < Floor || p >= lo) {
+					t.Errorf("port %d outside [%d, %d)", p, Floor, lo)
 				}
 				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
