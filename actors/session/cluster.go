@@ -257,7 +257,7 @@ func (g *grain) onEnvelope(ctx actor.Context, bv *wrapperspb.BytesValue) {
 			return
 		}
 		ctx.Respond(pack(answer{Accepted: true}))
-		g.onWake(g.host.remoteWake(env.Step, env.Reply))
+		g.onWake(g.host.remoteWake(env.Step, env.Reply), nil, 0)
 	case opAbort:
 		g.abortRequest(ctx, env.Reason)
 	default:

@@ -120,7 +120,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *wakeMsg:
 		g.seen = max(g.seen, m.seq)
-		g.onWake(m.Wake)
+		g.onWake(m.Wake, m.written, m.rev)
 	case *abortMsg:
 		g.seen = max(g.seen, m.seq)
 		g.abortRequest(ctx, m.reason)
@@ -221,14 +221,24 @@ func (g *grain) traced(ctx context.Context) context.Context {
 // load reads the record when the grain is idle (run::start may have
 // written a new run since), and the transcript whenever the record moved
 // (activation, a new run, another activation's write).
-func (g *grain) load() error {
+func (g *grain) load() error { return g.loadWritten(nil, 0) }
+
+// loadWritten is load, taking written (at revision wrev) for the stored
+// record when it is given and newer than the one held.
+func (g *grain) loadWritten(written *turn.Record, wrev uint64) error {
 	if g.loaded && (g.running || len(g.wakes) > 0) {
 		return nil
 	}
 	ctx, cancel := g.ctx()
 	defer cancel()
-	rec, rev, err := g.host.ports.Store.Load(ctx, g.sid)
-	if err != nil {
+	var (
+		rec turn.Record
+		rev uint64
+		err error
+	)
+	if written != nil && (!g.loaded || wrev > g.rev) {
+		rec, rev = *written, wrev
+	} else if rec, rev, err = g.host.ports.Store.Load(ctx, g.sid); err != nil {
 		return err
 	}
 	if g.loaded && rev == g.rev {
@@ -272,9 +282,9 @@ func (g *grain) load() error {
 	return nil
 }
 
-func (g *grain) onWake(w Wake) {
+func (g *grain) onWake(w Wake, written *turn.Record, wrev uint64) {
 	g.decide = true // an approval decision may be what woke the session
-	if err := g.load(); err != nil {
+	if err := g.loadWritten(written, wrev); err != nil {
 		if errors.Is(err, ErrNoRecord) {
 			_ = w.Ack() // a step for a session that has no record: nothing to do
 			return

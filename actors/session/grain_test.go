@@ -27,6 +27,7 @@ type memStore struct {
 	rev     map[string]uint64
 	next    uint64
 	written []turn.Record
+	loads   int
 }
 
 func newMemStore() *memStore {
@@ -36,6 +37,7 @@ func newMemStore() *memStore {
 func (s *memStore) Load(_ context.Context, sid string) (turn.Record, uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.loads++
 	r, ok := s.rec[sid]
 	if !ok {
 		return turn.Record{}, 0, session.ErrNoRecord
@@ -215,15 +217,23 @@ type noApprovals struct{}
 // seed writes a new run's record, as run::start does.
 func seed(t *testing.T, st *memStore, sid string) {
 	t.Helper()
+	seedRun(t, st, sid)
+}
+
+// seedRun is seed returning the record written and its revision.
+func seedRun(t *testing.T, st *memStore, sid string) (turn.Record, uint64) {
+	t.Helper()
 	rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "p", Model: "m",
 		Messages: []agent.Message{agent.UserText("go", 1)}}, "run1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rev, _ := st.Load(context.Background(), sid)
-	if _, err := st.Write(context.Background(), rec, rev); err != nil {
+	rev, err = st.Write(context.Background(), rec, rev)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return rec, rev
 }
 
 // wake wakes sid and returns a channel closed when the grain acks.
@@ -513,4 +523,83 @@ func TestEmptySteeringCheckUnwritten(t *testing.T) {
 	if n := hist.events["run1:6:0"]; n != 1 {
 		t.Fatalf("step 6's event emitted %d times: %v", n, hist.events)
 	}
+}
+
+func (s *memStore) loaded() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loads
+}
+
+func (s *memStore) current(sid string) turn.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec[sid]
+}
+
+// TestWrittenStartsTheRun: the record run::start hands over with
+// Host.Written starts the run on this host without the grain reading it
+// back; the step message that follows is acked as a duplicate and the
+// function runs once. A record handed over at a revision that has moved
+// since fences the grain at its first write, and the step message then
+// runs the session from the store.
+func TestWrittenStartsTheRun(t *testing.T) {
+	newHost := func(t *testing.T, st *memStore, fns *countingFunctions) *session.Host {
+		t.Helper()
+		hist := newMemHistory(true)
+		h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+			Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close(context.Background()) })
+		return h
+	}
+	t.Run("fresh", func(t *testing.T) {
+		st, fns := newMemStore(), &countingFunctions{}
+		h := newHost(t, st, fns)
+		rec, rev := seedRun(t, st, "w1")
+		before := st.loaded()
+		if !h.Written("w1", rec, rev) {
+			t.Fatal("an unclustered host did not take the written record")
+		}
+		waitFor(t, "the run to stop", func() bool { return st.current("w1").State == agent.StateStopped })
+		if n := st.loaded() - before; n != 0 {
+			t.Fatalf("the grain read the record %d times; it was handed over", n)
+		}
+		select {
+		case <-wake(t, h, "w1", rec.Step): // the step message, late
+		case <-time.After(10 * time.Second):
+			t.Fatal("the duplicate step was not acked")
+		}
+		if n := fns.count(); n != 1 {
+			t.Fatalf("function ran %d times, want 1", n)
+		}
+	})
+	t.Run("stale", func(t *testing.T) {
+		st, fns := newMemStore(), &countingFunctions{}
+		h := newHost(t, st, fns)
+		rec, rev := seedRun(t, st, "w2")
+		// Something wrote after the hand-over was taken: the same run's
+		// record, one revision on.
+		if _, err := st.Write(context.Background(), rec, rev); err != nil {
+			t.Fatal(err)
+		}
+		h.Written("w2", rec, rev)
+		waitFor(t, "the fenced grain to stop", func() bool { return h.Active() == 0 })
+		if got := st.current("w2").State; got != agent.StateProvisioning {
+			t.Fatalf("a fenced grain moved the record to %s", got)
+		}
+		select {
+		case <-wake(t, h, "w2", rec.Step):
+		case <-time.After(10 * time.Second):
+			t.Fatal("the step did not finish the run")
+		}
+		if got := st.current("w2").State; got != agent.StateStopped {
+			t.Fatalf("record ended %s, want stopped", got)
+		}
+		if n := fns.count(); n != 1 {
+			t.Fatalf("function ran %d times, want 1", n)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/engine/gopool"
 )
 
@@ -180,6 +181,28 @@ type Wake struct {
 type wakeMsg struct {
 	seq uint64
 	Wake
+	// written, when set, is the record the waker has just written, at rev.
+	written *turn.Record
+	rev     uint64
+}
+
+func nopAck() error { return nil }
+
+// Written hands sid's grain the record its caller has just written at
+// rev (run::start seeding a run), so a grain on this host starts the run
+// at once: it neither waits for the step message nor reads the record
+// back. The step message still follows and is acked as a duplicate; it
+// is what survives a crash of this process. A stale record is harmless:
+// the grain's first write loses its compare-and-set. A clustered host
+// does nothing and reports false: the grain may live on another member.
+func (h *Host) Written(sid string, rec turn.Record, rev uint64) bool {
+	if h.cluster != nil {
+		return false
+	}
+	err := h.send(sid, func(seq uint64) any {
+		return &wakeMsg{seq: seq, Wake: Wake{Step: rec.Step, Ack: nopAck, InProgress: nopAck}, written: &rec, rev: rev}
+	})
+	return err == nil
 }
 
 type abortMsg struct {

@@ -68,9 +68,10 @@ func NatsCLI(t testing.TB) string {
 // fails the test with the CLI's output.
 func RunNATS(t testing.TB, url string, args ...string) string {
 	t.Helper()
+	bin := NatsCLI(t) // before the deadline: installing takes minutes on a cold cache
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, NatsCLI(t), append([]string{"--server", url, "--no-context"}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--server", url, "--no-context"}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
 	out, err := cmd.Output()
 	if err != nil {

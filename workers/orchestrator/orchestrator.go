@@ -593,8 +593,21 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 		}
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "write turn record")
 	}
+	// A grain on this node starts at once with the record just written;
+	// the step below is what wakes it after a crash (and wakes a grain
+	// on another member of a cluster).
+	local := o.Host().Written(rs.SessionID, rec, newRev)
 	// The step's message id makes a repeat that did land harmless.
 	if err := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error { return o.enqueueStep(ctx, rec) }, always); err != nil {
+		if local {
+			// The grain has the run already and may have written since:
+			// taking the record back would undo its work. Should this
+			// process die before the run ends, the periodic sweep wakes
+			// the session (its record is mid-flight).
+			o.logger.Warn("turn step not enqueued; the run goes on here, and the sweep wakes it after a crash", "session_id", rs.SessionID, "error", err)
+			o.metrics.turnsStarted.Add(ctx, 1)
+			return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: runID}, nil
+		}
 		// Take the record back so nothing half-started is left; if that
 		// fails too, the sweep on the next start re-wakes it.
 		if kv, kerr := o.turns.of(ctx, rs.SessionID); kerr != nil {
