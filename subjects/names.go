@@ -143,6 +143,10 @@ const (
 	StepSubjectPrefix = "iii.turn.step."
 	// StepConsumer is the orchestrators' shared durable step consumer.
 	StepConsumer = "orchestrator"
+	// StepHostSubjectPrefix prefixes the core-NATS subject on which one
+	// orchestrator takes the steps of runs its grains started already
+	// ([StepHostSubject]); not part of any stream.
+	StepHostSubjectPrefix = "iii.turn.host."
 	// EventStream keeps every session's events; subjects [EventSubject].
 	EventStream = "III_EVENTS"
 	// EventSubjectPrefix prefixes every session's event subject.
@@ -155,6 +159,16 @@ func StepSubject(sid string) (string, error) {
 		return "", err
 	}
 	return StepSubjectPrefix + sid, nil
+}
+
+// StepHostSubject is the subject of the orchestrator whose grain host has
+// id ("iii.turn.host.<id>"): a step that another orchestrator consumed
+// is handed to it there. id is one token (A-Z a-z 0-9 _ -).
+func StepHostSubject(id string) (string, error) {
+	if err := ValidateID("host id", id); err != nil {
+		return "", err
+	}
+	return StepHostSubjectPrefix + id, nil
 }
 
 // EventSubject is the event subject of session sid ("iii.events.<sid>").

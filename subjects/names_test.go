@@ -1,6 +1,9 @@
 package subjects
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestApprovalKey(t *testing.T) {
 	t.Parallel()
@@ -64,6 +67,41 @@ func FuzzApprovalKey(f *testing.F) {
 		s2, c2, err := SplitApprovalKey(k)
 		if err != nil || s2 != sid || c2 != call {
 			t.Fatalf("round trip (%q,%q) → %q → (%q,%q,%v)", sid, call, k, s2, c2, err)
+		}
+	})
+}
+
+func TestStepHostSubject(t *testing.T) {
+	tests := []struct {
+		id, want string
+		ok       bool
+	}{
+		{"Abc_09-x", "iii.turn.host.Abc_09-x", true},
+		{"", "", false},
+		{"a.b", "", false},
+		{"a*", "", false},
+		{"a>", "", false},
+		{"a b", "", false},
+	}
+	for _, tt := range tests {
+		got, err := StepHostSubject(tt.id)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("StepHostSubject(%q) = %q, %v", tt.id, got, err)
+		}
+	}
+}
+
+func FuzzStepHostSubject(f *testing.F) {
+	for _, s := range []string{"abc", "a.b", "", "x>", "ok_1-2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		subj, err := StepHostSubject(id)
+		if err != nil {
+			return
+		}
+		if subj != StepHostSubjectPrefix+id || strings.ContainsAny(id, ".*> \t\r\n") {
+			t.Fatalf("StepHostSubject(%q) = %q", id, subj)
 		}
 	})
 }

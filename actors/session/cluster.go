@@ -227,17 +227,23 @@ func (h *Host) clusterWake(sid string, w Wake) error {
 
 // remoteWake is a wake whose acks go to the step's reply subject.
 func (h *Host) remoteWake(step uint64, reply string) Wake {
-	pub := h.opts.cluster.Publish
+	return ReplyWake(step, reply, h.opts.cluster.Publish)
+}
+
+// ReplyWake is the wake of a step message that another process consumed:
+// its acknowledgements are published to the step's reply subject, where
+// JetStream takes them from any connection.
+func ReplyWake(step uint64, reply string, publish func(subject string, body []byte) error) Wake {
 	return Wake{
 		Step:       step,
 		Reply:      reply,
-		Ack:        func() error { return pub(reply, []byte("+ACK")) },
-		InProgress: func() error { return pub(reply, []byte("+WPI")) },
+		Ack:        func() error { return publish(reply, []byte("+ACK")) },
+		InProgress: func() error { return publish(reply, []byte("+WPI")) },
 		Nak: func(d time.Duration) error {
 			if d <= 0 {
-				return pub(reply, []byte("-NAK"))
+				return publish(reply, []byte("-NAK"))
 			}
-			return pub(reply, fmt.Appendf(nil, "-NAK {\"delay\": %d}", d.Nanoseconds()))
+			return publish(reply, fmt.Appendf(nil, "-NAK {\"delay\": %d}", d.Nanoseconds()))
 		},
 	}
 }

@@ -639,6 +639,19 @@ func (g *grain) settle() {
 		// transcript again (from the History port's cache when this
 		// process wrote it).
 		g.history = nil
+		g.rec = turn.Retired(g.rec)
+		// Nothing of the run is in flight any more (its calls were
+		// stopped at Finish; appends outlive it by design): a fresh base
+		// context lets go of what the run's contexts left in the old one
+		// (the map of its children, ~400 B, for as long as the grain
+		// idles).
+		if g.cancel != nil {
+			g.cancel()
+			g.base, g.cancel = context.WithCancel(g.host.life)
+		}
+	}
+	if len(g.gating) == 0 {
+		g.gating = nil
 	}
 	for _, w := range g.wakes {
 		_ = w.Ack()

@@ -481,3 +481,45 @@ func TestInputName(t *testing.T) {
 		t.Fatal("InputName")
 	}
 }
+
+func TestRetired(t *testing.T) {
+	t.Parallel()
+	ended := start(t, 0).applyAll(Provisioned{}, ModelDone{answer("", call("a", "f", map[string]any{"p": "/tmp"}))},
+		CallsStarted{IDs: []string{"a"}}, Abort{Reason: "user"}).rec
+	pending := ended
+	pending.Outbox = []Effect{{Kind: EffectEmit, ID: "x"}}
+	running := start(t, 0).applyAll(Provisioned{}).rec
+	tests := []struct {
+		name    string
+		rec     Record
+		retired bool
+	}{
+		{"terminal, delivered", ended, true},
+		{"terminal, outbox not delivered", pending, false},
+		{"running", running, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Retired(tt.rec)
+			if !tt.retired {
+				if mustJSON(t, got) != mustJSON(t, tt.rec) {
+					t.Fatalf("Retired changed a record it must keep:\n%s\n%s", mustJSON(t, got), mustJSON(t, tt.rec))
+				}
+				return
+			}
+			if got.LastAssistant != nil || got.Work != nil || got.FunctionResults != nil || got.Input != nil {
+				t.Fatalf("Retired kept the run's messages and calls: %s", mustJSON(t, got))
+			}
+			if got.SessionID != tt.rec.SessionID || got.RunID != tt.rec.RunID || got.State != tt.rec.State ||
+				got.Step != tt.rec.Step || got.StopReason != tt.rec.StopReason || got.Usage != tt.rec.Usage {
+				t.Fatalf("Retired lost what identifies the run: %s", mustJSON(t, got))
+			}
+			if Next(got).Kind != ActionNone {
+				t.Fatalf("Next(retired) = %s", Next(got).Kind)
+			}
+			if _, _, err := Apply(got, Provisioned{}, t0+1000); !errors.Is(err, ErrUnexpectedInput) {
+				t.Fatalf("Apply on a retired record: %v", err)
+			}
+		})
+	}
+}

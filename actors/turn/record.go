@@ -142,6 +142,33 @@ func Delivered(rec Record) Record {
 	return rec
 }
 
+// Retired returns what a grain keeps of a finished run's record once it
+// is written and its outbox delivered: the fields that identify the run and
+// say how it ended, without its messages, calls and results (they are in
+// KV; an idle grain need not hold them). rec is returned unchanged unless
+// it is terminal with an empty outbox. A retired record is not written
+// again: [Apply] refuses every input on a terminal record.
+func Retired(rec Record) Record {
+	if !rec.State.Terminal() || len(rec.Outbox) > 0 {
+		return rec
+	}
+	return Record{
+		SessionID:   rec.SessionID,
+		RunID:       rec.RunID,
+		State:       rec.State,
+		Step:        rec.Step,
+		TurnCount:   rec.TurnCount,
+		MaxTurns:    rec.MaxTurns,
+		Request:     rec.Request,
+		Error:       rec.Error,
+		StopReason:  rec.StopReason,
+		Usage:       rec.Usage,
+		StartedAtMs: rec.StartedAtMs,
+		UpdatedAtMs: rec.UpdatedAtMs,
+		Trace:       rec.Trace,
+	}
+}
+
 // View is the client's view of rec (turn::get_state, turn_state_changed).
 func View(rec Record) agent.TurnView {
 	return agent.TurnView{

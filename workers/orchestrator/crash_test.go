@@ -29,6 +29,7 @@ import (
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 )
 
@@ -348,6 +349,15 @@ func TestTwoActivationsOneWriter(t *testing.T) {
 		}
 		return nil
 	})
+	// The halted activation is gone from its host at once. (Its step,
+	// given back with a one-second delay, may then activate a fresh grain
+	// on either node, which finds it stale.)
+	enginetest.Eventually(t, 500*time.Millisecond, func() error {
+		if n := orchs[holder].Host().Active(); n != 0 {
+			return fmt.Errorf("the halted activation is still registered (%d active)", n)
+		}
+		return nil
+	})
 	// Its un-acked step is redelivered after the ack wait and found stale.
 	crashQuiesce(t, s.e.JetStream(), 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -367,9 +377,6 @@ func TestTwoActivationsOneWriter(t *testing.T) {
 		if !end.IsError || crashResultText(end) != "interrupted: outcome unknown" {
 			t.Fatalf("result %+v: want interrupted (the forced activation recovered the call)", end.Result)
 		}
-	}
-	if orchs[holder].Host().Active() != 0 {
-		t.Fatal("the halted activation is still registered")
 	}
 	crashSettled(t, s.e.JetStream(), sid)
 
@@ -447,4 +454,88 @@ func TestRedeliveredStepDeliversFinalOutbox(t *testing.T) {
 		return nil
 	})
 	crashQuiesce(t, s.e.JetStream(), 10*time.Second)
+}
+
+// Two unclustered orchestrators share the step consumer. run::start hands
+// the record to its own grain, so the step may be consumed by the replica
+// whose grain does not run the run: it hands the step over to the one that
+// does. No run gets a second activation (no halt), every step is acked
+// promptly (long before the ack wait would redeliver it), and every run's
+// events are whole.
+func TestReplicasHandOverSteps(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	logs := [2]*crashHaltLog{{}, {}}
+	opts := func(i int) []orchestrator.Option {
+		return []orchestrator.Option{
+			orchestrator.WithAckWait(30 * time.Second),
+			orchestrator.WithHostOptions(session.WithLogger(slog.New(logs[i]))),
+		}
+	}
+	s := startStack(t, ns, opts(0)...)
+	second := orchestrator.New(opts(1)...)
+	if err := second.Start(context.Background(), enginetest.NewEngine(t, ns)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Close(context.Background()) })
+
+	const sessions, runs = 4, 4
+	for r := 1; r <= runs; r++ {
+		for i := range sessions {
+			crashStartRun(t, s.e, fmt.Sprintf("ho%d", i), fmt.Sprintf("run %d", r))
+		}
+		for i := range sessions {
+			crashWaitAgentEnds(t, s.e.JetStream(), fmt.Sprintf("ho%d", i), r, 15*time.Second)
+		}
+	}
+	crashQuiesce(t, s.e.JetStream(), 5*time.Second)
+	for i, l := range logs {
+		if h := l.halts(); len(h) != 0 {
+			t.Errorf("orchestrator %d halted activations: %v", i, h)
+		}
+	}
+	for i := range sessions {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		evs, err := crashReadEvents(ctx, s.e.JetStream(), fmt.Sprintf("ho%d", i))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ends := crashCheckEvents(t, fmt.Sprintf("ho%d", i), evs); len(ends) != 0 {
+			t.Fatalf("ho%d: %d function results in runs that call none", i, len(ends))
+		}
+	}
+}
+
+// A hand-over request that is not one (bad JSON, a bad session id, a reply
+// subject that is not a JetStream ack) is refused and wakes nothing.
+func TestHandOverBadInput(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	subj, err := subjects.StepHostSubject(s.orch.HostID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, body string }{
+		{"not json", `{`},
+		{"bad session id", `{"session_id":"a b","step":1,"reply":"$JS.ACK.x"}`},
+		{"wildcard session id", `{"session_id":"a*","step":1,"reply":"$JS.ACK.x"}`},
+		{"no reply", `{"session_id":"ok1","step":1}`},
+		{"reply not an ack", `{"session_id":"ok1","step":1,"reply":"iii.fn.run.start"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg, err := s.e.Conn().Request(subj, []byte(tt.body), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(msg.Data) != "refused" {
+				t.Fatalf("answer %q, want refused", msg.Data)
+			}
+		})
+	}
+	if n := s.orch.Host().Active(); n != 0 {
+		t.Fatalf("%d grains activated by refused hand-overs", n)
+	}
 }

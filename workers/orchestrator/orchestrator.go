@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/metric"
@@ -88,6 +89,11 @@ type Orchestrator struct {
 
 	approvals   approvals
 	approvalsCC *perCopy
+
+	// hostID names this orchestrator's grain host to the other replicas
+	// (handover.go); handOverSub serves it.
+	hostID      string
+	handOverSub *nats.Subscription
 }
 
 // Option configures an Orchestrator built in code (tests, bench).
@@ -289,6 +295,10 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		return err
 	}
 	o.host.Store(host)
+	o.hostID = nuid.Next()
+	if err := o.serveHandOver(); err != nil {
+		return err
+	}
 	if err := o.observeGauges(); err != nil {
 		return err
 	}
@@ -315,6 +325,9 @@ func (o *Orchestrator) Close(ctx context.Context) error {
 	}
 	if o.stop != nil {
 		o.stopOnce.Do(func() { close(o.stop) })
+	}
+	if o.handOverSub != nil {
+		_ = o.handOverSub.Unsubscribe() // steps are no longer handed to this host
 	}
 	host := o.host.Load()
 	if host != nil {
@@ -380,9 +393,24 @@ func (o *Orchestrator) consumeStepsOf(ctx context.Context, stream string) (jetst
 			_ = m.Term()
 			return
 		}
-		if err := o.Host().Wake(st.SessionID, session.Wake{Step: st.Step, Reply: m.Reply(), Ack: m.Ack, InProgress: m.InProgress, Nak: m.NakWithDelay}); err != nil {
-			_ = m.NakWithDelay(time.Second)
+		wake := func() {
+			if err := o.Host().Wake(st.SessionID, session.Wake{Step: st.Step, Reply: m.Reply(), Ack: m.Ack, InProgress: m.InProgress, Nak: m.NakWithDelay}); err != nil {
+				_ = m.NakWithDelay(time.Second)
+			}
 		}
+		if h := m.Headers().Get(headerStepHost); h != "" && h != o.hostID && firstDelivery(m) {
+			// Another replica's grain runs this run already: hand it
+			// the step (off the consume goroutine). A redelivered step
+			// was given back by that grain (or lost with it): any
+			// replica serves it.
+			go func() {
+				if !o.handOver(h, st, m.Reply()) {
+					wake()
+				}
+			}()
+			return
+		}
+		wake()
 	}, jetstream.PullMaxMessages(512))
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume steps of %s", stream)
@@ -390,15 +418,26 @@ func (o *Orchestrator) consumeStepsOf(ctx context.Context, stream string) (jetst
 	return cc, nil
 }
 
-// enqueueStep publishes the wake for rec (deduplicated per run and step).
-func (o *Orchestrator) enqueueStep(ctx context.Context, rec turn.Record) error {
-	return o.enqueueWake(ctx, rec, "")
+// enqueueStep publishes the wake for rec (deduplicated per run and step);
+// local says this orchestrator's grain started the run already.
+func (o *Orchestrator) enqueueStep(ctx context.Context, rec turn.Record, local bool) error {
+	host := ""
+	if local {
+		host = o.hostID
+	}
+	return o.publishWake(ctx, rec, "", host)
 }
 
 // enqueueWake publishes a wake for rec whose dedup id is the run, the step
 // and why ("" for the step itself; an approval decision wakes a session
 // at a step it was already woken at).
 func (o *Orchestrator) enqueueWake(ctx context.Context, rec turn.Record, why string) error {
+	return o.publishWake(ctx, rec, why, "")
+}
+
+// publishWake is enqueueWake naming the host whose grain runs the run
+// already, if any (handover.go).
+func (o *Orchestrator) publishWake(ctx context.Context, rec turn.Record, why, host string) error {
 	subj, err := subjects.StepSubject(rec.SessionID)
 	if err != nil {
 		return err
@@ -408,7 +447,11 @@ func (o *Orchestrator) enqueueWake(ctx context.Context, rec turn.Record, why str
 	if why != "" {
 		id += ":" + why
 	}
-	_, err = o.e.JetStream().Publish(ctx, subj, data, jetstream.WithMsgID(id))
+	msg := &nats.Msg{Subject: subj, Data: data}
+	if host != "" {
+		msg.Header = nats.Header{headerStepHost: []string{host}}
+	}
+	_, err = o.e.JetStream().PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	return err
 }
 
@@ -465,7 +508,7 @@ func (o *Orchestrator) sweep(ctx context.Context) error {
 		if settledRecord(rec) {
 			continue
 		}
-		if err := o.enqueueStep(ctx, rec); err != nil {
+		if err := o.enqueueStep(ctx, rec, false); err != nil {
 			return wire.Wrap(wire.CodeUnavailable, err, "re-wake %s", key)
 		}
 	}
@@ -598,7 +641,7 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 	// on another member of a cluster).
 	local := o.Host().Written(rs.SessionID, rec, newRev)
 	// The step's message id makes a repeat that did land harmless.
-	if err := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error { return o.enqueueStep(ctx, rec) }, always); err != nil {
+	if err := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error { return o.enqueueStep(ctx, rec, local) }, always); err != nil {
 		if local {
 			// The grain has the run already and may have written since:
 			// taking the record back would undo its work. Should this
