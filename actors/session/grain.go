@@ -168,6 +168,14 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case heartbeat:
 		g.beat()
+	case *settledQuery:
+		settled := g.loaded && !g.stopped && !g.running && !g.dirty && len(g.wakes) == 0 &&
+			g.rec.State.Terminal() && len(g.rec.Outbox) == 0
+		if settled {
+			ctx.Respond(&settledAnswer{rec: g.rec, rev: g.rev, ok: true})
+		} else {
+			ctx.Respond(&settledAnswer{})
+		}
 	}
 }
 

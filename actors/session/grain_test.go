@@ -603,3 +603,39 @@ func TestWrittenStartsTheRun(t *testing.T) {
 		}
 	})
 }
+
+// TestSettledCopy: Host.Settled answers only for an active grain idle at
+// the end of a run, with the record as written (retired) and its
+// revision; it never activates a grain.
+func TestSettledCopy(t *testing.T) {
+	st := newMemStore()
+	hist := newMemHistory(true)
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	if _, _, ok := h.Settled("c1"); ok || h.Active() != 0 {
+		t.Fatalf("Settled of a session with no grain: ok=%v, %d active", ok, h.Active())
+	}
+	rec, rev := seedRun(t, st, "c1")
+	hist.hold(true) // the run cannot finish: its appends are held
+	h.Written("c1", rec, rev)
+	waitFor(t, "the run to pass provisioning", func() bool { return st.current("c1").Step > rec.Step })
+	if _, _, ok := h.Settled("c1"); ok {
+		t.Fatal("Settled answered for a grain in the middle of a run")
+	}
+	hist.hold(false)
+	waitFor(t, "the run to stop", func() bool { return st.current("c1").State == agent.StateStopped })
+	var (
+		got  turn.Record
+		grev uint64
+		ok   bool
+	)
+	waitFor(t, "the grain to settle", func() bool { got, grev, ok = h.Settled("c1"); return ok })
+	_, want, _ := st.Load(context.Background(), "c1")
+	if grev != want || got.State != agent.StateStopped || got.RunID != rec.RunID || got.LastAssistant != nil {
+		t.Fatalf("Settled = rev %d (store %d), %+v", grev, want, got)
+	}
+}

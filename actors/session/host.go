@@ -188,6 +188,48 @@ type wakeMsg struct {
 
 func nopAck() error { return nil }
 
+// settledQuery asks a grain for its record if it sits at the end of a run.
+type settledQuery struct{}
+
+// settledAnswer is a grain's answer to settledQuery.
+type settledAnswer struct {
+	rec turn.Record
+	rev uint64
+	ok  bool
+}
+
+// settledTimeout bounds asking a grain for its settled record: a grain
+// that is slow to answer is busy, and the caller reads KV instead.
+const settledTimeout = 50 * time.Millisecond
+
+// Settled returns the record of sid's grain when that grain is active on
+// this host and idle at the end of a run (its last record written, the
+// outbox delivered), and the record's revision: what a reader of KV would
+// get, unless another process wrote the record since — a caller that
+// writes at that revision then loses its compare-and-set and must read
+// KV. The record is retired ([turn.Retired]): it says how the run ended,
+// not what it said. ok is false otherwise; Settled never activates a
+// grain, and a clustered host always answers false.
+func (h *Host) Settled(sid string) (rec turn.Record, rev uint64, ok bool) {
+	if h.cluster != nil {
+		return turn.Record{}, 0, false
+	}
+	h.mu.Lock()
+	a, found := h.grains[sid]
+	if !found || h.closed {
+		h.mu.Unlock()
+		return turn.Record{}, 0, false
+	}
+	fut := h.system.Root.RequestFuture(a.pid, &settledQuery{}, settledTimeout)
+	h.mu.Unlock()
+	res, err := fut.Result()
+	ans, isAns := res.(*settledAnswer)
+	if err != nil || !isAns || !ans.ok {
+		return turn.Record{}, 0, false
+	}
+	return ans.rec, ans.rev, true
+}
+
 // Written hands sid's grain the record its caller has just written at
 // rev (run::start seeding a run), so a grain on this host starts the run
 // at once: it neither waits for the step message nor reads the record

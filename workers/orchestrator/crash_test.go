@@ -539,3 +539,43 @@ func TestHandOverBadInput(t *testing.T) {
 		t.Fatalf("%d grains activated by refused hand-overs", n)
 	}
 }
+
+// run::start takes the record of a session whose grain is idle here from
+// the grain (no KV read). When another writer moved the record since (here:
+// the record rewritten in KV behind the grain's back), that copy is stale:
+// run::start loses its compare-and-set, reads KV and starts the run.
+func TestRunStartStaleSettledCopy(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	const sid = "stale1"
+	crashStartRun(t, s.e, sid, "first")
+	js := s.e.JetStream()
+	crashWaitAgentEnds(t, js, sid, 1, 15*time.Second)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if _, _, ok := s.orch.Host().Settled(sid); !ok {
+			return errors.New("the grain does not hold a settled record")
+		}
+		return nil
+	})
+	_, grainRev, _ := s.orch.Host().Settled(sid)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, subjects.SessionBucket(subjects.TurnStateBucket, sid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, err := kv.Get(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent.Revision() != grainRev {
+		t.Fatalf("grain holds revision %d, KV %d", grainRev, ent.Revision())
+	}
+	if _, err := kv.Update(ctx, sid, ent.Value(), ent.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	crashStartRun(t, s.e, sid, "second")
+	evs := crashWaitAgentEnds(t, js, sid, 2, 15*time.Second)
+	crashCheckEvents(t, sid, evs)
+}

@@ -557,7 +557,7 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 	}
 	st := o.store()
 	for attempt := 0; ; attempt++ {
-		res, err := o.runStartOnce(ctx, rs, st)
+		res, err := o.runStartOnce(ctx, rs, st, attempt > 0)
 		if errors.Is(err, session.ErrFenced) {
 			if attempt < 8 {
 				continue // the grain checkpointed in between: look again
@@ -576,8 +576,22 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 }
 
 // runStartOnce is one attempt of runStart; a lost CAS is session.ErrFenced.
-func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st store) (RunStartResult, error) {
-	cur, rev, err := st.Load(ctx, rs.SessionID)
+// The first attempt takes the record from the session's grain when it is
+// active here and idle at the end of a run (a KV read less on every turn
+// of a conversation); a retry (fromKV) reads KV.
+func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st store, fromKV bool) (RunStartResult, error) {
+	var (
+		cur turn.Record
+		rev uint64
+		err error
+		ok  bool
+	)
+	if !fromKV {
+		cur, rev, ok = o.Host().Settled(rs.SessionID)
+	}
+	if !ok {
+		cur, rev, err = st.Load(ctx, rs.SessionID)
+	}
 	switch {
 	case errors.Is(err, session.ErrNoRecord):
 		rev = 0
