@@ -666,7 +666,10 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 			return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: runID}, nil
 		}
 		// Take the record back so nothing half-started is left; if that
-		// fails too, the sweep on the next start re-wakes it.
+		// fails too, the sweep on the next start re-wakes it. (A record
+		// that came from the grain is the retired one: the run it tells
+		// of ended; its messages are in the transcript. It gets here
+		// only when the grain's host began draining in between.)
 		if kv, kerr := o.turns.of(ctx, rs.SessionID); kerr != nil {
 			o.logger.Warn("turn record of a run whose step could not be enqueued not taken back; the sweep re-wakes it", "session_id", rs.SessionID, "error", kerr)
 		} else if rev == 0 {
