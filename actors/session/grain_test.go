@@ -214,6 +214,19 @@ func (noApprovals) Decisions(context.Context, string, string, []agent.PendingApp
 
 type noApprovals struct{}
 
+// startHost runs a host on the in-memory ports with callModel; it closes
+// with the test.
+func startHost(t *testing.T, st *memStore, hist *memHistory, fns *countingFunctions) *session.Host {
+	t.Helper()
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	return h
+}
+
 // seed writes a new run's record, as run::start does.
 func seed(t *testing.T, st *memStore, sid string) {
 	t.Helper()
@@ -498,12 +511,7 @@ func TestRecoveryDoesNotRepeatLandedAppends(t *testing.T) {
 func TestEmptySteeringCheckUnwritten(t *testing.T) {
 	st := newMemStore()
 	hist := newMemHistory(true)
-	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
-		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
+	h := startHost(t, st, hist, &countingFunctions{})
 	seed(t, st, "s4")
 	select {
 	case <-wake(t, h, "s4", 1):
@@ -544,20 +552,9 @@ func (s *memStore) current(sid string) turn.Record {
 // since fences the grain at its first write, and the step message then
 // runs the session from the store.
 func TestWrittenStartsTheRun(t *testing.T) {
-	newHost := func(t *testing.T, st *memStore, fns *countingFunctions) *session.Host {
-		t.Helper()
-		hist := newMemHistory(true)
-		h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
-			Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = h.Close(context.Background()) })
-		return h
-	}
 	t.Run("fresh", func(t *testing.T) {
 		st, fns := newMemStore(), &countingFunctions{}
-		h := newHost(t, st, fns)
+		h := startHost(t, st, newMemHistory(true), fns)
 		rec, rev := seedRun(t, st, "w1")
 		before := st.loaded()
 		if !h.Written("w1", rec, rev) {
@@ -578,7 +575,7 @@ func TestWrittenStartsTheRun(t *testing.T) {
 	})
 	t.Run("stale", func(t *testing.T) {
 		st, fns := newMemStore(), &countingFunctions{}
-		h := newHost(t, st, fns)
+		h := startHost(t, st, newMemHistory(true), fns)
 		rec, rev := seedRun(t, st, "w2")
 		// Something wrote after the hand-over was taken: the same run's
 		// record, one revision on.
@@ -610,12 +607,7 @@ func TestWrittenStartsTheRun(t *testing.T) {
 func TestSettledCopy(t *testing.T) {
 	st := newMemStore()
 	hist := newMemHistory(true)
-	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
-		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
+	h := startHost(t, st, hist, &countingFunctions{})
 	if _, _, ok := h.Settled("c1"); ok || h.Active() != 0 {
 		t.Fatalf("Settled of a session with no grain: ok=%v, %d active", ok, h.Active())
 	}
