@@ -77,9 +77,11 @@ func TestStartClusterCounters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Replicas apply the writes and the acks a moment later.
+	// Replicas apply the writes and the acks a moment later (seconds
+	// when CI's parallel packages load both cores: 5 s once was not
+	// enough).
 	var after counters
-	enginetest.Eventually(t, 5*time.Second, func() error {
+	enginetest.Eventually(t, 30*time.Second, func() error {
 		var err error
 		if after, err = snapshot(s.servers()); err != nil {
 			return err
