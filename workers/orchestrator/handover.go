@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -68,7 +69,14 @@ func (o *Orchestrator) serveHandOver() error {
 // grain, acked through the step's reply subject.
 func (o *Orchestrator) onHandOver(m *nats.Msg) {
 	var hw hostWake
-	if err := json.Unmarshal(m.Data, &hw); err != nil || agent.ValidateSessionID(hw.SessionID) != nil || !strings.HasPrefix(hw.Reply, "$JS.ACK.") {
+	err := json.Unmarshal(m.Data, &hw)
+	if err == nil {
+		err = agent.ValidateSessionID(hw.SessionID)
+	}
+	if err == nil && !strings.HasPrefix(hw.Reply, "$JS.ACK.") {
+		err = fmt.Errorf("reply %q is not a JetStream ack subject", hw.Reply)
+	}
+	if err != nil {
 		o.logger.Warn("bad step hand-over refused", "subject", m.Subject, "error", err)
 		_ = m.Respond(handOverRefused)
 		return
