@@ -631,3 +631,68 @@ func TestSettledCopy(t *testing.T) {
 		t.Fatalf("Settled = rev %d (store %d), %+v", grev, want, got)
 	}
 }
+
+// peekInbox is an empty Inbox that reports each Peek on peeked.
+type peekInbox struct {
+	emptyInbox
+	peeked chan struct{}
+}
+
+func (p peekInbox) Peek(ctx context.Context, sid string) ([]agent.Message, []agent.Message, session.InboxMark, error) {
+	p.peeked <- struct{}{}
+	return p.emptyInbox.Peek(ctx, sid)
+}
+
+// overlapStore holds every write of a record entering the steering check
+// until the inbox has been read: it finishes only when the grain reads
+// the inbox alongside that write, not after it.
+type overlapStore struct {
+	*memStore
+	peeked <-chan struct{}
+	late   chan string
+}
+
+func (s overlapStore) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, error) {
+	if rec.State == agent.StateSteeringCheck {
+		select {
+		case <-s.peeked:
+		case <-time.After(5 * time.Second):
+			s.late <- fmt.Sprintf("step %d", rec.Step)
+		}
+	}
+	return s.memStore.Write(ctx, rec, rev)
+}
+
+// TestSteeringReadOverlapsTheWrite: the inbox read of a steering check
+// starts with the write that enters the check, and the check uses it:
+// one read per check, none after the write.
+func TestSteeringReadOverlapsTheWrite(t *testing.T) {
+	peeked := make(chan struct{}, 8)
+	st := overlapStore{memStore: newMemStore(), peeked: peeked, late: make(chan string, 8)}
+	hist := newMemHistory(true)
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: peekInbox{peeked: peeked}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	seed(t, st.memStore, "p1")
+	select {
+	case <-wake(t, h, "p1", 1):
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	close(st.late)
+	for step := range st.late {
+		t.Errorf("the write entering the steering check at %s waited for no inbox read", step)
+	}
+	checks := 0
+	for _, r := range st.records() {
+		if r.State == agent.StateSteeringCheck {
+			checks++
+		}
+	}
+	if checks != 2 || len(peeked) != 0 {
+		t.Fatalf("%d steering checks written, %d inbox reads left unconsumed; want 2 and 0", checks, len(peeked))
+	}
+}
