@@ -85,64 +85,6 @@ type grain struct {
 	decide bool
 	// draining: hand the session off at the next checkpoint (drainMsg).
 	draining bool
-	// peek is the inbox read started alongside the write that entered
-	// the steering check (prefetchInbox); the check takes it.
-	peek *inboxPeek
-}
-
-// inboxPeek is one Inbox.Peek running on its own goroutine: its fields
-// are set before done is closed and read only after.
-type inboxPeek struct {
-	run       string
-	step      uint64
-	cancel    context.CancelFunc
-	done      chan struct{}
-	steering  []agent.Message
-	followups []agent.Message
-	mark      InboxMark
-	err       error
-}
-
-// prefetchInbox starts the inbox read of the steering check that rec
-// enters, so the read overlaps rec's write and the delivery of its outbox
-// rather than following them on the run's critical path. A push that
-// lands meanwhile is seen at the next check, as one landing just after
-// the check would be; nothing is removed from the inbox but what the
-// check read.
-func (g *grain) prefetchInbox(rec turn.Record) {
-	if rec.State != agent.StateSteeringCheck || g.peek != nil && g.peek.run == rec.RunID && g.peek.step == rec.Step {
-		return
-	}
-	g.dropPeek()
-	ctx, cancel := g.ctx()
-	p := &inboxPeek{run: rec.RunID, step: rec.Step, cancel: cancel, done: make(chan struct{})}
-	inbox, sid := g.host.ports.Inbox, g.sid
-	g.host.pool.Go(func() {
-		defer close(p.done)
-		p.steering, p.followups, p.mark, p.err = inbox.Peek(ctx, sid)
-	})
-	g.peek = p
-}
-
-// takePeek reads the inbox for the current steering check: the read
-// prefetchInbox started for this record, or a fresh one.
-func (g *grain) takePeek(ctx context.Context) ([]agent.Message, []agent.Message, InboxMark, error) {
-	if p := g.peek; p != nil && p.run == g.rec.RunID && p.step == g.rec.Step {
-		g.peek = nil
-		<-p.done
-		p.cancel()
-		return p.steering, p.followups, p.mark, p.err
-	}
-	g.dropPeek()
-	return g.host.ports.Inbox.Peek(ctx, g.sid)
-}
-
-// dropPeek abandons a prefetched inbox read nobody will take.
-func (g *grain) dropPeek() {
-	if g.peek != nil {
-		g.peek.cancel()
-		g.peek = nil
-	}
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -240,7 +182,6 @@ func (g *grain) Receive(ctx actor.Context) {
 // shutdown cancels whatever runs; un-acked wakes are redelivered.
 func (g *grain) shutdown() {
 	g.stopped = true
-	g.dropPeek()
 	if g.cancel != nil {
 		g.cancel()
 	}
@@ -454,7 +395,6 @@ const maxCarried = 64
 func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 	ctx, cancel := g.ctx()
 	defer cancel()
-	g.prefetchInbox(rec)
 	// rec came from g.rec: its outbox starts with what g.rec carries.
 	carried := g.carried
 	sh, ok := g.host.ports.History.(SettledHistory)
@@ -583,7 +523,7 @@ func (g *grain) drive() {
 			g.startGates(calls)
 		case turn.ActionCheckSteering:
 			ctx, cancel := g.ctx()
-			steering, followups, mark, err := g.takePeek(ctx)
+			steering, followups, mark, err := g.host.ports.Inbox.Peek(ctx, g.sid)
 			if err != nil {
 				cancel()
 				g.halt("read inbox", err)
