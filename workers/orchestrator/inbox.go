@@ -13,6 +13,7 @@ import (
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // Inbox names.
@@ -24,8 +25,12 @@ const (
 )
 
 // inbox keeps each session's steering and follow-up messages in KV as a
-// JSON array, changed by compare-and-set.
-type inbox struct{ kvs sessionKV }
+// JSON array, changed by compare-and-set. With watch, a steering check of
+// a session whose inboxes are known to be empty reads nothing.
+type inbox struct {
+	kvs   sessionKV
+	watch *inboxWatch
+}
 
 func inboxKey(sid, name string) string { return sid + "." + name }
 
@@ -61,14 +66,21 @@ func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Mess
 			return cur, nil
 		}
 		data, _ := json.Marshal(next)
+		var wrote uint64
 		if rev == 0 {
-			_, err = kv.Create(ctx, key, data)
+			wrote, err = kv.Create(ctx, key, data)
 		} else if len(next) == 0 {
 			err = kv.Delete(ctx, key, jetstream.LastRevision(rev))
 		} else {
-			_, err = kv.Update(ctx, key, data, rev)
+			wrote, err = kv.Update(ctx, key, data, rev)
 		}
 		if err == nil {
+			if wrote > 0 && subjects.SessionRegion(sid) == "" {
+				// Checks on this node see the items at once; an
+				// emptied inbox is left to the watch (reading a
+				// while longer is harmless).
+				b.watch.saw(key, wrote, true)
+			}
 			return cur, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSeq(err) {
@@ -115,9 +127,13 @@ func (b inbox) peek(ctx context.Context, sid, key string) ([]agent.Message, erro
 	return cur, nil
 }
 
-// Peek implements session.Inbox. The two inboxes are read at once: a
+// Peek implements session.Inbox. Inboxes the watch knows to be empty
+// are not read (inboxwatch.go); otherwise the two are read at once: a
 // steering check waits for one round trip, not two.
 func (b inbox) Peek(ctx context.Context, sid string) ([]agent.Message, []agent.Message, session.InboxMark, error) {
+	if b.watch.empty(sid) {
+		return nil, nil, session.InboxMark{}, nil
+	}
 	var (
 		followups []agent.Message
 		ferr      error

@@ -253,7 +253,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		}
 		kvs = append(kvs, sessionKV{e: e, bucket: cfg.Bucket})
 	}
-	o.turns, o.runs, o.inbox = kvs[0], kvs[1], inbox{kvs: kvs[2]}
+	o.turns, o.runs, o.inbox = kvs[0], kvs[1], inbox{kvs: kvs[2], watch: newInboxWatch()}
 	o.approvals = approvals{kvs: kvs[3], now: time.Now, tracer: e.Tracer()}
 	for _, s := range []struct {
 		cfg    jetstream.StreamConfig
@@ -313,7 +313,19 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	}
 	o.scan = &staleScan{turns: o.turns}
 	go o.sweepEvery(max(2*o.ackWait, 10*time.Second))
-	return o.watchApprovals(ctx)
+	if err := o.watchApprovals(ctx); err != nil {
+		return err
+	}
+	// Started last: a Start that fails leaves no watch running. Until it
+	// has caught up, steering checks read the inbox.
+	ikv, err := o.inbox.kvs.copyOf(ctx, "")
+	if err == nil {
+		err = o.inbox.watch.start(ctx, ikv, o.logger)
+	}
+	if err != nil {
+		return wire.Wrap(wire.CodeUnavailable, err, "watch the inbox bucket")
+	}
+	return nil
 }
 
 // Close hands the sessions off (each grain finishes the step it is in and
@@ -343,6 +355,7 @@ func (o *Orchestrator) Close(ctx context.Context) error {
 	if o.approvalsCC != nil {
 		o.approvalsCC.stop()
 	}
+	o.inbox.watch.stop()
 	if host != nil {
 		return host.Close(ctx)
 	}
