@@ -263,7 +263,7 @@ func (g *grain) onEnvelope(ctx actor.Context, bv *wrapperspb.BytesValue) {
 			return
 		}
 		ctx.Respond(pack(answer{Accepted: true}))
-		g.onWake(g.host.remoteWake(env.Step, env.Reply), nil, 0)
+		g.onWake(g.host.remoteWake(env.Step, env.Reply), nil, 0, 0)
 	case opAbort:
 		g.abortRequest(ctx, env.Reason)
 	default:

@@ -120,7 +120,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *wakeMsg:
 		g.seen = max(g.seen, m.seq)
-		g.onWake(m.Wake, m.written, m.rev)
+		g.onWake(m.Wake, m.written, m.rev, m.prev)
 	case *abortMsg:
 		g.seen = max(g.seen, m.seq)
 		g.abortRequest(ctx, m.reason)
@@ -229,11 +229,12 @@ func (g *grain) traced(ctx context.Context) context.Context {
 // load reads the record when the grain is idle (run::start may have
 // written a new run since), and the transcript whenever the record moved
 // (activation, a new run, another activation's write).
-func (g *grain) load() error { return g.loadWritten(nil, 0) }
+func (g *grain) load() error { return g.loadWritten(nil, 0, 0) }
 
-// loadWritten is load, taking written (at revision wrev) for the stored
-// record when it is given and newer than the one held.
-func (g *grain) loadWritten(written *turn.Record, wrev uint64) error {
+// loadWritten is load, taking written (at revision wrev, written over
+// revision wprev) for the stored record when it is given and newer than
+// the one held.
+func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	if g.loaded && (g.running || len(g.wakes) > 0) {
 		return nil
 	}
@@ -244,8 +245,13 @@ func (g *grain) loadWritten(written *turn.Record, wrev uint64) error {
 		rev uint64
 		err error
 	)
+	// own: the record moved only by run::start building on this
+	// activation's last write, so nobody else ran the session (or
+	// emitted its events) since.
+	own := false
 	if written != nil && (!g.loaded || wrev > g.rev) {
 		rec, rev = *written, wrev
+		own = g.loaded && wprev == g.rev
 	} else if rec, rev, err = g.host.ports.Store.Load(ctx, g.sid); err != nil {
 		return err
 	}
@@ -254,7 +260,12 @@ func (g *grain) loadWritten(written *turn.Record, wrev uint64) error {
 	}
 	// The record moved: another activation wrote it, or a new run
 	// started. Either way the transcript is read again, so what others
-	// appended meanwhile (a compaction between runs) is seen.
+	// appended meanwhile (a compaction between runs) is seen; and unless
+	// the move was our own, the events are numbered from the stream
+	// again: another activation may have emitted some.
+	if es, ok := g.host.ports.Events.(SequencedEvents); ok && !own {
+		es.Resequence(g.sid)
+	}
 	var (
 		hist []agent.Message
 		hid  string
@@ -290,9 +301,9 @@ func (g *grain) loadWritten(written *turn.Record, wrev uint64) error {
 	return nil
 }
 
-func (g *grain) onWake(w Wake, written *turn.Record, wrev uint64) {
+func (g *grain) onWake(w Wake, written *turn.Record, wrev, wprev uint64) {
 	g.decide = true // an approval decision may be what woke the session
-	if err := g.loadWritten(written, wrev); err != nil {
+	if err := g.loadWritten(written, wrev, wprev); err != nil {
 		if errors.Is(err, ErrNoRecord) {
 			_ = w.Ack() // a step for a session that has no record: nothing to do
 			return

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nuid"
 
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/actors/turn"
@@ -557,7 +560,7 @@ func TestWrittenStartsTheRun(t *testing.T) {
 		h := startHost(t, st, newMemHistory(true), fns)
 		rec, rev := seedRun(t, st, "w1")
 		before := st.loaded()
-		if !h.Written("w1", rec, rev) {
+		if !h.Written("w1", rec, rev, 0) {
 			t.Fatal("an unclustered host did not take the written record")
 		}
 		waitFor(t, "the run to stop", func() bool { return st.current("w1").State == agent.StateStopped })
@@ -582,7 +585,7 @@ func TestWrittenStartsTheRun(t *testing.T) {
 		if _, err := st.Write(context.Background(), rec, rev); err != nil {
 			t.Fatal(err)
 		}
-		h.Written("w2", rec, rev)
+		h.Written("w2", rec, rev, 0)
 		waitFor(t, "the fenced grain to stop", func() bool { return h.Active() == 0 })
 		if got := st.current("w2").State; got != agent.StateProvisioning {
 			t.Fatalf("a fenced grain moved the record to %s", got)
@@ -613,7 +616,7 @@ func TestSettledCopy(t *testing.T) {
 	}
 	rec, rev := seedRun(t, st, "c1")
 	hist.hold(true) // the run cannot finish: its appends are held
-	h.Written("c1", rec, rev)
+	h.Written("c1", rec, rev, 0)
 	waitFor(t, "the run to pass provisioning", func() bool { return st.current("c1").Step > rec.Step })
 	if _, _, ok := h.Settled("c1"); ok {
 		t.Fatal("Settled answered for a grain in the middle of a run")
@@ -630,4 +633,61 @@ func TestSettledCopy(t *testing.T) {
 	if grev != want || got.State != agent.StateStopped || got.RunID != rec.RunID || got.LastAssistant != nil {
 		t.Fatalf("Settled = rev %d (store %d), %+v", grev, want, got)
 	}
+}
+
+// seqEvents counts the grain's Resequence calls.
+type seqEvents struct {
+	*memHistory
+	n *atomic.Int64
+}
+
+func (e seqEvents) Resequence(string) { e.n.Add(1) }
+
+// TestResequenceWhenTheRecordMoved: the grain has the event numbering
+// read again from the stream when it activates and when the record moved
+// under it, but not when run::start built the new run on the grain's own
+// last write (nobody else can have emitted since).
+func TestResequenceWhenTheRecordMoved(t *testing.T) {
+	st, hist, n := newMemStore(), newMemHistory(true), &atomic.Int64{}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: seqEvents{hist, n}, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	// run starts a new run over revision prev, as run::start does, and
+	// waits for the grain to settle at its end.
+	run := func(what string, prev uint64, want int64) uint64 {
+		t.Helper()
+		before := n.Load()
+		rec, _, err := turn.New(agent.RunStart{SessionID: "q1", Provider: "p", Model: "m",
+			Messages: []agent.Message{agent.UserText("go", 1)}}, nuid.Next(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := st.Write(context.Background(), rec, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Written("q1", rec, rev, prev)
+		var settled uint64
+		waitFor(t, what+": the grain to settle", func() bool {
+			got, grev, ok := h.Settled("q1")
+			settled = grev
+			return ok && got.RunID == rec.RunID
+		})
+		if got := n.Load() - before; got != want {
+			t.Fatalf("%s: resequenced %d times, want %d", what, got, want)
+		}
+		return settled
+	}
+	rev := run("a first run activates the grain", 0, 1)
+	rev = run("a run built on the grain's last write", rev, 0)
+	// Another writer moves the record between runs.
+	cur, _, _ := st.Load(context.Background(), "q1")
+	moved, err := st.Write(context.Background(), cur, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("a run built on a record another writer moved", moved, 1)
 }

@@ -181,9 +181,10 @@ type Wake struct {
 type wakeMsg struct {
 	seq uint64
 	Wake
-	// written, when set, is the record the waker has just written, at rev.
-	written *turn.Record
-	rev     uint64
+	// written, when set, is the record the waker has just written, at rev,
+	// over revision prev.
+	written   *turn.Record
+	rev, prev uint64
 }
 
 func nopAck() error { return nil }
@@ -231,18 +232,19 @@ func (h *Host) Settled(sid string) (rec turn.Record, rev uint64, ok bool) {
 }
 
 // Written hands sid's grain the record its caller has just written at
-// rev (run::start seeding a run), so a grain on this host starts the run
+// rev over revision prev (run::start seeding a run, with a
+// compare-and-set on prev), so a grain on this host starts the run
 // at once: it neither waits for the step message nor reads the record
 // back. The step message still follows and is acked as a duplicate; it
 // is what survives a crash of this process. A stale record is harmless:
 // the grain's first write loses its compare-and-set. A clustered host
 // does nothing and reports false: the grain may live on another member.
-func (h *Host) Written(sid string, rec turn.Record, rev uint64) bool {
+func (h *Host) Written(sid string, rec turn.Record, rev, prev uint64) bool {
 	if h.cluster != nil {
 		return false
 	}
 	err := h.send(sid, func(seq uint64) any {
-		return &wakeMsg{seq: seq, Wake: Wake{Step: rec.Step, Ack: nopAck, InProgress: nopAck}, written: &rec, rev: rev}
+		return &wakeMsg{seq: seq, Wake: Wake{Step: rec.Step, Ack: nopAck, InProgress: nopAck}, written: &rec, rev: rev, prev: prev}
 	})
 	return err == nil
 }

@@ -67,6 +67,16 @@ type Events interface {
 	Emit(ctx context.Context, ev agent.Event, id string) error
 }
 
+// SequencedEvents is an Events port that numbers a session's events on
+// from the last one it emitted, which holds only while nobody else
+// emits for the session. The grain calls Resequence whenever the record
+// moved under it (it activated, or another activation or a writer other
+// than run::start building on this grain's own last write wrote it): the
+// port then takes the number from the event stream again.
+type SequencedEvents interface {
+	Resequence(sid string)
+}
+
 // Forgetter is implemented by ports that keep per-session memory (an
 // event sequence cache); the grain calls Forget when it passivates, so a
 // long-running node does not grow with every session it ever served.

@@ -101,10 +101,6 @@ func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error)
 // earlier load means the transcript only grew since, by this process's
 // appends ([session.IdentifiedHistory]).
 func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Message, string, error) {
-	// A grain loads the transcript when it activates or a run starts:
-	// another process may have emitted this session's events since this
-	// one last did, so the next seq is read from the stream again.
-	h.pub.resetSeq(sid) // not Forget: a mid-run reload keeps the step metrics
 	if err := h.Flush(ctx, sid); err != nil {
 		return nil, "", err
 	}

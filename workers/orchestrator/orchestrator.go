@@ -666,7 +666,7 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 	// A grain on this node starts at once with the record just written;
 	// the step below is what wakes it after a crash (and wakes a grain
 	// on another member of a cluster).
-	local := o.Host().Written(rs.SessionID, rec, newRev)
+	local := o.Host().Written(rs.SessionID, rec, newRev, rev)
 	// The step's message id makes a repeat that did land harmless.
 	if err := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error { return o.enqueueStep(ctx, rec, local) }, always); err != nil {
 		if local {

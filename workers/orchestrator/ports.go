@@ -159,13 +159,14 @@ type publisher struct {
 }
 
 var (
-	_ session.Events    = (*publisher)(nil)
-	_ session.Forgetter = (*publisher)(nil)
-	_ session.Store     = store{}
-	_ session.Inbox     = inbox{}
-	_ session.Model     = model{}
-	_ session.Functions = functions{}
-	_ session.Approvals = approvals{}
+	_ session.Events          = (*publisher)(nil)
+	_ session.SequencedEvents = (*publisher)(nil)
+	_ session.Forgetter       = (*publisher)(nil)
+	_ session.Store           = store{}
+	_ session.Inbox           = inbox{}
+	_ session.Model           = model{}
+	_ session.Functions       = functions{}
+	_ session.Approvals       = approvals{}
 )
 
 func newPublisher(e *engine.Engine) *publisher {
@@ -237,6 +238,11 @@ func (p *publisher) Forget(sid string) {
 	p.metrics.forget(sid)
 	p.resetSeq(sid)
 }
+
+// Resequence implements session.SequencedEvents: the grain's record moved
+// under it, so another process may have emitted events of sid. Not
+// Forget: a reload keeps the step metrics.
+func (p *publisher) Resequence(sid string) { p.resetSeq(sid) }
 
 // resetSeq drops sid's cached event sequence: the next event reads it from
 // the stream, where another process may have moved it.
