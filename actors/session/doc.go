@@ -19,10 +19,14 @@
 //     inline; a model stream and function calls run on goroutines that send
 //     their outcome back as messages, so the mailbox stays free for aborts.
 //     Every accepted input is one compare-and-set write of the record
-//     ([Store.Write]), except a steering check that found the inbox empty
-//     and continues to the model: it emits events only, which the write of
+//     ([Store.Write]), except a steering check: the grain reads the inbox
+//     before it writes the input that enters the check (the function
+//     results, the model's last answer) and folds the check's outcome
+//     into that write, then removes the items it read. (A record loaded
+//     in the check, after a crash, is checked on its own; an empty check
+//     that continues to the model emits events only, which the write of
 //     the model's answer carries, and a crash replays it with the same
-//     event ids. A write that loses the CAS means another activation
+//     event ids.) A write that loses the CAS means another activation
 //     owns the session, and this one stops without acking anything.
 //  4. Effects (events, transcript appends) are published asynchronously.
 //     Before the next write replaces the outbox they came from, either

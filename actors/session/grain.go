@@ -389,7 +389,54 @@ func (g *grain) fold(in turn.Input, mayDefer bool) bool {
 		g.rec, g.dirty = next, true
 		return true
 	}
-	return g.write(next, true)
+	var mark InboxMark
+	if next.State == agent.StateSteeringCheck {
+		var ok bool
+		if next, mark, ok = g.foldSteering(next); !ok {
+			return false
+		}
+	}
+	if !g.write(next, true) {
+		return false
+	}
+	if mark != (InboxMark{}) {
+		g.ackInbox(mark)
+	}
+	return true
+}
+
+// foldSteering performs the steering check rec enters before rec is
+// written, so the input that led to the check and the check's outcome
+// are one write: the model's last answer, the check and the run's end;
+// or the function results, the check and the next model call. The items
+// read are removed from the inbox after the write (ackInbox). A check
+// whose outcome the machine refuses is left to drive, which checks again
+// after rec is written, as it does for a record loaded in the check.
+func (g *grain) foldSteering(rec turn.Record) (turn.Record, InboxMark, bool) {
+	ctx, cancel := g.ctx()
+	steering, followups, mark, err := g.host.ports.Inbox.Peek(ctx, g.sid)
+	cancel()
+	if err != nil {
+		g.halt("read inbox", err)
+		return rec, InboxMark{}, false
+	}
+	next, _, err := turn.Apply(rec, turn.SteeringDrained{Steering: steering, Followups: followups}, g.host.opts.now().UnixMilli())
+	if err != nil {
+		g.host.opts.logger.Debug("steering check left to drive", "session_id", g.sid, "error", err)
+		return rec, InboxMark{}, true
+	}
+	return next, mark, true
+}
+
+// ackInbox removes the items a steering check read, once the record that
+// took them in is written. A failure only shows them again at the next
+// check (at least once).
+func (g *grain) ackInbox(mark InboxMark) {
+	ctx, cancel := g.ctx()
+	defer cancel()
+	if err := g.host.ports.Inbox.Ack(ctx, g.sid, mark); err != nil {
+		g.host.opts.logger.WarnContext(ctx, "inbox ack failed; items will be seen again", "session_id", g.sid, "error", err)
+	}
 }
 
 // maxCarried bounds the unconfirmed effects a checkpoint carries: past
@@ -550,12 +597,10 @@ func (g *grain) drive() {
 				cancel()
 				return
 			}
-			if mark != (InboxMark{}) {
-				if err := g.host.ports.Inbox.Ack(ctx, g.sid, mark); err != nil {
-					g.host.opts.logger.WarnContext(ctx, "inbox ack failed; items will be seen again", "session_id", g.sid, "error", err)
-				}
-			}
 			cancel()
+			if mark != (InboxMark{}) {
+				g.ackInbox(mark)
+			}
 		default:
 			g.halt("unknown action", fmt.Errorf("%s", act.Kind))
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,10 +302,11 @@ func TestCheckpointCarriesUnconfirmed(t *testing.T) {
 	}
 	acked := wake(t, h1, sid, 0)
 	// The run goes on to its terminal transition, whose checkpoint waits
-	// for the held appends.
+	// for the held appends; the checkpoint before it is the function's
+	// result with the steering check that continued to the model.
 	waitFor(t, "the run to reach the terminal checkpoint", func() bool {
 		recs := st.records()
-		return fns.count() == 1 && len(recs) > 0 && recs[len(recs)-1].State == agent.StateSteeringCheck && recs[len(recs)-1].TurnCount == 2
+		return fns.count() == 1 && len(recs) > 0 && recs[len(recs)-1].State == agent.StateAssistantStreaming && recs[len(recs)-1].TurnCount == 2
 	})
 	select {
 	case <-acked:
@@ -406,10 +408,15 @@ func TestCheckpointWaitsWithoutSettled(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the run did not finish")
 	}
-	for _, r := range st.records() {
+	// Every effect a record holds is of a step after the record written
+	// before it (a write may take in two inputs: a steering check is
+	// folded into the write that enters it).
+	recs := st.records()
+	for i, r := range recs[1:] {
 		for _, e := range r.Outbox {
-			if want := fmt.Sprintf("run1:%d:", r.Step); !strings.HasPrefix(e.ID, want) {
-				t.Fatalf("record of step %d carries effect %s: %v", r.Step, e.ID, outboxes(st.records()))
+			step, err := strconv.ParseUint(strings.Split(e.ID, ":")[1], 10, 64)
+			if err != nil || step <= recs[i].Step || step > r.Step {
+				t.Fatalf("record of step %d carries effect %s: %v", r.Step, e.ID, outboxes(recs))
 			}
 		}
 	}
@@ -507,10 +514,11 @@ func TestRecoveryDoesNotRepeatLandedAppends(t *testing.T) {
 	}
 }
 
-// TestEmptySteeringCheckUnwritten: a steering check that finds the inbox
-// empty and continues the run is not checkpointed on its own; the model's
-// answer is, and carries its event. The run's writes, in order, are the
-// ones listed; a crash in between replays the check (same event id).
+// TestEmptySteeringCheckUnwritten: a steering check is not checkpointed
+// on its own: it is folded into the write of the input that entered it
+// (the function's result, continuing to the model; the model's last
+// answer, ending the run). The run's writes, in order, are the ones
+// listed.
 func TestEmptySteeringCheckUnwritten(t *testing.T) {
 	st := newMemStore()
 	hist := newMemHistory(true)
@@ -526,7 +534,7 @@ func TestEmptySteeringCheckUnwritten(t *testing.T) {
 		got = append(got, fmt.Sprintf("%d:%s", r.Step, r.State))
 	}
 	want := []string{"1:provisioning", "2:assistant_streaming", "3:function_execute", "4:function_execute",
-		"5:steering_check", "7:steering_check", "8:stopped", "8:stopped"}
+		"6:assistant_streaming", "8:stopped", "8:stopped"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("writes %v, want %v", got, want)
 	}
@@ -690,4 +698,84 @@ func TestResequenceWhenTheRecordMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("a run built on a record another writer moved", moved, 1)
+}
+
+// steerInbox holds one steering message until it is acked; at the ack it
+// notes whether a record that took the message in was written.
+type steerInbox struct {
+	st *memStore
+	mu sync.Mutex
+	// acked: the message was removed; writtenFirst: a record holding its
+	// transcript append was written before.
+	acked, writtenFirst bool
+}
+
+func (b *steerInbox) Peek(context.Context, string) ([]agent.Message, []agent.Message, session.InboxMark, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.acked {
+		return nil, nil, session.InboxMark{}, nil
+	}
+	return []agent.Message{agent.UserText("steer", 1)}, nil, session.InboxMark{Steering: 1}, nil
+}
+
+func (b *steerInbox) Ack(_ context.Context, _ string, mark session.InboxMark) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.st.records() {
+		for _, e := range r.Outbox {
+			if e.Kind == turn.EffectAppendHistory && len(e.Messages) > 0 && e.Messages[0].Content[0].Text == "steer" {
+				b.writtenFirst = true
+			}
+		}
+	}
+	b.acked = b.acked || mark.Steering == 1
+	return nil
+}
+
+func (b *steerInbox) Requeue(context.Context, string, []agent.Message) error { return nil }
+
+// TestSteeringFoldedIntoTheWrite: a steering message found by the check
+// the function's result enters is taken in by the same write, removed
+// from the inbox only after that write, and seen by the next model call.
+func TestSteeringFoldedIntoTheWrite(t *testing.T) {
+	st, hist, model := newMemStore(), newMemHistory(true), &recordingModel{}
+	inbox := &steerInbox{st: st}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model,
+		Functions: &countingFunctions{}, Inbox: inbox, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	seed(t, st, "f1")
+	select {
+	case <-wake(t, h, "f1", 1):
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	inbox.mu.Lock()
+	acked, first := inbox.acked, inbox.writtenFirst
+	inbox.mu.Unlock()
+	if !acked || !first {
+		t.Fatalf("steering acked %v, after the write that took it in %v", acked, first)
+	}
+	var got []string
+	for _, r := range st.records() {
+		got = append(got, fmt.Sprintf("%d:%s", r.Step, r.State))
+	}
+	// The function's result and the check that took the steering in are
+	// one write (step 6); so are the model's last answer and the check
+	// that ended the run.
+	if want := []string{"1:provisioning", "2:assistant_streaming", "3:function_execute", "4:function_execute",
+		"6:assistant_streaming", "8:stopped", "8:stopped"}; !slices.Equal(got, want) {
+		t.Fatalf("writes %v, want %v", got, want)
+	}
+	calls := model.requests()
+	if len(calls) != 2 {
+		t.Fatalf("%d model calls, want 2", len(calls))
+	}
+	last := calls[1][len(calls[1])-1]
+	if last.Role != agent.RoleUser || last.Content[0].Text != "steer" {
+		t.Fatalf("the second model call ends with %s %+v, want the steering message", last.Role, last.Content)
+	}
 }
