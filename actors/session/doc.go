@@ -39,7 +39,11 @@
 //     once more if its outbox was delivered since the last write, then acks
 //     the step messages that woke it. Until then the wakes stay un-acked
 //     with in-progress heartbeats, so a crash anywhere in between
-//     redelivers them.
+//     redelivers them. A run that ended acks them once its outbox is
+//     confirmed, and an unclustered host writes its record settled
+//     [settleDelay] later, unless the next run overwrote it first (the
+//     copy [Host.Settled] hands run::start lists no outbox); the grain
+//     writes it before it passivates or hands off.
 //  6. After an idle period the grain passivates; the next wake activates it
 //     again from KV.
 //

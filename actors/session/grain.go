@@ -85,7 +85,23 @@ type grain struct {
 	decide bool
 	// draining: hand the session off at the next checkpoint (drainMsg).
 	draining bool
+	// settleDue: the run is over and its outbox delivered and confirmed,
+	// but the store still holds the terminal record with that outbox (at
+	// rev); writeSettled writes it delivered, settleDelay after the run's
+	// end unless the next run overwrites it first (settleLater).
+	settleDue   bool
+	settleTimer *time.Timer
 }
+
+// settleDelay is how long a grain leaves a finished run's record with
+// its delivered outbox in the store before it writes it settled: the next
+// run of a conversation usually comes sooner and overwrites it, which
+// saves the write. It is far below the periodic sweep's interval, which
+// would otherwise wake the session to deliver the outbox again.
+const settleDelay = 200 * time.Millisecond
+
+// settleTick is settleDelay's timer firing for run.
+type settleTick struct{ run string }
 
 func (g *grain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -109,7 +125,10 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		g.shutdown()
 	case *actor.ReceiveTimeout:
-		if g.running || len(g.wakes) > 0 || !g.host.passivate(g.sid, g.self, g.seen) {
+		if g.settleDue {
+			g.writeSettled()
+		}
+		if g.stopped || g.running || len(g.wakes) > 0 || !g.host.passivate(g.sid, g.self, g.seen) {
 			// proto.actor cancels the receive timeout when it fires
 			// (docs/UPSTREAM.md): arm it again, or a grain that was busy
 			// at that moment would never passivate.
@@ -169,12 +188,19 @@ func (g *grain) Receive(ctx actor.Context) {
 	case heartbeat:
 		g.beat()
 	case *settledQuery:
-		settled := g.loaded && !g.stopped && !g.running && !g.dirty && len(g.wakes) == 0 &&
+		settled := g.loaded && !g.stopped && !g.running && (!g.dirty || g.settleDue) && len(g.wakes) == 0 &&
 			g.rec.State.Terminal() && len(g.rec.Outbox) == 0
 		if settled {
-			ctx.Respond(&settledAnswer{rec: g.rec, rev: g.rev, ok: true})
+			// With a settle due, the store holds this run's record with
+			// its outbox, all of it delivered and confirmed: the next run
+			// need not carry any of it, so the copy has none.
+			ctx.Respond(&settledAnswer{rec: turn.Retired(g.rec), rev: g.rev, ok: true})
 		} else {
 			ctx.Respond(&settledAnswer{})
+		}
+	case settleTick:
+		if g.settleDue && g.rec.RunID == m.run {
+			g.writeSettled()
 		}
 	}
 }
@@ -182,6 +208,9 @@ func (g *grain) Receive(ctx actor.Context) {
 // shutdown cancels whatever runs; un-acked wakes are redelivered.
 func (g *grain) shutdown() {
 	g.stopped = true
+	if g.settleTimer != nil {
+		g.settleTimer.Stop()
+	}
 	if g.cancel != nil {
 		g.cancel()
 	}
@@ -258,13 +287,20 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	if g.loaded && rev == g.rev {
 		return nil
 	}
+	// A new run (or another writer) replaced the finished run's record:
+	// its settled write is not needed any more.
+	g.settleDue = false
+	if g.settleTimer != nil {
+		g.settleTimer.Stop()
+		g.settleTimer = nil
+	}
 	// The record moved: another activation wrote it, or a new run
 	// started. Either way the transcript is read again, so what others
 	// appended meanwhile (a compaction between runs) is seen; and unless
 	// the move was our own, the events are numbered from the stream
 	// again: another activation may have emitted some.
-	if es, ok := g.host.ports.Events.(SequencedEvents); ok && !own {
-		es.Resequence(g.sid)
+	if !own {
+		g.resequence()
 	}
 	var (
 		hist []agent.Message
@@ -506,7 +542,7 @@ func (g *grain) abortRequest(ctx actor.Context, reason string) {
 // in the record, the outbox (if any) is left for the next activation, the
 // wakes go back to JetStream for whoever runs the session next.
 func (g *grain) release() {
-	if g.stopped {
+	if g.stopped || !g.writeSettled() {
 		return
 	}
 	ctx, cancel := g.ctx()
@@ -662,26 +698,30 @@ func (g *grain) deliver() bool {
 // settle checkpoints a parked or finished session and acks its wakes.
 func (g *grain) settle() {
 	switch {
+	case g.settleDue:
+		// Everything delivered is confirmed; the settled write is armed.
 	case g.dirty && g.rec.State.Terminal():
 		// The run is over and agent_end is out: a client may already have
-		// started the next run. Losing this CAS to that run is fine.
+		// started the next run. Once everything delivered is confirmed,
+		// the record is written settled: at once on a clustered host (a
+		// run::start elsewhere reads the store, and would deliver the
+		// outbox found there again), settleDelay later here, unless the
+		// next run overwrites it first.
 		ctx, cancel := g.ctx()
 		err := g.host.ports.History.Flush(ctx, g.sid)
-		if err == nil {
-			var rev uint64
-			g.unconfirmed = nil
-			if rev, err = g.host.ports.Store.Write(ctx, g.rec, g.rev); err == nil {
-				g.rev, g.dirty = rev, false
-			} else if errors.Is(err, ErrFenced) {
-				if cur, crev, lerr := g.host.ports.Store.Load(ctx, g.sid); lerr == nil && cur.RunID != g.rec.RunID {
-					g.rec, g.rev, g.dirty, err = cur, crev, false, nil
-				}
-			}
-		}
 		cancel()
 		if err != nil {
-			g.halt("write record", err)
+			g.halt("flush effects", err)
 			return
+		}
+		g.unconfirmed = nil
+		g.settleDue = true
+		if g.host.cluster != nil {
+			if !g.writeSettled() {
+				return
+			}
+		} else {
+			g.settleLater()
 		}
 	case g.dirty:
 		if !g.write(g.rec, false) {
@@ -698,21 +738,7 @@ func (g *grain) settle() {
 		g.unconfirmed = nil
 	}
 	if g.rec.State.Terminal() && !g.dirty {
-		// The run is over and checkpointed: an idle grain holds no
-		// transcript. The next run moves the record, and load reads the
-		// transcript again (from the History port's cache when this
-		// process wrote it).
-		g.history = nil
-		g.rec = turn.Retired(g.rec)
-		// Nothing of the run is in flight any more (its calls were
-		// stopped at Finish; appends outlive it by design): a fresh base
-		// context lets go of what the run's contexts left in the old one
-		// (the map of its children, ~400 B, for as long as the grain
-		// idles).
-		if g.cancel != nil {
-			g.cancel()
-			g.base, g.cancel = context.WithCancel(g.host.life)
-		}
+		g.retire()
 	}
 	if len(g.gating) == 0 {
 		g.gating = nil
@@ -724,6 +750,77 @@ func (g *grain) settle() {
 	if g.hbTimer != nil {
 		g.hbTimer.Stop()
 		g.hbTimer = nil
+	}
+}
+
+// settleLater arms the timer that writes the run's record settled.
+func (g *grain) settleLater() {
+	if g.settleTimer != nil {
+		g.settleTimer.Stop()
+	}
+	root, self, run := g.root, g.self, g.rec.RunID
+	g.settleTimer = time.AfterFunc(settleDelay, func() { root.Send(self, settleTick{run: run}) })
+}
+
+// writeSettled writes the finished run's record with its outbox
+// delivered (settleDue). Losing the CAS to the next run is fine. It
+// returns false when the activation halted.
+func (g *grain) writeSettled() bool {
+	if !g.settleDue || g.stopped {
+		return !g.stopped
+	}
+	g.settleDue = false
+	if g.settleTimer != nil {
+		g.settleTimer.Stop()
+		g.settleTimer = nil
+	}
+	ctx, cancel := g.ctx()
+	defer cancel()
+	rev, err := g.host.ports.Store.Write(ctx, g.rec, g.rev)
+	if err == nil {
+		g.rev, g.dirty = rev, false
+	} else if errors.Is(err, ErrFenced) {
+		if cur, crev, lerr := g.host.ports.Store.Load(ctx, g.sid); lerr == nil && cur.RunID != g.rec.RunID {
+			// Another run started over ours, on another replica maybe:
+			// its events are numbered on from the stream's.
+			g.rec, g.rev, g.dirty, err = cur, crev, false, nil
+			g.resequence()
+		}
+	}
+	if err != nil {
+		g.halt("write record", err)
+		return false
+	}
+	if g.rec.State.Terminal() && !g.dirty {
+		g.retire()
+	}
+	return true
+}
+
+// resequence has the Events port number this session's events from the
+// stream again: the record moved under the grain, so another activation
+// may have emitted some.
+func (g *grain) resequence() {
+	if es, ok := g.host.ports.Events.(SequencedEvents); ok {
+		es.Resequence(g.sid)
+	}
+}
+
+// retire trims what an idle grain holds once its run is over and
+// checkpointed.
+func (g *grain) retire() {
+	// An idle grain holds no transcript. The next run moves the record,
+	// and load reads the transcript again (from the History port's cache
+	// when this process wrote it).
+	g.history = nil
+	g.rec = turn.Retired(g.rec)
+	// Nothing of the run is in flight any more (its calls were stopped
+	// at Finish; appends outlive it by design): a fresh base context lets
+	// go of what the run's contexts left in the old one (the map of its
+	// children, ~400 B, for as long as the grain idles).
+	if g.cancel != nil {
+		g.cancel()
+		g.base, g.cancel = context.WithCancel(g.host.life)
 	}
 }
 

@@ -269,6 +269,17 @@ func wake(t *testing.T, h *session.Host, sid string, step uint64) <-chan struct{
 	return acked
 }
 
+// settledIn waits until sid's stored record is terminal with its outbox
+// delivered: a finished run's record is written settled a moment after
+// its end (unless the next run overwrites it first).
+func settledIn(t *testing.T, st *memStore, sid string) {
+	t.Helper()
+	waitFor(t, sid+"'s record to be written settled", func() bool {
+		r := st.current(sid)
+		return r.State.Terminal() && len(r.Outbox) == 0
+	})
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -359,6 +370,7 @@ func TestCheckpointCarriesUnconfirmed(t *testing.T) {
 	}
 	hist.hold(false) // let the dead process's goroutines go
 
+	settledIn(t, st, sid)
 	final, _, _ := st.Load(context.Background(), sid)
 	if final.State != agent.StateStopped || len(final.Outbox) != 0 {
 		t.Fatalf("final record %s with %d effects in its outbox", final.State, len(final.Outbox))
@@ -529,6 +541,7 @@ func TestEmptySteeringCheckUnwritten(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the run did not finish")
 	}
+	settledIn(t, st, "s4")
 	var got []string
 	for _, r := range st.records() {
 		got = append(got, fmt.Sprintf("%d:%s", r.Step, r.State))
@@ -759,6 +772,7 @@ func TestSteeringFoldedIntoTheWrite(t *testing.T) {
 	if !acked || !first {
 		t.Fatalf("steering acked %v, after the write that took it in %v", acked, first)
 	}
+	settledIn(t, st, "f1")
 	var got []string
 	for _, r := range st.records() {
 		got = append(got, fmt.Sprintf("%d:%s", r.Step, r.State))
@@ -778,4 +792,76 @@ func TestSteeringFoldedIntoTheWrite(t *testing.T) {
 	if last.Role != agent.RoleUser || last.Content[0].Text != "steer" {
 		t.Fatalf("the second model call ends with %s %+v, want the steering message", last.Role, last.Content)
 	}
+}
+
+// TestSettledWriteLeftToTheNextRun: a finished run's record stays in the
+// store with its delivered outbox for a moment; the next run, started on
+// the grain's settled copy (which lists no outbox), overwrites it and the
+// settled write never happens. Left alone, the record is written settled;
+// a grain that passivates first writes it before it stops.
+func TestSettledWriteLeftToTheNextRun(t *testing.T) {
+	start := func(t *testing.T, h *session.Host, st *memStore, sid, run string, prev uint64) {
+		t.Helper()
+		rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "p", Model: "m",
+			Messages: []agent.Message{agent.UserText("go", 1)}}, run, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := st.Write(context.Background(), rec, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Written(sid, rec, rev, prev)
+	}
+	// ended waits for the grain's settled copy of run and returns its
+	// revision.
+	ended := func(t *testing.T, h *session.Host, sid, run string) uint64 {
+		t.Helper()
+		var rev uint64
+		waitFor(t, run+" to end", func() bool {
+			got, grev, ok := h.Settled(sid)
+			rev = grev
+			return ok && got.RunID == run
+		})
+		return rev
+	}
+	t.Run("overwritten", func(t *testing.T) {
+		st := newMemStore()
+		h := startHost(t, st, newMemHistory(true), &countingFunctions{})
+		start(t, h, st, "d1", "r1", 0)
+		rev := ended(t, h, "d1", "r1")
+		if got, _, _ := h.Settled("d1"); len(got.Outbox) != 0 {
+			t.Fatalf("the settled copy lists %d effects", len(got.Outbox))
+		}
+		if cur := st.current("d1"); !cur.State.Terminal() || len(cur.Outbox) == 0 {
+			t.Fatalf("stored record %s with %d effects right after the end; want the terminal write with its outbox", cur.State, len(cur.Outbox))
+		}
+		start(t, h, st, "d1", "r2", rev)
+		ended(t, h, "d1", "r2")
+		settledIn(t, st, "d1")
+		terminal := map[string]int{}
+		for _, r := range st.records() {
+			if r.State.Terminal() {
+				terminal[r.RunID]++
+			}
+		}
+		if terminal["r1"] != 1 || terminal["r2"] != 2 {
+			t.Fatalf("terminal writes per run %v; want r1 once (overwritten by r2), r2 twice", terminal)
+		}
+	})
+	t.Run("passivated", func(t *testing.T) {
+		st := newMemStore()
+		hist := newMemHistory(true)
+		h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+			Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}}, session.WithIdleTimeout(20*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close(context.Background()) })
+		start(t, h, st, "d2", "r1", 0)
+		waitFor(t, "the grain to passivate", func() bool { return st.current("d2").State.Terminal() && h.Active() == 0 })
+		if cur := st.current("d2"); len(cur.Outbox) != 0 {
+			t.Fatalf("the grain passivated leaving %d delivered effects in the stored record", len(cur.Outbox))
+		}
+	})
 }
