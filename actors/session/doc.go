@@ -22,7 +22,10 @@
 //     ([Store.Write]), except a steering check: the grain reads the inbox
 //     before it writes the input that enters the check (the function
 //     results, the model's last answer) and folds the check's outcome
-//     into that write, then removes the items it read. (A record loaded
+//     into that write, then removes the items it read; and the model's
+//     answer asking for calls, which is held unwritten (nothing of it
+//     delivered) while the calls are gated and written with the first
+//     verdict, so a crash in between calls the model again. (A record loaded
 //     in the check, after a crash, is checked on its own; an empty check
 //     that continues to the model emits events only, which the write of
 //     the model's answer carries, and a crash replays it with the same
@@ -41,7 +44,7 @@
 //     with in-progress heartbeats, so a crash anywhere in between
 //     redelivers them. A run that ended acks them once its outbox is
 //     confirmed, and an unclustered host writes its record settled
-//     [settleDelay] later, unless the next run overwrote it first (the
+//     200 ms later (settleDelay), unless the next run overwrote it first (the
 //     copy [Host.Settled] hands run::start lists no outbox); the grain
 //     writes it before it passivates or hands off.
 //  6. After an idle period the grain passivates; the next wake activates it

@@ -91,6 +91,10 @@ type grain struct {
 	// end unless the next run overwrites it first (settleLater).
 	settleDue   bool
 	settleTimer *time.Timer
+	// unwritten: rec holds the model's answer asking for calls, not
+	// written yet: it is written with the first verdict of its calls'
+	// gate (foldAnswer), and its outbox delivered after that write.
+	unwritten bool
 }
 
 // settleDelay is how long a grain leaves a finished run's record with
@@ -289,7 +293,7 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	}
 	// A new run (or another writer) replaced the finished run's record:
 	// its settled write is not needed any more.
-	g.settleDue = false
+	g.settleDue, g.unwritten = false, false
 	if g.settleTimer != nil {
 		g.settleTimer.Stop()
 		g.settleTimer = nil
@@ -425,6 +429,9 @@ func (g *grain) fold(in turn.Input, mayDefer bool) bool {
 		g.rec, g.dirty = next, true
 		return true
 	}
+	if _, answer := in.(turn.ModelDone); answer && g.foldAnswer(next) {
+		return true
+	}
 	var mark InboxMark
 	if next.State == agent.StateSteeringCheck {
 		var ok bool
@@ -438,6 +445,26 @@ func (g *grain) fold(in turn.Input, mayDefer bool) bool {
 	if mark != (InboxMark{}) {
 		g.ackInbox(mark)
 	}
+	return true
+}
+
+// foldAnswer holds rec, the model's answer asking for calls, unwritten
+// and starts the gate of those calls: the answer is written with the
+// first verdict (the call started, denied or parked), one write instead of
+// two, and the gate does not wait for a write. Until then nothing of the
+// answer is delivered; a crash before that write runs the model call
+// again, as a crash during the call would. It reports false when rec asks
+// for no calls to gate (the answer is written as any input is).
+func (g *grain) foldAnswer(rec turn.Record) bool {
+	if g.draining || rec.State != agent.StateFunctionExecute {
+		return false
+	}
+	act := turn.Next(turn.Delivered(rec))
+	if act.Kind != turn.ActionExecuteCalls || len(act.Calls) == 0 {
+		return false
+	}
+	g.rec, g.dirty, g.unwritten = rec, true, true
+	g.startGates(act.Calls)
 	return true
 }
 
@@ -521,6 +548,7 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 		return false
 	}
 	g.rec, g.rev, g.dirty, g.carried = rec, rev, false, carried
+	g.unwritten = false
 	return true
 }
 
@@ -544,6 +572,9 @@ func (g *grain) abortRequest(ctx actor.Context, reason string) {
 func (g *grain) release() {
 	if g.stopped || !g.writeSettled() {
 		return
+	}
+	if g.unwritten && !g.write(g.rec, false) {
+		return // halted; the next activation calls the model again
 	}
 	ctx, cancel := g.ctx()
 	if err := g.host.ports.History.Flush(ctx, g.sid); err != nil {
@@ -571,6 +602,9 @@ func (g *grain) drive() {
 				g.release()
 			}
 			return
+		}
+		if g.unwritten {
+			return // the answer is written with its calls' first verdict
 		}
 		act := turn.Next(g.rec)
 		if act.Kind != turn.ActionDeliver && len(g.rec.AwaitingApproval) > 0 && (g.decide || act.Kind == turn.ActionPark) {

@@ -529,8 +529,9 @@ func TestRecoveryDoesNotRepeatLandedAppends(t *testing.T) {
 // TestEmptySteeringCheckUnwritten: a steering check is not checkpointed
 // on its own: it is folded into the write of the input that entered it
 // (the function's result, continuing to the model; the model's last
-// answer, ending the run). The run's writes, in order, are the ones
-// listed.
+// answer, ending the run); nor is the model's answer asking for a call,
+// which is written with the call's start (step 4). The run's writes, in
+// order, are the ones listed.
 func TestEmptySteeringCheckUnwritten(t *testing.T) {
 	st := newMemStore()
 	hist := newMemHistory(true)
@@ -546,7 +547,7 @@ func TestEmptySteeringCheckUnwritten(t *testing.T) {
 	for _, r := range st.records() {
 		got = append(got, fmt.Sprintf("%d:%s", r.Step, r.State))
 	}
-	want := []string{"1:provisioning", "2:assistant_streaming", "3:function_execute", "4:function_execute",
+	want := []string{"1:provisioning", "2:assistant_streaming", "4:function_execute",
 		"6:assistant_streaming", "8:stopped", "8:stopped"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("writes %v, want %v", got, want)
@@ -779,8 +780,9 @@ func TestSteeringFoldedIntoTheWrite(t *testing.T) {
 	}
 	// The function's result and the check that took the steering in are
 	// one write (step 6); so are the model's last answer and the check
-	// that ended the run.
-	if want := []string{"1:provisioning", "2:assistant_streaming", "3:function_execute", "4:function_execute",
+	// that ended the run, and the answer asking for the call and the
+	// call's start (step 4).
+	if want := []string{"1:provisioning", "2:assistant_streaming", "4:function_execute",
 		"6:assistant_streaming", "8:stopped", "8:stopped"}; !slices.Equal(got, want) {
 		t.Fatalf("writes %v, want %v", got, want)
 	}
@@ -864,4 +866,77 @@ func TestSettledWriteLeftToTheNextRun(t *testing.T) {
 			t.Fatalf("the grain passivated leaving %d delivered effects in the stored record", len(cur.Outbox))
 		}
 	})
+}
+
+// heldGate holds every gate until release is closed.
+type heldGate struct {
+	*countingFunctions
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (f heldGate) Gate(ctx context.Context, sid string, c turn.Call) session.Verdict {
+	select {
+	case f.entered <- struct{}{}:
+	default:
+	}
+	<-f.release // not ctx: a crashed process answers nothing
+	return f.countingFunctions.Gate(ctx, sid, c)
+}
+
+// TestAnswerWrittenWithItsCallsStart: the model's answer asking for a
+// call is not written until the call's gate has answered; it is written
+// with the call's start. A crash while the gate is out leaves the record
+// before the answer: the next activation calls the model again, and the
+// function runs once.
+func TestAnswerWrittenWithItsCallsStart(t *testing.T) {
+	st, hist, model := newMemStore(), newMemHistory(true), &recordingModel{}
+	fns := &countingFunctions{}
+	gate := heldGate{countingFunctions: fns, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	ports := session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model,
+		Functions: gate, Inbox: emptyInbox{}, Approvals: noApprovals{}}
+	h1, err := session.NewHost(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, st, "a1")
+	wake(t, h1, "a1", 1)
+	select {
+	case <-gate.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call was never gated")
+	}
+	if cur := st.current("a1"); cur.State != agent.StateAssistantStreaming {
+		t.Fatalf("record %s while the gate is out; want the one before the answer", cur.State)
+	}
+	for id := range hist.events {
+		if strings.HasPrefix(id, "run1:3:") {
+			t.Fatalf("the unwritten answer's effect %s was delivered", id)
+		}
+	}
+	// Crash: the host goes away with the gate still out, and never
+	// answers (it is let go once the test is over).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer close(gate.release)
+	ports.Functions = fns
+	h2, err := session.NewHost(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close(context.Background())
+	select {
+	case <-wake(t, h2, "a1", st.current("a1").Step):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not finish after the restart")
+	}
+	if n := fns.count(); n != 1 {
+		t.Fatalf("the function ran %d times, want 1", n)
+	}
+	if n := len(model.requests()); n != 3 {
+		t.Fatalf("%d model calls, want 3 (the first answer again, then the last)", n)
+	}
 }
