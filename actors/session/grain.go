@@ -108,6 +108,17 @@ const settleDelay = 200 * time.Millisecond
 type settleTick struct{ run string }
 
 func (g *grain) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *modelResult, *callResult, *gateResult:
+		if g.host.life.Err() != nil {
+			// The host is closing and cancelled what runs: an outcome
+			// now is most likely that cancellation (a model call
+			// "aborted", a gate that did not answer), not the call's.
+			// It is abandoned, as a crash would abandon it; the next
+			// activation takes the session up from its last write.
+			return
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.self = ctx.Self()

@@ -940,3 +940,51 @@ func TestAnswerWrittenWithItsCallsStart(t *testing.T) {
 		t.Fatalf("%d model calls, want 3 (the first answer again, then the last)", n)
 	}
 }
+
+// cancelledModel streams until its context ends, then answers as the
+// orchestrator's model port does: a transient failure, "aborted".
+type cancelledModel struct{ started chan struct{} }
+
+func (m cancelledModel) Stream(ctx context.Context, _ session.ModelRequest) turn.Input {
+	m.started <- struct{}{}
+	<-ctx.Done()
+	return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "aborted"}
+}
+
+// TestCloseAbandonsWhatItCancels: closing a host cancels the model call
+// in flight; the cancellation is not recorded as the call's failure. The
+// run stays where its last write left it, for the next activation, as
+// after a crash.
+func TestCloseAbandonsWhatItCancels(t *testing.T) {
+	const n = 30 // the host stops its grains one by one: the last ones see the cancellation first
+	st, hist := newMemStore(), newMemHistory(true)
+	model := cancelledModel{started: make(chan struct{}, n)}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model,
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		sid := fmt.Sprintf("x%d", i)
+		seed(t, st, sid)
+		wake(t, h, sid, 1)
+	}
+	for range n {
+		select {
+		case <-model.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the model was not called for every session")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // a late write would land by now
+	for i := range n {
+		if got := st.current(fmt.Sprintf("x%d", i)); got.State != agent.StateAssistantStreaming {
+			t.Fatalf("x%d: record %s (%s) after the close; want it left streaming for the next activation", i, got.State, got.StopReason)
+		}
+	}
+}
