@@ -88,9 +88,15 @@ type grain struct {
 	// settleDue: the run is over and its outbox delivered and confirmed,
 	// but the store still holds the terminal record with that outbox (at
 	// rev); writeSettled writes it delivered, settleDelay after the run's
-	// end unless the next run overwrites it first (settleLater).
-	settleDue   bool
-	settleTimer *time.Timer
+	// end unless the next run overwrites it first (the grain's timer).
+	settleDue bool
+	settleAt  time.Time
+	// timer is the grain's own clock (passivation and the settled
+	// write): it sends tick at timerAt. lastActive is when the grain
+	// last received a message other than tick.
+	timer      *time.Timer
+	timerAt    time.Time
+	lastActive time.Time
 	// unwritten: rec holds the model's answer asking for calls, not
 	// written yet: it is written with the first verdict of its calls'
 	// gate (foldAnswer), and its outbox delivered after that write.
@@ -104,10 +110,18 @@ type grain struct {
 // would otherwise wake the session to deliver the outbox again.
 const settleDelay = 200 * time.Millisecond
 
-// settleTick is settleDelay's timer firing for run.
-type settleTick struct{ run string }
+// tick is the grain's timer firing. The grain keeps its own timer rather
+// than proto.actor's receive timeout, whose timer goroutine writes the
+// actor context unsynchronised while a message is being received
+// (docs/UPSTREAM.md).
+type tick struct{}
 
 func (g *grain) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case tick:
+	default:
+		g.lastActive = time.Now()
+	}
 	switch ctx.Message().(type) {
 	case *modelResult, *callResult, *gateResult:
 		if g.host.life.Err() != nil {
@@ -124,7 +138,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.self = ctx.Self()
 		g.root = ctx.ActorSystem().Root
 		g.base, g.cancel = context.WithCancel(g.host.life)
-		ctx.SetReceiveTimeout(g.host.opts.idle)
+		g.arm(g.lastActive.Add(g.host.opts.idle))
 	case *cluster.ClusterInit:
 		g.sid = m.Identity.Identity
 		g.host.register(g.sid, g.self)
@@ -139,19 +153,8 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.drive()
 	case *actor.Stopping:
 		g.shutdown()
-	case *actor.ReceiveTimeout:
-		if g.settleDue {
-			g.writeSettled()
-		}
-		if g.stopped || g.running || len(g.wakes) > 0 || !g.host.passivate(g.sid, g.self, g.seen) {
-			// proto.actor cancels the receive timeout when it fires
-			// (docs/UPSTREAM.md): arm it again, or a grain that was busy
-			// at that moment would never passivate.
-			ctx.SetReceiveTimeout(g.host.opts.idle)
-		} else {
-			g.host.forgetPorts(g.sid)
-			ctx.Stop(g.self)
-		}
+	case tick:
+		g.onTick(ctx)
 	case *wakeMsg:
 		g.seen = max(g.seen, m.seq)
 		g.onWake(m.Wake, m.written, m.rev, m.prev)
@@ -213,18 +216,14 @@ func (g *grain) Receive(ctx actor.Context) {
 		} else {
 			ctx.Respond(&settledAnswer{})
 		}
-	case settleTick:
-		if g.settleDue && g.rec.RunID == m.run {
-			g.writeSettled()
-		}
 	}
 }
 
 // shutdown cancels whatever runs; un-acked wakes are redelivered.
 func (g *grain) shutdown() {
 	g.stopped = true
-	if g.settleTimer != nil {
-		g.settleTimer.Stop()
+	if g.timer != nil {
+		g.timer.Stop()
 	}
 	if g.cancel != nil {
 		g.cancel()
@@ -305,10 +304,6 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	// A new run (or another writer) replaced the finished run's record:
 	// its settled write is not needed any more.
 	g.settleDue, g.unwritten = false, false
-	if g.settleTimer != nil {
-		g.settleTimer.Stop()
-		g.settleTimer = nil
-	}
 	// The record moved: another activation wrote it, or a new run
 	// started. Either way the transcript is read again, so what others
 	// appended meanwhile (a compaction between runs) is seen; and unless
@@ -761,12 +756,13 @@ func (g *grain) settle() {
 		}
 		g.unconfirmed = nil
 		g.settleDue = true
-		if g.host.cluster != nil {
+		if g.host.cluster != nil || g.timer == nil {
 			if !g.writeSettled() {
 				return
 			}
 		} else {
-			g.settleLater()
+			g.settleAt = time.Now().Add(settleDelay)
+			g.arm(g.settleAt)
 		}
 	case g.dirty:
 		if !g.write(g.rec, false) {
@@ -798,13 +794,54 @@ func (g *grain) settle() {
 	}
 }
 
-// settleLater arms the timer that writes the run's record settled.
-func (g *grain) settleLater() {
-	if g.settleTimer != nil {
-		g.settleTimer.Stop()
+// onTick writes a due settled record and passivates a grain idle for the
+// idle timeout; otherwise it arms the timer for what is due next.
+func (g *grain) onTick(ctx actor.Context) {
+	g.timerAt = time.Time{}
+	if g.stopped {
+		return
 	}
-	root, self, run := g.root, g.self, g.rec.RunID
-	g.settleTimer = time.AfterFunc(settleDelay, func() { root.Send(self, settleTick{run: run}) })
+	now := time.Now()
+	idleAt := g.lastActive.Add(g.host.opts.idle)
+	idle := !now.Before(idleAt)
+	// A settled write due, or still due when the grain goes, is made
+	// first.
+	if g.settleDue && (idle || !now.Before(g.settleAt)) {
+		if !g.writeSettled() {
+			return
+		}
+	}
+	if idle {
+		if g.running || len(g.wakes) > 0 || !g.host.passivate(g.sid, g.self, g.seen) {
+			// Busy, or the host holds a message for it: idle again
+			// from now.
+			idleAt = now.Add(g.host.opts.idle)
+		} else {
+			g.host.forgetPorts(g.sid)
+			ctx.Stop(g.self)
+			return
+		}
+	}
+	if g.settleDue && g.settleAt.Before(idleAt) {
+		idleAt = g.settleAt
+	}
+	g.arm(idleAt)
+}
+
+// arm makes the timer fire by at (sooner if it is armed sooner; a tick
+// before the grain is due only arms it again).
+func (g *grain) arm(at time.Time) {
+	if !g.timerAt.IsZero() && !at.Before(g.timerAt) {
+		return
+	}
+	g.timerAt = at
+	d := time.Until(at)
+	if g.timer == nil {
+		root, self := g.root, g.self
+		g.timer = time.AfterFunc(d, func() { root.Send(self, tick{}) })
+		return
+	}
+	g.timer.Reset(d)
 }
 
 // writeSettled writes the finished run's record with its outbox
@@ -815,10 +852,6 @@ func (g *grain) writeSettled() bool {
 		return !g.stopped
 	}
 	g.settleDue = false
-	if g.settleTimer != nil {
-		g.settleTimer.Stop()
-		g.settleTimer = nil
-	}
 	ctx, cancel := g.ctx()
 	defer cancel()
 	rev, err := g.host.ports.Store.Write(ctx, g.rec, g.rev)
