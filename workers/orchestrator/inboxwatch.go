@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/subjects"
 )
 
@@ -61,24 +62,20 @@ func (w *inboxWatch) start(ctx context.Context, kv jetstream.KeyValue, logger *s
 	w.cancel, w.done = cancel, make(chan struct{})
 	go func() {
 		defer close(w.done)
-		defer func() {
-			w.mu.Lock()
-			w.ready = false
-			w.mu.Unlock()
-		}()
-		for ent := range kw.Updates() {
-			if ent == nil {
-				w.mu.Lock()
-				w.ready = true // the bucket's state as of the watch's start is in
-				w.mu.Unlock()
-				continue
-			}
+		err := engine.FollowKV(wctx, kw, func(ent jetstream.KeyValueEntry) {
 			// Anything else than a put is a delete or a purge: the inbox
 			// was emptied.
 			w.saw(ent.Key(), ent.Revision(), ent.Operation() == jetstream.KeyValuePut)
-		}
-		if wctx.Err() == nil {
-			logger.Warn("inbox watch ended; every steering check reads the inbox")
+		}, func() {
+			w.mu.Lock()
+			w.ready = true // the bucket's state as of the watch's start is in
+			w.mu.Unlock()
+		})
+		w.mu.Lock()
+		w.ready = false
+		w.mu.Unlock()
+		if err != nil {
+			logger.Warn("inbox watch ended; every steering check reads the inbox", "error", err)
 		}
 	}()
 	return nil

@@ -87,7 +87,13 @@
 //
 // An append costs a meta read, a direct get of the parent, one publish
 // and a meta compare-and-set on the revision it read (four round trips);
-// it never reads the session's history. A fork writes
+// it never reads the session's history. The store keeps the entries it
+// appended last and the metas it read or wrote last, and watches the
+// meta bucket (new writes, headers only) to drop a cached meta as soon as
+// another write passes it: the next append to a conversation then reads
+// neither (two round trips). A meta cached in the watch's lag is one read
+// a moment earlier: a missed append fails the publish's expectation and
+// the store reads again. A fork writes
 // one meta and no entry: reading its path walks into the session it was
 // forked from.
 //

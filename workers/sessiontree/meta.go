@@ -92,7 +92,17 @@ func (s *Store) loadMeta(ctx context.Context, sid string) (Meta, uint64, error) 
 	if err := json.Unmarshal(ent.Value(), &m); err != nil || m.SessionID != sid {
 		return Meta{}, 0, wire.Errorf(wire.CodeInternal, "meta of session %s does not decode", sid)
 	}
+	s.meta.put(m, ent.Revision())
 	return m, ent.Revision(), nil
+}
+
+// currentMeta is the meta of sid: the cached one when no write is known
+// to have passed it, else read (loadMeta).
+func (s *Store) currentMeta(ctx context.Context, sid string) (Meta, uint64, error) {
+	if m, rev, ok := s.meta.get(sid); ok {
+		return m, rev, nil
+	}
+	return s.loadMeta(ctx, sid)
 }
 
 // maxCASAttempts bounds a compare-and-set loop on one meta key.
@@ -130,10 +140,12 @@ func (s *Store) updateMetaFrom(ctx context.Context, sid string, known *Meta, rev
 		if err != nil {
 			return Meta{}, wire.Wrap(wire.CodeInternal, err, "encode meta")
 		}
-		_, err = kv.Update(ctx, sid, data, rev)
+		nrev, err := kv.Update(ctx, sid, data, rev)
 		if err == nil {
+			s.meta.put(m, nrev)
 			return m, nil
 		}
+		s.meta.drop(sid)
 		if !isCASConflict(err) {
 			return Meta{}, storeErr(ctx, err, "write session %s", sid)
 		}

@@ -19,8 +19,10 @@ import (
 // Store is the session tree on JetStream: entries in [EntryStream], one
 // [Meta] per session in [MetaBucket], each session in the copies of its
 // home region (the primary ones for a plain id). It is safe for concurrent
-// use, by any number of processes: it keeps no state of its own between
-// calls.
+// use, by any number of processes: what it keeps between calls (the
+// entries it appended last, the metas it read or wrote last, which a
+// watch on the bucket drops once another write passes them) only saves
+// reads.
 type Store struct {
 	e    *engine.Engine
 	nc   *nats.Conn
@@ -33,6 +35,9 @@ type Store struct {
 	// leaves keeps the entries this store appended last, so the next
 	// append under one of them needs no read.
 	leaves leafCache
+	// meta keeps the metas this store read or wrote last, so the next
+	// append to a session needs no meta read while no other write came.
+	meta *metaCache
 
 	// fetched counts the entries read from the stream and trips the
 	// requests that read them (tests check that reads are proportional
@@ -52,7 +57,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if o.logger == nil {
 		o.logger = e.Logger().With("worker", WorkerName)
 	}
-	s := &Store{e: e, nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes}
+	s := &Store{e: e, nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes, meta: newMetaCache()}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
 	st, err := e.EnsureSessionStream(ctx, EntryStreamConfig(e.Replicas()), EntrySubjectPrefix)
@@ -62,11 +67,20 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if err := s.allowDirect(ctx, st); err != nil {
 		return nil, err
 	}
-	if _, err := e.EnsureSessionKV(ctx, MetaBucketConfig(e.Replicas())); err != nil {
+	kv, err := e.EnsureSessionKV(ctx, MetaBucketConfig(e.Replicas()))
+	if err != nil {
 		return nil, err
+	}
+	if err := s.meta.start(ctx, kv, o.logger); err != nil {
+		return nil, storeErr(ctx, err, "watch %s", MetaBucket)
 	}
 	return s, nil
 }
+
+// Close stops the watch on the meta bucket; every meta is read from then
+// on. The stream and the bucket stay. The store's connection closing
+// stops it too.
+func (s *Store) Close() { s.meta.stop() }
 
 // allowDirect turns direct get on for st (a stream made by an operator or
 // an older version) and refreshes the handle, which the engine caches and
@@ -143,13 +157,14 @@ func (s *Store) createMeta(ctx context.Context, m Meta) error {
 	if err != nil {
 		return err
 	}
-	_, err = kv.Create(ctx, m.SessionID, data)
+	rev, err := kv.Create(ctx, m.SessionID, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return wire.Errorf(wire.CodeConflict, "session %s already exists", m.SessionID)
 	}
 	if err != nil {
 		return storeErr(ctx, err, "create session %s", m.SessionID)
 	}
+	s.meta.put(m, rev)
 	return nil
 }
 
@@ -204,10 +219,11 @@ func (s *Store) Meta(ctx context.Context, sid string) (Meta, error) {
 	return s.refresh(ctx, sid)
 }
 
-// refresh loads the meta of sid and repairs it when its subject holds a
-// newer entry than the meta accounts for.
+// refresh loads the meta of sid (the cached one when no write passed it)
+// and repairs it when its subject holds a newer entry than the meta
+// accounts for.
 func (s *Store) refresh(ctx context.Context, sid string) (Meta, error) {
-	m, _, err := s.loadMeta(ctx, sid)
+	m, _, err := s.currentMeta(ctx, sid)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -288,7 +304,7 @@ func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries [
 			summary = userSummary(recs[i])
 		}
 	}
-	m, rev, err := s.loadMeta(ctx, sid)
+	m, rev, err := s.currentMeta(ctx, sid)
 	if err != nil {
 		return nil, err
 	}
@@ -419,6 +435,9 @@ func (s *Store) publish(ctx context.Context, subj, sid string, m *Meta, prev *no
 		if attempt >= maxCASAttempts {
 			return node{}, wire.Errorf(wire.CodeConflict, "session %s: too many concurrent appends", sid)
 		}
+		// Another writer appended: the meta this append started from (a
+		// cached one maybe) is not the newest.
+		s.meta.drop(sid)
 		fresh, err := s.refresh(ctx, sid)
 		if err != nil {
 			return node{}, err

@@ -90,7 +90,13 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 
 // Close stops the endpoints, waiting for calls in flight until ctx ends.
 // The stream and the bucket stay. Close is idempotent.
-func (w *Worker) Close(ctx context.Context) error { return w.eps.Close(ctx, nil) }
+func (w *Worker) Close(ctx context.Context) error {
+	err := w.eps.Close(ctx, nil)
+	if s := w.Store(); s != nil {
+		s.Close()
+	}
+	return err
+}
 
 // Functions are the store's functions, for an engine worker of the
 // embedder's choice ([Worker.Start] registers them on "session").

@@ -1,0 +1,179 @@
+package sessiontree
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/subjects"
+)
+
+// metaCacheSize bounds the metas a [metaCache] holds: one per recently
+// active session in practice.
+const metaCacheSize = 4096
+
+// metaCache keeps the metas this store last read or wrote, and follows
+// the writes to the primary copy of [MetaBucket] (a watch, headers only)
+// so that it knows when one is not the newest any more. An append or a
+// read of a session whose cached meta no write has passed then reads no
+// meta: in a conversation every append read the meta its previous append
+// had just written.
+//
+// The watch sees every write to the bucket, whoever makes it (this store,
+// another process's, `nats kv put`), in the stream's order, and lags a
+// write by the time the server takes to pass it on; a write this store
+// makes counts at once. A meta used in that lag is one read a moment
+// earlier, which a read could not rule out either: appends are still
+// serialized by the entry stream (every publish expects the subject's
+// last sequence, so an append that went unseen fails the publish, and the
+// store reads again), and a meta write that did not append (a moved
+// active leaf, a new display name) races an append as it always did.
+// The watch delivers new writes only (not the bucket's state): a meta is
+// cached when this store reads or writes it. Before the watch starts and
+// after it stops, every meta is read. Sessions homed in a region keep
+// their metas in the region's copy, which is not watched: they are
+// always read.
+type metaCache struct {
+	mu      sync.Mutex
+	running bool // the watch is on
+	// seen is the newest revision known of each key written since the
+	// watch started (the watch's or this store's own write). It is
+	// trimmed to the cached keys when it grows past seenLimit; floor is
+	// then the newest revision the watch had delivered, and a meta read
+	// or written before it is not cached (a newer write of it may have
+	// been forgotten).
+	seen  map[string]uint64
+	floor uint64
+	last  uint64 // the newest revision the watch delivered
+	metas map[string]cachedMeta
+	// hits counts the metas served without a read.
+	hits   atomic.Int64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// cachedMeta is a meta and the revision it was read or written at.
+type cachedMeta struct {
+	m   Meta
+	rev uint64
+}
+
+// seenLimit bounds [metaCache.seen] before it is trimmed.
+const seenLimit = 4 * metaCacheSize
+
+// newMetaCache is a cache that caches nothing until start.
+func newMetaCache() *metaCache {
+	return &metaCache{seen: map[string]uint64{}, metas: map[string]cachedMeta{}, cancel: func() {}}
+}
+
+// start watches kv (the primary copy of the meta bucket) until stop.
+func (c *metaCache) start(ctx context.Context, kv jetstream.KeyValue, logger *slog.Logger) error {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// New writes only: the subscription is in place when WatchAll
+	// returns, so every write from here on is delivered.
+	kw, err := kv.WatchAll(wctx, jetstream.MetaOnly(), jetstream.UpdatesOnly())
+	if err != nil {
+		cancel()
+		return err
+	}
+	c.mu.Lock()
+	c.running = true
+	c.mu.Unlock()
+	c.cancel, c.done = cancel, make(chan struct{})
+	go func() {
+		defer close(c.done)
+		err := engine.FollowKV(wctx, kw, func(ent jetstream.KeyValueEntry) { c.saw(ent.Key(), ent.Revision()) }, nil)
+		c.mu.Lock()
+		c.running = false
+		clear(c.metas)
+		c.mu.Unlock()
+		if err != nil {
+			logger.Warn("session meta watch ended; every append reads the meta", "error", err)
+		}
+	}()
+	return nil
+}
+
+// saw records a write of key at revision rev (a put, a delete or a
+// purge): a cached meta older than it is dropped.
+func (c *metaCache) saw(key string, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = max(c.last, rev)
+	if rev <= c.seen[key] {
+		return
+	}
+	c.seen[key] = rev
+	if cm, ok := c.metas[key]; ok && cm.rev < rev {
+		delete(c.metas, key)
+	}
+	if len(c.seen) > seenLimit {
+		for k := range c.seen {
+			if _, ok := c.metas[k]; !ok {
+				delete(c.seen, k)
+			}
+		}
+		c.floor = c.last
+	}
+}
+
+// put caches m, read or written at revision rev, unless a newer write of
+// it is known.
+func (c *metaCache) put(m Meta, rev uint64) {
+	if c == nil || subjects.SessionRegion(m.SessionID) != "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running || rev < c.floor || rev < c.seen[m.SessionID] {
+		return
+	}
+	c.seen[m.SessionID] = rev
+	if _, ok := c.metas[m.SessionID]; !ok && len(c.metas) >= metaCacheSize {
+		for k := range c.metas { // any one: map order is random
+			delete(c.metas, k)
+			break
+		}
+	}
+	c.metas[m.SessionID] = cachedMeta{m: m, rev: rev}
+}
+
+// get is sid's cached meta when no newer write of it is known.
+func (c *metaCache) get(sid string) (Meta, uint64, bool) {
+	if c == nil {
+		return Meta{}, 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cm, ok := c.metas[sid]
+	if !ok || !c.running || cm.rev < c.seen[sid] {
+		return Meta{}, 0, false
+	}
+	c.hits.Add(1)
+	return cm.m, cm.rev, true
+}
+
+// drop forgets sid's cached meta (a compare-and-set on it was lost).
+func (c *metaCache) drop(sid string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.metas, sid)
+}
+
+// stop ends the watch; every meta is read from then on.
+func (c *metaCache) stop() {
+	if c == nil {
+		return
+	}
+	c.cancel()
+	if c.done != nil {
+		<-c.done
+	}
+}
