@@ -97,6 +97,14 @@ func TestInboxWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("deleted by another client", "s2", 0, 0)
+	// A read finds the inbox empty before the watch delivers the delete:
+	// wait for the watch, then a check reads nothing.
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if !b.watch.empty("s2") {
+			return errors.New("the watch has not seen the delete")
+		}
+		return nil
+	})
 	before := b.watch.skipped.Load()
 	if _, _, _, err := b.Peek(ctx, "s2"); err != nil || b.watch.skipped.Load() != before+1 {
 		t.Fatalf("a check after the delete read the inbox (err %v)", err)
