@@ -117,9 +117,7 @@ const settleDelay = 200 * time.Millisecond
 type tick struct{}
 
 func (g *grain) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
-	case tick:
-	default:
+	if _, ok := ctx.Message().(tick); !ok {
 		g.lastActive = time.Now()
 	}
 	switch ctx.Message().(type) {
