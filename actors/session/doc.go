@@ -9,12 +9,16 @@
 //     the first message for it ([Host.Wake], [Host.Abort]).
 //  2. On activation the grain loads the record and its revision, and the
 //     session's transcript, once. Calls left "started" by a dead activation
-//     get [turn.Recover]. When the loaded outbox appends to the transcript,
-//     a dead activation may have delivered those appends already (their
-//     ids make the store keep them once), so the transcript just read may
-//     hold them: the grain then delivers the outbox without adding its
-//     messages to the transcript it holds, and reads the transcript again
-//     before the next model call. Otherwise the model would see them twice.
+//     get [turn.Recover]. A loaded outbox may have been delivered, whole or
+//     in part, by the dead activation; the streams' duplicate windows drop
+//     the copies only for a while, so the grain skips what is stored
+//     already: the appends the transcript just read ends with, and the
+//     events a [StoredEvents] port finds in the stream. When an append it
+//     delivers again may still have been stored (after what the check
+//     could see), the grain delivers the outbox without adding that
+//     append's messages to the transcript it holds, and reads the
+//     transcript again before the next model call. Otherwise the model
+//     would see them twice.
 //  3. The grain loops on [turn.Next]: provisioning and steering checks run
 //     inline; a model stream and function calls run on goroutines that send
 //     their outcome back as messages, so the mailbox stays free for aborts.

@@ -69,6 +69,9 @@ type grain struct {
 	// then not added to history; the next model call reads the
 	// transcript again instead.
 	reread bool
+	// stored holds the effects of a loaded outbox that a dead activation
+	// stored already (storedEffects); deliver skips them, once.
+	stored map[string]bool
 
 	wakes     []Wake
 	aborts    []pendingAbort // run::abort requests waiting for the model stream to stop
@@ -322,8 +325,18 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	if err != nil {
 		return err
 	}
-	g.history, g.histID = hist, cmp.Or(hid, nuid.Next())
-	g.reread = slices.ContainsFunc(rec.Outbox, func(e turn.Effect) bool { return e.Kind == turn.EffectAppendHistory })
+	stored, err := g.storedEffects(ctx, rec, hist)
+	if err != nil {
+		return err
+	}
+	g.history, g.histID, g.stored = hist, cmp.Or(hid, nuid.Next()), stored
+	// Appends the transcript does not end with are delivered again; the
+	// dead activation may still have stored some (after the messages
+	// the check could see, a compaction or another writer): the
+	// transcript is read again before the next model call.
+	g.reread = slices.ContainsFunc(rec.Outbox, func(e turn.Effect) bool {
+		return e.Kind == turn.EffectAppendHistory && !stored[e.ID]
+	})
 	g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
 	g.unconfirmed, g.carried = nil, 0 // LoadIdentified flushed
 	g.gating = nil
@@ -690,6 +703,9 @@ func (g *grain) deliver() bool {
 	// The carried effects at the head were delivered before.
 	fresh := g.rec.Outbox[min(g.carried, len(g.rec.Outbox)):]
 	for _, eff := range fresh {
+		if g.stored[eff.ID] {
+			continue // a dead activation stored it
+		}
 		var err error
 		switch eff.Kind {
 		case turn.EffectEmit:
@@ -728,7 +744,7 @@ func (g *grain) deliver() bool {
 		}
 	}
 	g.unconfirmed = append(g.unconfirmed, fresh...)
-	g.rec, g.carried = turn.Delivered(g.rec), 0
+	g.rec, g.carried, g.stored = turn.Delivered(g.rec), 0, nil
 	g.dirty = true
 	return true
 }

@@ -579,3 +579,104 @@ func TestRunStartStaleSettledCopy(t *testing.T) {
 	evs := crashWaitAgentEnds(t, js, sid, 2, 15*time.Second)
 	crashCheckEvents(t, sid, evs)
 }
+
+// A dead activation's outbox is delivered again by the next one. The
+// streams' duplicate windows (10 minutes) drop what the dead one stored,
+// but a node restarted later than that used to store every event and
+// transcript message a second time. Here the outbox of a whole run (user
+// message, answer, their events, agent_end) is delivered once, the record
+// is put back as the dead activation left it, written an hour ago, and the
+// windows are shrunk and let pass (as an hour would): the replay must store
+// nothing twice.
+func TestReplayAfterDuplicateWindow(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns, orchestrator.WithAckWait(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := s.e.JetStream()
+	const sid, runID = "replaylate1", "run1"
+	now := time.Now().UnixMilli()
+	rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", MaxTurns: 5, Messages: []agent.Message{userText("hi")}}, runID, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []turn.Input{
+		turn.Provisioned{},
+		turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("hello")}, Timestamp: now}},
+		turn.SteeringDrained{},
+	} {
+		if rec, _, err = turn.Apply(rec, in, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec.State != agent.StateStopped {
+		t.Fatalf("built record: state %s", rec.State)
+	}
+	kv, err := js.KeyValue(ctx, "iii-turn-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake := func(step uint64) {
+		t.Helper()
+		data, _ := json.Marshal(orchestrator.Step{SessionID: sid, Step: step, State: agent.StateProvisioning})
+		if _, err := js.Publish(ctx, "iii.turn.step."+sid, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delivered := func() error {
+		typ, err := crashLastEventType(js, sid)
+		if err != nil {
+			return err
+		}
+		got, err := crashLoadRecord(ctx, js, sid)
+		if err != nil {
+			return err
+		}
+		if typ != agent.EventAgentEnd || len(got.Outbox) > 0 {
+			return fmt.Errorf("outbox not delivered: last event %q, %d effects left in the record", typ, len(got.Outbox))
+		}
+		return nil
+	}
+	data, _ := json.Marshal(rec)
+	if _, err := kv.Create(ctx, sid, data); err != nil {
+		t.Fatal(err)
+	}
+	wake(1)
+	enginetest.Eventually(t, 15*time.Second, delivered)
+	before, err := crashReadEvents(ctx, js, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashCheckTranscript(t, s.e, sid, agent.RoleUser, agent.RoleAssistant)
+
+	// An hour later, as far as the record and the windows can tell.
+	rec.UpdatedAtMs = now - time.Hour.Milliseconds()
+	for _, name := range []string{subjects.SessionStream(subjects.EventStream, sid), subjects.SessionEntryStream} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := st.CachedInfo().Config
+		cfg.Duplicates = 200 * time.Millisecond
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatalf("shrink the duplicate window of %s: %v", name, err)
+		}
+	}
+	time.Sleep(time.Second)
+	data, _ = json.Marshal(rec)
+	if _, err := kv.Put(ctx, sid, data); err != nil {
+		t.Fatal(err)
+	}
+	wake(1)
+	enginetest.Eventually(t, 15*time.Second, delivered)
+	crashQuiesce(t, js, 10*time.Second)
+	after, err := crashReadEvents(ctx, js, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("events: %d after the late replay, %d before: %s", len(after), len(before), crashTypes(after))
+	}
+	crashCheckTranscript(t, s.e, sid, agent.RoleUser, agent.RoleAssistant)
+}

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -162,6 +165,7 @@ var (
 	_ session.Events          = (*publisher)(nil)
 	_ session.SequencedEvents = (*publisher)(nil)
 	_ session.Forgetter       = (*publisher)(nil)
+	_ session.StoredEvents    = (*publisher)(nil)
 	_ session.Store           = store{}
 	_ session.Inbox           = inbox{}
 	_ session.Model           = model{}
@@ -227,6 +231,99 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 	p.seq[sid] = n
 	p.mu.Unlock()
 	return n, nil
+}
+
+// replayMargin is how long before the event stream's duplicate window
+// ends a replay stops trusting it: the outbox's carried events were
+// published somewhat before the record was written, and the clocks of the
+// node that wrote it and of the server may differ.
+const replayMargin = time.Minute
+
+// StoredEvents implements [session.StoredEvents]. While the stream's
+// duplicate window covers the record's write (less replayMargin) it
+// answers 0: every event is published again and the stream drops the
+// copies. Later it reads the last event stored for sid: one session's
+// events are published in order by one grain, so what the dead activation
+// stored is the outbox up to that event (see storedPrefix).
+func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, writtenMs int64) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	subj, err := subjects.EventSubject(sid)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = engine.Retry(ctx, writeAttempt, func(actx context.Context) error {
+		s, err := p.e.SessionStream(actx, subjects.EventStream, sid)
+		if err != nil {
+			return err
+		}
+		window := s.CachedInfo().Config.Duplicates
+		if age := time.Since(time.UnixMilli(writtenMs)); window > replayMargin && age < window-replayMargin {
+			n = 0
+			return nil
+		}
+		m, err := s.GetLastMsgForSubject(actx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			n = 0
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n = storedPrefix(ids, strings.TrimPrefix(m.Header.Get(jetstream.MsgIDHeader), "ev:"+sid+":"))
+		return nil
+	}, always)
+	if err != nil {
+		return 0, fmt.Errorf("read the last event of %s: %w", sid, err)
+	}
+	return n, nil
+}
+
+// storedPrefix returns how many of ids (effect ids "<run>:<step>:<i>" in
+// delivery order) a stream whose last event has id last holds: all up to
+// last when it is one of them; otherwise all up to its place, within the
+// same run (a model stream's update "<run>:<step>:<attempt>:u<n>" comes
+// after every effect of its step, which are delivered before the call);
+// none when last is of another run or unreadable.
+func storedPrefix(ids []string, last string) int {
+	if i := slices.Index(ids, last); i >= 0 {
+		return i + 1
+	}
+	lrun, lstep, lidx, ok := eventPlace(last)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for i, id := range ids {
+		run, step, idx, ok := eventPlace(id)
+		if !ok || run != lrun || step > lstep || (step == lstep && idx > lidx) {
+			break
+		}
+		n = i + 1
+	}
+	return n
+}
+
+// eventPlace parses an event id: an effect's "<run>:<step>:<i>", or a
+// model stream update's "<run>:<step>:<attempt>:u<n>", whose index is
+// past every effect of its step.
+func eventPlace(id string) (run string, step, idx uint64, ok bool) {
+	parts := strings.Split(id, ":")
+	switch {
+	case len(parts) == 3:
+		idx, err := strconv.ParseUint(parts[2], 10, 64)
+		if err != nil {
+			return "", 0, 0, false
+		}
+		step, err := strconv.ParseUint(parts[1], 10, 64)
+		return parts[0], step, idx, err == nil && parts[0] != ""
+	case len(parts) == 4 && strings.HasPrefix(parts[3], "u"):
+		step, err := strconv.ParseUint(parts[1], 10, 64)
+		return parts[0], step, math.MaxUint64, err == nil && parts[0] != ""
+	}
+	return "", 0, 0, false
 }
 
 // errPermanent marks an error a retry cannot fix.

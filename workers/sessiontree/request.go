@@ -132,7 +132,7 @@ type AppendRequest struct {
 	ParentID string         `json:"parent_id,omitempty"`
 	Entry    *Entry         `json:"entry,omitempty"`
 	Message  *agent.Message `json:"message,omitempty"`
-	// DedupID makes a retried append a no-op for two minutes: the retry
+	// DedupID makes a retried append a no-op for ten minutes: the retry
 	// answers the entry id of the first attempt.
 	DedupID string `json:"dedup_id,omitempty"`
 }
@@ -184,7 +184,7 @@ type AppendBatchRequest struct {
 	ParentID  string          `json:"parent_id,omitempty"`
 	Entries   []Entry         `json:"entries,omitempty"`
 	Messages  []agent.Message `json:"messages,omitempty"`
-	// DedupID makes a retried batch a no-op for two minutes (entry i is
+	// DedupID makes a retried batch a no-op for ten minutes (entry i is
 	// deduplicated as "<dedup_id>.<i>").
 	DedupID string `json:"dedup_id,omitempty"`
 }

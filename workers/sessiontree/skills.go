@@ -58,7 +58,7 @@ Pass either ` + "`message`" + ` (an AgentMessage) or ` + "`entry`" + `:
 - ` + "`{type: \"branch_summary\", summary, from_entry_id}`" + `: the model sees the summary as a user message.
 - ` + "`{type: \"custom\", custom_type, data}`" + `: application data the model never sees.
 
-Appending under an older entry starts a branch. ` + "`dedup_id`" + ` makes a retry within two minutes answer the first attempt's entry instead of appending twice.
+Appending under an older entry starts a branch. ` + "`dedup_id`" + ` makes a retry within ten minutes (the entry stream's duplicate window) answer the first attempt's entry instead of appending twice.
 
 ` + "```json" + `
 {"session_id": "s1", "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]}}  →  {"entry_id": "e4k"}

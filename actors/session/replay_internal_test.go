@@ -1,0 +1,47 @@
+package session
+
+import (
+	"testing"
+
+	"github.com/iii-on-nats/iii/actors/turn"
+	"github.com/iii-on-nats/iii/agent"
+)
+
+func TestAppendedPrefix(t *testing.T) {
+	msg := func(role agent.Role, text string, ts int64) agent.Message {
+		return agent.Message{Role: role, Content: []agent.Content{agent.Text(text)}, Timestamp: ts}
+	}
+	user, answer := msg(agent.RoleUser, "hi", 1), msg(agent.RoleAssistant, "hello", 2)
+	call := msg(agent.RoleAssistant, "calling", 3)
+	result := agent.Message{Role: agent.RoleFunctionResult, FunctionCallID: "c1", FunctionID: "f::g", Content: []agent.Content{agent.Text("ok")}, Timestamp: 4}
+	older := msg(agent.RoleUser, "before", 0)
+	appends := []turn.Effect{
+		{Kind: turn.EffectAppendHistory, ID: "r:1:0", Messages: []agent.Message{user}},
+		{Kind: turn.EffectAppendHistory, ID: "r:2:0", Messages: []agent.Message{call, result}},
+		{Kind: turn.EffectAppendHistory, ID: "r:3:0", Messages: []agent.Message{answer}},
+	}
+	for _, tc := range []struct {
+		name string
+		hist []agent.Message
+		want int
+	}{
+		{"nothing stored", []agent.Message{older}, 0},
+		{"empty transcript", nil, 0},
+		{"first stored", []agent.Message{older, user}, 1},
+		{"two stored", []agent.Message{older, user, call, result}, 2},
+		{"all stored", []agent.Message{older, user, call, result, answer}, 3},
+		{"all stored, nothing before", []agent.Message{user, call, result, answer}, 3},
+		{"half of an append is not an append", []agent.Message{older, user, call}, 0},
+		{"same text, other time", []agent.Message{older, msg(agent.RoleUser, "hi", 9)}, 0},
+		{"stored, then another writer appended", []agent.Message{user, call, result, older}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := appendedPrefix(tc.hist, appends); got != tc.want {
+				t.Fatalf("appendedPrefix = %d, want %d", got, tc.want)
+			}
+		})
+	}
+	if got := appendedPrefix([]agent.Message{user}, nil); got != 0 {
+		t.Fatalf("no appends: %d", got)
+	}
+}
