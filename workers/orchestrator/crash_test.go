@@ -581,9 +581,9 @@ func TestRunStartStaleSettledCopy(t *testing.T) {
 }
 
 // A dead activation's outbox is delivered again by the next one. The
-// streams' duplicate windows (10 minutes) drop what the dead one stored,
-// but a node restarted later than that used to store every event and
-// transcript message a second time. Here the outbox of a whole run (user
+// streams' duplicate windows (events 2 minutes, entries 10) drop what the
+// dead one stored, but a node restarted later than that used to store
+// every event and transcript message a second time. Here the outbox of a whole run (user
 // message, answer, their events, agent_end) is delivered once, the record
 // is put back as the dead activation left it, written an hour ago, and the
 // windows are shrunk and let pass (as an hour would): the replay must store
@@ -679,4 +679,36 @@ func TestReplayAfterDuplicateWindow(t *testing.T) {
 		t.Errorf("events: %d after the late replay, %d before: %s", len(after), len(before), crashTypes(after))
 	}
 	crashCheckTranscript(t, s.e, sid, agent.RoleUser, agent.RoleAssistant)
+
+	// The next run's record, written an hour ago and never delivered: the
+	// stream's last event is the run before's, so all of it is delivered.
+	rec2, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", MaxTurns: 5, Messages: []agent.Message{userText("again")}}, "run2", now+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []turn.Input{
+		turn.Provisioned{},
+		turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("again")}, Timestamp: now + 1}},
+		turn.SteeringDrained{},
+	} {
+		if rec2, _, err = turn.Apply(rec2, in, now+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec2.UpdatedAtMs = rec.UpdatedAtMs
+	data, _ = json.Marshal(rec2)
+	if _, err := kv.Put(ctx, sid, data); err != nil {
+		t.Fatal(err)
+	}
+	wake(1)
+	enginetest.Eventually(t, 15*time.Second, delivered)
+	crashQuiesce(t, js, 10*time.Second)
+	final, err := crashReadEvents(ctx, js, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(final) != 2*len(before) || crashCount(final, agent.EventAgentEnd) != 2 {
+		t.Errorf("events after the second run's late delivery: %d, want %d: %s", len(final), 2*len(before), crashTypes(final))
+	}
+	crashCheckTranscript(t, s.e, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleUser, agent.RoleAssistant)
 }
