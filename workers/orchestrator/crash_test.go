@@ -597,22 +597,7 @@ func TestReplayAfterDuplicateWindow(t *testing.T) {
 	js := s.e.JetStream()
 	const sid, runID = "replaylate1", "run1"
 	now := time.Now().UnixMilli()
-	rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", MaxTurns: 5, Messages: []agent.Message{userText("hi")}}, runID, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, in := range []turn.Input{
-		turn.Provisioned{},
-		turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("hello")}, Timestamp: now}},
-		turn.SteeringDrained{},
-	} {
-		if rec, _, err = turn.Apply(rec, in, now); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rec.State != agent.StateStopped {
-		t.Fatalf("built record: state %s", rec.State)
-	}
+	rec := stoppedRun(t, sid, runID, "hi", "hello", now)
 	kv, err := js.KeyValue(ctx, "iii-turn-state")
 	if err != nil {
 		t.Fatal(err)
@@ -664,17 +649,24 @@ func TestReplayAfterDuplicateWindow(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second)
-	data, _ = json.Marshal(rec)
-	if _, err := kv.Put(ctx, sid, data); err != nil {
-		t.Fatal(err)
+	// replay puts r back as a dead activation left it, wakes the session
+	// and returns the events once r's outbox is delivered.
+	replay := func(r turn.Record) []crashEvent {
+		t.Helper()
+		data, _ := json.Marshal(r)
+		if _, err := kv.Put(ctx, sid, data); err != nil {
+			t.Fatal(err)
+		}
+		wake(1)
+		enginetest.Eventually(t, 15*time.Second, delivered)
+		crashQuiesce(t, js, 10*time.Second)
+		evs, err := crashReadEvents(ctx, js, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
 	}
-	wake(1)
-	enginetest.Eventually(t, 15*time.Second, delivered)
-	crashQuiesce(t, js, 10*time.Second)
-	after, err := crashReadEvents(ctx, js, sid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := replay(rec)
 	if len(after) != len(before) {
 		t.Errorf("events: %d after the late replay, %d before: %s", len(after), len(before), crashTypes(after))
 	}
@@ -682,33 +674,35 @@ func TestReplayAfterDuplicateWindow(t *testing.T) {
 
 	// The next run's record, written an hour ago and never delivered: the
 	// stream's last event is the run before's, so all of it is delivered.
-	rec2, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", MaxTurns: 5, Messages: []agent.Message{userText("again")}}, "run2", now+1)
+	rec2 := stoppedRun(t, sid, "run2", "again", "again", now+1)
+	rec2.UpdatedAtMs = rec.UpdatedAtMs
+	final := replay(rec2)
+	if len(final) != 2*len(before) || crashCount(final, agent.EventAgentEnd) != 2 {
+		t.Errorf("events after the second run's late delivery: %d, want %d: %s", len(final), 2*len(before), crashTypes(final))
+	}
+	crashCheckTranscript(t, s.e, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleUser, agent.RoleAssistant)
+}
+
+// stoppedRun is the record of a whole run (the user says ask, the model
+// answers answer) as the turn machine leaves it at the run's end, nothing
+// of it delivered: its outbox holds every effect of the run.
+func stoppedRun(t *testing.T, sid, runID, ask, answer string, now int64) turn.Record {
+	t.Helper()
+	rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", MaxTurns: 5, Messages: []agent.Message{userText(ask)}}, runID, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, in := range []turn.Input{
 		turn.Provisioned{},
-		turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("again")}, Timestamp: now + 1}},
+		turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text(answer)}, Timestamp: now}},
 		turn.SteeringDrained{},
 	} {
-		if rec2, _, err = turn.Apply(rec2, in, now+1); err != nil {
+		if rec, _, err = turn.Apply(rec, in, now); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rec2.UpdatedAtMs = rec.UpdatedAtMs
-	data, _ = json.Marshal(rec2)
-	if _, err := kv.Put(ctx, sid, data); err != nil {
-		t.Fatal(err)
+	if rec.State != agent.StateStopped {
+		t.Fatalf("built record: state %s", rec.State)
 	}
-	wake(1)
-	enginetest.Eventually(t, 15*time.Second, delivered)
-	crashQuiesce(t, js, 10*time.Second)
-	final, err := crashReadEvents(ctx, js, sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(final) != 2*len(before) || crashCount(final, agent.EventAgentEnd) != 2 {
-		t.Errorf("events after the second run's late delivery: %d, want %d: %s", len(final), 2*len(before), crashTypes(final))
-	}
-	crashCheckTranscript(t, s.e, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleUser, agent.RoleAssistant)
+	return rec
 }

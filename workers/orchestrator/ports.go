@@ -198,29 +198,16 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 	n, ok := p.seq[sid]
 	p.mu.Unlock()
 	if !ok {
-		subj, _ := subjects.EventSubject(sid)
-		err := engine.Retry(ctx, writeAttempt, func(actx context.Context) error {
-			s, err := p.e.SessionStream(actx, subjects.EventStream, sid)
-			if err != nil {
-				return err
-			}
-			m, err := s.GetLastMsgForSubject(actx, subj)
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				n = 0
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+		m, err := p.lastEvent(ctx, sid, nil)
+		if err != nil {
+			return 0, err
+		}
+		if m != nil {
 			var ev agent.Event
 			if err := json.Unmarshal(m.Data, &ev); err != nil {
-				return fmt.Errorf("%w: last event of %s: %v", errPermanent, sid, err)
+				return 0, fmt.Errorf("last event of %s: %w", sid, err)
 			}
 			n = ev.Seq
-			return nil
-		}, func(err error) bool { return !errors.Is(err, errPermanent) })
-		if err != nil {
-			return 0, fmt.Errorf("read the last event of %s: %w", sid, err)
 		}
 	}
 	n++
@@ -249,36 +236,50 @@ func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, 
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	subj, err := subjects.EventSubject(sid)
-	if err != nil {
+	m, err := p.lastEvent(ctx, sid, func(s jetstream.Stream) bool {
+		window := s.CachedInfo().Config.Duplicates
+		age := time.Since(time.UnixMilli(writtenMs))
+		return window > replayMargin && age < window-replayMargin
+	})
+	if err != nil || m == nil {
 		return 0, err
 	}
-	n := 0
+	return storedPrefix(ids, strings.TrimPrefix(m.Header.Get(jetstream.MsgIDHeader), "ev:"+sid+":")), nil
+}
+
+// lastEvent reads the last event stored for sid, nil when there is none,
+// retrying what a retry can fix. covered, when given, is asked first
+// about the session's event stream; when it answers true nothing is read
+// and the answer is nil.
+func (p *publisher) lastEvent(ctx context.Context, sid string, covered func(jetstream.Stream) bool) (*jetstream.RawStreamMsg, error) {
+	subj, err := subjects.EventSubject(sid)
+	if err != nil {
+		return nil, err
+	}
+	var last *jetstream.RawStreamMsg
 	err = engine.Retry(ctx, writeAttempt, func(actx context.Context) error {
+		last = nil
 		s, err := p.e.SessionStream(actx, subjects.EventStream, sid)
 		if err != nil {
 			return err
 		}
-		window := s.CachedInfo().Config.Duplicates
-		if age := time.Since(time.UnixMilli(writtenMs)); window > replayMargin && age < window-replayMargin {
-			n = 0
+		if covered != nil && covered(s) {
 			return nil
 		}
 		m, err := s.GetLastMsgForSubject(actx, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			n = 0
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		n = storedPrefix(ids, strings.TrimPrefix(m.Header.Get(jetstream.MsgIDHeader), "ev:"+sid+":"))
+		last = m
 		return nil
 	}, always)
 	if err != nil {
-		return 0, fmt.Errorf("read the last event of %s: %w", sid, err)
+		return nil, fmt.Errorf("read the last event of %s: %w", sid, err)
 	}
-	return n, nil
+	return last, nil
 }
 
 // storedPrefix returns how many of ids (effect ids "<run>:<step>:<i>" in
@@ -325,9 +326,6 @@ func eventPlace(id string) (run string, step, idx uint64, ok bool) {
 	}
 	return "", 0, 0, false
 }
-
-// errPermanent marks an error a retry cannot fix.
-var errPermanent = errors.New("permanent")
 
 // Forget drops sid's cached event sequence (the grain passivated); the
 // next activation reads it from the stream again.
