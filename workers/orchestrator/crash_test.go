@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
@@ -219,6 +221,38 @@ func TestCrashCallStarted(t *testing.T) {
 // in that time.
 func TestCrashBetweenSteps(t *testing.T) {
 	t.Parallel()
+	crashKillRuns(t, "c", 8, nil)
+}
+
+// (c) again, with the node down for longer than the streams' duplicate
+// windows, which are what drops the copies of a dead activation's
+// deliveries shortly after a crash: here they are shrunk to 200 ms and
+// left to pass before every restart, so only the replay's own check
+// (ARCHITECTURE.md, "Replaying a dead activation's outbox") keeps events
+// and transcript messages from being stored twice.
+func TestCrashRestartAfterDuplicateWindows(t *testing.T) {
+	t.Parallel()
+	crashKillRuns(t, "w", 5, func(ctx context.Context, js jetstream.JetStream) error {
+		for _, name := range []string{subjects.EventStream, subjects.SessionEntryStream} {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				return err
+			}
+			cfg := st.CachedInfo().Config
+			cfg.Duplicates = 200 * time.Millisecond
+			if _, err := js.UpdateStream(ctx, cfg); err != nil {
+				return fmt.Errorf("shrink the duplicate window of %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// crashKillRuns runs runs runs of two parallel calls on a node and kills
+// it at a random moment of each. With shrink, the streams' duplicate
+// windows are shrunk once before the runs and the node stays down for
+// longer than them at every kill.
+func crashKillRuns(t *testing.T, name string, runs int, shrink func(context.Context, jetstream.JetStream) error) {
 	n := startCrashNode(t, "provider-scripted.delta_interval=10ms")
 	tl := newCrashTools(t, n.url())
 	js := tl.e.JetStream()
@@ -228,19 +262,31 @@ func TestCrashBetweenSteps(t *testing.T) {
 	prompt := func(tag string) string {
 		return fmt.Sprintf("/call crash::fast {\"tag\":%q,\"n\":1}\n/call crash::fast {\"tag\":%q,\"n\":2}", tag, tag)
 	}
-	crashStartRun(t, tl.e, "crash_c_ref", prompt("ref"))
-	ref := crashWaitAgentEnds(t, js, "crash_c_ref", 1, 20*time.Second)
-	span := time.Duration(ref[len(ref)-1].TS-ref[0].TS+10) * time.Millisecond
+	ref := "crash_" + name + "_ref"
+	crashStartRun(t, tl.e, ref, prompt(name+"ref"))
+	refEvs := crashWaitAgentEnds(t, js, ref, 1, 20*time.Second)
+	span := time.Duration(refEvs[len(refEvs)-1].TS-refEvs[0].TS+10) * time.Millisecond
 	t.Logf("a run takes %v", span)
-	const runs = 8
+	var down time.Duration
+	if shrink != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := shrink(ctx, js)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		down = time.Second
+	}
 	for i := range runs {
-		sid := fmt.Sprintf("crash_c%d", i)
-		tag := fmt.Sprintf("c%d", i)
+		sid := fmt.Sprintf("crash_%s%d", name, i)
+		tag := fmt.Sprintf("%s%d", name, i)
 		crashStartRun(t, tl.e, sid, prompt(tag))
 		// The point of the test is a kill at an arbitrary moment of the run.
 		time.Sleep(time.Duration(rng.Int64N(int64(span))))
 		typ, _ := crashLastEventType(js, sid)
-		n.restart()
+		n.kill()
+		time.Sleep(down)
+		n.start()
 		evs := crashWaitAgentEnds(t, js, sid, 1, 20*time.Second)
 		ends := crashCheckEvents(t, sid, evs)
 		if sr := crashStopReason(evs); sr != agent.StopEnd {
