@@ -232,20 +232,24 @@ func TestCrashBetweenSteps(t *testing.T) {
 // and transcript messages from being stored twice.
 func TestCrashRestartAfterDuplicateWindows(t *testing.T) {
 	t.Parallel()
-	crashKillRuns(t, "w", 5, func(ctx context.Context, js jetstream.JetStream) error {
-		for _, name := range []string{subjects.EventStream, subjects.SessionEntryStream} {
-			st, err := js.Stream(ctx, name)
-			if err != nil {
-				return err
-			}
-			cfg := st.CachedInfo().Config
-			cfg.Duplicates = 200 * time.Millisecond
-			if _, err := js.UpdateStream(ctx, cfg); err != nil {
-				return fmt.Errorf("shrink the duplicate window of %s: %w", name, err)
-			}
+	crashKillRuns(t, "w", 5, shrinkDuplicateWindows)
+}
+
+// shrinkDuplicateWindows sets the duplicate windows of the event stream
+// and the session tree's entry stream to 200 ms.
+func shrinkDuplicateWindows(ctx context.Context, js jetstream.JetStream) error {
+	for _, name := range []string{subjects.EventStream, subjects.SessionEntryStream} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		cfg := st.CachedInfo().Config
+		cfg.Duplicates = 200 * time.Millisecond
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("shrink the duplicate window of %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // crashKillRuns runs runs runs of two parallel calls on a node and kills
@@ -683,16 +687,8 @@ func TestReplayAfterDuplicateWindow(t *testing.T) {
 
 	// An hour later, as far as the record and the windows can tell.
 	rec.UpdatedAtMs = now - time.Hour.Milliseconds()
-	for _, name := range []string{subjects.SessionStream(subjects.EventStream, sid), subjects.SessionEntryStream} {
-		st, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := st.CachedInfo().Config
-		cfg.Duplicates = 200 * time.Millisecond
-		if _, err := js.UpdateStream(ctx, cfg); err != nil {
-			t.Fatalf("shrink the duplicate window of %s: %v", name, err)
-		}
+	if err := shrinkDuplicateWindows(ctx, js); err != nil {
+		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
 	// replay puts r back as a dead activation left it, wakes the session
