@@ -10,6 +10,11 @@ import (
 
 // Functions given one after the other run on one goroutine; given at
 // once, each runs without waiting for another.
+//
+// "One" is at most a few: a goroutine counts itself waiting just before
+// it blocks to receive, and a function given in between starts another
+// goroutine rather than wait (Go never blocks). Once two wait, one of
+// them is always ready, so the count stops growing.
 func TestPoolReusesAndNeverQueues(t *testing.T) {
 	t.Parallel()
 	p := gopool.New(gopool.WithIdle(time.Minute))
@@ -17,10 +22,10 @@ func TestPoolReusesAndNeverQueues(t *testing.T) {
 		done := make(chan struct{})
 		p.Go(func() { close(done) })
 		<-done
-		waitFor(t, func() bool { return p.Waiting() == 1 })
+		waitFor(t, func() bool { return p.Waiting() >= 1 })
 	}
-	if n := p.Started(); n != 1 {
-		t.Fatalf("100 functions one after the other started %d goroutines, want 1", n)
+	if n := p.Started(); n > 3 {
+		t.Fatalf("100 functions one after the other started %d goroutines, want 1 (at most 3)", n)
 	}
 
 	// 50 functions that all block until all 50 run: a pool that queued
@@ -43,7 +48,11 @@ func TestPoolReusesAndNeverQueues(t *testing.T) {
 		t.Fatal("functions given at once did not all run at once")
 	}
 	release.Done()
-	waitFor(t, func() bool { return p.Waiting() == n })
+	if got := p.Started(); got < n {
+		t.Fatalf("50 functions at once ran on %d goroutines", got)
+	}
+	// Every goroutine waits again (none idled out yet).
+	waitFor(t, func() bool { return p.Waiting() == p.Started() })
 }
 
 // A goroutine that has waited its idle time exits.
