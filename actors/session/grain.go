@@ -64,10 +64,10 @@ type grain struct {
 	history     []agent.Message
 	histID      string // names history; new whenever history is replaced, not appended to
 	// reread is set when an activation loaded a record whose outbox
-	// appends to the transcript: a dead activation may have delivered
-	// them already, so the transcript it read may hold them. Appends are
-	// then not added to history; the next model call reads the
-	// transcript again instead.
+	// appends to the transcript something the transcript it read does
+	// not end with: a dead activation may still have delivered it (after
+	// what the check could see). Appends are then not added to history;
+	// the next model call reads the transcript again instead.
 	reread bool
 	// stored holds the effects of a loaded outbox that a dead activation
 	// stored already (storedEffects); deliver skips them, once.
