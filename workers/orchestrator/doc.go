@@ -19,9 +19,10 @@
 //   - the transcript is the session tree's (the session worker,
 //     session::*): run::start ensures the session, the grain reads the
 //     active path with session::messages (compactions applied) when it
-//     activates or a run starts, and appends with session::append_batch
-//     (dedup id from the effect id), in order, awaited before each record
-//     write.
+//     activates or a run starts (unless the meta watch, pathwatch.go,
+//     says the path it holds is still current), and appends with
+//     session::append_batch (dedup id from the effect id), in order,
+//     awaited before each record write.
 //   - KV iii-inbox: "<sid>.steering" and "<sid>.followup", JSON arrays.
 //   - KV iii-runs: run::start idempotency keys (24 h).
 //

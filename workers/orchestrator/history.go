@@ -54,6 +54,9 @@ type history struct {
 	// a run that starts on an unchanged tree reads one meta instead of the
 	// whole path.
 	known map[string]*knownPath
+	// paths tells when a known path is still current without asking
+	// session::get.
+	paths *pathWatch
 }
 
 // knownPath is a session's path as this process last read or wrote it:
@@ -82,8 +85,8 @@ type appendOp struct {
 	err  error
 }
 
-func newHistory(e *engine.Engine, pub *publisher) *history {
-	return &history{e: e, pub: pub, tail: map[string]*appendOp{}, known: map[string]*knownPath{}}
+func newHistory(e *engine.Engine, pub *publisher, paths *pathWatch) *history {
+	return &history{e: e, pub: pub, paths: paths, tail: map[string]*appendOp{}, known: map[string]*knownPath{}}
 }
 
 // pathEntry is one message of session::messages.
@@ -104,6 +107,15 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 	if err := h.Flush(ctx, sid); err != nil {
 		return nil, "", err
 	}
+	h.mu.Lock()
+	if k := h.known[sid]; k != nil && h.paths.current(sid, k.count, k.leaf) {
+		msgs := append([]agent.Message(nil), k.msgs...)
+		h.mu.Unlock()
+		return msgs, k.id, nil
+	}
+	h.mu.Unlock()
+	h.paths.maybeStart()
+	h.paths.track(sid)
 	var meta sessionMeta
 	err := h.e.Trigger(ctx, sessionGet, map[string]string{"session_id": sid}, &meta)
 	if errors.Is(err, wire.ErrNotFound) {
@@ -151,7 +163,10 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 
 // Forget drops what this process knows of sid's path (its grain
 // passivated).
-func (h *history) Forget(sid string) { h.forget(sid) }
+func (h *history) Forget(sid string) {
+	h.forget(sid)
+	h.paths.untrack(sid)
+}
 
 func (h *history) forget(sid string) {
 	h.mu.Lock()

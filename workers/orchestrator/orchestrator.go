@@ -275,7 +275,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	o.metrics = ms
 	o.pub = newPublisher(e)
 	o.pub.metrics = ms
-	o.history = newHistory(e, o.pub)
+	o.history = newHistory(e, o.pub, newPathWatch(e, o.logger))
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
 	o.spend = newSpend(e, o.logger)
 	o.fns = functions{e: e, catalog: o.catalog, settings: &kvs[4], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms}
@@ -356,6 +356,9 @@ func (o *Orchestrator) Close(ctx context.Context) error {
 		o.approvalsCC.stop()
 	}
 	o.inbox.watch.stop()
+	if o.history != nil {
+		o.history.paths.stop()
+	}
 	if host != nil {
 		return host.Close(ctx)
 	}

@@ -1,0 +1,107 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
+)
+
+// The history port serves a run's transcript without asking the session
+// tree once the meta watch says nobody else wrote it, and reads it again
+// as soon as someone did: another writer's append, a moved active leaf.
+func TestPathWatch(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	tree := sessiontree.NewWorker()
+	if err := tree.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tree.Close(context.Background()) })
+	paths := newPathWatch(e, slog.New(slog.DiscardHandler))
+	t.Cleanup(paths.stop)
+	h := newHistory(e, newPublisher(e), paths)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const sid = "pathwatch1"
+	if err := h.ensure(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	text := func(msgs []agent.Message) string {
+		s := ""
+		for _, m := range msgs {
+			s += m.Content[0].Text + ";"
+		}
+		return s
+	}
+	n := 0
+	appendUser := func(s string) {
+		t.Helper()
+		n++
+		msg := agent.Message{Role: agent.RoleUser, Content: []agent.Content{agent.Text(s)}, Timestamp: int64(n)}
+		if err := h.Append(ctx, sid, fmt.Sprintf("r:%d:0", n), []agent.Message{msg}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx, sid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// load loads until want comes back without a read (skipped grows).
+	load := func(want string) {
+		t.Helper()
+		enginetest.Eventually(t, 10*time.Second, func() error {
+			before := paths.skipped.Load()
+			msgs, _, err := h.LoadIdentified(ctx, sid)
+			if err != nil {
+				return err
+			}
+			if got := text(msgs); got != want {
+				return fmt.Errorf("transcript %q, want %q", got, want)
+			}
+			if paths.skipped.Load() == before {
+				return fmt.Errorf("transcript %q read from the tree", want)
+			}
+			return nil
+		})
+	}
+
+	appendUser("a")
+	load("a;") // the first loads read, and start the watch
+	appendUser("b")
+	load("a;b;") // this process's own append: still current
+
+	// Another writer appends: the next load reads it.
+	var res sessiontree.AppendResponse
+	foreign := agent.Message{Role: agent.RoleUser, Content: []agent.Content{agent.Text("c")}, Timestamp: 99}
+	if err := e.Trigger(ctx, sessiontree.AppendFunction, sessiontree.AppendRequest{SessionID: sid, Message: &foreign}, &res); err != nil {
+		t.Fatal(err)
+	}
+	load("a;b;c;")
+
+	// The active leaf moves back to the first entry.
+	var entries struct {
+		Messages []pathEntry `json:"messages"`
+	}
+	if err := e.Trigger(ctx, sessiontree.MessagesFunction, map[string]string{"session_id": sid}, &entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Trigger(ctx, sessiontree.SetActiveLeafFunction, sessiontree.SetActiveLeafRequest{SessionID: sid, EntryID: entries.Messages[0].EntryID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	load("a;")
+
+	// A passivated session is not tracked any more.
+	h.Forget(sid)
+	paths.mu.Lock()
+	_, tracked := paths.tracked[sid]
+	paths.mu.Unlock()
+	if tracked {
+		t.Fatal("a forgotten session is still tracked")
+	}
+}
