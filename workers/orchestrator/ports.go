@@ -198,7 +198,7 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 	n, ok := p.seq[sid]
 	p.mu.Unlock()
 	if !ok {
-		m, err := p.lastEvent(ctx, sid, nil)
+		m, err := p.lastEvent(ctx, sid)
 		if err != nil {
 			return 0, err
 		}
@@ -236,11 +236,15 @@ func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, 
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	m, err := p.lastEvent(ctx, sid, func(s jetstream.Stream) bool {
+	// The stream is cached after a session's first event: a replay soon
+	// after a crash, and every run start, read nothing here.
+	if s, err := p.e.SessionStream(ctx, subjects.EventStream, sid); err == nil {
 		window := s.CachedInfo().Config.Duplicates
-		age := time.Since(time.UnixMilli(writtenMs))
-		return window > replayMargin && age < window-replayMargin
-	})
+		if age := time.Since(time.UnixMilli(writtenMs)); window > replayMargin && age < window-replayMargin {
+			return 0, nil
+		}
+	}
+	m, err := p.lastEvent(ctx, sid)
 	if err != nil || m == nil {
 		return 0, err
 	}
@@ -248,10 +252,8 @@ func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, 
 }
 
 // lastEvent reads the last event stored for sid, nil when there is none,
-// retrying what a retry can fix. covered, when given, is asked first
-// about the session's event stream; when it answers true nothing is read
-// and the answer is nil.
-func (p *publisher) lastEvent(ctx context.Context, sid string, covered func(jetstream.Stream) bool) (*jetstream.RawStreamMsg, error) {
+// retrying what a retry can fix.
+func (p *publisher) lastEvent(ctx context.Context, sid string) (*jetstream.RawStreamMsg, error) {
 	subj, err := subjects.EventSubject(sid)
 	if err != nil {
 		return nil, err
@@ -262,9 +264,6 @@ func (p *publisher) lastEvent(ctx context.Context, sid string, covered func(jets
 		s, err := p.e.SessionStream(actx, subjects.EventStream, sid)
 		if err != nil {
 			return err
-		}
-		if covered != nil && covered(s) {
-			return nil
 		}
 		m, err := s.GetLastMsgForSubject(actx, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
