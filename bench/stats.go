@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -114,18 +115,31 @@ func perTurn(before, after counters, turns int, events int64) Cost {
 
 // settledSnapshot waits (up to wait) until no consumer has messages
 // pending an ack — the grains have checkpointed their last runs and acked
-// the steps that woke them — and returns the counters then.
+// the steps that woke them — and no stream has grown for settleQuiet,
+// and returns the counters then. Pending acks alone do not say a run's
+// last effects are stored: the step that run::start publishes after
+// handing the run to its grain is acked as a duplicate on arrival, and a
+// run's last transcript append may land after the agent_end a client
+// waits for.
 func settledSnapshot(ctx context.Context, srvs []*server.Server, wait time.Duration) (counters, error) {
 	deadline := time.Now().Add(wait)
+	var prev counters
 	for {
 		c, err := snapshot(srvs)
-		if err != nil || c.pending == 0 || time.Now().After(deadline) {
+		if err != nil || time.Now().After(deadline) {
 			return c, err
 		}
+		if c.pending == 0 && prev.lastSeq != nil && maps.Equal(c.lastSeq, prev.lastSeq) {
+			return c, nil
+		}
+		prev = c
 		select {
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(settleQuiet):
 		case <-ctx.Done():
 			return c, ctx.Err()
 		}
 	}
 }
+
+// settleQuiet is how long the streams must not grow for settledSnapshot.
+const settleQuiet = 25 * time.Millisecond
