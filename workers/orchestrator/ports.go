@@ -306,24 +306,19 @@ func storedPrefix(ids []string, last string) int {
 	return n
 }
 
-// eventPlace parses an event id: an effect's "<run>:<step>:<i>", or a
-// model stream update's "<run>:<step>:<attempt>:u<n>", whose index is
-// past every effect of its step.
+// eventPlace parses an event id: an effect's ([turn.ParseEffectID]), or
+// a model stream update's "<run>:<step>:<attempt>:u<n>" (model.stream),
+// whose index is past every effect of its step.
 func eventPlace(id string) (run string, step, idx uint64, ok bool) {
-	parts := strings.Split(id, ":")
-	switch {
-	case len(parts) == 3:
-		idx, err := strconv.ParseUint(parts[2], 10, 64)
-		if err != nil {
-			return "", 0, 0, false
-		}
-		step, err := strconv.ParseUint(parts[1], 10, 64)
-		return parts[0], step, idx, err == nil && parts[0] != ""
-	case len(parts) == 4 && strings.HasPrefix(parts[3], "u"):
-		step, err := strconv.ParseUint(parts[1], 10, 64)
-		return parts[0], step, math.MaxUint64, err == nil && parts[0] != ""
+	if run, step, i, ok := turn.ParseEffectID(id); ok {
+		return run, step, uint64(i), true
 	}
-	return "", 0, 0, false
+	parts := strings.Split(id, ":")
+	if len(parts) != 4 || !strings.HasPrefix(parts[3], "u") || parts[0] == "" {
+		return "", 0, 0, false
+	}
+	step, err := strconv.ParseUint(parts[1], 10, 64)
+	return parts[0], step, math.MaxUint64, err == nil
 }
 
 // Forget drops sid's cached event sequence (the grain passivated); the
