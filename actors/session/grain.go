@@ -329,7 +329,7 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	if err != nil {
 		return err
 	}
-	g.history, g.histID, g.stored = hist, cmp.Or(hid, nuid.Next()), stored
+	g.history, g.histID, g.stored = g.keepHistory(hist, hid), cmp.Or(hid, nuid.Next()), stored
 	// Appends the transcript does not end with are delivered again; the
 	// dead activation may still have stored some (after the messages
 	// the check could see, a compaction or another writer): the
@@ -964,6 +964,19 @@ func (g *grain) startModel() {
 	})
 }
 
+// keepHistory returns the transcript the grain goes on with after a load
+// answered hist named hid: the grain's own copy when it is the same
+// transcript (the same id and length: it only grew by the grain's own
+// appends, which the grain made to its copy too), else hist. Keeping the
+// copy saves copying the whole transcript at every run's start: the
+// grain's first append to a loaded slice has to copy it.
+func (g *grain) keepHistory(hist []agent.Message, hid string) []agent.Message {
+	if hid != "" && hid == g.histID && !g.reread && len(hist) == len(g.history) {
+		return g.history
+	}
+	return hist
+}
+
 // rereadHistory reads the transcript again once the appends delivered
 // since the load are confirmed (see reread). It returns false when the
 // activation halted.
@@ -986,7 +999,7 @@ func (g *grain) rereadHistory() bool {
 		g.halt("read transcript", err)
 		return false
 	}
-	g.history, g.histID, g.reread = hist, cmp.Or(hid, nuid.Next()), false
+	g.history, g.histID, g.reread = g.keepHistory(hist, hid), cmp.Or(hid, nuid.Next()), false
 	g.unconfirmed = nil // flushed; the outbox was delivered (carried is 0)
 	return true
 }

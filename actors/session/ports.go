@@ -55,7 +55,9 @@ type SettledHistory interface {
 // transcript only grew since, by appends through this port. The grain
 // passes the id on as [ModelRequest.HistoryID], so a call can send the
 // provider only what is new, across runs too; without it every load gets
-// a new id.
+// a new id. The slice answered may share its array with the port's own
+// copy (it is clipped: an append copies it); the grain never writes its
+// elements.
 type IdentifiedHistory interface {
 	LoadIdentified(ctx context.Context, sid string) (msgs []agent.Message, id string, err error)
 }

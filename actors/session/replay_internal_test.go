@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/iii-on-nats/iii/actors/turn"
@@ -43,5 +44,35 @@ func TestAppendedPrefix(t *testing.T) {
 	}
 	if got := appendedPrefix([]agent.Message{user}, nil); got != 0 {
 		t.Fatalf("no appends: %d", got)
+	}
+}
+
+// A run's start keeps the grain's own transcript when the load answered
+// the same one (same id, same length), so the transcript is not copied at
+// every run; anything else takes what was loaded.
+func TestKeepHistory(t *testing.T) {
+	own := make([]agent.Message, 2, 8)
+	loaded := []agent.Message{{Role: agent.RoleUser}, {Role: agent.RoleAssistant}}
+	for _, tc := range []struct {
+		name   string
+		histID string
+		reread bool
+		hist   []agent.Message
+		hid    string
+		keep   bool
+	}{
+		{"same id, same length", "h1", false, loaded, "h1", true},
+		{"another id", "h1", false, loaded, "h2", false},
+		{"no id", "", false, loaded, "", false},
+		{"grown elsewhere", "h1", false, append(slices.Clip(loaded), agent.Message{}), "h1", false},
+		{"appends not mirrored (reread)", "h1", true, loaded, "h1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &grain{history: own, histID: tc.histID, reread: tc.reread}
+			got := g.keepHistory(tc.hist, tc.hid)
+			if kept := &got[0] == &own[0]; kept != tc.keep {
+				t.Fatalf("kept own = %v, want %v", kept, tc.keep)
+			}
+		})
 	}
 }

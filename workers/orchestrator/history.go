@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -109,7 +110,7 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 	}
 	h.mu.Lock()
 	if k := h.known[sid]; k != nil && h.paths.current(sid, k.count, k.leaf) {
-		msgs := append([]agent.Message(nil), k.msgs...)
+		msgs := slices.Clip(k.msgs)
 		h.mu.Unlock()
 		return msgs, k.id, nil
 	}
@@ -126,11 +127,12 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 		return nil, "", fmt.Errorf("transcript of %s: %w", sid, err)
 	}
 	h.mu.Lock()
-	k := h.known[sid]
-	h.mu.Unlock()
-	if k != nil && k.count == meta.EntryCount && k.leaf == meta.ActiveLeaf {
-		return append([]agent.Message(nil), k.msgs...), k.id, nil
+	if k := h.known[sid]; k != nil && k.count == meta.EntryCount && k.leaf == meta.ActiveLeaf {
+		msgs := slices.Clip(k.msgs)
+		h.mu.Unlock()
+		return msgs, k.id, nil
 	}
+	h.mu.Unlock()
 	var out struct {
 		Leaf     string      `json:"leaf"`
 		Messages []pathEntry `json:"messages"`
@@ -158,7 +160,7 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 		delete(h.known, sid)
 	}
 	h.mu.Unlock()
-	return append([]agent.Message(nil), msgs...), id, nil
+	return slices.Clip(msgs), id, nil
 }
 
 // Forget drops what this process knows of sid's path (its grain

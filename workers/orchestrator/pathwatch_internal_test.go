@@ -73,8 +73,26 @@ func TestPathWatch(t *testing.T) {
 
 	appendUser("a")
 	load("a;") // the first loads read, and start the watch
+	// A known path is answered without a copy, clipped: a caller's
+	// append copies it, and the path's own growth stays out of sight of
+	// a slice answered before.
+	first, _, err := h.LoadIdentified(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := h.LoadIdentified(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &first[0] != &again[0] || cap(first) != len(first) {
+		t.Fatalf("known path copied or not clipped (len %d, cap %d)", len(first), cap(first))
+	}
+	_ = append(first, agent.Message{Role: agent.RoleUser, Content: []agent.Content{agent.Text("mine")}})
 	appendUser("b")
 	load("a;b;") // this process's own append: still current
+	if got := text(first); got != "a;" {
+		t.Fatalf("an earlier answer reads %q after the path grew", got)
+	}
 
 	// Another writer appends: the next load reads it.
 	var res sessiontree.AppendResponse
