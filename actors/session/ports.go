@@ -79,19 +79,20 @@ type SequencedEvents interface {
 	Resequence(sid string)
 }
 
-// StoredEvents is an Events port that can tell how many events of a
-// loaded outbox a dead activation stored already, once the event stream's
+// StoredEvents is an Events port that can tell which events of a loaded
+// outbox a dead activation stored already, once the event stream's
 // duplicate window may no longer drop them: a node restarted an hour after
 // it died must not store the run's events a second time. The grain asks it
 // before it delivers an outbox it loaded.
 type StoredEvents interface {
-	// StoredEvents returns how many of ids (the outbox's event effect
-	// ids, in the order they are delivered), from the first on, the
-	// stream holds already. writtenMs is when the record that carries
-	// them was written. A port answers 0 while the stream's duplicate
-	// window still covers everything published since writtenMs: the
-	// message ids then drop the stored ones exactly.
-	StoredEvents(ctx context.Context, sid string, ids []string, writtenMs int64) (int, error)
+	// StoredEvents returns those of ids (the outbox's event effect ids)
+	// the stream holds already, whichever they are: events are published
+	// asynchronously, so one that failed may sit before one that was
+	// stored. writtenMs is when the record that carries them was written.
+	// A port answers none while the stream's duplicate window still
+	// covers everything published since writtenMs: the message ids then
+	// drop the stored ones exactly.
+	StoredEvents(ctx context.Context, sid string, ids []string, writtenMs int64) ([]string, error)
 }
 
 // Forgetter is implemented by ports that keep per-session memory (an

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
@@ -39,12 +40,14 @@ func (g *grain) storedEffects(ctx context.Context, rec turn.Record, hist []agent
 		mark(e.ID)
 	}
 	if se, ok := g.host.ports.Events.(StoredEvents); ok && len(events) > 0 {
-		n, err := se.StoredEvents(ctx, g.sid, events, rec.UpdatedAtMs)
+		got, err := se.StoredEvents(ctx, g.sid, events, rec.UpdatedAtMs)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range events[:min(max(n, 0), len(events))] {
-			mark(id)
+		for _, id := range got {
+			if slices.Contains(events, id) {
+				mark(id)
+			}
 		}
 	}
 	return stored, nil

@@ -30,8 +30,8 @@ func eventStreamConfig(replicas int, maxAge time.Duration, maxConsumers int) jet
 		Replicas:     replicas,
 		MaxAge:       maxAge,
 		MaxConsumers: maxConsumers,
-		// A replay past the window skips the stored events from the
-		// session's last one (publisher.StoredEvents), so the window
+		// A replay past the window skips the events it finds stored
+		// since the record's write (publisher.StoredEvents), so the window
 		// need only cover a replay soon after a crash; each id costs the
 		// server ~120 B for as long as it is kept.
 		Duplicates: 2 * time.Minute,

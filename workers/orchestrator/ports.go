@@ -8,9 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -228,27 +225,97 @@ const replayMargin = time.Minute
 
 // StoredEvents implements [session.StoredEvents]. While the stream's
 // duplicate window covers the record's write (less replayMargin) it
-// answers 0: every event is published again and the stream drops the
-// copies. Later it reads the last event stored for sid: one session's
-// events are published in order by one grain, so what the dead activation
-// stored is the outbox up to that event (see storedPrefix).
-func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, writtenMs int64) (int, error) {
+// answers none: every event is published again and the stream drops the
+// copies. Later it reads the message ids of sid's events stored since the
+// record was written (less replayMargin, for the carried events and the
+// clocks) and answers those of ids among them. Every one is looked up:
+// events go out asynchronously, and one whose publish failed (Flush
+// publishes it again) may sit before one that was stored when the
+// process died.
+func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, writtenMs int64) ([]string, error) {
 	if len(ids) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	// The stream is cached after a session's first event: a replay soon
 	// after a crash, and every run start, read nothing here.
 	if s, err := p.e.SessionStream(ctx, subjects.EventStream, sid); err == nil {
 		window := s.CachedInfo().Config.Duplicates
 		if age := time.Since(time.UnixMilli(writtenMs)); window > replayMargin && age < window-replayMargin {
-			return 0, nil
+			return nil, nil
 		}
 	}
-	m, err := p.lastEvent(ctx, sid)
-	if err != nil || m == nil {
-		return 0, err
+	have, err := p.storedSince(ctx, sid, time.UnixMilli(writtenMs).Add(-replayMargin))
+	if err != nil {
+		return nil, err
 	}
-	return storedPrefix(ids, strings.TrimPrefix(m.Header.Get(jetstream.MsgIDHeader), "ev:"+sid+":")), nil
+	var out []string
+	for _, id := range ids {
+		if have["ev:"+sid+":"+id] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// storedSince returns the message ids of sid's events stored at since or
+// later, up to the last one stored when it is called; nil when there are
+// none. It reads headers only, from an ordered consumer the server drops
+// soon after.
+func (p *publisher) storedSince(ctx context.Context, sid string, since time.Time) (map[string]bool, error) {
+	last, err := p.lastEvent(ctx, sid)
+	if err != nil || last == nil || last.Time.Before(since) {
+		return nil, err
+	}
+	subj, err := subjects.EventSubject(sid)
+	if err != nil {
+		return nil, err
+	}
+	var have map[string]bool
+	err = engine.Retry(ctx, writeAttempt, func(actx context.Context) error {
+		have = map[string]bool{}
+		s, err := p.e.SessionStream(actx, subjects.EventStream, sid)
+		if err != nil {
+			return err
+		}
+		cons, err := s.OrderedConsumer(actx, jetstream.OrderedConsumerConfig{
+			FilterSubjects:    []string{subj},
+			DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
+			OptStartTime:      &since,
+			HeadersOnly:       true,
+			InactiveThreshold: 30 * time.Second,
+		})
+		if err != nil {
+			return err
+		}
+		if cons.CachedInfo().NumPending == 0 {
+			return fmt.Errorf("no event of %s stored since %s, though the last one is", sid, since.UTC().Format(time.RFC3339Nano))
+		}
+		// One iterator, so the read uses one server consumer (an
+		// ordered consumer's every Fetch makes a new one).
+		it, err := cons.Messages(jetstream.PullMaxMessages(256))
+		if err != nil {
+			return err
+		}
+		defer it.Stop()
+		for {
+			m, err := it.Next(jetstream.NextContext(actx))
+			if err != nil {
+				return err
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			have[m.Headers().Get(jetstream.MsgIDHeader)] = true
+			if md.Sequence.Stream >= last.Sequence || md.NumPending == 0 {
+				return nil
+			}
+		}
+	}, always)
+	if err != nil {
+		return nil, fmt.Errorf("read the events of %s stored since the record: %w", sid, err)
+	}
+	return have, nil
 }
 
 // lastEvent reads the last event stored for sid, nil when there is none,
@@ -279,46 +346,6 @@ func (p *publisher) lastEvent(ctx context.Context, sid string) (*jetstream.RawSt
 		return nil, fmt.Errorf("read the last event of %s: %w", sid, err)
 	}
 	return last, nil
-}
-
-// storedPrefix returns how many of ids (effect ids "<run>:<step>:<i>" in
-// delivery order) a stream whose last event has id last holds: all up to
-// last when it is one of them; otherwise all up to its place, within the
-// same run (a model stream's update "<run>:<step>:<attempt>:u<n>" comes
-// after every effect of its step, which are delivered before the call);
-// none when last is of another run or unreadable.
-func storedPrefix(ids []string, last string) int {
-	if i := slices.Index(ids, last); i >= 0 {
-		return i + 1
-	}
-	lrun, lstep, lidx, ok := eventPlace(last)
-	if !ok {
-		return 0
-	}
-	n := 0
-	for i, id := range ids {
-		run, step, idx, ok := eventPlace(id)
-		if !ok || run != lrun || step > lstep || (step == lstep && idx > lidx) {
-			break
-		}
-		n = i + 1
-	}
-	return n
-}
-
-// eventPlace parses an event id: an effect's ([turn.ParseEffectID]), or
-// a model stream update's "<run>:<step>:<attempt>:u<n>" (model.stream),
-// whose index is past every effect of its step.
-func eventPlace(id string) (run string, step, idx uint64, ok bool) {
-	if run, step, i, ok := turn.ParseEffectID(id); ok {
-		return run, step, uint64(i), true
-	}
-	parts := strings.Split(id, ":")
-	if len(parts) != 4 || !strings.HasPrefix(parts[3], "u") || parts[0] == "" {
-		return "", 0, 0, false
-	}
-	step, err := strconv.ParseUint(parts[1], 10, 64)
-	return parts[0], step, math.MaxUint64, err == nil
 }
 
 // Forget drops sid's cached event sequence (the grain passivated); the

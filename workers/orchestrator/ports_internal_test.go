@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"errors"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/iii-on-nats/iii/actors/turn"
@@ -66,57 +65,4 @@ func TestDecodeModelEvents(t *testing.T) {
 	if _, err := decodeModelEvents(channel.Frame{Seq: 1, Data: []byte(" [1]"), Codec: wire.JSON}); err == nil {
 		t.Error("an array of numbers decoded as events")
 	}
-}
-
-func TestStoredPrefix(t *testing.T) {
-	ids := []string{"run1:3:1", "run1:3:2", "run1:4:0", "run1:4:1"}
-	for _, tc := range []struct {
-		name, last string
-		want       int
-	}{
-		{"the last one", "run1:4:1", 4},
-		{"one of them", "run1:3:2", 2},
-		{"the first", "run1:3:1", 1},
-		{"an update of the outbox's last step", "run1:4:Qx7:u3", 4},
-		{"an update of an earlier step", "run1:3:Qx7:u1", 2},
-		{"an update of a later step", "run1:9:Qx7:u1", 4},
-		{"an earlier effect", "run1:2:5", 0},
-		{"an effect of the step not in the outbox", "run1:3:0", 0},
-		{"an effect past the outbox in its step", "run1:4:7", 4},
-		{"a later step", "run1:5:0", 4},
-		{"an earlier run", "run0:9:0", 0},
-		{"no id", "", 0},
-		{"garbage", "a:b:c", 0},
-		{"not an update", "run1:4:Qx7:x3", 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := storedPrefix(ids, tc.last); got != tc.want {
-				t.Fatalf("storedPrefix(%q) = %d, want %d", tc.last, got, tc.want)
-			}
-		})
-	}
-	if got := storedPrefix(nil, "run1:4:1"); got != 0 {
-		t.Fatalf("no ids: %d", got)
-	}
-}
-
-func FuzzEventPlace(f *testing.F) {
-	for _, s := range []string{"run1:3:1", "run1:4:Qx7:u3", "", ":::", "a:1:2:u", "r:18446744073709551615:0"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, id string) {
-		run, step, idx, ok := eventPlace(id)
-		if !ok {
-			return
-		}
-		if run == "" {
-			t.Fatalf("%q: parsed with an empty run", id)
-		}
-		if got := storedPrefix([]string{id}, id); got != 1 {
-			t.Fatalf("%q: storedPrefix of itself = %d", id, got)
-		}
-		if run2, step2, idx2, ok2 := eventPlace(run + ":" + strconv.FormatUint(step, 10) + ":" + strconv.FormatUint(min(idx, 1<<30), 10)); !ok2 || run2 != run || step2 != step || idx2 != min(idx, 1<<30) {
-			t.Fatalf("%q: an effect id of the same place does not parse back", id)
-		}
-	})
 }
