@@ -248,7 +248,11 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			}
 			streamed = false
 		case agent.EventFunctionExecutionStart:
-			args, _ := json.Marshal(ev.Args)
+			// No arguments travel as none (omitempty); the function gets {}.
+			args := []byte("{}")
+			if len(ev.Args) > 0 {
+				args, _ = json.Marshal(ev.Args)
+			}
 			fmt.Fprintf(out, "→ %s %s\n", ev.FunctionID, args)
 		case agent.EventFunctionExecutionEnd:
 			status := "ok"

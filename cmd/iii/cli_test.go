@@ -211,6 +211,11 @@ func TestChatOneShot(t *testing.T) {
 			t.Fatalf("chat output lacks %q:\n%s", want, out)
 		}
 	}
+	// A call without arguments shows them as the function gets them: {}.
+	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::get {}`)
+	if err != nil || !strings.Contains(out, "→ state::get {}\n") {
+		t.Fatalf("chat with no arguments: %v\n%s", err, out)
+	}
 	// The shipped policy denies state writes to the model.
 	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::set {"scope":"demo","key":"chat","value":1}`)
 	if err != nil || !strings.Contains(out, "denied (permissions)") {
