@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -418,7 +419,20 @@ func TestNATSCluster3Node(t *testing.T) {
 		if err := js.DeleteKeyValue(ctx, "iii-state"); err != nil {
 			t.Fatal(err)
 		}
-		enginetest.RunNATS(t, iiiURL, "backup", "restore", "stream", dir, "--no-progress")
+		// The restore streams its chunks to the meta leader: right after
+		// the delete, on a loaded machine, the leader's interest may not
+		// have reached the node the CLI is connected to yet ("no
+		// responders"). A failed restore leaves at most a partial stream,
+		// removed before the next try.
+		enginetest.Eventually(t, 20*time.Second, func() error {
+			_, err := enginetest.TryNATS(t, iiiURL, "backup", "restore", "stream", dir, "--no-progress")
+			if err != nil {
+				if derr := js.DeleteStream(ctx, "KV_iii-state"); derr != nil && !errors.Is(derr, jetstream.ErrStreamNotFound) {
+					return errors.Join(err, derr)
+				}
+			}
+			return err
+		})
 		kv, err := js.KeyValue(ctx, "iii-state")
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +69,17 @@ func NatsCLI(t testing.TB) string {
 // fails the test with the CLI's output.
 func RunNATS(t testing.TB, url string, args ...string) string {
 	t.Helper()
+	out, err := TryNATS(t, url, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TryNATS is [RunNATS] for a command a test may try again: a failure is
+// returned, with the CLI's output, instead of failing the test.
+func TryNATS(t testing.TB, url string, args ...string) (string, error) {
+	t.Helper()
 	bin := NatsCLI(t) // before the deadline: installing takes minutes on a cold cache
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -80,7 +92,7 @@ func RunNATS(t testing.TB, url string, args ...string) string {
 		if errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
-		t.Fatalf("nats %v: %v\n%s%s", args, err, out, stderr)
+		return string(out), fmt.Errorf("nats %v: %w\n%s%s", args, err, out, stderr)
 	}
-	return string(out)
+	return string(out), nil
 }
