@@ -1,11 +1,6 @@
 package turn
 
-import (
-	"strconv"
-	"strings"
-
-	"github.com/iii-on-nats/iii/agent"
-)
+import "github.com/iii-on-nats/iii/agent"
 
 // EffectKind names what an [Effect] asks the grain to do.
 type EffectKind string
@@ -52,35 +47,4 @@ type Finish struct {
 	Requeue  []agent.Message `json:"requeue,omitempty"`
 	// Sandbox: the run asked for a sandbox; destroy the session's.
 	Sandbox bool `json:"sandbox,omitempty"`
-}
-
-// ParseEffectID splits an [Effect] ID "<run_id>:<step>:<index>" (as
-// [Apply] numbers effects); ok is false for anything else.
-func ParseEffectID(id string) (runID string, step uint64, index int, ok bool) {
-	rest, idx, found := cutLast(id)
-	if !found {
-		return "", 0, 0, false
-	}
-	runID, st, found := cutLast(rest)
-	if !found || runID == "" || strings.Contains(runID, ":") {
-		return "", 0, 0, false
-	}
-	step, err := strconv.ParseUint(st, 10, 64)
-	if err != nil {
-		return "", 0, 0, false
-	}
-	i, err := strconv.ParseUint(idx, 10, 31)
-	if err != nil {
-		return "", 0, 0, false
-	}
-	return runID, step, int(i), true
-}
-
-// cutLast splits s around its last ':'.
-func cutLast(s string) (before, after string, found bool) {
-	i := strings.LastIndexByte(s, ':')
-	if i < 0 {
-		return s, "", false
-	}
-	return s[:i], s[i+1:], true
 }
