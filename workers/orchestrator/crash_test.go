@@ -633,11 +633,11 @@ func TestRunStartStaleSettledCopy(t *testing.T) {
 // A dead activation's outbox is delivered again by the next one. The
 // streams' duplicate windows (events 2 minutes, entries 10) drop what the
 // dead one stored, but a node restarted later than that used to store
-// every event and transcript message a second time. Here the outbox of a whole run (user
-// message, answer, their events, agent_end) is delivered once, the record
-// is put back as the dead activation left it, written an hour ago, and the
-// windows are shrunk and let pass (as an hour would): the replay must store
-// nothing twice.
+// every event and transcript message a second time. Here the outbox of a
+// whole run (user message, answer, their events, agent_end) is delivered
+// once, the record is put back as the dead activation left it, written an
+// hour ago, and the windows are shrunk and let pass (as an hour would):
+// the replay must store nothing twice.
 func TestReplayAfterDuplicateWindow(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
