@@ -72,6 +72,10 @@ type grain struct {
 	// stored holds the effects of a loaded outbox that a dead activation
 	// stored already (storedEffects); deliver skips them, once.
 	stored map[string]bool
+	// replayedMs is set while a loaded outbox with appends the transcript
+	// does not end with waits for its delivery: when its record was
+	// written. deliver hands those appends to [ReplayedHistory], once.
+	replayedMs int64
 
 	wakes     []Wake
 	aborts    []pendingAbort // run::abort requests waiting for the model stream to stop
@@ -337,6 +341,10 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	g.reread = slices.ContainsFunc(rec.Outbox, func(e turn.Effect) bool {
 		return e.Kind == turn.EffectAppendHistory && !stored[e.ID]
 	})
+	g.replayedMs = 0
+	if g.reread {
+		g.replayedMs = max(rec.UpdatedAtMs, 1)
+	}
 	g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
 	g.unconfirmed, g.carried = nil, 0 // LoadIdentified flushed
 	g.gating = nil
@@ -716,7 +724,11 @@ func (g *grain) deliver() bool {
 			if !g.reread {
 				g.history = append(g.history, eff.Messages...)
 			}
-			err = g.host.ports.History.Append(ctx, g.sid, eff.ID, eff.Messages)
+			if rh, ok := g.host.ports.History.(ReplayedHistory); ok && g.replayedMs != 0 {
+				err = rh.AppendReplayed(ctx, g.sid, eff.ID, eff.Messages, g.replayedMs)
+			} else {
+				err = g.host.ports.History.Append(ctx, g.sid, eff.ID, eff.Messages)
+			}
 		case turn.EffectFinish:
 			if eff.Finish != nil {
 				if g.stopCalls != nil {
@@ -744,7 +756,7 @@ func (g *grain) deliver() bool {
 		}
 	}
 	g.unconfirmed = append(g.unconfirmed, fresh...)
-	g.rec, g.carried, g.stored = turn.Delivered(g.rec), 0, nil
+	g.rec, g.carried, g.stored, g.replayedMs = turn.Delivered(g.rec), 0, nil, 0
 	g.dirty = true
 	return true
 }

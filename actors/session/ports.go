@@ -62,6 +62,21 @@ type IdentifiedHistory interface {
 	LoadIdentified(ctx context.Context, sid string) (msgs []agent.Message, id string, err error)
 }
 
+// ReplayedHistory is a History that can make an append exact however late
+// it is repeated: Append's id may drop a repeat only for a while (the
+// session tree's duplicate window is ten minutes). The grain delivers
+// through it the transcript appends of a loaded outbox that the loaded
+// transcript does not end with — nothing of them was stored, or another
+// writer or a compaction came after them — since a dead activation may
+// have stored them any time after it wrote the record.
+type ReplayedHistory interface {
+	// AppendReplayed is Append for an append a dead activation may have
+	// stored already, no earlier than writtenMs (when the record that
+	// carries it was written; the port allows for carried effects and
+	// clocks): one stored then is not stored again.
+	AppendReplayed(ctx context.Context, sid, id string, msgs []agent.Message, writtenMs int64) error
+}
+
 // Events publishes a session's events.
 type Events interface {
 	// Emit publishes ev asynchronously with message id id (deduplicated by

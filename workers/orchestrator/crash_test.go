@@ -637,7 +637,8 @@ func TestRunStartStaleSettledCopy(t *testing.T) {
 // whole run (user message, answer, their events, agent_end) is delivered
 // once, the record is put back as the dead activation left it, written an
 // hour ago, and the windows are shrunk and let pass (as an hour would):
-// the replay must store nothing twice.
+// the replay must store nothing twice, also when another writer appended
+// to the transcript after the outbox's messages.
 func TestReplayAfterDuplicateWindow(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
@@ -723,6 +724,23 @@ func TestReplayAfterDuplicateWindow(t *testing.T) {
 		t.Errorf("events after the second run's late delivery: %d, want %d: %s", len(final), 2*len(before), crashTypes(final))
 	}
 	crashCheckTranscript(t, s.e, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleUser, agent.RoleAssistant)
+
+	// Another writer appended after the second run's messages (a client's
+	// own session::append): the transcript no longer ends with the
+	// outbox's appends, so the replay cannot recognise them there. The
+	// session tree looks their dedup ids up among the entries stored since
+	// the record's write (dedup_since_ms) instead of appending them again.
+	var appended struct {
+		EntryID string `json:"entry_id"`
+	}
+	if err := s.e.Trigger(ctx, "session::append", map[string]any{"session_id": sid, "message": userText("aside")}, &appended); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // past the shrunk windows
+	if again := replay(rec2); len(again) != len(final) {
+		t.Errorf("events after a late replay behind another writer: %d, want %d: %s", len(again), len(final), crashTypes(again))
+	}
+	crashCheckTranscript(t, s.e, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleUser, agent.RoleAssistant, agent.RoleUser)
 }
 
 // stoppedRun is the record of a whole run (the user says ask, the model

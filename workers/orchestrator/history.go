@@ -191,6 +191,21 @@ func (h *history) appended(sid string, msgs []agent.Message, leaf string) {
 }
 
 func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Message) error {
+	return h.append(ctx, sid, id, msgs, 0)
+}
+
+// AppendReplayed implements [session.ReplayedHistory]: the append carries
+// dedup_since_ms, the record's write less replayMargin (for carried
+// effects and the clocks), and the session tree looks the dedup id up
+// among the entries stored since instead of relying on its ten-minute
+// window.
+func (h *history) AppendReplayed(ctx context.Context, sid, id string, msgs []agent.Message, writtenMs int64) error {
+	return h.append(ctx, sid, id, msgs, max(time.UnixMilli(writtenMs).Add(-replayMargin).UnixMilli(), 1))
+}
+
+// append publishes msgs asynchronously (Append), with dedup_since_ms
+// when sinceMs is not 0.
+func (h *history) append(ctx context.Context, sid, id string, msgs []agent.Message, sinceMs int64) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -200,6 +215,9 @@ func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Messa
 	h.tail[sid] = op
 	h.mu.Unlock()
 	req := map[string]any{"session_id": sid, "messages": msgs, "dedup_id": dedupID(sid, id)}
+	if sinceMs != 0 {
+		req["dedup_since_ms"] = sinceMs
+	}
 	// The append outlives the caller's ctx (it is awaited at Flush) but
 	// keeps its trace.
 	parent := context.WithoutCancel(ctx)

@@ -21,12 +21,23 @@
 //     (conflict when session_id exists).
 //   - session::ensure {session_id, display_name?} → {session_id, created}.
 //   - session::get {session_id} → [Meta].
-//   - session::append {session_id, parent_id?, entry | message, dedup_id?}
-//     → {entry_id}. The parent defaults to the active leaf (the root for an
-//     empty session); the new entry becomes the active leaf.
-//   - session::append_batch {session_id, parent_id?, entries[] |
-//     messages[], dedup_id?} → {entry_ids}: a chain, the last becomes the
+//   - session::append {session_id, parent_id?, entry | message, dedup_id?,
+//     dedup_since_ms?} → {entry_id}. The parent defaults to the active
+//     leaf (the root for an empty session); the new entry becomes the
 //     active leaf.
+//   - session::append_batch {session_id, parent_id?, entries[] |
+//     messages[], dedup_id?, dedup_since_ms?} → {entry_ids}: a chain, the
+//     last becomes the active leaf.
+//     A dedup_id makes a retry answer the first attempt's entries for as
+//     long as the entry stream's duplicate window (ten minutes) keeps the
+//     id. A caller that may retry later (a node replaying a dead
+//     activation's transcript appends after a night switched off) also
+//     gives dedup_since_ms, the earliest time the first attempt can have
+//     been stored: the store then reads the session's entries stored since
+//     (a batch direct get per thousand entries, headers included), answers
+//     those carrying the dedup id and completes a chain the first attempt
+//     stored only a prefix of. Exact for any delay, at the cost of that
+//     read, which only replays pay.
 //   - session::messages {session_id, leaf?} → {messages: [{entry_id,
 //     message}], path: [{entry_id, type}], leaf}: what the model sees on
 //     the path from the root to leaf (default: the active leaf), oldest

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -138,6 +139,9 @@ type batchRequest struct {
 	// dominates the cost of a batch of entries (stored with the
 	// expected-sequence header of their publish).
 	NoHeaders bool `json:"no_hdr,omitempty"`
+	// StartTime starts the batch at the first message stored at or after
+	// it (instead of Seq).
+	StartTime *time.Time `json:"start_time,omitempty"`
 }
 
 // scan reads the entries of session sid from sequence from up to upTo (0:

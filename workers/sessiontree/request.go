@@ -59,6 +59,18 @@ func validForkID(sid, newID string) error {
 	return nil
 }
 
+// validDedupSince checks dedup_since_ms: not negative, and only with a
+// dedup_id (it says when to look that id up from).
+func validDedupSince(dedupID string, sinceMs int64) error {
+	switch {
+	case sinceMs < 0:
+		return invalid("dedup_since_ms %d is negative", sinceMs)
+	case sinceMs > 0 && dedupID == "":
+		return invalid("dedup_since_ms needs a dedup_id to look up")
+	}
+	return nil
+}
+
 // validOptionalID checks an optional id that is one token (a dedup_id).
 func validOptionalID(kind, id string) error {
 	if id == "" {
@@ -135,6 +147,11 @@ type AppendRequest struct {
 	// DedupID makes a retried append a no-op for ten minutes: the retry
 	// answers the entry id of the first attempt.
 	DedupID string `json:"dedup_id,omitempty"`
+	// DedupSinceMs makes a retry exact for any length of time: the first
+	// attempt, if any, was stored no earlier than this (Unix ms), and the
+	// store looks its dedup id up among the session's entries stored
+	// since instead of relying on the ten-minute window. Needs dedup_id.
+	DedupSinceMs int64 `json:"dedup_since_ms,omitempty"`
 }
 
 // Validate checks the ids and the entry; exactly one of entry and message
@@ -147,6 +164,9 @@ func (r AppendRequest) Validate() error {
 		return err
 	}
 	if err := validOptionalID("dedup_id", r.DedupID); err != nil {
+		return err
+	}
+	if err := validDedupSince(r.DedupID, r.DedupSinceMs); err != nil {
 		return err
 	}
 	if (r.Entry == nil) == (r.Message == nil) {
@@ -187,6 +207,9 @@ type AppendBatchRequest struct {
 	// DedupID makes a retried batch a no-op for ten minutes (entry i is
 	// deduplicated as "<dedup_id>.<i>").
 	DedupID string `json:"dedup_id,omitempty"`
+	// DedupSinceMs: as [AppendRequest.DedupSinceMs], for the whole chain
+	// (a first attempt that stored a prefix of it is completed).
+	DedupSinceMs int64 `json:"dedup_since_ms,omitempty"`
 }
 
 // Validate checks the ids and every entry; exactly one of entries and
@@ -199,6 +222,9 @@ func (r AppendBatchRequest) Validate() error {
 		return err
 	}
 	if err := validOptionalID("dedup_id", r.DedupID); err != nil {
+		return err
+	}
+	if err := validDedupSince(r.DedupID, r.DedupSinceMs); err != nil {
 		return err
 	}
 	if (len(r.Entries) == 0) == (len(r.Messages) == 0) {

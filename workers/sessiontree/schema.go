@@ -57,7 +57,7 @@ const (
 	appendRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
 		`"session_id":` + sessionIDSchema + `,"parent_id":` + entryIDSchema + `,` +
 		`"entry":` + newEntrySchema + `,"message":` + messageSchema + `,` +
-		`"dedup_id":` + idSchema + `},` +
+		`"dedup_id":` + idSchema + `,"dedup_since_ms":{"type":"integer","minimum":0}},` +
 		`"oneOf":[{"required":["entry"]},{"required":["message"]}]}`
 
 	appendResponseSchema = `{"type":"object","required":["entry_id"],"properties":{"entry_id":` + entryIDSchema + `}}`
@@ -66,7 +66,7 @@ const (
 		`"session_id":` + sessionIDSchema + `,"parent_id":` + entryIDSchema + `,` +
 		`"entries":{"type":"array","maxItems":1024,"items":` + newEntrySchema + `},` +
 		`"messages":{"type":"array","maxItems":1024,"items":` + messageSchema + `},` +
-		`"dedup_id":` + idSchema + `},` +
+		`"dedup_id":` + idSchema + `,"dedup_since_ms":{"type":"integer","minimum":0}},` +
 		`"oneOf":[{"required":["entries"]},{"required":["messages"]}]}`
 
 	appendBatchResponseSchema = `{"type":"object","required":["entry_ids"],"properties":{"entry_ids":{"type":"array","items":` + entryIDSchema + `}}}`

@@ -58,7 +58,7 @@ Pass either ` + "`message`" + ` (an AgentMessage) or ` + "`entry`" + `:
 - ` + "`{type: \"branch_summary\", summary, from_entry_id}`" + `: the model sees the summary as a user message.
 - ` + "`{type: \"custom\", custom_type, data}`" + `: application data the model never sees.
 
-Appending under an older entry starts a branch. ` + "`dedup_id`" + ` makes a retry within ten minutes (the entry stream's duplicate window) answer the first attempt's entry instead of appending twice.
+Appending under an older entry starts a branch. ` + "`dedup_id`" + ` makes a retry within ten minutes (the entry stream's duplicate window) answer the first attempt's entry instead of appending twice. A retry that may come later also sets ` + "`dedup_since_ms`" + `, the earliest time (Unix ms) the first attempt can have been stored: the entry is then looked up among the session's entries stored since, exact for any delay.
 
 ` + "```json" + `
 {"session_id": "s1", "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]}}  →  {"entry_id": "e4k"}
@@ -74,7 +74,7 @@ title: Append a chain of entries
 
 Appends ` + "`entries`" + ` (or ` + "`messages`" + `, as a shorthand) as a chain: the first under ` + "`parent_id`" + ` (default: the active leaf), each next under the one before; the last becomes the active leaf. Answers ` + "`{entry_ids}`" + ` in order. At most 1024 items.
 
-Everything is validated before anything is written. If JetStream fails in the middle, the entries already stored stay (the error says how many); retrying with the same ` + "`dedup_id`" + ` completes the chain without repeating them.
+Everything is validated before anything is written. If JetStream fails in the middle, the entries already stored stay (the error says how many); retrying with the same ` + "`dedup_id`" + ` completes the chain without repeating them (within ten minutes; later, with ` + "`dedup_since_ms`" + ` as for ` + "`session::append`" + `).
 
 ` + "```json" + `
 {"session_id": "s1", "messages": [{"role": "assistant", …}, {"role": "function_result", …}]}  →  {"entry_ids": ["e4l", "e4m"]}

@@ -245,7 +245,7 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResponse, 
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
-	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID)
+	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID, req.DedupSinceMs)
 	if err != nil {
 		return AppendResponse{}, err
 	}
@@ -263,7 +263,7 @@ func (s *Store) AppendBatch(ctx context.Context, req AppendBatchRequest) (Append
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
-	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID)
+	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID, req.DedupSinceMs)
 	if err != nil {
 		return AppendBatchResponse{}, err
 	}
@@ -283,7 +283,11 @@ const recordSlack = 160
 // A publish that loses (another writer appended, or one stopped before
 // updating the meta) refreshes the meta and tries again; an append without
 // parent_id then goes under the refreshed active leaf.
-func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries []Entry, dedupID string) ([]string, error) {
+//
+// With dedupSinceMs (and dedupID), the entries a first attempt stored
+// since then are looked up first and answered, not published again
+// ([Store.storedChain]).
+func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries []Entry, dedupID string, dedupSinceMs int64) ([]string, error) {
 	now := s.nowMs()
 	recs := make([]record, len(entries))
 	summary := ""
@@ -325,11 +329,25 @@ func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries [
 	if err := s.checkRefs(ctx, m, base, entries); err != nil {
 		return nil, err
 	}
+	var stored []node
+	if dedupID != "" && dedupSinceMs > 0 {
+		if stored, err = s.storedChain(ctx, sid, dedupID, dedupSinceMs, len(recs)); err != nil {
+			return nil, err
+		}
+	}
 	subj := EntrySubjectPrefix + sid
 	ids := make([]string, 0, len(entries))
 	prev := base
 	var last node
 	for i := range recs {
+		if i < len(stored) {
+			// The first attempt stored it: answer it, as a retry inside
+			// the duplicate window would.
+			ids = append(ids, stored[i].id())
+			last = stored[i]
+			prev = &last
+			continue
+		}
 		n, err := s.publish(ctx, subj, sid, &m, prev, recs[i], dedupID, i, func(fresh Meta) (*node, error) {
 			if i > 0 || parentID != "" {
 				return prev, nil
@@ -411,7 +429,7 @@ func (s *Store) publish(ctx context.Context, subj, sid string, m *Meta, prev *no
 		msg.Data = data
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(m.LastSeq, 10))
 		if dedupID != "" {
-			msg.Header.Set(jetstream.MsgIDHeader, sid+"."+dedupID+"."+strconv.Itoa(i))
+			msg.Header.Set(jetstream.MsgIDHeader, entryMsgID(sid, dedupID, i))
 		}
 		ack, err := s.js.PublishMsg(ctx, msg)
 		if err == nil {

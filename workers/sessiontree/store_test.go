@@ -3,6 +3,7 @@ package sessiontree_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -393,4 +394,129 @@ func TestCorruptEntry(t *testing.T) {
 	_, err = f.s.Append(ctxT(t), sessiontree.AppendRequest{SessionID: sid, Message: &m})
 	wantCode(t, err, wire.CodeInternal)
 	wantTexts(t, f.texts(t, other, ""), "fine")
+}
+
+// TestDedupSince: once the entry stream's duplicate window no longer
+// holds a dedup id (shrunk here to 100 ms), a retry with dedup_since_ms
+// still answers the first attempt's entries, completes a chain it stored
+// only a prefix of, and answers an entry another writer appended after;
+// without dedup_since_ms the retry stores the chain a second time.
+func TestDedupSince(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	js := f.e.JetStream()
+	st, err := js.Stream(ctxT(t), sessiontree.EntryStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Duplicates = 100 * time.Millisecond
+	if _, err := js.UpdateStream(ctxT(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	// The server stamps entries with its own clock, not the store's.
+	since := time.Now().Add(-time.Minute).UnixMilli()
+	batch := func(t *testing.T, sid, dedup string, sinceMs int64, msgs ...string) []string {
+		t.Helper()
+		ms := make([]agent.Message, len(msgs))
+		for i, m := range msgs {
+			ms[i] = user(m)
+		}
+		r, err := f.s.AppendBatch(ctxT(t), sessiontree.AppendBatchRequest{SessionID: sid, Messages: ms, DedupID: dedup, DedupSinceMs: sinceMs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.EntryIDs
+	}
+	pastWindow := func() { time.Sleep(300 * time.Millisecond) }
+
+	t.Run("without dedup_since_ms the window is all", func(t *testing.T) {
+		t.Parallel()
+		sid := f.create(t)
+		batch(t, sid, "t1", 0, "x", "y")
+		pastWindow()
+		batch(t, sid, "t1", 0, "x", "y")
+		wantTexts(t, f.texts(t, sid, ""), "x", "y", "x", "y")
+	})
+	t.Run("whole chain stored", func(t *testing.T) {
+		t.Parallel()
+		sid := f.create(t)
+		first := batch(t, sid, "t1", 0, "x", "y")
+		pastWindow()
+		again := batch(t, sid, "t1", since, "x", "y")
+		if !slices.Equal(first, again) {
+			t.Fatalf("retry answered %v, want %v", again, first)
+		}
+		wantTexts(t, f.texts(t, sid, ""), "x", "y")
+		if m := f.meta(t, sid); m.EntryCount != 2 || m.ActiveLeaf != first[1] {
+			t.Fatalf("meta = %+v", m)
+		}
+	})
+	t.Run("prefix stored", func(t *testing.T) {
+		t.Parallel()
+		sid := f.create(t)
+		first := batch(t, sid, "t1", 0, "x")
+		pastWindow()
+		again := batch(t, sid, "t1", since, "x", "y")
+		if len(again) != 2 || again[0] != first[0] {
+			t.Fatalf("retry answered %v, want %s first", again, first[0])
+		}
+		wantTexts(t, f.texts(t, sid, ""), "x", "y")
+		f.checkTree(t, sid)
+	})
+	t.Run("another writer came after", func(t *testing.T) {
+		t.Parallel()
+		sid := f.create(t)
+		first := batch(t, sid, "t1", 0, "x")
+		other := f.add(t, sid, "", "other")
+		pastWindow()
+		again := batch(t, sid, "t1", since, "x")
+		if !slices.Equal(first, again) {
+			t.Fatalf("retry answered %v, want %v", again, first)
+		}
+		wantTexts(t, f.texts(t, sid, ""), "x", "other")
+		if m := f.meta(t, sid); m.ActiveLeaf != other || m.EntryCount != 2 {
+			t.Fatalf("meta = %+v, want the other writer's leaf", m)
+		}
+	})
+	t.Run("nothing stored", func(t *testing.T) {
+		t.Parallel()
+		sid := f.create(t)
+		f.add(t, sid, "", "a")
+		ids := batch(t, sid, "t1", since, "x", "y")
+		if len(ids) != 2 {
+			t.Fatalf("ids = %v", ids)
+		}
+		wantTexts(t, f.texts(t, sid, ""), "a", "x", "y")
+	})
+	t.Run("single append", func(t *testing.T) {
+		t.Parallel()
+		sid := f.create(t)
+		m := user("once")
+		r1, err := f.s.Append(ctxT(t), sessiontree.AppendRequest{SessionID: sid, Message: &m, DedupID: "t1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pastWindow()
+		r2, err := f.s.Append(ctxT(t), sessiontree.AppendRequest{SessionID: sid, Message: &m, DedupID: "t1", DedupSinceMs: since})
+		if err != nil || r2.EntryID != r1.EntryID {
+			t.Fatalf("retry = %+v, %v; want %s", r2, err, r1.EntryID)
+		}
+		wantTexts(t, f.texts(t, sid, ""), "once")
+	})
+	t.Run("bad input", func(t *testing.T) {
+		t.Parallel()
+		sid := f.create(t)
+		m := user("x")
+		for _, req := range []sessiontree.AppendBatchRequest{
+			{SessionID: sid, Messages: []agent.Message{m}, DedupSinceMs: since},
+			{SessionID: sid, Messages: []agent.Message{m}, DedupID: "t1", DedupSinceMs: -1},
+		} {
+			_, err := f.s.AppendBatch(ctxT(t), req)
+			wantCode(t, err, wire.CodeInvalidPayload)
+		}
+		_, err := f.s.Append(ctxT(t), sessiontree.AppendRequest{SessionID: sid, Message: &m, DedupSinceMs: since})
+		wantCode(t, err, wire.CodeInvalidPayload)
+		wantTexts(t, f.texts(t, sid, ""))
+	})
 }
