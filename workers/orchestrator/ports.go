@@ -296,7 +296,17 @@ func (p *publisher) storedSince(ctx context.Context, sid string, since time.Time
 		if err != nil {
 			return err
 		}
-		defer it.Stop()
+		defer func() {
+			it.Stop()
+			// Gone at once rather than after the inactive threshold: a
+			// node restarted after a long outage replays many sessions
+			// at once, and the stream's consumers are limited.
+			if info := cons.CachedInfo(); info != nil {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(actx), 2*time.Second)
+				_ = s.DeleteConsumer(dctx, info.Name)
+				cancel()
+			}
+		}()
 		for {
 			m, err := it.Next(jetstream.NextContext(actx))
 			if err != nil {

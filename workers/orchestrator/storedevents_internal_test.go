@@ -8,6 +8,7 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // Past the event stream's duplicate window a replay asks which events of
@@ -62,6 +63,16 @@ func TestStoredEvents(t *testing.T) {
 				t.Fatalf("StoredEvents = %q, want %q", got, tc.want)
 			}
 		})
+	}
+
+	// The read's consumer is deleted once done, not left to the
+	// inactive threshold: a mass replay must not pile them up.
+	st, err := e.JetStream().Stream(ctx, subjects.EventStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx); err != nil || info.State.Consumers != 0 {
+		t.Fatalf("consumers left on the event stream: %+v, %v", info.State, err)
 	}
 
 	// What was stored before the record's write (less the margin) is not
