@@ -26,7 +26,10 @@ func chainMsgIDPrefix(sid, dedupID string) string { return sid + "." + dedupID +
 // prefix of the chain, which is what storedChain answers (nil when
 // nothing). It reads every entry of the session stored since sinceMs, in
 // batch direct gets of at most [maxBatch], and stops once it has found
-// all n.
+// all n. In a cluster any current replica answers a direct get, and one
+// a moment behind the leader may miss an entry stored just before; a
+// retry that soon is inside the stream's duplicate window, where the
+// leader drops the repeated publish anyway.
 func (s *Store) storedChain(ctx context.Context, sid, dedupID string, sinceMs int64, n int) ([]node, error) {
 	stream, err := s.entriesName(ctx, sid)
 	if err != nil {
