@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,11 +16,13 @@ func TestRunSmall(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	var heap bytes.Buffer
 	res, err := Run(ctx, Config{
 		Sessions: 3, Turns: 2,
 		KVWriters: 4, KVPuts: 200,
 		Idle: 5, IdleTimeout: 200 * time.Millisecond, IdleWorkers: 5,
-		Dir: t.TempDir(),
+		Dir:         t.TempDir(),
+		HeapProfile: &heap,
 	})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -44,6 +47,10 @@ func TestRunSmall(t *testing.T) {
 	}
 	if i := res.Idle; i == nil || i.Sessions != 5 || i.StillActive != 0 || i.ActiveGrains < 5 {
 		t.Errorf("idle: %+v", res.Idle)
+	}
+	// A pprof profile is gzipped protobuf.
+	if b := heap.Bytes(); len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("heap profile: %d bytes, not gzipped", len(b))
 	}
 	var table strings.Builder
 	if err := res.WriteTable(&table); err != nil {

@@ -82,6 +82,10 @@ type Config struct {
 	// CPUProfile, when set, receives a CPU profile (pprof) of the turns
 	// phase alone.
 	CPUProfile io.Writer
+	// HeapProfile, when set, receives a heap profile (pprof) of the idle
+	// phase while its sessions are active, taken after the collection
+	// that measures them: what an idle session holds.
+	HeapProfile io.Writer
 	// Nodes is the number of embedded servers: 0 or 1 runs today's single
 	// node; more start that many servers in one NATS cluster on loopback,
 	// each with the whole worker set (the orchestrators form one grain

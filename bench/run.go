@@ -295,6 +295,11 @@ feed:
 	if r.Bytes.RSSActive, r.Bytes.HeapActive, err = settledMemory(); err != nil {
 		return r, err
 	}
+	if cfg.HeapProfile != nil {
+		if err := pprof.Lookup("heap").WriteTo(cfg.HeapProfile, 0); err != nil {
+			return r, fmt.Errorf("heap profile: %w", err)
+		}
+	}
 	// Wait for the grains to passivate: idle timeout after their last
 	// message, plus slack for a loaded machine.
 	deadline := time.Now().Add(cfg.IdleTimeout + 30*time.Second)

@@ -26,10 +26,11 @@ func newBenchCmd(g *globals) *cobra.Command {
 
 func newBenchTurnsCmd(g *globals) *cobra.Command {
 	var (
-		cfg     bench.Config
-		asJSON  bool
-		quiet   bool
-		profile string
+		cfg         bench.Config
+		asJSON      bool
+		quiet       bool
+		profile     string
+		heapProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "turns",
@@ -68,6 +69,14 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 				}
 				defer f.Close()
 				cfg.CPUProfile = f
+			}
+			if heapProfile != "" {
+				f, err := os.Create(heapProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				cfg.HeapProfile = f
 			}
 			var (
 				res interface{ WriteTable(io.Writer) error }
@@ -116,6 +125,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas of every stream and bucket (default 3 on 3+ nodes, else 1; unset on 3+ nodes: run R1 and R3)")
 	f.StringVar(&cfg.Dir, "dir", "", "JetStream store directory (default: a temporary one, removed afterwards)")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the turns phase to this file")
+	f.StringVar(&heapProfile, "memprofile", "", "write a heap profile of the idle phase, its sessions active, to this file (with --idle)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.BoolVarP(&quiet, "quiet", "q", false, "drop the stack's log (warnings are still counted)")
 	return cmd
