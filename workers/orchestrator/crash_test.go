@@ -317,6 +317,66 @@ func crashKillRuns(t *testing.T, name string, runs int, shrink func(context.Cont
 	}
 }
 
+// (c) at scale: many sessions in flight when the node is killed, down for
+// longer than the (shrunk) duplicate windows, so the restarted node
+// replays every dead activation's outbox late and at once: the sweep
+// wakes them all, each replay looks its events and transcript appends up
+// (one event read, deleted when done, per session). Every run completes,
+// no call runs twice, no event or transcript message is stored twice.
+func TestCrashManySessions(t *testing.T) {
+	t.Parallel()
+	const sessions = 24
+	n := startCrashNode(t, "provider-scripted.delta_interval=10ms")
+	tl := newCrashTools(t, n.url())
+	js := tl.e.JetStream()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := shrinkDuplicateWindows(ctx, js)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := func(tag string) string {
+		return fmt.Sprintf("/call crash::fast {\"tag\":%q,\"n\":1}\n/call crash::fast {\"tag\":%q,\"n\":2}", tag, tag)
+	}
+	sid := func(i int) string { return fmt.Sprintf("crash_many%d", i) }
+	crashStartRun(t, tl.e, "crash_many_ref", prompt("manyref"))
+	refEvs := crashWaitAgentEnds(t, js, "crash_many_ref", 1, 20*time.Second)
+	span := time.Duration(refEvs[len(refEvs)-1].TS-refEvs[0].TS+10) * time.Millisecond
+	// Started one after the other over about a run's span, the sessions are at
+	// every point of a run when the node dies: just started, mid-stream,
+	// mid-call, done.
+	for i := range sessions {
+		crashStartRun(t, tl.e, sid(i), prompt(fmt.Sprintf("many%d", i)))
+		time.Sleep(span / (2 * sessions))
+	}
+	at := map[agent.EventType]int{}
+	for i := range sessions {
+		typ, _ := crashLastEventType(js, sid(i))
+		at[typ]++
+	}
+	n.kill()
+	t.Logf("a run takes %v; killed with the sessions' last events %v", span, at)
+	time.Sleep(time.Second)
+	n.start()
+	for i := range sessions {
+		evs := crashWaitAgentEnds(t, js, sid(i), 1, 30*time.Second)
+		ends := crashCheckEvents(t, sid(i), evs)
+		if sr := crashStopReason(evs); sr != agent.StopEnd {
+			t.Errorf("%s: stop reason %q", sid(i), sr)
+		}
+		if len(ends) != 2 {
+			t.Errorf("%s: %d calls ended, want 2: %s", sid(i), len(ends), crashTypes(evs))
+		}
+		crashCheckTranscript(t, tl.e, sid(i), agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleFunctionResult, agent.RoleAssistant)
+	}
+	crashQuiesce(t, js, 10*time.Second)
+	for k, c := range tl.counts() {
+		if c > 1 {
+			t.Errorf("%s ran %d times", k, c)
+		}
+	}
+}
+
 // Two activations of one session (forced: the second host is woken by hand
 // while the first waits for a call): they cannot both write. The one that
 // writes second loses its compare-and-set and halts; the run completes once
