@@ -527,6 +527,78 @@ func TestRecoveryDoesNotRepeatLandedAppends(t *testing.T) {
 	}
 }
 
+// replayedHistory adds ReplayedHistory to settledHistory and records the
+// calls it gets.
+type replayedHistory struct {
+	settledHistory
+	mu       sync.Mutex
+	replayed []string // effect id @ writtenMs
+	plain    []string
+}
+
+func (h *replayedHistory) Append(ctx context.Context, sid, id string, msgs []agent.Message) error {
+	h.mu.Lock()
+	h.plain = append(h.plain, id)
+	h.mu.Unlock()
+	return h.settledHistory.Append(ctx, sid, id, msgs)
+}
+
+func (h *replayedHistory) AppendReplayed(ctx context.Context, sid, id string, msgs []agent.Message, writtenMs int64) error {
+	h.mu.Lock()
+	h.replayed = append(h.replayed, fmt.Sprintf("%s@%d", id, writtenMs))
+	h.mu.Unlock()
+	return h.settledHistory.Append(ctx, sid, id, msgs)
+}
+
+// TestReplayedAppendsOnce: the transcript appends of a loaded outbox that
+// the transcript does not end with go through ReplayedHistory, with the
+// record's write time (so the port can look them up however late the
+// replay is); every append after them is a plain one.
+func TestReplayedAppendsOnce(t *testing.T) {
+	st := newMemStore()
+	mem := newMemHistory(true)
+	hist := &replayedHistory{settledHistory: settledHistory{mem}}
+	const sid = "s9"
+	rec, rev := seedRun(t, st, sid)
+	next, effs, err := turn.Apply(rec, turn.Provisioned{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write(context.Background(), next, rev); err != nil {
+		t.Fatal(err)
+	}
+	var appendID string
+	for _, e := range effs {
+		if e.Kind == turn.EffectAppendHistory {
+			appendID = e.ID
+		}
+	}
+	// The dead activation died before it delivered anything.
+	h, err := session.NewHost(session.Ports{Store: st, History: hist, Events: mem, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	select {
+	case <-wake(t, h, sid, next.Step):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	hist.mu.Lock()
+	replayed, plain := slices.Clone(hist.replayed), slices.Clone(hist.plain)
+	hist.mu.Unlock()
+	if want := []string{fmt.Sprintf("%s@%d", appendID, next.UpdatedAtMs)}; !slices.Equal(replayed, want) {
+		t.Fatalf("replayed appends %q, want %q", replayed, want)
+	}
+	if len(plain) == 0 || slices.Contains(plain, appendID) {
+		t.Fatalf("plain appends %q: want the run's later ones only", plain)
+	}
+	if got := mem.transcript(sid); len(got) != 4 {
+		t.Fatalf("stored transcript has %d messages, want 4", len(got))
+	}
+}
+
 // TestEmptySteeringCheckUnwritten: a steering check is not checkpointed
 // on its own: it is folded into the write of the input that entered it
 // (the function's result, continuing to the model; the model's last
