@@ -92,6 +92,8 @@ func FuzzAppendRequestJSON(f *testing.F) {
 		`{"session_id":"s1","parent_id":"e2","entry":{"type":"compaction","summary":"s","first_kept_entry_id":"e1"}}`,
 		`{"session_id":"s1","entry":{"type":"custom","custom_type":"k","data":[1,2]}}`,
 		`{"session_id":"s1","entries":[{"type":"branch_summary","summary":"s","from_entry_id":"e9"}],"dedup_id":"d"}`,
+		`{"session_id":"s1","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"dedup_id":"d","dedup_since_ms":1765000000000}`,
+		`{"session_id":"s1","message":{"role":"user","content":[{"type":"text","text":"hi"}]},"dedup_since_ms":5}`,
 		`{}`, `null`, `[]`,
 	} {
 		f.Add([]byte(s))
@@ -102,11 +104,17 @@ func FuzzAppendRequestJSON(f *testing.F) {
 			if len(a.entries()) != 1 {
 				t.Fatal("a valid append has one entry")
 			}
+			if a.DedupSinceMs < 0 || a.DedupSinceMs > 0 && a.DedupID == "" {
+				t.Fatalf("valid append with dedup_since_ms %d, dedup_id %q", a.DedupSinceMs, a.DedupID)
+			}
 		}
 		var b AppendBatchRequest
 		if json.Unmarshal(data, &b) == nil && b.Validate() == nil {
 			if n := len(b.entries()); n == 0 || n > MaxBatchEntries {
 				t.Fatalf("a valid batch has %d entries", n)
+			}
+			if b.DedupSinceMs < 0 || b.DedupSinceMs > 0 && b.DedupID == "" {
+				t.Fatalf("valid batch with dedup_since_ms %d, dedup_id %q", b.DedupSinceMs, b.DedupID)
 			}
 		}
 	})
