@@ -500,17 +500,7 @@ func TestRecoveryDoesNotRepeatLandedAppends(t *testing.T) {
 	if err := hist.Flush(context.Background(), sid); err != nil {
 		t.Fatal(err)
 	}
-	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model,
-		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	select {
-	case <-wake(t, h, sid, next.Step):
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run did not finish")
-	}
+	recoverRun(t, session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model}, sid, next.Step)
 	if got := hist.transcript(sid); len(got) != 4 {
 		t.Fatalf("stored transcript has %d messages, want 4", len(got))
 	}
@@ -524,6 +514,32 @@ func TestRecoveryDoesNotRepeatLandedAppends(t *testing.T) {
 		if users != 1 {
 			t.Fatalf("model call %d saw the user's message %d times: %d messages", i+1, users, len(msgs))
 		}
+	}
+}
+
+// recoverRun starts a host on ports (functions that run every call, empty
+// inboxes and no approvals unless set), wakes sid at step as a recovery
+// would, and waits until the run is finished and its wake acked.
+func recoverRun(t *testing.T, ports session.Ports, sid string, step uint64) {
+	t.Helper()
+	if ports.Functions == nil {
+		ports.Functions = &countingFunctions{}
+	}
+	if ports.Inbox == nil {
+		ports.Inbox = emptyInbox{}
+	}
+	if ports.Approvals == nil {
+		ports.Approvals = noApprovals{}
+	}
+	h, err := session.NewHost(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	select {
+	case <-wake(t, h, sid, step):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not finish")
 	}
 }
 
@@ -574,17 +590,7 @@ func TestReplayedAppendsOnce(t *testing.T) {
 		}
 	}
 	// The dead activation died before it delivered anything.
-	h, err := session.NewHost(session.Ports{Store: st, History: hist, Events: mem, Model: callModel{},
-		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	select {
-	case <-wake(t, h, sid, next.Step):
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run did not finish")
-	}
+	recoverRun(t, session.Ports{Store: st, History: hist, Events: mem, Model: callModel{}}, sid, next.Step)
 	hist.mu.Lock()
 	replayed, plain := slices.Clone(hist.replayed), slices.Clone(hist.plain)
 	hist.mu.Unlock()

@@ -62,21 +62,19 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 				}
 				cfg.Logger = logger
 			}
-			if profile != "" {
-				f, err := os.Create(profile)
+			for _, p := range []struct {
+				path string
+				to   *io.Writer
+			}{{profile, &cfg.CPUProfile}, {heapProfile, &cfg.HeapProfile}} {
+				if p.path == "" {
+					continue
+				}
+				f, err := os.Create(p.path)
 				if err != nil {
 					return err
 				}
 				defer f.Close()
-				cfg.CPUProfile = f
-			}
-			if heapProfile != "" {
-				f, err := os.Create(heapProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				cfg.HeapProfile = f
+				*p.to = f
 			}
 			var (
 				res interface{ WriteTable(io.Writer) error }
