@@ -76,6 +76,17 @@ type grain struct {
 	// does not end with waits for its delivery: when its record was
 	// written. deliver hands those appends to [ReplayedHistory], once.
 	replayedMs int64
+	// mirrored names the appends of the record being written that the
+	// grain added to history already (prestartModel); deliver does not
+	// add them again.
+	mirrored []string
+	// committed is the prestarted model call's [ModelRequest.Committed],
+	// closed once the record is written and delivered.
+	committed chan struct{}
+	// loading is set while a load recovers the loaded record: its writes
+	// do not start the model call early (the wake that activated the
+	// grain is not held yet, and would be acked as a duplicate).
+	loading bool
 
 	wakes     []Wake
 	aborts    []pendingAbort // run::abort requests waiting for the model stream to stop
@@ -359,7 +370,10 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	// others "interrupted: outcome unknown".
 	if ids := turn.InFlight(rec); len(ids) > 0 {
 		fns := g.host.ports.Functions
-		if !g.apply(turn.Recover{Idempotent: func(fn string) bool { return fns.Idempotent(ctx, fn) }}) {
+		g.loading = true
+		ok := g.apply(turn.Recover{Idempotent: func(fn string) bool { return fns.Idempotent(ctx, fn) }})
+		g.loading = false
+		if !ok {
 			return errors.New("recover failed")
 		}
 	}
@@ -464,12 +478,45 @@ func (g *grain) fold(in turn.Input, mayDefer bool) bool {
 			return false
 		}
 	}
+	pre := g.prestartModel(next)
 	if !g.write(next, true) {
 		return false
 	}
 	if mark != (InboxMark{}) {
 		g.ackInbox(mark)
 	}
+	if pre {
+		// The call started before the write is told the record is
+		// committed once its outbox is delivered (its events come first).
+		if !g.deliver() {
+			return false
+		}
+		close(g.committed)
+		g.committed = nil
+	}
+	return true
+}
+
+// prestartModel starts the model call that rec goes on to once its outbox
+// is delivered, before rec is written: the call and the write overlap. A
+// model call has no effect to record (a crash before the write runs it
+// again from the record before, as a crash during it would), and a write
+// that fails halts the grain, which cancels the call. The call's request
+// is what it would be after the delivery: history with rec's new appends,
+// which are added to history now (deliver does not add them again).
+func (g *grain) prestartModel(rec turn.Record) bool {
+	if g.loading || g.draining || g.reread || g.running || g.stopped || len(rec.AwaitingApproval) > 0 ||
+		turn.Next(turn.Delivered(rec)).Kind != turn.ActionStreamModel {
+		return false
+	}
+	for _, eff := range rec.Outbox[min(g.carried, len(rec.Outbox)):] {
+		if eff.Kind == turn.EffectAppendHistory && !g.stored[eff.ID] {
+			g.history = append(g.history, eff.Messages...)
+			g.mirrored = append(g.mirrored, eff.ID)
+		}
+	}
+	g.committed = make(chan struct{})
+	g.startModelFor(rec, g.committed)
 	return true
 }
 
@@ -661,7 +708,9 @@ func (g *grain) drive() {
 				return
 			}
 		case turn.ActionStreamModel:
-			g.startModel()
+			if !g.running { // else started before the write (prestartModel)
+				g.startModel()
+			}
 			return
 		case turn.ActionExecuteCalls:
 			calls := act.Calls[:0:0]
@@ -721,7 +770,7 @@ func (g *grain) deliver() bool {
 				err = g.host.ports.Events.Emit(ctx, *eff.Event, eff.ID)
 			}
 		case turn.EffectAppendHistory:
-			if !g.reread {
+			if !g.reread && !slices.Contains(g.mirrored, eff.ID) {
 				g.history = append(g.history, eff.Messages...)
 			}
 			if rh, ok := g.host.ports.History.(ReplayedHistory); ok && g.replayedMs != 0 {
@@ -756,7 +805,7 @@ func (g *grain) deliver() bool {
 		}
 	}
 	g.unconfirmed = append(g.unconfirmed, fresh...)
-	g.rec, g.carried, g.stored, g.replayedMs = turn.Delivered(g.rec), 0, nil, 0
+	g.rec, g.carried, g.stored, g.replayedMs, g.mirrored = turn.Delivered(g.rec), 0, nil, 0, nil
 	g.dirty = true
 	return true
 }
@@ -948,6 +997,12 @@ func (g *grain) startModel() {
 	if g.reread && !g.rereadHistory() {
 		return
 	}
+	g.startModelFor(g.rec, nil)
+}
+
+// startModelFor starts the model call of rec (g.rec, or the record about
+// to be written, committed closed once it is) on history.
+func (g *grain) startModelFor(rec turn.Record, committed <-chan struct{}) {
 	g.token++
 	tok := g.token
 	ctx, cancel := context.WithCancel(g.traced(g.base))
@@ -955,16 +1010,17 @@ func (g *grain) startModel() {
 	g.running = true
 	req := ModelRequest{
 		SessionID: g.sid,
-		RunID:     g.rec.RunID,
-		Step:      g.rec.Step,
-		Provider:  g.rec.Request.Provider,
-		Model:     g.rec.Request.Model,
-		System:    g.rec.Request.SystemPrompt,
+		RunID:     rec.RunID,
+		Step:      rec.Step,
+		Provider:  rec.Request.Provider,
+		Model:     rec.Request.Model,
+		System:    rec.Request.SystemPrompt,
 		// Clipped, not copied: the grain only appends to history (a
 		// reader of this slice never sees that) or replaces it.
 		Messages:  slices.Clip(g.history),
 		HistoryID: g.histID,
-		Run:       g.rec.Request,
+		Run:       rec.Request,
+		Committed: committed,
 	}
 	model, root, self := g.host.ports.Model, g.root, g.self
 	g.host.pool.Go(func() {

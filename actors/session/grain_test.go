@@ -1067,3 +1067,113 @@ func TestCloseAbandonsWhatItCancels(t *testing.T) {
 		}
 	}
 }
+
+// overlapStore is a memStore whose writes of a record going on to a model
+// call (assistant_streaming) wait until that call has started, or give up
+// after a while; fence makes such a write lose its compare-and-set, as if
+// another activation wrote first.
+type overlapStore struct {
+	*memStore
+	started    chan uint64 // steps whose model call started
+	fence      bool
+	overlapped []bool
+}
+
+func (s *overlapStore) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, error) {
+	if rec.State == agent.StateAssistantStreaming {
+		overlapped := false
+		select {
+		case step := <-s.started:
+			overlapped = step == rec.Step
+		case <-time.After(2 * time.Second):
+		}
+		s.mu.Lock()
+		s.overlapped = append(s.overlapped, overlapped)
+		if s.fence {
+			s.rev[rec.SessionID]++
+		}
+		s.mu.Unlock()
+	}
+	return s.memStore.Write(ctx, rec, rev)
+}
+
+// overlapModel is callModel telling st when it starts, and recording, at
+// the moment the call's record is committed, whether it is written.
+type overlapModel struct {
+	st        *overlapStore
+	mu        sync.Mutex
+	committed []string // per call: "written", "not written" or "cancelled"
+}
+
+func (m *overlapModel) Stream(ctx context.Context, req session.ModelRequest) turn.Input {
+	m.st.started <- req.Step
+	outcome := "cancelled"
+	if req.WaitCommitted(ctx) {
+		m.st.mu.Lock()
+		outcome = "not written"
+		if rec := m.st.rec[req.SessionID]; rec.Step == req.Step && rec.State == agent.StateAssistantStreaming {
+			outcome = "written"
+		}
+		m.st.mu.Unlock()
+	}
+	m.mu.Lock()
+	m.committed = append(m.committed, outcome)
+	m.mu.Unlock()
+	return callModel{}.Stream(ctx, req)
+}
+
+// TestModelCallOverlapsTheWrite: the model call a written record goes on
+// to starts while that write is in flight (both of a run's: after
+// provisioning, after the function's result), and is told the record is
+// committed only once it is written. When the write loses its
+// compare-and-set the call is cancelled before it is ever told so.
+func TestModelCallOverlapsTheWrite(t *testing.T) {
+	t.Run("written", func(t *testing.T) {
+		st := &overlapStore{memStore: newMemStore(), started: make(chan uint64, 4)}
+		hist := newMemHistory(true)
+		model := &overlapModel{st: st}
+		const sid = "s10"
+		rec, _ := seedRun(t, st.memStore, sid)
+		recoverRun(t, session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model}, sid, rec.Step)
+		st.mu.Lock()
+		overlapped := slices.Clone(st.overlapped)
+		st.mu.Unlock()
+		if !slices.Equal(overlapped, []bool{true, true}) {
+			t.Fatalf("writes going on to a model call overlapped it: %v, want [true true]", overlapped)
+		}
+		model.mu.Lock()
+		defer model.mu.Unlock()
+		if !slices.Equal(model.committed, []string{"written", "written"}) {
+			t.Fatalf("the calls were committed with their records %v", model.committed)
+		}
+		if got := hist.transcript(sid); len(got) != 4 {
+			t.Fatalf("stored transcript has %d messages, want 4", len(got))
+		}
+	})
+	t.Run("fenced", func(t *testing.T) {
+		st := &overlapStore{memStore: newMemStore(), started: make(chan uint64, 4), fence: true}
+		hist := newMemHistory(true)
+		model := &overlapModel{st: st}
+		const sid = "s11"
+		rec, _ := seedRun(t, st.memStore, sid)
+		h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model,
+			Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		wake(t, h, sid, rec.Step)
+		var calls []string
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			model.mu.Lock()
+			calls = slices.Clone(model.committed)
+			model.mu.Unlock()
+			if len(calls) > 0 {
+				break
+			}
+		}
+		if !slices.Equal(calls, []string{"cancelled"}) {
+			t.Fatalf("calls: %v, want one, cancelled", calls)
+		}
+	})
+}

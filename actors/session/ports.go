@@ -139,6 +139,29 @@ type ModelRequest struct {
 	// Messages: the port compacted it (the model's window would have
 	// overflowed) and the grain keeps the compacted one from then on.
 	Compacted func(msgs []agent.Message)
+	// Committed, when not nil, is closed once the record that goes on to
+	// this call is written and its outbox delivered: the grain starts the
+	// call while that write is in flight, so the two overlap. Until then
+	// the call must leave no trace but the provider request itself: a
+	// port waits for it before it emits an event, reserves budget,
+	// compacts the transcript or returns (a write that fails cancels ctx
+	// instead). The grain drops the outcome of a call whose record was
+	// not written.
+	Committed <-chan struct{}
+}
+
+// WaitCommitted waits until req's record is written (req.Committed closed, or
+// nil) and reports true, or until ctx ends and reports false.
+func (req ModelRequest) WaitCommitted(ctx context.Context) bool {
+	if req.Committed == nil {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-req.Committed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Model calls the run's provider.

@@ -64,6 +64,12 @@ func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *ag
 	if need <= usable {
 		return false
 	}
+	// The compaction reads the transcript, and writes: not before the
+	// record that goes on to this call is written and its appends
+	// delivered (ModelRequest.Committed).
+	if !req.WaitCommitted(ctx) {
+		return false
+	}
 	cctx, cancel := context.WithTimeout(ctx, compactTimeout)
 	defer cancel()
 	var res compactResult

@@ -506,6 +506,12 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 	compacted := m.fitWindow(ctx, req, &preq, info, known)
 	resID := ""
 	if m.spend != nil && budgeted(req.Run) {
+		// No call of a budgeted run before its reservation, and no
+		// reservation before the record that goes on to the call is
+		// written (ModelRequest.Committed).
+		if !req.WaitCommitted(ctx) {
+			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "aborted"}
+		}
 		id := fmt.Sprintf("%s-%d", req.RunID, req.Step) // a reservation id is an id: [A-Za-z0-9_-]
 		held, stop := m.spend.reserve(ctx, req, id, estimate(info, req, preq.Tools), known)
 		if stop != nil {
@@ -558,6 +564,9 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 	if resID != "" {
 		m.spend.settle(ctx, resID, cost)
 	}
+	// The grain takes the outcome only once the record is written; a
+	// call whose record was not is cancelled.
+	req.WaitCommitted(ctx)
 	return in
 }
 
@@ -633,9 +642,18 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 		// the stream a crash interrupted.
 		attempt = nuid.Next()
 	)
+	committed := false
 	flush := func() {
 		if buf.Len() == 0 {
 			return
+		}
+		// No event before the record that goes on to this call is
+		// written and its own events delivered (ModelRequest.Committed).
+		if !committed {
+			if !req.WaitCommitted(ctx) {
+				return
+			}
+			committed = true
 		}
 		updates++
 		ev := agent.Event{Type: agent.EventMessageUpdate, SessionID: req.SessionID, Delta: buf.String(), TS: time.Now().UnixMilli()}
