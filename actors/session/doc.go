@@ -34,7 +34,14 @@
 //     that continues to the model emits events only, which the write of
 //     the model's answer carries, and a crash replays it with the same
 //     event ids.) A write that loses the CAS means another activation
-//     owns the session, and this one stops without acking anything.
+//     owns the session, and this one stops without acking anything. A
+//     write that goes on to a model call starts that call before it
+//     writes, so the two overlap; the call learns through
+//     [ModelRequest.Committed] when the record is written and its outbox
+//     delivered, and leaves no trace before that but the provider request
+//     (a lost CAS cancels it). Appends of a dead activation's outbox that
+//     the transcript does not end with go through [ReplayedHistory], which
+//     looks them up however late the replay is.
 //  4. Effects (events, transcript appends) are published asynchronously.
 //     Before the next write replaces the outbox they came from, either
 //     their acks are all in, or (a mid-run checkpoint, with a History port
