@@ -10,7 +10,6 @@ import (
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
-	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/workers/scripted"
 )
 
@@ -20,13 +19,7 @@ import (
 // ends first (the write lost its compare-and-set) emits nothing at all.
 func TestModelWaitsForCommitted(t *testing.T) {
 	t.Parallel()
-	ns := enginetest.RunServer(t)
-	e := enginetest.NewEngine(t, ns)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := e.EnsureStream(ctx, eventStreamConfig(1, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	e, ctx := eventsEngine(t)
 	p, err := scripted.New()
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/subjects"
 )
@@ -17,13 +18,7 @@ import (
 // published again, not counted as stored because a later one was.
 func TestStoredEvents(t *testing.T) {
 	t.Parallel()
-	ns := enginetest.RunServer(t)
-	e := enginetest.NewEngine(t, ns)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := e.EnsureStream(ctx, eventStreamConfig(1, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	e, ctx := eventsEngine(t)
 	p := newPublisher(e)
 	emit := func(sid string, ids ...string) {
 		t.Helper()
@@ -91,4 +86,18 @@ func TestStoredEvents(t *testing.T) {
 	if have, err := p.storedSince(ctx, "since1", time.Now().Add(time.Hour)); err != nil || have != nil {
 		t.Fatalf("stored since a future time: %v, %v", have, err)
 	}
+}
+
+// eventsEngine starts a server and an engine with the event stream, and a
+// context that ends with the test (30 s at most).
+func eventsEngine(t *testing.T) (*engine.Engine, context.Context) {
+	t.Helper()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if _, err := e.EnsureStream(ctx, eventStreamConfig(1, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return e, ctx
 }
