@@ -146,12 +146,14 @@ const ensureAttempt = 5 * time.Second
 func ensure(ctx context.Context, e *Engine, op func(ctx context.Context) error) error {
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
-	return Retry(ctx, ensureAttempt, op, transientJS)
+	return Retry(ctx, ensureAttempt, op, TransientJS)
 }
 
-// transientJS says whether a JetStream API error may go away by itself:
-// no answer in time, nobody answering, or the cluster not ready.
-func transientJS(err error) bool {
+// TransientJS says whether a JetStream API error may go away by itself:
+// no answer in time, nobody answering, or the cluster not ready (a
+// cluster whose nodes all started at once elects its meta leader first).
+// It is the retryable test [Retry] wants for setting up JetStream assets.
+func TransientJS(err error) bool {
 	var apiErr *jetstream.APIError
 	switch {
 	case errors.Is(err, errNotYet):

@@ -28,8 +28,13 @@ const (
 	setupTimeout = 10 * time.Second
 	// startTimeout bounds those of StartMember/StartClient: a member that
 	// joins a cluster still forming (every node started at once, a loaded
-	// machine) may wait several seconds for the bucket's replicas.
-	startTimeout = 30 * time.Second
+	// machine) waits for the cluster's JetStream to elect its meta leader
+	// and the bucket's replicas; 32 s was seen on a loaded 2-core
+	// machine. It matches the bound `iii up` gives a worker's start.
+	startTimeout = 2 * time.Minute
+	// bucketAttempt bounds one try to open or create the bucket: a
+	// JetStream without a meta leader does not answer at all.
+	bucketAttempt = 5 * time.Second
 )
 
 // Option configures a [Provider] (and [List], which only uses

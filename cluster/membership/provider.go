@@ -12,6 +12,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/engine"
 )
 
 // Provider is a proto.actor cluster provider whose membership lives in a
@@ -217,13 +219,13 @@ func (p *Provider) abandon(member bool) {
 	}
 }
 
-// bucket opens the membership bucket, creating it if missing, and returns
-// its effective TTL: an existing bucket is used as it is.
-func (p *Provider) bucket(ctx context.Context) (jetstream.KeyValue, time.Duration, error) {
+// openBucket is one try of [Provider.bucket]: open or create the bucket
+// and read its status.
+func (p *Provider) openBucket(ctx context.Context, kv *jetstream.KeyValue, st *jetstream.KeyValueStatus) error {
 	name := p.opts.bucket
-	kv, err := p.js.KeyValue(ctx, name)
+	b, err := p.js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = p.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		b, err = p.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:         name,
 			Description:    "iii cluster membership (cluster/membership)",
 			History:        1,
@@ -234,15 +236,42 @@ func (p *Provider) bucket(ctx context.Context) (jetstream.KeyValue, time.Duratio
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			// Another member created it in the meantime.
-			kv, err = p.js.KeyValue(ctx, name)
+			b, err = p.js.KeyValue(ctx, name)
 		}
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("membership: bucket %s: %w", name, err)
+		return err
 	}
-	st, err := kv.Status(ctx)
+	s, err := b.Status(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("membership: bucket %s status: %w", name, err)
+		return fmt.Errorf("status: %w", err)
+	}
+	*kv, *st = b, s
+	return nil
+}
+
+// bucket opens the membership bucket, creating it if missing, and returns
+// its effective TTL: an existing bucket is used as it is. A cluster still
+// forming answers nothing or "not ready" for a while: each try is bounded
+// (bucketAttempt) and tried again, until ctx ends, while the error is one
+// that goes away by itself (engine.TransientJS).
+func (p *Provider) bucket(ctx context.Context) (jetstream.KeyValue, time.Duration, error) {
+	name := p.opts.bucket
+	var (
+		kv     jetstream.KeyValue
+		st     jetstream.KeyValueStatus
+		warned bool
+	)
+	err := engine.Retry(ctx, bucketAttempt, func(ctx context.Context) error {
+		err := p.openBucket(ctx, &kv, &st)
+		if err != nil && !warned && engine.TransientJS(err) {
+			warned = true
+			p.log.Warn("membership: JetStream is not ready yet (a cluster still forming?); trying again", "bucket", name, "error", err)
+		}
+		return err
+	}, engine.TransientJS)
+	if err != nil {
+		return nil, 0, fmt.Errorf("membership: bucket %s: %w", name, err)
 	}
 	if t := st.TTL(); t > 0 && t < 3*p.opts.ttl {
 		p.log.Warn("membership: the bucket's TTL is short: a NATS outage longer than it drops every member",

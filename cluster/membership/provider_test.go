@@ -581,3 +581,37 @@ func TestServerRestart(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A member that starts before its JetStream answers (a cluster still
+// forming; here a server whose JetStream is enabled a moment later) waits
+// and joins once it does, instead of failing its start.
+func TestStartBeforeJetStreamIsReady(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ns := enginetest.RunServer(t, func(o *server.Options) { o.JetStream = false })
+	p, err := membership.New(newJS(t, ns), testOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown(false) })
+	rec := &recorder{}
+	started := make(chan error, 1)
+	go func() { started <- p.StartForTest("c", testEntry("a", 1), rec.publish) }()
+	select {
+	case err := <-started:
+		t.Fatalf("the start ended before JetStream was there: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := ns.EnableJetStream(&server.JetStreamConfig{StoreDir: dir, MaxMemory: 64 << 20, MaxStore: 256 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the member did not join once JetStream answered")
+	}
+	rec.sees(t, 5*time.Second, "a")
+}
