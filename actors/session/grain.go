@@ -76,12 +76,9 @@ type grain struct {
 	// does not end with waits for its delivery: when its record was
 	// written. deliver hands those appends to [ReplayedHistory], once.
 	replayedMs int64
-	// mirrored names the appends of the record being written that the
-	// grain added to history already (prestartModel); deliver does not
-	// add them again.
-	mirrored []string
 	// committed is the prestarted model call's [ModelRequest.Committed],
-	// closed once the record is written and delivered.
+	// closed once the record is written and delivered. While it is set,
+	// the appends being delivered are in history already (prestartModel).
 	committed chan struct{}
 	// loading is set while a load recovers the loaded record: its writes
 	// do not start the model call early (the wake that activated the
@@ -503,7 +500,8 @@ func (g *grain) fold(in turn.Input, mayDefer bool) bool {
 // again from the record before, as a crash during it would), and a write
 // that fails halts the grain, which cancels the call. The call's request
 // is what it would be after the delivery: history with rec's new appends,
-// which are added to history now (deliver does not add them again).
+// which are added to history now (deliver does not add them again while
+// g.committed is set).
 func (g *grain) prestartModel(rec turn.Record) bool {
 	if g.loading || g.draining || g.reread || g.running || g.stopped || len(rec.AwaitingApproval) > 0 ||
 		turn.Next(turn.Delivered(rec)).Kind != turn.ActionStreamModel {
@@ -512,7 +510,6 @@ func (g *grain) prestartModel(rec turn.Record) bool {
 	for _, eff := range rec.Outbox[min(g.carried, len(rec.Outbox)):] {
 		if eff.Kind == turn.EffectAppendHistory && !g.stored[eff.ID] {
 			g.history = append(g.history, eff.Messages...)
-			g.mirrored = append(g.mirrored, eff.ID)
 		}
 	}
 	g.committed = make(chan struct{})
@@ -770,7 +767,7 @@ func (g *grain) deliver() bool {
 				err = g.host.ports.Events.Emit(ctx, *eff.Event, eff.ID)
 			}
 		case turn.EffectAppendHistory:
-			if !g.reread && !slices.Contains(g.mirrored, eff.ID) {
+			if !g.reread && g.committed == nil {
 				g.history = append(g.history, eff.Messages...)
 			}
 			if rh, ok := g.host.ports.History.(ReplayedHistory); ok && g.replayedMs != 0 {
@@ -805,7 +802,7 @@ func (g *grain) deliver() bool {
 		}
 	}
 	g.unconfirmed = append(g.unconfirmed, fresh...)
-	g.rec, g.carried, g.stored, g.replayedMs, g.mirrored = turn.Delivered(g.rec), 0, nil, 0, nil
+	g.rec, g.carried, g.stored, g.replayedMs = turn.Delivered(g.rec), 0, nil, 0
 	g.dirty = true
 	return true
 }

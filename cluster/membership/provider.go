@@ -221,7 +221,7 @@ func (p *Provider) abandon(member bool) {
 
 // openBucket is one try of [Provider.bucket]: open or create the bucket
 // and read its status.
-func (p *Provider) openBucket(ctx context.Context, kv *jetstream.KeyValue, st *jetstream.KeyValueStatus) error {
+func (p *Provider) openBucket(ctx context.Context) (jetstream.KeyValue, jetstream.KeyValueStatus, error) {
 	name := p.opts.bucket
 	b, err := p.js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -240,14 +240,13 @@ func (p *Provider) openBucket(ctx context.Context, kv *jetstream.KeyValue, st *j
 		}
 	}
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	s, err := b.Status(ctx)
+	st, err := b.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return nil, nil, fmt.Errorf("status: %w", err)
 	}
-	*kv, *st = b, s
-	return nil
+	return b, st, nil
 }
 
 // bucket opens the membership bucket, creating it if missing, and returns
@@ -263,7 +262,8 @@ func (p *Provider) bucket(ctx context.Context) (jetstream.KeyValue, time.Duratio
 		warned bool
 	)
 	err := engine.Retry(ctx, bucketAttempt, func(ctx context.Context) error {
-		err := p.openBucket(ctx, &kv, &st)
+		var err error
+		kv, st, err = p.openBucket(ctx)
 		if err != nil && !warned && engine.TransientJS(err) {
 			warned = true
 			p.log.Warn("membership: JetStream is not ready yet (a cluster still forming?); trying again", "bucket", name, "error", err)

@@ -259,8 +259,8 @@ func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, 
 
 // storedSince returns the message ids of sid's events stored at since or
 // later, up to the last one stored when it is called; nil when there are
-// none. It reads headers only, from an ordered consumer the server drops
-// soon after.
+// none. It reads headers only, from an ordered consumer deleted once
+// the read is done.
 func (p *publisher) storedSince(ctx context.Context, sid string, since time.Time) (map[string]bool, error) {
 	last, err := p.lastEvent(ctx, sid)
 	if err != nil || last == nil || last.Time.Before(since) {
@@ -642,18 +642,11 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 		// the stream a crash interrupted.
 		attempt = nuid.Next()
 	)
-	committed := false
 	flush := func() {
-		if buf.Len() == 0 {
-			return
-		}
 		// No event before the record that goes on to this call is
 		// written and its own events delivered (ModelRequest.Committed).
-		if !committed {
-			if !req.WaitCommitted(ctx) {
-				return
-			}
-			committed = true
+		if buf.Len() == 0 || !req.WaitCommitted(ctx) {
+			return
 		}
 		updates++
 		ev := agent.Event{Type: agent.EventMessageUpdate, SessionID: req.SessionID, Delta: buf.String(), TS: time.Now().UnixMilli()}
