@@ -284,7 +284,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		Store:     o.store(),
 		History:   o.history,
 		Events:    o.pub,
-		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{e: e, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout, sent: o.sentTranscripts()},
+		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{catalog: o.catalog, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout, sent: o.sentTranscripts()},
 		Functions: o.fns,
 		Inbox:     o.inbox,
 		Approvals: o.approvals,

@@ -834,6 +834,7 @@ type catalogCache struct {
 	mu       sync.Mutex
 	at       time.Time
 	byID     map[string]engine.FunctionInfo
+	err      error         // of the last discovery
 	inflight chan struct{} // closed when the discovery in flight ends
 }
 
@@ -844,21 +845,43 @@ type catalogCache struct {
 func (c *catalogCache) lookup(ctx context.Context, id string) (engine.FunctionInfo, bool) {
 	c.mu.Lock()
 	info, ok := c.byID[id]
-	if ok || time.Since(c.at) < c.ttl {
-		c.mu.Unlock()
+	fresh := time.Since(c.at) < c.ttl
+	c.mu.Unlock()
+	if ok || fresh {
 		return info, ok
 	}
+	m, _ := c.discover(ctx)
+	info, ok = m[id]
+	return info, ok
+}
+
+// functions is the whole catalog, discovered again unless a discovery
+// ended within fresh (one run::start just made, say): the tool list and
+// the lookups share the quiet period a discovery waits for.
+func (c *catalogCache) functions(ctx context.Context, fresh time.Duration) (map[string]engine.FunctionInfo, error) {
+	c.mu.Lock()
+	m, at := c.byID, c.at
+	c.mu.Unlock()
+	if !at.IsZero() && time.Since(at) < fresh {
+		return m, nil
+	}
+	return c.discover(ctx)
+}
+
+// discover runs one discovery, or waits for the one in flight, and
+// returns the catalog it found (the one before when it failed).
+func (c *catalogCache) discover(ctx context.Context) (map[string]engine.FunctionInfo, error) {
+	c.mu.Lock()
 	if ch := c.inflight; ch != nil {
 		c.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return engine.FunctionInfo{}, false
+			return nil, ctx.Err()
 		}
 		c.mu.Lock()
-		info, ok = c.byID[id]
-		c.mu.Unlock()
-		return info, ok
+		defer c.mu.Unlock()
+		return c.byID, c.err
 	}
 	ch := make(chan struct{})
 	c.inflight = ch
@@ -866,16 +889,15 @@ func (c *catalogCache) lookup(ctx context.Context, id string) (engine.FunctionIn
 	fns, err := c.e.FunctionsList(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inflight = nil
+	c.inflight, c.err = nil, err
 	close(ch)
 	if err != nil {
-		return engine.FunctionInfo{}, false
+		return c.byID, err
 	}
 	m := make(map[string]engine.FunctionInfo, len(fns))
 	for _, f := range fns {
 		m[f.ID] = f
 	}
 	c.byID, c.at = m, time.Now()
-	info, ok = m[id]
-	return info, ok
+	return m, nil
 }

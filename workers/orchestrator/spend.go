@@ -161,16 +161,21 @@ func estimate(m agent.Model, req session.ModelRequest, tools []agent.Tool) float
 
 // toolList is the catalog's functions as tools, refreshed in the
 // background once stale, so a model call never waits for discovery after
-// the first.
+// the first; the first takes the catalog the run's start discovered a
+// moment before, when there is one (toolsFresh).
 type toolList struct {
-	e   *engine.Engine
-	ttl time.Duration
+	catalog *catalogCache
+	ttl     time.Duration
 
 	mu         sync.Mutex
 	at         time.Time
 	tools      []agent.Tool
 	refreshing bool
 }
+
+// toolsFresh is how recent a discovery the catalog cache made must be for
+// the tool list to take it rather than discover again.
+const toolsFresh = 5 * time.Second
 
 // all returns every function of the catalog as a tool, sorted by id.
 func (l *toolList) all(ctx context.Context) []agent.Tool {
@@ -182,18 +187,20 @@ func (l *toolList) all(ctx context.Context) []agent.Tool {
 		go func() {
 			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			l.refresh(rctx)
+			l.refresh(rctx, 0)
 		}()
 	}
 	l.mu.Unlock()
 	if at.IsZero() {
-		return l.refresh(ctx)
+		return l.refresh(ctx, toolsFresh)
 	}
 	return tools
 }
 
-func (l *toolList) refresh(ctx context.Context) []agent.Tool {
-	fns, err := l.e.FunctionsList(ctx)
+// refresh rebuilds the list from a discovery that ended within fresh, or
+// a new one.
+func (l *toolList) refresh(ctx context.Context, fresh time.Duration) []agent.Tool {
+	fns, err := l.catalog.functions(ctx, fresh)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.refreshing = false
