@@ -31,7 +31,8 @@
 //     orchestrator's); a client engine and the event watcher on further
 //     connections; one warm-up turn (one per node).
 //  2. Turns (Sessions × Turns): throughput, latency percentiles, CPU per
-//     turn, peak RSS (VmHWM, reset at the phase start), and the server's
+//     turn, how long goroutines waited for a core ([Sched]), peak RSS
+//     (VmHWM, reset at the phase start), and the server's
 //     work per turn from its counters: messages stored per stream, acks,
 //     JetStream API calls, messages received.
 //  3. KV: KVWriters writers put KVPuts values into a scratch bucket (file

@@ -50,6 +50,8 @@ type TurnsResult struct {
 	// process: server, stack and the bench's client.
 	CPUPercent   float64 `json:"cpu_percent"`
 	CPUPerTurnUs float64 `json:"cpu_per_turn_us"`
+	// Sched is how long goroutines waited for a core, per turn.
+	Sched Sched `json:"sched"`
 	// Turn latency: run::start call to agent_end received, in ms.
 	P50Ms  float64 `json:"p50_ms"`
 	P90Ms  float64 `json:"p90_ms"`
@@ -182,6 +184,9 @@ func (r Result) WriteTable(w io.Writer) error {
 		row("turns", "%d sessions × %d turns = %d turns in %.2f s (%d failed)", t.Sessions, t.TurnsPerSession, t.Turns, t.ElapsedS, t.Failed)
 		row("turns/s", "%.0f (first half %.0f, second half %.0f)", t.TurnsPerSec, t.FirstHalfTurnsPerSec, t.SecondHalfTurnsPerSec)
 		row("cpu", "%.0f%% of one core (GOMAXPROCS %d), %.0f µs per turn", t.CPUPercent, r.Env.GOMAXPROCS, t.CPUPerTurnUs)
+		if sc := t.Sched; sc.WakeupsPerTurn > 0 {
+			row("scheduling", "%.0f goroutine wake-ups per turn, each waiting for a core %.1f µs on average (p50 %.1f, p90 %.0f, p99 %.0f µs): %.0f µs per turn in all", sc.WakeupsPerTurn, sc.MeanUs, sc.P50Us, sc.P90Us, sc.P99Us, sc.WaitPerTurnUs)
+		}
 		row("turn latency", "p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, mean %.2f ms", t.P50Ms, t.P90Ms, t.P99Ms, t.MaxMs, t.MeanMs)
 		since := ""
 		if t.PeakRSSSinceStart {

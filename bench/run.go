@@ -112,6 +112,7 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 		}
 	}
 	cpu0 := cpuTime()
+	sched0 := readSched()
 	start := time.Now()
 	for i := range cfg.Sessions {
 		wg.Go(func() {
@@ -137,6 +138,7 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
+	sched1 := readSched()
 	if cfg.CPUProfile != nil {
 		pprof.StopCPUProfile()
 	}
@@ -177,6 +179,7 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	t.TurnsPerSec = float64(t.Turns-t.Failed) / elapsed.Seconds()
 	t.CPUPercent = 100 * cpu.Seconds() / elapsed.Seconds()
 	t.CPUPerTurnUs = float64(cpu.Microseconds()) / float64(max(t.Turns, 1))
+	t.Sched = schedSince(sched0, sched1, t.Turns)
 	ok := lat[:0]
 	for _, d := range lat {
 		if d > 0 {
