@@ -79,6 +79,10 @@ type Config struct {
 	// and the session tree on one connection, as `iii up --shared-conn`
 	// does; by default each has its own, as in `iii up`.
 	SharedConn bool
+	// LocalCalls turns on local calls between the stack's workers
+	// (engine.WithLocalCalls, `iii up --local-calls`); the bench's client
+	// stays on the bus, as a client in another process would.
+	LocalCalls bool
 	// CPUProfile, when set, receives a CPU profile (pprof) of the turns
 	// phase alone.
 	CPUProfile io.Writer

@@ -127,7 +127,9 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 		if len(s.nodes) > 1 {
 			name += "-n" + strconv.Itoa(i+1)
 		}
-		c, err := s.engine(cfg, n, name, logger)
+		ccfg := cfg
+		ccfg.LocalCalls = false // a client is another process
+		c, err := s.engine(ccfg, n, name, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -359,6 +361,9 @@ func (s *stack) engine(cfg Config, n *cluster.Node, name string, logger *slog.Lo
 	opts := []engine.Option{engine.WithLogger(logger), engine.WithReplicas(s.replicas)}
 	if s.tp != nil {
 		opts = append(opts, engine.WithTracerProvider(s.tp))
+	}
+	if cfg.LocalCalls {
+		opts = append(opts, engine.WithLocalCalls(true))
 	}
 	e, err := engine.New(nc, opts...)
 	if err != nil {

@@ -29,6 +29,23 @@
 // engine/cron and engine/httpgw (cron and HTTP triggers). engine/wire holds
 // the codecs and the error catalog.
 //
+// # Local calls
+//
+// With [WithLocalCalls] on, a call ([Engine.Trigger], [Call],
+// [Engine.TriggerRaw]) to a function that a worker of this process serves,
+// on an engine that also has it on and is connected to the same server,
+// skips the bus: the handler runs in the caller's goroutine. The request
+// and reply are encoded as on the bus; the handler sees the same headers
+// (trace context, timeout), and its worker's concurrency bound, drain on
+// Close and panic recovery apply. What differs: the call is no NATS
+// message (`nats sub 'iii.fn.>'` does not see it, $SRV.STATS do not count
+// it); a function also served by a replica elsewhere always runs here; a
+// caller that gives up cancels the handler (over the bus the handler runs
+// on to its own timeout). Void calls and queues stay on the bus. Off by
+// default; `iii up --local-calls` turns it on for a node's own workers.
+// docs/PERFORMANCE.md, "Calls to a function served in the same process",
+// has what it saves.
+//
 // # Example
 //
 //	e, _ := engine.New(nc)

@@ -221,6 +221,7 @@ func (w *Worker) Register(fn Function) error {
 	}
 	w.fns[fn.ID] = &f
 	w.order = append(w.order, fn.ID)
+	w.addLocal(subj, &f)
 	// The subscription is only buffered client-side until flushed; a round
 	// trip makes the function reachable from other connections on return.
 	if err := w.e.nc.Flush(); err != nil {
@@ -252,6 +253,7 @@ func (w *Worker) Unregister(id string) error {
 		return fmt.Errorf("%w: %q", ErrUnknownFunction, id)
 	}
 	delete(w.fns, id)
+	w.removeLocal(id)
 	for i, x := range w.order {
 		if x == id {
 			w.order = append(w.order[:i:i], w.order[i+1:]...)
@@ -329,11 +331,13 @@ func (w *Worker) dispatch(f *Function, r micro.Request) {
 			<-w.sem
 			w.inflight.Add(-1)
 		}()
-		w.serve(f, r)
+		w.serveFor(nil, f, r)
 	})
 }
 
-func (w *Worker) serve(f *Function, r micro.Request) {
+// serveFor serves request r of f. caller, when not nil, is the context of
+// an in-process caller (a local call): its end cancels the handler.
+func (w *Worker) serveFor(caller context.Context, f *Function, r micro.Request) {
 	e := w.e
 	hdr := nats.Header(r.Headers())
 	codec := wire.ForContentType(hdr.Get(wire.HeaderContentType))
@@ -348,6 +352,9 @@ func (w *Worker) serve(f *Function, r micro.Request) {
 	}
 	ctx, cancel := context.WithTimeout(e.base, timeout)
 	defer cancel()
+	if caller != nil {
+		defer context.AfterFunc(caller, cancel)()
+	}
 	ctx = e.Extract(ctx, hdr)
 	ctx, span := e.startHandlerSpan(ctx, f.ID, req)
 	defer span.End()
@@ -434,6 +441,7 @@ func (w *Worker) Close(ctx context.Context) error {
 		return nil
 	}
 	w.closed = true
+	w.removeLocal()
 	err := w.svc.Stop()
 	w.mu.Unlock()
 	w.e.mu.Lock()

@@ -35,6 +35,7 @@ type options struct {
 	concurrency int
 	replicas    int
 	region      string
+	localCalls  bool
 }
 
 func defaultOptions() options {
@@ -144,6 +145,18 @@ func WithRegion(region string) Option {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 		o.region = region
+		return nil
+	}
+}
+
+// WithLocalCalls(true) makes calls between this process's engines that
+// have it on skip the bus when caller and function are on the same server:
+// the handler runs in the caller's goroutine (see the package doc, "Local
+// calls"). Off by default: every call is a NATS request, which any client
+// can watch.
+func WithLocalCalls(on bool) Option {
+	return func(o *options) error {
+		o.localCalls = on
 		return nil
 	}
 }

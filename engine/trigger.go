@@ -25,9 +25,9 @@ func (e *Engine) Trigger(ctx context.Context, id string, req, resp any) error {
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
 	setTimeoutHeader(ctx, msg)
-	reply, err := e.nc.RequestMsgWithContext(ctx, msg)
+	reply, err := e.request(ctx, msg, false)
 	if err != nil {
-		return wire.FromNATS(err)
+		return err
 	}
 	if werr := wire.Decode(reply); werr != nil {
 		return werr
@@ -52,9 +52,9 @@ func (e *Engine) TriggerRaw(ctx context.Context, id string, body []byte, codec w
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
 	setTimeoutHeader(ctx, msg)
-	reply, err := e.nc.RequestMsgWithContext(ctx, msg)
+	reply, err := e.request(ctx, msg, true)
 	if err != nil {
-		return nil, nil, wire.FromNATS(err)
+		return nil, nil, err
 	}
 	if werr := wire.Decode(reply); werr != nil {
 		return nil, nil, werr

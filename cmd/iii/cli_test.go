@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
@@ -469,5 +470,49 @@ func TestConnectionPerModule(t *testing.T) {
 				t.Fatalf("chat: %v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// TestUpLocalCalls: `iii up --local-calls` runs a turn whose calls between
+// the node's own workers skip the bus (harness::trigger's run::start, the
+// policy check), while the chat client's harness::trigger, from another
+// engine without local calls, still comes over it.
+func TestUpLocalCalls(t *testing.T) {
+	a := startTestAppWith(t, upConfig{localCalls: true})
+	nc := enginetest.Connect(t, a.node.Server())
+	counts := map[string]*int{}
+	for _, id := range []string{"harness::trigger", "run::start", "policy::check_permissions"} {
+		subj, err := subjects.FunctionSubject(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := new(int)
+		counts[id] = n
+		if _, err := nc.Subscribe(subj, func(*nats.Msg) { *n++ }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", `/call state::get {"scope":"demo","key":"chat"}`, "--log-level", "error")
+	if err != nil || !strings.Contains(out, "function state::get returned") {
+		t.Fatalf("chat: %v\n%s", err, out)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	// The subscriptions' callbacks run on one goroutine; Drain waits for it.
+	if err := nc.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	for !nc.IsClosed() {
+		time.Sleep(time.Millisecond)
+	}
+	for id, want := range map[string]int{"harness::trigger": 1, "run::start": 0, "policy::check_permissions": 0} {
+		if n := *counts[id]; n != want {
+			t.Errorf("%s came over the bus %d times, want %d", id, n, want)
+		}
 	}
 }

@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// Local calls: see the package doc.
+
+// localKey names a function served locally: the server its worker's
+// connection was on when it registered, and its subject.
+type localKey struct{ server, subject string }
+
+type localFn struct {
+	w *Worker
+	f *Function
+}
+
+// locals is the process's functions served with local calls on.
+var locals = struct {
+	mu sync.RWMutex
+	m  map[localKey]*localFn
+}{m: map[localKey]*localFn{}}
+
+// addLocal lists f, served by w at subj, for local calls. Called with w.mu
+// held.
+func (w *Worker) addLocal(subj string, f *Function) {
+	if !w.e.opts.localCalls {
+		return
+	}
+	server := w.e.nc.ConnectedServerId()
+	if server == "" {
+		return
+	}
+	locals.mu.Lock()
+	locals.m[localKey{server, subj}] = &localFn{w: w, f: f}
+	locals.mu.Unlock()
+}
+
+// removeLocal withdraws w's functions (all of them when ids is empty)
+// from local calls. Called with w.mu held.
+func (w *Worker) removeLocal(ids ...string) {
+	if !w.e.opts.localCalls {
+		return
+	}
+	locals.mu.Lock()
+	defer locals.mu.Unlock()
+	for k, lf := range locals.m {
+		if lf.w != w {
+			continue
+		}
+		if len(ids) == 0 {
+			delete(locals.m, k)
+			continue
+		}
+		for _, id := range ids {
+			if lf.f.ID == id {
+				delete(locals.m, k)
+			}
+		}
+	}
+}
+
+// local finds the function served at subject by this process, on the
+// server e is connected to.
+func (e *Engine) local(subject string) *localFn {
+	if !e.opts.localCalls {
+		return nil
+	}
+	server := e.nc.ConnectedServerId()
+	if server == "" {
+		return nil
+	}
+	locals.mu.RLock()
+	lf := locals.m[localKey{server, subject}]
+	locals.mu.RUnlock()
+	if lf == nil || lf.w.e.nc.ConnectedServerId() != server {
+		return nil // its worker's connection moved to another server
+	}
+	return lf
+}
+
+// request sends msg to its function and returns the reply: a local call
+// when the function is served here, else a request on the bus. aliased
+// says msg's body is the caller's buffer: a local call gives the handler a
+// copy, as the bus would.
+func (e *Engine) request(ctx context.Context, msg *nats.Msg, aliased bool) (*nats.Msg, error) {
+	if lf := e.local(msg.Subject); lf != nil {
+		if aliased {
+			msg.Data = bytes.Clone(msg.Data)
+		}
+		if reply, ok, err := lf.w.serveLocal(ctx, lf.f, msg); ok {
+			return reply, err
+		}
+	}
+	reply, err := e.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		return nil, wire.FromNATS(err)
+	}
+	return reply, nil
+}
+
+// serveLocal runs f's handler for msg in the caller's goroutine. ok is
+// false when w no longer serves f (closed, or f unregistered): the caller
+// goes over the bus.
+func (w *Worker) serveLocal(ctx context.Context, f *Function, msg *nats.Msg) (reply *nats.Msg, ok bool, err error) {
+	w.mu.Lock()
+	if w.closed || w.fns[f.ID] != f {
+		w.mu.Unlock()
+		return nil, false, nil
+	}
+	w.inflight.Add(1)
+	w.mu.Unlock()
+	defer w.inflight.Add(-1)
+	select {
+	case w.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, true, wire.FromNATS(ctx.Err())
+	}
+	defer func() { <-w.sem }()
+	r := &localRequest{msg: msg}
+	w.serveFor(ctx, f, r)
+	if err := ctx.Err(); err != nil {
+		return nil, true, wire.FromNATS(err) // as a request on the bus gives up
+	}
+	if r.reply == nil {
+		return nil, true, wire.Errorf(wire.CodeInternal, "function %s answered nothing", f.ID)
+	}
+	return r.reply, true, nil
+}
+
+// localRequest is a request served in-process: the handler's answer is
+// kept instead of published.
+type localRequest struct {
+	msg   *nats.Msg
+	reply *nats.Msg
+}
+
+func (r *localRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
+	m := &nats.Msg{Data: bytes.Clone(data), Header: nats.Header{}}
+	for _, o := range opts {
+		o(m)
+	}
+	r.reply = m
+	return nil
+}
+
+func (r *localRequest) RespondJSON(v any, opts ...micro.RespondOpt) error {
+	b, err := wire.JSON.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return r.Respond(b, opts...)
+}
+
+func (r *localRequest) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
+	return r.Respond(data, append(opts, micro.WithHeaders(micro.Headers{
+		micro.ErrorHeader:     []string{description},
+		micro.ErrorCodeHeader: []string{code},
+	}))...)
+}
+
+func (r *localRequest) Data() []byte           { return r.msg.Data }
+func (r *localRequest) Headers() micro.Headers { return micro.Headers(r.msg.Header) }
+func (r *localRequest) Subject() string        { return r.msg.Subject }
+
+// Reply is never empty: the caller waits for an answer.
+func (r *localRequest) Reply() string { return "_LOCAL" }
