@@ -23,14 +23,25 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 	return m
 }
 
+// TestSpansAndPropagation: over the bus and with local calls alike, a
+// handler's span is a child of its caller's, and carries the session ids.
 func TestSpansAndPropagation(t *testing.T) {
 	t.Parallel()
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			t.Parallel()
+			testSpansAndPropagation(t, local)
+		})
+	}
+}
+
+func testSpansAndPropagation(t *testing.T, local bool) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 
 	ns := enginetest.RunServer(t)
-	e := enginetest.NewEngine(t, ns, engine.WithTracerProvider(tp))
+	e := enginetest.NewEngine(t, ns, engine.WithTracerProvider(tp), engine.WithLocalCalls(local))
 	w, err := e.Worker("tw")
 	if err != nil {
 		t.Fatal(err)
