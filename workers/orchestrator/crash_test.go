@@ -224,6 +224,14 @@ func TestCrashBetweenSteps(t *testing.T) {
 	crashKillRuns(t, "c", 8, nil)
 }
 
+// (c) again on a node whose own workers call each other locally (`iii up
+// --local-calls`): the policy check, the provider request and the
+// transcript appends run in the caller's goroutine, and die with it.
+func TestCrashBetweenStepsLocalCalls(t *testing.T) {
+	t.Parallel()
+	crashKillRuns(t, "l", 6, nil, "--local-calls")
+}
+
 // (c) again, with the node down for longer than the streams' duplicate
 // windows, which are what drops the copies of a dead activation's
 // deliveries shortly after a crash: here they are shrunk to 200 ms and
@@ -256,8 +264,8 @@ func shrinkDuplicateWindows(ctx context.Context, js jetstream.JetStream) error {
 // it at a random moment of each. With shrink, the streams' duplicate
 // windows are shrunk once before the runs and the node stays down for
 // longer than them at every kill.
-func crashKillRuns(t *testing.T, name string, runs int, shrink func(context.Context, jetstream.JetStream) error) {
-	n := startCrashNode(t, "provider-scripted.delta_interval=10ms")
+func crashKillRuns(t *testing.T, name string, runs int, shrink func(context.Context, jetstream.JetStream) error, extra ...string) {
+	n := startCrashNodeWith(t, crashPolicy, extra, "provider-scripted.delta_interval=10ms")
 	tl := newCrashTools(t, n.url())
 	js := tl.e.JetStream()
 	seed := uint64(time.Now().UnixNano())
