@@ -89,18 +89,30 @@ func TestRunTraced(t *testing.T) {
 // each:
 //
 //	go test -run '^$' -bench 'Turns$' -benchtime 1x ./bench/
+//
+// The ",local-calls" runs have the stack's workers call each other
+// without the bus (Config.LocalCalls, off by default in `iii up`).
 func BenchmarkTurns(b *testing.B) {
-	for _, c := range []struct{ sessions, turns int }{
-		{10, 5},   // quick
-		{100, 10}, // target: ≥ 2,000 turns/s, p99 < 100 ms
-		{1, 500},  // target: ≥ 400 turns/s, no quadratic re-reads
+	for _, c := range []struct {
+		sessions, turns int
+		local           bool // the stack's workers call each other locally (--local-calls)
+	}{
+		{10, 5, false},   // quick
+		{100, 10, false}, // target: ≥ 2,000 turns/s, p99 < 100 ms
+		{1, 500, false},  // target: ≥ 400 turns/s, no quadratic re-reads
+		{100, 10, true},
+		{1, 500, true},
 	} {
-		b.Run(fmt.Sprintf("sessions=%d,turns=%d", c.sessions, c.turns), func(b *testing.B) {
+		name := fmt.Sprintf("sessions=%d,turns=%d", c.sessions, c.turns)
+		if c.local {
+			name += ",local-calls"
+		}
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			var res Result
 			for b.Loop() {
 				var err error
-				res, err = Run(b.Context(), Config{Sessions: c.sessions, Turns: c.turns, Dir: b.TempDir()})
+				res, err = Run(b.Context(), Config{Sessions: c.sessions, Turns: c.turns, Dir: b.TempDir(), LocalCalls: c.local})
 				if err != nil {
 					b.Fatal(err)
 				}
