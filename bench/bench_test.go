@@ -90,12 +90,13 @@ func TestRunTraced(t *testing.T) {
 //
 //	go test -run '^$' -bench 'Turns$' -benchtime 1x ./bench/
 //
-// The ",local-calls" runs have the stack's workers call each other
-// without the bus (Config.LocalCalls, off by default in `iii up`).
+// The ",bus-calls" runs send every call between the stack's workers over
+// the bus (Config.BusCalls, `iii up --local-calls=false`); by default they
+// skip it, as in `iii up`.
 func BenchmarkTurns(b *testing.B) {
 	for _, c := range []struct {
 		sessions, turns int
-		local           bool // the stack's workers call each other locally (--local-calls)
+		bus             bool // every call between the stack's workers over the bus (--local-calls=false)
 	}{
 		{10, 5, false},   // quick
 		{100, 10, false}, // target: ≥ 2,000 turns/s, p99 < 100 ms
@@ -104,15 +105,15 @@ func BenchmarkTurns(b *testing.B) {
 		{1, 500, true},
 	} {
 		name := fmt.Sprintf("sessions=%d,turns=%d", c.sessions, c.turns)
-		if c.local {
-			name += ",local-calls"
+		if c.bus {
+			name += ",bus-calls"
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			var res Result
 			for b.Loop() {
 				var err error
-				res, err = Run(b.Context(), Config{Sessions: c.sessions, Turns: c.turns, Dir: b.TempDir(), LocalCalls: c.local})
+				res, err = Run(b.Context(), Config{Sessions: c.sessions, Turns: c.turns, Dir: b.TempDir(), BusCalls: c.bus})
 				if err != nil {
 					b.Fatal(err)
 				}

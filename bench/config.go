@@ -79,10 +79,11 @@ type Config struct {
 	// and the session tree on one connection, as `iii up --shared-conn`
 	// does; by default each has its own, as in `iii up`.
 	SharedConn bool
-	// LocalCalls turns on local calls between the stack's workers
-	// (engine.WithLocalCalls, `iii up --local-calls`); the bench's client
-	// stays on the bus, as a client in another process would.
-	LocalCalls bool
+	// BusCalls sends every call between the stack's workers over the bus,
+	// as `iii up --local-calls=false` does; by default they skip it
+	// (engine.WithLocalCalls), as in `iii up`. The bench's client is on the
+	// bus either way, as a client in another process would be.
+	BusCalls bool
 	// CPUProfile, when set, receives a CPU profile (pprof) of the turns
 	// phase alone.
 	CPUProfile io.Writer

@@ -128,7 +128,7 @@ func startStack(ctx context.Context, cfg Config) (_ *stack, err error) {
 			name += "-n" + strconv.Itoa(i+1)
 		}
 		ccfg := cfg
-		ccfg.LocalCalls = false // a client is another process
+		ccfg.BusCalls = true // a client is another process
 		c, err := s.engine(ccfg, n, name, logger)
 		if err != nil {
 			return nil, err
@@ -362,7 +362,7 @@ func (s *stack) engine(cfg Config, n *cluster.Node, name string, logger *slog.Lo
 	if s.tp != nil {
 		opts = append(opts, engine.WithTracerProvider(s.tp))
 	}
-	if cfg.LocalCalls {
+	if !cfg.BusCalls {
 		opts = append(opts, engine.WithLocalCalls(true))
 	}
 	e, err := engine.New(nc, opts...)

@@ -42,7 +42,8 @@
 // it); a function also served by a replica elsewhere always runs here; a
 // caller that gives up cancels the handler (over the bus the handler runs
 // on to its own timeout). Void calls and queues stay on the bus. Off by
-// default; `iii up --local-calls` turns it on for a node's own workers.
+// default in this package; `iii up` turns it on for a node's own workers
+// (`--local-calls=false` turns it off).
 // docs/PERFORMANCE.md, "Calls to a function served in the same process",
 // has what it saves.
 //

@@ -153,7 +153,7 @@ func WithRegion(region string) Option {
 // have it on skip the bus when caller and function are on the same server:
 // the handler runs in the caller's goroutine (see the package doc, "Local
 // calls"). Off by default: every call is a NATS request, which any client
-// can watch.
+// can watch; `iii up` turns it on for its own workers.
 func WithLocalCalls(on bool) Option {
 	return func(o *options) error {
 		o.localCalls = on

@@ -16,7 +16,7 @@
 # Every run is `iii bench turns --no-kv -q --json`. Examples:
 #
 #   scripts/bench-pairs.sh -A main -B .                        # my change against main
-#   scripts/bench-pairs.sh -A . -b --local-calls -- --sessions 100 --turns 10
+#   scripts/bench-pairs.sh -A . -a --local-calls=false -- --sessions 100 --turns 10
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -31,6 +31,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 		quiet       bool
 		profile     string
 		heapProfile string
+		localCalls  = true
 	)
 	cmd := &cobra.Command{
 		Use:   "turns",
@@ -55,6 +56,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
   iii bench turns --sessions 50 --turns 5 --nodes 3 --replicas 1 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.BusCalls = !localCalls
 			if !quiet {
 				logger, err := g.logger()
 				if err != nil {
@@ -118,7 +120,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.BoolVar(&cfg.TCP, "tcp", false, "connect over loopback TCP instead of in-process connections")
 	f.BoolVar(&cfg.Traces, "traces", false, "trace as `iii up` does: every engine exports its spans to the trace store")
 	f.BoolVar(&cfg.NoContinuation, "no-continuation", false, "every model call sends the whole transcript (no transcript continuations)")
-	f.BoolVar(&cfg.LocalCalls, "local-calls", false, "calls between the stack's workers skip the bus (engine.WithLocalCalls, as iii up --local-calls); the client stays on it")
+	f.BoolVar(&localCalls, "local-calls", true, "calls between the stack's workers skip the bus, as in iii up (=false: over the bus); the client is on the bus either way")
 	f.BoolVar(&cfg.SharedConn, "shared-conn", false, "run the orchestrator, the provider, the tool, the policy and the session tree on one connection (default: one each, as in iii up)")
 	f.IntVar(&cfg.Nodes, "nodes", 1, "servers in one NATS cluster, each with the whole worker set")
 	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas of every stream and bucket (default 3 on 3+ nodes, else 1; unset on 3+ nodes: run R1 and R3)")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -473,15 +474,36 @@ func TestConnectionPerModule(t *testing.T) {
 	}
 }
 
-// TestUpLocalCalls: `iii up --local-calls` runs a turn whose calls between
+// TestUpLocalCalls: by default `iii up` runs a turn whose calls between
 // the node's own workers skip the bus (harness::trigger's run::start, the
 // policy check), while the chat client's harness::trigger, from another
-// engine without local calls, still comes over it.
+// engine without local calls, still comes over it; with
+// `--local-calls=false` every call comes over the bus.
 func TestUpLocalCalls(t *testing.T) {
-	a := startTestAppWith(t, upConfig{localCalls: true})
+	for _, c := range []struct {
+		name     string
+		busCalls bool
+		want     map[string]int // calls seen on the bus
+	}{
+		{"default", false, map[string]int{"harness::trigger": 1, "run::start": 0, "policy::check_permissions": 0}},
+		{"local-calls=false", true, map[string]int{"harness::trigger": 1, "run::start": 1, "policy::check_permissions": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := startTestAppWith(t, upConfig{busCalls: c.busCalls})
+			if got := busCallCounts(t, a, c.want); !maps.Equal(got, c.want) {
+				t.Errorf("calls over the bus %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// busCallCounts runs one chat turn on a and counts the calls of each of
+// the functions in ids that came over the bus.
+func busCallCounts(t *testing.T, a *app, ids map[string]int) map[string]int {
+	t.Helper()
 	nc := enginetest.Connect(t, a.node.Server())
 	counts := map[string]*int{}
-	for _, id := range []string{"harness::trigger", "run::start", "policy::check_permissions"} {
+	for id := range ids {
 		subj, err := subjects.FunctionSubject(id)
 		if err != nil {
 			t.Fatal(err)
@@ -510,9 +532,9 @@ func TestUpLocalCalls(t *testing.T) {
 	for !nc.IsClosed() {
 		time.Sleep(time.Millisecond)
 	}
-	for id, want := range map[string]int{"harness::trigger": 1, "run::start": 0, "policy::check_permissions": 0} {
-		if n := *counts[id]; n != want {
-			t.Errorf("%s came over the bus %d times, want %d", id, n, want)
-		}
+	got := map[string]int{}
+	for id, n := range counts {
+		got[id] = *n
 	}
+	return got
 }

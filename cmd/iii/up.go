@@ -44,9 +44,10 @@ type upConfig struct {
 	// sharedConn runs every worker module on the node's one connection
 	// (default: one connection per module, [moduleConns]).
 	sharedConn bool
-	// localCalls lets calls between the node's own workers skip the bus
-	// (engine.WithLocalCalls).
-	localCalls bool
+	// busCalls sends every call between the node's own workers over the
+	// bus (`--local-calls=false`); by default they skip it
+	// (engine.WithLocalCalls, docs/OPERATIONS.md "Local calls").
+	busCalls bool
 }
 
 // parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings.
@@ -176,9 +177,7 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		a.closers = append(a.closers, srv.Shutdown)
 		engOpts = append(engOpts, engine.WithMeterProvider(mp))
 	}
-	if cfg.localCalls {
-		engOpts = append(engOpts, engine.WithLocalCalls(true))
-	}
+	engOpts = append(engOpts, engine.WithLocalCalls(!cfg.busCalls))
 	var (
 		flushSpans func(context.Context) error
 		eopts      []engine.Option
@@ -244,6 +243,7 @@ func newUpCmd(g *globals) *cobra.Command {
 	cfg := upConfig{}
 	var sets []string
 	var configFile string
+	localCalls := true
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole iii node in this process on an embedded NATS server",
@@ -257,6 +257,7 @@ func newUpCmd(g *globals) *cobra.Command {
 				return err
 			}
 			cfg.logger = logger
+			cfg.busCalls = !localCalls
 			if configFile != "" {
 				fc, err := loadFileConfig(configFile)
 				if err != nil {
@@ -303,7 +304,7 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.httpAddr, "http", "127.0.0.1:3111", "HTTP trigger gateway listen address (empty = off)")
 	cmd.Flags().IntVar(&cfg.monitorPort, "monitor-port", 0, "nats-server monitoring port (0 = off)")
 	cmd.Flags().StringVar(&cfg.metricsAddr, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (empty = off)")
-	cmd.Flags().BoolVar(&cfg.localCalls, "local-calls", false, "calls between this node's own workers skip the bus: faster, but invisible to nats sub (see the engine package doc)")
+	cmd.Flags().BoolVar(&localCalls, "local-calls", true, "calls between this node's own workers skip the bus (faster); =false sends them over it, where nats sub and $SRV.STATS see them")
 	cmd.Flags().BoolVar(&cfg.sharedConn, "shared-conn", false, "run every worker module on the node's one NATS connection (default: one connection per module)")
 	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, `iii traces`)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")

@@ -224,12 +224,14 @@ func TestCrashBetweenSteps(t *testing.T) {
 	crashKillRuns(t, "c", 8, nil)
 }
 
-// (c) again on a node whose own workers call each other locally (`iii up
-// --local-calls`): the policy check, the provider request and the
-// transcript appends run in the caller's goroutine, and die with it.
-func TestCrashBetweenStepsLocalCalls(t *testing.T) {
+// (c) again on a node whose own workers call each other over the bus
+// (`iii up --local-calls=false`); in the other crash tests they call each
+// other locally, as `iii up` does by default: the policy check, the
+// provider request and the transcript appends run in the caller's
+// goroutine, and die with it.
+func TestCrashBetweenStepsBusCalls(t *testing.T) {
 	t.Parallel()
-	crashKillRuns(t, "l", 6, nil, "--local-calls")
+	crashKillRuns(t, "b", 6, nil, "--local-calls=false")
 }
 
 // (c) again, with the node down for longer than the streams' duplicate
