@@ -86,6 +86,24 @@ func (e *Engine) local(subject string) *localFn {
 	return lf
 }
 
+// LocalCalls reports whether the engine makes and serves local calls
+// ([WithLocalCalls]).
+func (e *Engine) LocalCalls() bool { return e.opts.localCalls }
+
+// beforeBusKey is the context key of [BeforeBus].
+type beforeBusKey struct{}
+
+// BeforeBus returns ctx carrying fn, which a call made with it ([Engine.Trigger],
+// [Call], [Engine.TriggerRaw]) runs just before its request goes on the
+// bus; a call served locally does not run it, and an error from fn fails
+// the call with it, unsent. It is how a caller prepares for a handler in
+// another process only when there is one: a channel reader subscribes on
+// the bus only then (channel.WithLocalFirst). The handler's own context
+// does not carry fn.
+func BeforeBus(ctx context.Context, fn func(context.Context) error) context.Context {
+	return context.WithValue(ctx, beforeBusKey{}, fn)
+}
+
 // request sends msg to its function and returns the reply: a local call
 // when the function is served here, else a request on the bus. aliased
 // says msg's body is the caller's buffer: a local call gives the handler a
@@ -97,6 +115,11 @@ func (e *Engine) request(ctx context.Context, msg *nats.Msg, aliased bool) (*nat
 		}
 		if reply, ok, err := lf.w.serveLocal(ctx, lf.f, msg); ok {
 			return reply, err
+		}
+	}
+	if fn, _ := ctx.Value(beforeBusKey{}).(func(context.Context) error); fn != nil {
+		if err := fn(ctx); err != nil {
+			return nil, wire.FromNATS(err)
 		}
 	}
 	reply, err := e.nc.RequestMsgWithContext(ctx, msg)

@@ -245,3 +245,69 @@ func TestLocalCallCopiesRawBody(t *testing.T) {
 		t.Fatalf("the handler's body changed with the caller's buffer: %s", kept)
 	}
 }
+
+// TestBeforeBus: a call's BeforeBus hook runs once, before its request
+// goes on the bus, and not for a call served locally; a hook's error
+// fails the call unsent; the handler's own calls do not carry the hook.
+func TestBeforeBus(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		local    bool  // local calls on both engines
+		hookErr  error // what the hook returns
+		wantHook int64
+		wantRun  int64 // handler runs
+		wantCode wire.Code
+	}{
+		{"over the bus", false, nil, 1, 1, ""},
+		{"local", true, nil, 0, 1, ""},
+		{"hook fails", false, wire.Errorf(wire.CodeUnavailable, "cannot subscribe"), 1, 0, wire.CodeUnavailable},
+		{"hook fails, local", true, wire.Errorf(wire.CodeUnavailable, "cannot subscribe"), 0, 1, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t)
+			callee := enginetest.NewEngine(t, ns, engine.WithLocalCalls(c.local))
+			caller := enginetest.NewEngine(t, ns, engine.WithLocalCalls(c.local))
+			serveLocalTest(t, callee)
+			// t::outer calls t::echo on the bus (its engine has no local
+			// calls) with the context it was given.
+			other := enginetest.NewEngine(t, ns)
+			var runs atomic.Int64
+			w, err := callee.Worker("outer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Register(engine.Function{ID: "t::outer", Handler: func(ctx context.Context, _ *engine.Request) (any, error) {
+				runs.Add(1)
+				var got map[string]string
+				if err := other.Trigger(ctx, "t::echo", map[string]string{"text": "in"}, &got); err != nil {
+					return nil, err
+				}
+				return got, nil
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			var hooks atomic.Int64
+			ctx := engine.BeforeBus(context.Background(), func(context.Context) error {
+				hooks.Add(1)
+				return c.hookErr
+			})
+			var got map[string]string
+			err = caller.Trigger(ctx, "t::outer", nil, &got)
+			if c.wantCode != "" {
+				if we := wire.From(err); we.Code != c.wantCode {
+					t.Fatalf("t::outer = %v, want %s", err, c.wantCode)
+				}
+			} else if err != nil || got["text"] != "in" {
+				t.Fatalf("t::outer = %v, %v", got, err)
+			}
+			if n := hooks.Load(); n != c.wantHook {
+				t.Fatalf("hook ran %d times, want %d", n, c.wantHook)
+			}
+			if n := runs.Load(); n != c.wantRun {
+				t.Fatalf("handler ran %d times, want %d", n, c.wantRun)
+			}
+		})
+	}
+}

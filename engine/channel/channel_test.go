@@ -36,6 +36,29 @@ func pair(t *testing.T, sopts ...enginetest.ServerOption) (ns *server.Server, re
 	return ns, enginetest.NewEngine(t, ns), enginetest.NewEngine(t, ns)
 }
 
+// pairMode is pair with local calls on both engines when local is set:
+// the writer then attaches to the reader in this process (local.go).
+func pairMode(t *testing.T, local bool, sopts ...enginetest.ServerOption) (ns *server.Server, re, we *engine.Engine) {
+	t.Helper()
+	ns = enginetest.RunServer(t, sopts...)
+	return ns, enginetest.NewEngine(t, ns, engine.WithLocalCalls(local)), enginetest.NewEngine(t, ns, engine.WithLocalCalls(local))
+}
+
+// forModes runs test over the bus and with a local writer.
+func forModes(t *testing.T, test func(t *testing.T, local bool)) {
+	t.Parallel()
+	for _, local := range []bool{false, true} {
+		name := "bus"
+		if local {
+			name = "local"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, local)
+		})
+	}
+}
+
 func open(t *testing.T, e *engine.Engine, opts ...channel.Option) *channel.Reader {
 	t.Helper()
 	r, err := channel.Open(context.Background(), e, opts...)
@@ -63,46 +86,47 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func TestTenThousandFramesInOrder(t *testing.T) {
-	t.Parallel()
-	_, re, we := pair(t)
-	ctx := testCtx(t)
-	r := open(t, re)
-	w := writer(t, we, r.ID())
-	const n = 10_000
-	errc := make(chan error, 1)
-	go func() {
+	forModes(t, func(t *testing.T, local bool) {
+		_, re, we := pairMode(t, local)
+		ctx := testCtx(t)
+		r := open(t, re)
+		w := writer(t, we, r.ID())
+		const n = 10_000
+		errc := make(chan error, 1)
+		go func() {
+			for i := range n {
+				if err := w.Write(ctx, event{N: i, Text: "tok"}); err != nil {
+					errc <- fmt.Errorf("write %d: %w", i, err)
+					return
+				}
+			}
+			errc <- w.Close(ctx)
+		}()
 		for i := range n {
-			if err := w.Write(ctx, event{N: i, Text: "tok"}); err != nil {
-				errc <- fmt.Errorf("write %d: %w", i, err)
-				return
+			f, err := r.Next(ctx)
+			if err != nil {
+				t.Fatalf("frame %d: %v", i, err)
+			}
+			var ev event
+			if err := f.Decode(&ev); err != nil {
+				t.Fatal(err)
+			}
+			if f.Seq != uint64(i+1) || f.Kind != channel.KindData || ev.N != i || ev.Text != "tok" {
+				t.Fatalf("frame %d = seq %d kind %v %+v", i, f.Seq, f.Kind, ev)
+			}
+			if f.Codec != wire.Msgpack {
+				t.Fatalf("frame codec %v, want msgpack", f.Codec.ContentType())
 			}
 		}
-		errc <- w.Close(ctx)
-	}()
-	for i := range n {
-		f, err := r.Next(ctx)
-		if err != nil {
-			t.Fatalf("frame %d: %v", i, err)
+		for range 2 { // the end is sticky
+			if _, err := r.Next(ctx); err != channel.ErrEnd || !errors.Is(err, io.EOF) {
+				t.Fatalf("after the last frame: %v, want ErrEnd", err)
+			}
 		}
-		var ev event
-		if err := f.Decode(&ev); err != nil {
+		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		if f.Seq != uint64(i+1) || f.Kind != channel.KindData || ev.N != i || ev.Text != "tok" {
-			t.Fatalf("frame %d = seq %d kind %v %+v", i, f.Seq, f.Kind, ev)
-		}
-		if f.Codec != wire.Msgpack {
-			t.Fatalf("frame codec %v, want msgpack", f.Codec.ContentType())
-		}
-	}
-	for range 2 { // the end is sticky
-		if _, err := r.Next(ctx); err != channel.ErrEnd || !errors.Is(err, io.EOF) {
-			t.Fatalf("after the last frame: %v, want ErrEnd", err)
-		}
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // rawFrame is a frame published by a plain NATS client, to forge what a
@@ -189,54 +213,55 @@ func TestBadSequences(t *testing.T) {
 }
 
 func TestWriterError(t *testing.T) {
-	t.Parallel()
-	_, re, we := pair(t, enginetest.WithMaxPayload(8<<10))
-	tests := []struct {
-		name    string
-		err     error
-		code    wire.Code
-		message string
-	}{
-		{"coded", wire.Errorf(wire.CodeUnavailable, "rate limited"), wire.CodeUnavailable, "rate limited"},
-		{"with details", wire.Errorf(wire.CodeBudgetExceeded, "over").WithDetails(map[string]any{"ceiling": 5}), wire.CodeBudgetExceeded, "over"},
-		{"plain error", errors.New("boom"), wire.CodeInternal, "boom"},
-		{"canceled", context.Canceled, wire.CodeCanceled, context.Canceled.Error()},
-		{"nil", nil, wire.CodeInternal, "writer failed"},
-		{"oversized message", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("x", 16<<10)), wire.CodeInternal, strings.Repeat("x", 1024)},
-		{"message filling half the payload", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("y", 5<<10)), wire.CodeInternal, strings.Repeat("y", 1024)},
-		{"message with line breaks", wire.Errorf(wire.CodeConflict, "line 1\r\nFake-Header: x\n"), wire.CodeConflict, "line 1\r\nFake-Header: x\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			r := open(t, re)
-			w := writer(t, we, r.ID(), channel.WithCodec(wire.JSON))
-			if err := w.Write(ctx, event{N: 1}); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Fail(ctx, tt.err); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(ctx); err != nil { // no-op after Fail
-				t.Fatal(err)
-			}
-			if _, err := r.Next(ctx); err != nil {
-				t.Fatal(err)
-			}
-			_, err := r.Next(ctx)
-			var werr *wire.Error
-			if !errors.Is(err, channel.ErrWriterFailed) || !errors.As(err, &werr) {
-				t.Fatalf("Next = %v, want ErrWriterFailed with a wire error", err)
-			}
-			if werr.Code != tt.code || werr.Message != tt.message {
-				t.Fatalf("wire error = %s %.40q, want %s %.40q", werr.Code, werr.Message, tt.code, tt.message)
-			}
-			if !errors.Is(err, &wire.Error{Code: tt.code}) {
-				t.Fatalf("%v does not match the catalog sentinel of %s", err, tt.code)
-			}
-		})
-	}
+	forModes(t, func(t *testing.T, local bool) {
+		_, re, we := pairMode(t, local, enginetest.WithMaxPayload(8<<10))
+		tests := []struct {
+			name    string
+			err     error
+			code    wire.Code
+			message string
+		}{
+			{"coded", wire.Errorf(wire.CodeUnavailable, "rate limited"), wire.CodeUnavailable, "rate limited"},
+			{"with details", wire.Errorf(wire.CodeBudgetExceeded, "over").WithDetails(map[string]any{"ceiling": 5}), wire.CodeBudgetExceeded, "over"},
+			{"plain error", errors.New("boom"), wire.CodeInternal, "boom"},
+			{"canceled", context.Canceled, wire.CodeCanceled, context.Canceled.Error()},
+			{"nil", nil, wire.CodeInternal, "writer failed"},
+			{"oversized message", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("x", 16<<10)), wire.CodeInternal, strings.Repeat("x", 1024)},
+			{"message filling half the payload", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("y", 5<<10)), wire.CodeInternal, strings.Repeat("y", 1024)},
+			{"message with line breaks", wire.Errorf(wire.CodeConflict, "line 1\r\nFake-Header: x\n"), wire.CodeConflict, "line 1\r\nFake-Header: x\n"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := testCtx(t)
+				r := open(t, re)
+				w := writer(t, we, r.ID(), channel.WithCodec(wire.JSON))
+				if err := w.Write(ctx, event{N: 1}); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Fail(ctx, tt.err); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Close(ctx); err != nil { // no-op after Fail
+					t.Fatal(err)
+				}
+				if _, err := r.Next(ctx); err != nil {
+					t.Fatal(err)
+				}
+				_, err := r.Next(ctx)
+				var werr *wire.Error
+				if !errors.Is(err, channel.ErrWriterFailed) || !errors.As(err, &werr) {
+					t.Fatalf("Next = %v, want ErrWriterFailed with a wire error", err)
+				}
+				if werr.Code != tt.code || werr.Message != tt.message {
+					t.Fatalf("wire error = %s %.40q, want %s %.40q", werr.Code, werr.Message, tt.code, tt.message)
+				}
+				if !errors.Is(err, &wire.Error{Code: tt.code}) {
+					t.Fatalf("%v does not match the catalog sentinel of %s", err, tt.code)
+				}
+			})
+		}
+	})
 }
 
 func TestIdleTimeout(t *testing.T) {
@@ -317,159 +342,162 @@ func TestIdleTimeout(t *testing.T) {
 }
 
 func TestBackpressure(t *testing.T) {
-	t.Parallel()
-	_, re, we := pair(t)
-	ctx := testCtx(t)
-	const window, n = 8, 200
-	r := open(t, re, channel.WithWindow(window))
-	w := writer(t, we, r.ID())
+	forModes(t, func(t *testing.T, local bool) {
+		_, re, we := pairMode(t, local)
+		ctx := testCtx(t)
+		const window, n = 8, 200
+		r := open(t, re, channel.WithWindow(window))
+		w := writer(t, we, r.ID())
 
-	// The writer may fill the window before the reader reads anything, and
-	// then it blocks.
-	for i := range window {
-		if err := w.Write(ctx, event{N: i}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	if err := w.Write(short, event{N: window}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Write beyond the window = %v, want to block until the deadline", err)
-	}
-
-	var written atomic.Int64
-	written.Store(window)
-	errc := make(chan error, 1)
-	go func() {
-		for i := window; i < n; i++ {
+		// The writer may fill the window before the reader reads anything, and
+		// then it blocks.
+		for i := range window {
 			if err := w.Write(ctx, event{N: i}); err != nil {
-				errc <- err
-				return
+				t.Fatal(err)
 			}
-			written.Add(1)
 		}
-		errc <- w.Close(ctx)
-	}()
-	for k := 1; k <= n; k++ {
-		f, err := r.Next(ctx)
-		if err != nil {
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if err := w.Write(short, event{N: window}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Write beyond the window = %v, want to block until the deadline", err)
+		}
+
+		var written atomic.Int64
+		written.Store(window)
+		errc := make(chan error, 1)
+		go func() {
+			for i := window; i < n; i++ {
+				if err := w.Write(ctx, event{N: i}); err != nil {
+					errc <- err
+					return
+				}
+				written.Add(1)
+			}
+			errc <- w.Close(ctx)
+		}()
+		for k := 1; k <= n; k++ {
+			f, err := r.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev event
+			if err := f.Decode(&ev); err != nil || ev.N != k-1 {
+				t.Fatalf("frame %d = %+v, %v (the blocked write must not have sent anything)", k, ev, err)
+			}
+			if got := written.Load(); got > int64(k+window) {
+				t.Fatalf("writer is %d frames ahead after %d consumed, window %d", got-int64(k), k, window)
+			}
+			if k == window/4 {
+				// The writer's ping was answered with the window, so frame 1
+				// needs no grant (unless frame 1 was read before the ping was
+				// answered); the grant after a quarter of the window lets the
+				// writer refill it. The check above keeps it from going
+				// further.
+				enginetest.Eventually(t, 5*time.Second, func() error {
+					if got := written.Load(); got < int64(k+window-1) {
+						return fmt.Errorf("written %d, want at least %d", got, k+window-1)
+					}
+					return nil
+				})
+			}
+		}
+		if _, err := r.Next(ctx); err != channel.ErrEnd {
+			t.Fatalf("Next = %v, want ErrEnd", err)
+		}
+		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		var ev event
-		if err := f.Decode(&ev); err != nil || ev.N != k-1 {
-			t.Fatalf("frame %d = %+v, %v (the blocked write must not have sent anything)", k, ev, err)
-		}
-		if got := written.Load(); got > int64(k+window) {
-			t.Fatalf("writer is %d frames ahead after %d consumed, window %d", got-int64(k), k, window)
-		}
-		if k == window/4 {
-			// The writer's ping was answered with the window, so frame 1
-			// needs no grant (unless frame 1 was read before the ping was
-			// answered); the grant after a quarter of the window lets the
-			// writer refill it. The check above keeps it from going
-			// further.
-			enginetest.Eventually(t, 5*time.Second, func() error {
-				if got := written.Load(); got < int64(k+window-1) {
-					return fmt.Errorf("written %d, want at least %d", got, k+window-1)
-				}
-				return nil
-			})
-		}
-	}
-	if _, err := r.Next(ctx); err != channel.ErrEnd {
-		t.Fatalf("Next = %v, want ErrEnd", err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 func TestReaderCloseStopsWriter(t *testing.T) {
-	t.Parallel()
-	_, re, we := pair(t)
-	ctx := testCtx(t)
-	r := open(t, re, channel.WithWindow(1))
-	w := writer(t, we, r.ID()) // default idle timeout: 60 s
-	if err := w.Write(ctx, event{N: 0}); err != nil {
-		t.Fatal(err)
-	}
-	blocked := make(chan error, 1)
-	go func() { blocked <- w.Write(ctx, event{N: 1}) }() // no credit: blocks
+	forModes(t, func(t *testing.T, local bool) {
+		_, re, we := pairMode(t, local)
+		ctx := testCtx(t)
+		r := open(t, re, channel.WithWindow(1))
+		w := writer(t, we, r.ID()) // default idle timeout: 60 s
+		if err := w.Write(ctx, event{N: 0}); err != nil {
+			t.Fatal(err)
+		}
+		blocked := make(chan error, 1)
+		go func() { blocked <- w.Write(ctx, event{N: 1}) }() // no credit: blocks
 
-	nextErr := make(chan error, 1)
-	go func() {
-		_, err := r.Next(ctx) // frame 0
-		if err == nil {
-			_, err = r.Next(ctx) // frame 1 or Close
+		nextErr := make(chan error, 1)
+		go func() {
+			_, err := r.Next(ctx) // frame 0
+			if err == nil {
+				_, err = r.Next(ctx) // frame 1 or Close
+			}
+			nextErr <- err
+		}()
+		start := time.Now()
+		// Close once the blocked write has been released by the grant or not:
+		// either way the writer must learn promptly that the reader is gone.
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
 		}
-		nextErr <- err
-	}()
-	start := time.Now()
-	// Close once the blocked write has been released by the grant or not:
-	// either way the writer must learn promptly that the reader is gone.
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Close(); err != nil { // idempotent
-		t.Fatal(err)
-	}
-	select {
-	case err := <-blocked:
-		if err != nil && !errors.Is(err, channel.ErrReaderGone) {
-			t.Fatalf("blocked Write = %v", err)
+		if err := r.Close(); err != nil { // idempotent
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("blocked Write did not return after the reader closed")
-	}
-	enginetest.Eventually(t, 3*time.Second, func() error {
-		if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
-			return fmt.Errorf("Write = %v", err)
+		select {
+		case err := <-blocked:
+			if err != nil && !errors.Is(err, channel.ErrReaderGone) {
+				t.Fatalf("blocked Write = %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("blocked Write did not return after the reader closed")
 		}
-		return nil
+		enginetest.Eventually(t, 3*time.Second, func() error {
+			if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
+				return fmt.Errorf("Write = %v", err)
+			}
+			return nil
+		})
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("writer learned after %v", d)
+		}
+		if err := <-nextErr; err != nil && !errors.Is(err, channel.ErrClosed) {
+			t.Fatalf("Next racing Close = %v", err)
+		}
+		if _, err := r.Next(ctx); !errors.Is(err, channel.ErrClosed) {
+			t.Fatalf("Next after Close = %v, want ErrClosed", err)
+		}
+		if err := w.Close(ctx); !errors.Is(err, channel.ErrReaderGone) {
+			t.Fatalf("Close after the reader left = %v, want ErrReaderGone", err)
+		}
 	})
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("writer learned after %v", d)
-	}
-	if err := <-nextErr; err != nil && !errors.Is(err, channel.ErrClosed) {
-		t.Fatalf("Next racing Close = %v", err)
-	}
-	if _, err := r.Next(ctx); !errors.Is(err, channel.ErrClosed) {
-		t.Fatalf("Next after Close = %v, want ErrClosed", err)
-	}
-	if err := w.Close(ctx); !errors.Is(err, channel.ErrReaderGone) {
-		t.Fatalf("Close after the reader left = %v, want ErrReaderGone", err)
-	}
 }
 
 func TestReaderCloseWhileWriterBlocked(t *testing.T) {
-	t.Parallel()
-	_, re, we := pair(t)
-	ctx := testCtx(t)
-	// A window of one: the reader grants frame 1 only, so frame 2 waits for
-	// a grant that only Next would send (with a wider window a credit
-	// request could be answered before the reader closes).
-	r := open(t, re, channel.WithWindow(1))
-	w := writer(t, we, r.ID())
-	if err := w.Write(ctx, event{N: 0}); err != nil {
-		t.Fatal(err)
-	}
-	blocked := make(chan error, 1)
-	go func() { blocked <- w.Write(ctx, event{N: 1}) }()
-	start := time.Now()
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-blocked:
-		if !errors.Is(err, channel.ErrReaderGone) {
-			t.Fatalf("blocked Write = %v, want ErrReaderGone", err)
+	forModes(t, func(t *testing.T, local bool) {
+		_, re, we := pairMode(t, local)
+		ctx := testCtx(t)
+		// A window of one: the reader grants frame 1 only, so frame 2 waits for
+		// a grant that only Next would send (with a wider window a credit
+		// request could be answered before the reader closes).
+		r := open(t, re, channel.WithWindow(1))
+		w := writer(t, we, r.ID())
+		if err := w.Write(ctx, event{N: 0}); err != nil {
+			t.Fatal(err)
 		}
-		if d := time.Since(start); d > 3*time.Second {
-			t.Fatalf("ErrReaderGone after %v", d)
+		blocked := make(chan error, 1)
+		go func() { blocked <- w.Write(ctx, event{N: 1}) }()
+		start := time.Now()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
 		}
-	case <-ctx.Done():
-		t.Fatal("blocked Write did not return")
-	}
+		select {
+		case err := <-blocked:
+			if !errors.Is(err, channel.ErrReaderGone) {
+				t.Fatalf("blocked Write = %v, want ErrReaderGone", err)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Fatalf("ErrReaderGone after %v", d)
+			}
+		case <-ctx.Done():
+			t.Fatal("blocked Write did not return")
+		}
+	})
 }
 
 func TestCloseUnblocksNext(t *testing.T) {
@@ -619,159 +647,81 @@ func TestOptions(t *testing.T) {
 }
 
 func TestWriteErrors(t *testing.T) {
-	t.Parallel()
-	_, re, we := pair(t, enginetest.WithMaxPayload(4<<10))
-	ctx := testCtx(t)
-	r := open(t, re)
-	w := writer(t, we, r.ID())
+	forModes(t, func(t *testing.T, local bool) {
+		_, re, we := pairMode(t, local, enginetest.WithMaxPayload(4<<10))
+		ctx := testCtx(t)
+		r := open(t, re)
+		w := writer(t, we, r.ID())
 
-	for name, data := range map[string]any{
-		"oversized":     event{Text: strings.Repeat("x", 8<<10)},
-		"oversized raw": []byte(strings.Repeat("x", 8<<10)),
-		"unencodable":   make(chan int),
-	} {
-		if err := w.Write(ctx, data); !errors.Is(err, wire.ErrInvalidPayload) {
-			t.Fatalf("%s: Write = %v, want invalid_payload", name, err)
+		for name, data := range map[string]any{
+			"oversized":     event{Text: strings.Repeat("x", 8<<10)},
+			"oversized raw": []byte(strings.Repeat("x", 8<<10)),
+			"unencodable":   make(chan int),
+		} {
+			if err := w.Write(ctx, data); !errors.Is(err, wire.ErrInvalidPayload) {
+				t.Fatalf("%s: Write = %v, want invalid_payload", name, err)
+			}
 		}
-	}
-	// Nothing was sent and no sequence number was used.
-	if err := w.Write(ctx, event{N: 7}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := r.Next(ctx)
-	if err != nil || f.Seq != 1 {
-		t.Fatalf("Next = %+v, %v; want frame 1", f, err)
-	}
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := w.Write(done, event{}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Write with a done ctx = %v, want context.Canceled", err)
-	}
-	// A provider whose ctx has ended still ends the stream.
-	if err := w.Close(done); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatalf("second Close = %v", err)
-	}
-	if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrClosed) {
-		t.Fatalf("Write after Close = %v, want ErrClosed", err)
-	}
-	if _, err := r.Next(ctx); err != channel.ErrEnd {
-		t.Fatalf("Next = %v, want ErrEnd", err)
-	}
+		// Nothing was sent and no sequence number was used.
+		if err := w.Write(ctx, event{N: 7}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := r.Next(ctx)
+		if err != nil || f.Seq != 1 {
+			t.Fatalf("Next = %+v, %v; want frame 1", f, err)
+		}
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := w.Write(done, event{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Write with a done ctx = %v, want context.Canceled", err)
+		}
+		// A provider whose ctx has ended still ends the stream.
+		if err := w.Close(done); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatalf("second Close = %v", err)
+		}
+		if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrClosed) {
+			t.Fatalf("Write after Close = %v, want ErrClosed", err)
+		}
+		if _, err := r.Next(ctx); err != channel.ErrEnd {
+			t.Fatalf("Next = %v, want ErrEnd", err)
+		}
+	})
 }
 
 func TestRawAndJSON(t *testing.T) {
-	t.Parallel()
-	_, re, we := pair(t)
-	ctx := testCtx(t)
-	r := open(t, re)
-	w := writer(t, we, r.ID(), channel.WithCodec(wire.JSON))
-	errc := make(chan error, 1)
-	go func() { // frame 2 waits for the credit that reading frame 1 sends
-		for _, data := range []any{[]byte(`{"n":1,"text":"raw"}`), engine.Raw(`{"n":2}`), event{N: 3}} {
-			if err := w.Write(ctx, data); err != nil {
-				errc <- err
-				return
-			}
-		}
-		errc <- w.Close(ctx)
-	}()
-	for i, want := range []string{`{"n":1,"text":"raw"}`, `{"n":2}`, `{"n":3,"text":""}`} {
-		f, err := r.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(f.Data) != want || f.Codec != wire.JSON {
-			t.Fatalf("frame %d = %s (%s), want %s as JSON", i+1, f.Data, f.Codec.ContentType(), want)
-		}
-		var ev event
-		if err := f.Decode(&ev); err != nil || ev.N != i+1 {
-			t.Fatalf("Decode = %+v, %v", ev, err)
-		}
-		var wrong []int
-		if err := f.Decode(&wrong); !errors.Is(err, wire.ErrInvalidPayload) {
-			t.Fatalf("Decode into the wrong type = %v, want invalid_payload", err)
-		}
-	}
-	if _, err := r.Next(ctx); err != channel.ErrEnd {
-		t.Fatalf("Next = %v, want ErrEnd", err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-}
-
-// The provider side as it is used: a function on another connection gets
-// the channel id in its payload and streams into it; the caller's trace
-// reaches the reader through the function call and the channel.
-func TestStreamingFunction(t *testing.T) {
-	t.Parallel()
-	_, caller, provider := pair(t)
-	ctx := testCtx(t)
-
-	type streamReq struct {
-		Channel string `json:"channel"`
-		N       int    `json:"n"`
-		FailAt  int    `json:"fail_at"`
-	}
-	wk, err := provider.Worker("provider")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stopped atomic.Bool
-	err = wk.Register(engine.Function{
-		ID: "test::stream",
-		Handler: engine.Typed(func(ctx context.Context, req streamReq) (struct{}, error) {
-			w, err := channel.NewWriter(provider, req.Channel)
-			if err != nil {
-				return struct{}{}, err
-			}
-			defer w.Close(ctx)
-			for i := range req.N {
-				if req.FailAt > 0 && i == req.FailAt {
-					return struct{}{}, w.Fail(ctx, wire.Errorf(wire.CodeUnavailable, "provider overloaded"))
-				}
-				if err := w.Write(ctx, event{N: i}); err != nil {
-					if errors.Is(err, channel.ErrReaderGone) {
-						stopped.Store(true)
-					}
-					return struct{}{}, err
+	forModes(t, func(t *testing.T, local bool) {
+		_, re, we := pairMode(t, local)
+		ctx := testCtx(t)
+		r := open(t, re)
+		w := writer(t, we, r.ID(), channel.WithCodec(wire.JSON))
+		errc := make(chan error, 1)
+		go func() { // frame 2 waits for the credit that reading frame 1 sends
+			for _, data := range []any{[]byte(`{"n":1,"text":"raw"}`), engine.Raw(`{"n":2}`), event{N: 3}} {
+				if err := w.Write(ctx, data); err != nil {
+					errc <- err
+					return
 				}
 			}
-			return struct{}{}, nil
-		}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	trigger := func(req streamReq) chan error {
-		errc := make(chan error, 1)
-		go func() { errc <- caller.Trigger(ctx, "test::stream", req, nil) }()
-		return errc
-	}
-
-	t.Run("stream and trace", func(t *testing.T) {
-		traceID := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled})
-		tctx := engine.WithSession(trace.ContextWithSpanContext(ctx, sc), "s-1", "m-1")
-
-		r := open(t, caller)
-		if got := r.TraceContext(context.Background()); trace.SpanContextFromContext(got).IsValid() {
-			t.Fatal("trace context before the first frame")
-		}
-		errc := make(chan error, 1)
-		go func() { errc <- caller.Trigger(tctx, "test::stream", streamReq{Channel: r.ID(), N: 100}, nil) }()
-		for i := range 100 {
+			errc <- w.Close(ctx)
+		}()
+		for i, want := range []string{`{"n":1,"text":"raw"}`, `{"n":2}`, `{"n":3,"text":""}`} {
 			f, err := r.Next(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if string(f.Data) != want || f.Codec != wire.JSON {
+				t.Fatalf("frame %d = %s (%s), want %s as JSON", i+1, f.Data, f.Codec.ContentType(), want)
+			}
 			var ev event
-			if err := f.Decode(&ev); err != nil || ev.N != i {
-				t.Fatalf("frame %d = %+v, %v", i, ev, err)
+			if err := f.Decode(&ev); err != nil || ev.N != i+1 {
+				t.Fatalf("Decode = %+v, %v", ev, err)
+			}
+			var wrong []int
+			if err := f.Decode(&wrong); !errors.Is(err, wire.ErrInvalidPayload) {
+				t.Fatalf("Decode into the wrong type = %v, want invalid_payload", err)
 			}
 		}
 		if _, err := r.Next(ctx); err != channel.ErrEnd {
@@ -780,57 +730,166 @@ func TestStreamingFunction(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		got := r.TraceContext(context.Background())
-		if gsc := trace.SpanContextFromContext(got); gsc.TraceID() != traceID || !gsc.IsRemote() {
-			t.Fatalf("reader's trace context %v, want trace %v", gsc, traceID)
-		}
-		if sid := baggage.FromContext(got).Member(engine.AttrSessionID).Value(); sid != "s-1" {
-			t.Fatalf("baggage session id %q", sid)
-		}
 	})
+}
 
-	t.Run("provider error", func(t *testing.T) {
-		r := open(t, caller)
-		errc := trigger(streamReq{Channel: r.ID(), N: 10, FailAt: 3})
-		for range 3 {
-			if _, err := r.Next(ctx); err != nil {
+// The provider side as it is used: a function on another connection gets
+// the channel id in its payload and streams into it; the caller's trace
+// reaches the reader through the function call and the channel.
+func TestStreamingFunction(t *testing.T) {
+	t.Parallel()
+	for _, m := range []struct {
+		name         string
+		local, first bool // local calls on both engines; WithLocalFirst and BeforeBus
+	}{
+		{"bus", false, false},
+		{"bus local-first", false, true},
+		{"local", true, false},
+		{"local local-first", true, true},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			_, caller, provider := pairMode(t, m.local)
+			ctx := testCtx(t)
+
+			type streamReq struct {
+				Channel string `json:"channel"`
+				N       int    `json:"n"`
+				FailAt  int    `json:"fail_at"`
+			}
+			wk, err := provider.Worker("provider")
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		if _, err := r.Next(ctx); !errors.Is(err, channel.ErrWriterFailed) || !errors.Is(err, wire.ErrUnavailable) {
-			t.Fatalf("Next = %v, want the provider's unavailable error", err)
-		}
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-	})
-
-	t.Run("orchestrator aborts", func(t *testing.T) {
-		r := open(t, caller, channel.WithWindow(4))
-		errc := trigger(streamReq{Channel: r.ID(), N: 1_000_000})
-		if _, err := r.Next(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-errc:
-			// The provider's ErrReaderGone is not a wire error: internal.
-			if !errors.Is(err, wire.ErrInternal) || !stopped.Load() {
-				t.Fatalf("provider returned %v (stopped %v)", err, stopped.Load())
+			var stopped atomic.Bool
+			err = wk.Register(engine.Function{
+				ID: "test::stream",
+				Handler: engine.Typed(func(ctx context.Context, req streamReq) (struct{}, error) {
+					w, err := channel.NewWriter(provider, req.Channel)
+					if err != nil {
+						return struct{}{}, err
+					}
+					defer w.Close(ctx)
+					for i := range req.N {
+						if req.FailAt > 0 && i == req.FailAt {
+							return struct{}{}, w.Fail(ctx, wire.Errorf(wire.CodeUnavailable, "provider overloaded"))
+						}
+						if err := w.Write(ctx, event{N: i}); err != nil {
+							if errors.Is(err, channel.ErrReaderGone) {
+								stopped.Store(true)
+							}
+							return struct{}{}, err
+						}
+					}
+					return struct{}{}, nil
+				}),
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-		case <-ctx.Done():
-			t.Fatal("provider kept streaming after the reader closed")
-		}
-	})
 
-	t.Run("invalid channel id", func(t *testing.T) {
-		err := caller.Trigger(ctx, "test::stream", streamReq{Channel: "no.dots", N: 1}, nil)
-		if !errors.Is(err, wire.ErrInvalidPayload) {
-			t.Fatalf("Trigger = %v, want invalid_payload", err)
-		}
-	})
+			// With WithLocalFirst the reader subscribes only if the call goes
+			// over the bus.
+			openR := func(t *testing.T, opts ...channel.Option) *channel.Reader {
+				if m.first {
+					opts = append(opts, channel.WithLocalFirst())
+				}
+				return open(t, caller, opts...)
+			}
+			callCtx := func(ctx context.Context, r *channel.Reader) context.Context {
+				if m.first {
+					return engine.BeforeBus(ctx, r.Subscribe)
+				}
+				return ctx
+			}
+			trigger := func(r *channel.Reader, req streamReq) chan error {
+				errc := make(chan error, 1)
+				go func() { errc <- caller.Trigger(callCtx(ctx, r), "test::stream", req, nil) }()
+				return errc
+			}
+
+			t.Run("stream and trace", func(t *testing.T) {
+				traceID := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+				sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled})
+				tctx := engine.WithSession(trace.ContextWithSpanContext(ctx, sc), "s-1", "m-1")
+
+				r := openR(t)
+				if got := r.TraceContext(context.Background()); trace.SpanContextFromContext(got).IsValid() {
+					t.Fatal("trace context before the first frame")
+				}
+				errc := make(chan error, 1)
+				go func() {
+					errc <- caller.Trigger(callCtx(tctx, r), "test::stream", streamReq{Channel: r.ID(), N: 100}, nil)
+				}()
+				for i := range 100 {
+					f, err := r.Next(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var ev event
+					if err := f.Decode(&ev); err != nil || ev.N != i {
+						t.Fatalf("frame %d = %+v, %v", i, ev, err)
+					}
+				}
+				if _, err := r.Next(ctx); err != channel.ErrEnd {
+					t.Fatalf("Next = %v, want ErrEnd", err)
+				}
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+				got := r.TraceContext(context.Background())
+				if gsc := trace.SpanContextFromContext(got); gsc.TraceID() != traceID || !gsc.IsRemote() {
+					t.Fatalf("reader's trace context %v, want trace %v", gsc, traceID)
+				}
+				if sid := baggage.FromContext(got).Member(engine.AttrSessionID).Value(); sid != "s-1" {
+					t.Fatalf("baggage session id %q", sid)
+				}
+			})
+
+			t.Run("provider error", func(t *testing.T) {
+				r := openR(t)
+				errc := trigger(r, streamReq{Channel: r.ID(), N: 10, FailAt: 3})
+				for range 3 {
+					if _, err := r.Next(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := r.Next(ctx); !errors.Is(err, channel.ErrWriterFailed) || !errors.Is(err, wire.ErrUnavailable) {
+					t.Fatalf("Next = %v, want the provider's unavailable error", err)
+				}
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			})
+
+			t.Run("orchestrator aborts", func(t *testing.T) {
+				r := openR(t, channel.WithWindow(4))
+				errc := trigger(r, streamReq{Channel: r.ID(), N: 1_000_000})
+				if _, err := r.Next(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Close(); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case err := <-errc:
+					// The provider's ErrReaderGone is not a wire error: internal.
+					if !errors.Is(err, wire.ErrInternal) || !stopped.Load() {
+						t.Fatalf("provider returned %v (stopped %v)", err, stopped.Load())
+					}
+				case <-ctx.Done():
+					t.Fatal("provider kept streaming after the reader closed")
+				}
+			})
+
+			t.Run("invalid channel id", func(t *testing.T) {
+				err := caller.Trigger(ctx, "test::stream", streamReq{Channel: "no.dots", N: 1}, nil)
+				if !errors.Is(err, wire.ErrInvalidPayload) {
+					t.Fatalf("Trigger = %v, want invalid_payload", err)
+				}
+			})
+		})
+	}
 }
 
 func TestConcurrentWriters(t *testing.T) {

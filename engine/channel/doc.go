@@ -92,4 +92,25 @@
 //     headers do not parse is [ErrInvalidFrame], and no frame for the idle
 //     timeout ([WithIdleTimeout]) is [ErrIdleTimeout]. Loss is always an
 //     error, never silent.
+//
+// # Local writers
+//
+// When the reader's engine and the writer's both have local calls on
+// (engine.WithLocalCalls, on in `iii up`) and are connected to the same
+// server, [NewWriter] finds the reader open in this process and hands it
+// its frames directly: no subscription, no ping, no frame, credit or
+// cancel message on the bus, and no flush on Close. The frames are the
+// same (sequence numbers, kinds, codec, trace context on frame 1, the
+// error envelope), and so are credit, cancel and every error either side
+// sees, except that a local writer is never probed for liveness (it lives
+// in this process). `nats sub 'iii.ch.>'` does not see such a channel.
+//
+// A reader opened with [WithLocalFirst] does not subscribe at all until
+// [Reader.Subscribe]; the call that starts the writer passes
+// engine.BeforeBus(ctx, r.Subscribe), which subscribes (and flushes) only
+// when that call goes over the bus, to a writer in another process:
+//
+//	r, _ := channel.Open(ctx, e, channel.WithLocalFirst())
+//	defer r.Close()
+//	go e.Trigger(engine.BeforeBus(ctx, r.Subscribe), "provider::scripted::stream", Req{Channel: r.ID()}, nil)
 package channel

@@ -29,6 +29,8 @@ type options struct {
 	idle   time.Duration
 	attach time.Duration
 	codec  wire.Codec
+	// localFirst defers the reader's subscriptions to Reader.Subscribe.
+	localFirst bool
 }
 
 func buildOptions(e *engine.Engine, opts []Option) (options, error) {
@@ -73,6 +75,20 @@ func WithAttachTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: channel attach timeout %v must be positive", engine.ErrInvalidOption, d)
 		}
 		o.attach = d
+		return nil
+	}
+}
+
+// WithLocalFirst makes [Open] skip the bus: the reader subscribes only
+// when [Reader.Subscribe] is called, and until then only a writer of this
+// process can attach (an engine with local calls on, connected to the same
+// server; package doc, "Local writers"). Use it when the call that starts
+// the writer carries engine.BeforeBus(ctx, r.Subscribe): a call served
+// locally then costs the channel no subscription and no round trip, and
+// one that goes over the bus subscribes first. Reader side.
+func WithLocalFirst() Option {
+	return func(o *options) error {
+		o.localFirst = true
 		return nil
 	}
 }

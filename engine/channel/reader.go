@@ -30,29 +30,38 @@ const openFlushTimeout = 10 * time.Second
 
 // Reader is the receiving end of a channel. It is created by [Open], which
 // subscribes before the id exists anywhere else, so no frame can be missed.
-// Next must be called from one goroutine at a time; ID, TraceContext and
-// Close are safe from any goroutine.
+// Next must be called from one goroutine at a time; ID, TraceContext,
+// Subscribe and Close are safe from any goroutine.
 type Reader struct {
 	e      *engine.Engine
 	nc     *nats.Conn
 	id     string
+	subj   string
 	ack    string
 	window uint64
 	idle   time.Duration
 	log    *slog.Logger
 
 	ch   chan *nats.Msg
-	sub  *nats.Subscription // frames
-	ping *nats.Subscription // credit requests
-	done chan struct{}      // closed by Close
+	done chan struct{} // closed by Close
+	// smu guards bus and gone: the reader's subscriptions, made by Open
+	// or, with WithLocalFirst, by Subscribe; gone once they are dropped
+	// for good.
+	smu    sync.Mutex
+	bus    *busSubs
+	gone   bool
+	subbed sync.Once
+	subErr error
 	// probes receives the server's answers to liveness probes of the
-	// writer (probeInbox); attached is set once the writer showed up.
-	probes     chan *nats.Msg
-	probeSub   *nats.Subscription
-	probeInbox string
-	attached   atomic.Bool
-	opened     time.Time
-	attach     time.Duration
+	// writer; attached is set once the writer showed up.
+	probes   chan *nats.Msg
+	attached atomic.Bool
+	opened   time.Time
+	attach   time.Duration
+	// key names r among the process's readers (local.go) when its engine
+	// has local calls on; lw is the local writer attached to it.
+	key localKey
+	lw  atomic.Pointer[Writer]
 
 	closeOnce sync.Once
 	cancelled atomic.Bool // a cancel was sent, or the writer already ended
@@ -69,10 +78,20 @@ type Reader struct {
 	timer *time.Timer
 }
 
+// busSubs are a reader's subscriptions on the bus.
+type busSubs struct {
+	sub        *nats.Subscription // frames
+	ping       *nats.Subscription // credit requests
+	probeSub   *nats.Subscription // answers to liveness probes
+	probeInbox string
+}
+
 // Open creates a channel: a fresh id, subscribed on this engine's
 // connection and flushed to the server before Open returns. Hand r.ID() to
 // the writer (usually in a function call's payload), then call Next until
-// it returns an error. Options: [WithWindow], [WithIdleTimeout].
+// it returns an error. With [WithLocalFirst] it subscribes only when
+// [Reader.Subscribe] is called. Options: [WithWindow], [WithIdleTimeout],
+// [WithAttachTimeout], [WithLocalFirst].
 func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
@@ -90,6 +109,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 		e:      e,
 		nc:     e.Conn(),
 		id:     id,
+		subj:   subj,
 		ack:    subj + ackSuffix,
 		window: uint64(o.window),
 		idle:   o.idle,
@@ -108,22 +128,50 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 	// The reader has room for a window before it consumes anything; a
 	// writer learns it by asking on the ping subject.
 	r.granted.Store(r.window)
-	r.sub, err = r.nc.ChanSubscribe(subj, r.ch)
-	if err != nil {
-		return nil, wire.FromNATS(err)
+	r.timer = time.NewTimer(o.idle)
+	r.timer.Stop()
+	r.register()
+	if !o.localFirst {
+		if err := r.Subscribe(ctx); err != nil {
+			r.deregister()
+			return nil, err
+		}
 	}
-	r.ping, err = r.nc.Subscribe(subj+pingSuffix, r.onPing)
-	if err != nil {
-		_ = r.sub.Unsubscribe()
-		return nil, wire.FromNATS(err)
+	return r, nil
+}
+
+// Subscribe subscribes the reader on the bus, flushed to the server, so
+// that a writer in any process can attach. [Open] does it, unless
+// [WithLocalFirst]: then hand Subscribe to the call that starts the writer
+// as engine.BeforeBus(ctx, r.Subscribe), and it runs only when that call
+// goes over the bus. It is idempotent, and a no-op after Close or the
+// stream's end.
+func (r *Reader) Subscribe(ctx context.Context) error {
+	r.subbed.Do(func() { r.subErr = r.subscribe(ctx) })
+	return r.subErr
+}
+
+func (r *Reader) subscribe(ctx context.Context) error {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if r.gone {
+		return nil
 	}
-	r.probeInbox = r.nc.NewInbox()
-	r.probeSub, err = r.nc.ChanSubscribe(r.probeInbox, r.probes)
-	if err != nil {
-		_ = r.sub.Unsubscribe()
-		_ = r.ping.Unsubscribe()
-		return nil, wire.FromNATS(err)
+	b := &busSubs{probeInbox: r.nc.NewInbox()}
+	var err error
+	if b.sub, err = r.nc.ChanSubscribe(r.subj, r.ch); err != nil {
+		return wire.FromNATS(err)
 	}
+	if b.ping, err = r.nc.Subscribe(r.subj+pingSuffix, r.onPing); err != nil {
+		_ = b.sub.Unsubscribe()
+		return wire.FromNATS(err)
+	}
+	if b.probeSub, err = r.nc.ChanSubscribe(b.probeInbox, r.probes); err != nil {
+		_ = b.sub.Unsubscribe()
+		_ = b.ping.Unsubscribe()
+		return wire.FromNATS(err)
+	}
+	r.bus = b
 	fctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -131,12 +179,10 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 		defer cancel()
 	}
 	if err := r.nc.FlushWithContext(fctx); err != nil {
-		r.unsubscribe()
-		return nil, wire.FromNATS(err)
+		r.unsubscribeLocked()
+		return wire.FromNATS(err)
 	}
-	r.timer = time.NewTimer(o.idle)
-	r.timer.Stop()
-	return r, nil
+	return nil
 }
 
 // ID is the channel id to hand to the writer ([NewWriter]).
@@ -191,7 +237,7 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 				r.timer.Stop()
 				return Frame{}, r.fail(ErrClosed)
 			case <-r.timer.C:
-				if n, err := r.sub.Dropped(); err == nil && n > 0 {
+				if n := r.dropped(); n > 0 {
 					return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
 				}
 				return Frame{}, r.fail(fmt.Errorf("%w: no frame for %v after frame %d", ErrIdleTimeout, r.idle, r.next-1))
@@ -224,15 +270,36 @@ func probeInterval(idle time.Duration) time.Duration {
 	return min(max(idle/4, 250*time.Millisecond), 2*time.Second)
 }
 
+// dropped is how many frames the client dropped for a full buffer.
+func (r *Reader) dropped() int {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if r.bus == nil {
+		return 0
+	}
+	n, err := r.bus.sub.Dropped()
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // probe sends the writer a credit grant (harmless: credit is cumulative)
 // with a reply subject; when the writer's subscription is gone the server
 // answers "no responders" there. Probing starts once the writer attached
 // (its ping or first frame), since before that nobody listens by design.
+// A local writer is not probed: it lives in this process.
 func (r *Reader) probe() {
-	if !r.attached.Load() || r.cancelled.Load() {
+	if !r.attached.Load() || r.cancelled.Load() || r.lw.Load() != nil {
 		return
 	}
-	_ = r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Reply: r.probeInbox, Header: controlHeader(KindCredit, r.granted.Load())})
+	r.smu.Lock()
+	b := r.bus
+	r.smu.Unlock()
+	if b == nil {
+		return
+	}
+	_ = r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Reply: b.probeInbox, Header: controlHeader(KindCredit, r.granted.Load())})
 }
 
 // frame checks and consumes one message. Lock held.
@@ -282,6 +349,10 @@ func (r *Reader) grant(consumed uint64) {
 		return
 	}
 	r.granted.Store(want)
+	if lw := r.lw.Load(); lw != nil {
+		lw.credit(want)
+		return
+	}
 	err := r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Header: controlHeader(KindCredit, want)})
 	if err != nil {
 		// The writer stalls and the idle timeout reports it; the frame in
@@ -307,10 +378,31 @@ func (r *Reader) fail(err error) error {
 	return err
 }
 
+// unsubscribe drops the reader's subscriptions and local listing for good.
 func (r *Reader) unsubscribe() {
-	_ = r.sub.Unsubscribe()
-	_ = r.ping.Unsubscribe()
-	_ = r.probeSub.Unsubscribe()
+	r.deregister()
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	r.gone = true
+	r.unsubscribeLocked()
+}
+
+// unsubscribeLocked drops the bus subscriptions, returning the first
+// error that matters. smu held.
+func (r *Reader) unsubscribeLocked() error {
+	b := r.bus
+	if b == nil {
+		return nil
+	}
+	r.bus = nil
+	var err error
+	for _, sub := range []*nats.Subscription{b.sub, b.ping, b.probeSub} {
+		if uerr := sub.Unsubscribe(); uerr != nil && err == nil &&
+			!errors.Is(uerr, nats.ErrBadSubscription) && !errors.Is(uerr, nats.ErrConnectionClosed) {
+			err = wire.FromNATS(uerr)
+		}
+	}
+	return err
 }
 
 // onPing answers a writer's credit request on its reply subject: the
@@ -335,6 +427,11 @@ func (r *Reader) cancel() {
 	if !r.cancelled.CompareAndSwap(false, true) {
 		return
 	}
+	if lw := r.lw.Load(); lw != nil {
+		lw.setGone()
+		lw.signal()
+		return
+	}
 	err := r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Header: controlHeader(KindCancel, 0)})
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		r.log.Warn("channel: cancel not sent", "channel", r.id, "error", err)
@@ -349,12 +446,11 @@ func (r *Reader) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.done)
 		r.cancel()
-		for _, sub := range []*nats.Subscription{r.sub, r.ping, r.probeSub} {
-			if uerr := sub.Unsubscribe(); uerr != nil && err == nil &&
-				!errors.Is(uerr, nats.ErrBadSubscription) && !errors.Is(uerr, nats.ErrConnectionClosed) {
-				err = wire.FromNATS(uerr)
-			}
-		}
+		r.deregister()
+		r.smu.Lock()
+		defer r.smu.Unlock()
+		r.gone = true
+		err = r.unsubscribeLocked()
 	})
 	return err
 }

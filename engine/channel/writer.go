@@ -1,11 +1,13 @@
 package channel
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,12 +39,18 @@ type Writer struct {
 	idle  time.Duration
 	probe time.Duration
 	log   *slog.Logger
-	sub   *nats.Subscription
+	sub   *nats.Subscription // nil for a local writer
+	// local is the reader of this process the writer hands its frames to
+	// (local.go), or nil: the writer publishes on the bus.
+	local *Reader
 
 	// Written by the control subscription, read by Write.
 	limit atomic.Uint64 // highest sequence number granted
 	gone  atomic.Bool   // the reader cancelled or stopped granting
-	wake  chan struct{} // signalled on every credit or cancel
+	// goneCh is closed once gone is set (Gone).
+	goneCh   chan struct{}
+	goneOnce sync.Once
+	wake     chan struct{} // signalled on every credit or cancel
 
 	// sem serializes frames; the fields below are guarded by it.
 	sem   chan struct{}
@@ -79,20 +87,28 @@ func NewWriter(e *engine.Engine, id string, opts ...Option) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{
-		e:     e,
-		nc:    e.Conn(),
-		id:    id,
-		subj:  subj,
-		ack:   subj + ackSuffix,
-		ping:  subj + pingSuffix,
-		codec: o.codec,
-		idle:  o.idle,
-		probe: max(min(o.idle/4, maxProbeInterval), time.Millisecond),
-		log:   e.Logger(),
-		wake:  make(chan struct{}, 1),
-		sem:   make(chan struct{}, 1),
+		e:      e,
+		nc:     e.Conn(),
+		id:     id,
+		subj:   subj,
+		ack:    subj + ackSuffix,
+		ping:   subj + pingSuffix,
+		codec:  o.codec,
+		idle:   o.idle,
+		probe:  max(min(o.idle/4, maxProbeInterval), time.Millisecond),
+		log:    e.Logger(),
+		wake:   make(chan struct{}, 1),
+		goneCh: make(chan struct{}),
+		sem:    make(chan struct{}, 1),
 	}
 	w.limit.Store(1) // frame 1 needs no credit
+	w.timer = time.NewTimer(o.idle)
+	w.timer.Stop()
+	w.tick = time.NewTicker(w.probe)
+	w.tick.Stop()
+	if w.attachLocal() {
+		return w, nil
+	}
 	w.sub, err = w.nc.Subscribe(w.ack, w.onControl)
 	if err != nil {
 		return nil, wire.FromNATS(err)
@@ -103,18 +119,18 @@ func NewWriter(e *engine.Engine, id string, opts ...Option) (*Writer, error) {
 		_ = w.sub.Unsubscribe()
 		return nil, err
 	}
-	w.timer = time.NewTimer(o.idle)
-	w.timer.Stop()
-	w.tick = time.NewTicker(w.probe)
-	w.tick.Stop()
 	w.hdr = frameHeader(1, KindData, w.codec.ContentType())
 	return w, nil
 }
 
 // askCredit sends a ping whose answer (credit, cancel, or the server's
 // no-responders status when no reader listens) arrives on the ack
-// subscription.
+// subscription. A local writer has nobody to ask: the reader's grants
+// reach it directly.
 func (w *Writer) askCredit() error {
+	if w.local != nil {
+		return nil
+	}
 	err := w.nc.PublishMsg(&nats.Msg{Subject: w.ping, Reply: w.ack, Header: controlHeader(KindPing, 0)})
 	if err != nil {
 		return wire.FromNATS(err)
@@ -129,7 +145,7 @@ func (w *Writer) ID() string { return w.id }
 // no-responders answer to a ping (nobody reads the channel any more).
 func (w *Writer) onControl(m *nats.Msg) {
 	if len(m.Data) == 0 && m.Header.Get(statusHeader) == statusNoResponders {
-		w.gone.Store(true)
+		w.setGone()
 		w.signal()
 		return
 	}
@@ -147,7 +163,7 @@ func (w *Writer) onControl(m *nats.Msg) {
 			}
 		}
 	case KindCancel:
-		w.gone.Store(true)
+		w.setGone()
 	}
 	w.signal()
 }
@@ -157,6 +173,52 @@ const (
 	statusHeader       = "Status"
 	statusNoResponders = "503"
 )
+
+// setGone records that the reader is gone.
+func (w *Writer) setGone() {
+	w.gone.Store(true)
+	w.goneOnce.Do(func() { close(w.goneCh) })
+}
+
+// Gone is closed once the writer knows its reader is gone: it cancelled
+// (closed the channel, or failed on a gap or timeout), or, over the bus,
+// nobody answers the writer's credit requests any more. A writer that
+// waits on something other than its own Write (an API, a timer) selects
+// on it to stop at once; see also [Writer.Sleep].
+func (w *Writer) Gone() <-chan struct{} { return w.goneCh }
+
+// Sleep waits d, or less: it returns [ErrReaderGone] as soon as the reader
+// is gone and ctx's error when ctx ends first. Over the bus it asks the
+// reader for credit as often as a writer waiting for credit does, so a
+// reader whose process died is noticed (the server's no-responders answer)
+// while the writer sleeps, not only at its next Write.
+func (w *Writer) Sleep(ctx context.Context, d time.Duration) error {
+	if w.gone.Load() {
+		return ErrReaderGone
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var tick <-chan time.Time
+	if w.local == nil && d > w.probe {
+		tk := time.NewTicker(w.probe)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for {
+		select {
+		case <-w.goneCh:
+			return ErrReaderGone
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		case <-tick:
+			if err := w.askCredit(); err != nil {
+				return err
+			}
+		}
+	}
+}
 
 func (w *Writer) signal() {
 	select {
@@ -182,6 +244,14 @@ func (w *Writer) Write(ctx context.Context, data any) error {
 	if err != nil {
 		return err
 	}
+	if w.local != nil {
+		switch data.(type) {
+		case []byte, engine.Raw:
+			// The caller may reuse its buffer once Write returns, as the
+			// bus would allow.
+			body = bytes.Clone(body)
+		}
+	}
 	if err := w.lock(ctx); err != nil {
 		return err
 	}
@@ -194,8 +264,9 @@ func (w *Writer) Write(ctx context.Context, data any) error {
 		return err
 	}
 	var h nats.Header
-	if seq == 1 {
-		h = frameHeader(seq, KindData, w.codec.ContentType()) // gets trace headers too
+	if seq == 1 || w.local != nil {
+		// Frame 1 gets trace headers too; a local frame keeps its header.
+		h = frameHeader(seq, KindData, w.codec.ContentType())
 	} else {
 		h = w.hdr
 		h[HeaderSeq][0] = strconv.FormatUint(seq, 10)
@@ -265,7 +336,7 @@ func (w *Writer) awaitCredit(ctx context.Context, seq uint64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.timer.C:
-			w.gone.Store(true)
+			w.setGone()
 			return fmt.Errorf("%w: no credit for %v after frame %d", ErrReaderGone, w.idle, seq-1)
 		}
 		if w.gone.Load() {
@@ -281,6 +352,13 @@ func (w *Writer) awaitCredit(ctx context.Context, seq uint64) error {
 func (w *Writer) publish(ctx context.Context, seq uint64, h nats.Header, body []byte) error {
 	if seq == 1 {
 		w.e.Inject(ctx, h)
+	}
+	if w.local != nil {
+		if limit := w.nc.MaxPayload(); int64(len(body)+headerSize(h)) > limit {
+			return wire.Errorf(wire.CodeInvalidPayload, "channel frame of %d bytes exceeds the server's max payload of %d bytes", len(body), limit)
+		}
+		w.deliver(&nats.Msg{Subject: w.subj, Header: h, Data: body})
+		return nil
 	}
 	w.msg = nats.Msg{Subject: w.subj, Header: h, Data: body}
 	err := w.nc.PublishMsg(&w.msg)
@@ -364,7 +442,9 @@ func (w *Writer) terminate(ctx context.Context, build func(seq uint64) (nats.Hea
 		return nil
 	}
 	w.ended = true
-	defer func() { _ = w.sub.Unsubscribe() }()
+	if w.sub != nil {
+		defer func() { _ = w.sub.Unsubscribe() }()
+	}
 	if w.gone.Load() {
 		return ErrReaderGone
 	}
@@ -374,6 +454,9 @@ func (w *Writer) terminate(ctx context.Context, build func(seq uint64) (nats.Hea
 		return err
 	}
 	w.seq = seq
+	if w.local != nil {
+		return nil // delivered: nothing to flush
+	}
 	if ctx.Err() != nil {
 		// Publishing does not block, so the frame is on its way; the
 		// connection's flusher sends it.

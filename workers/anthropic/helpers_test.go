@@ -228,6 +228,7 @@ type config struct {
 	cred   *agent.Credential // what it answers (nil: null)
 	env    map[string]string // the environment the provider sees
 	opts   []anthropic.Option
+	local  bool // local calls on the provider's and the caller's engines, as in `iii up`
 }
 
 // setup starts everything; by default the auth worker hands out testKey.
@@ -273,7 +274,7 @@ func setup(t testing.TB, api *fakeAPI, cfg config) *env {
 	en.w = anthropic.NewWorker(p)
 	// The provider logs through its engine's logger.
 	logger := slog.New(slog.NewTextHandler(en.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if err := en.w.Start(t.Context(), enginetest.NewEngine(t, ns, engine.WithLogger(logger))); err != nil {
+	if err := en.w.Start(t.Context(), enginetest.NewEngine(t, ns, engine.WithLogger(logger), engine.WithLocalCalls(cfg.local))); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -281,7 +282,7 @@ func setup(t testing.TB, api *fakeAPI, cfg config) *env {
 		defer cancel()
 		_ = en.w.Close(ctx)
 	})
-	en.e = enginetest.NewEngine(t, ns)
+	en.e = enginetest.NewEngine(t, ns, engine.WithLocalCalls(cfg.local))
 	return en
 }
 

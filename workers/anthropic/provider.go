@@ -13,14 +13,12 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
-	"github.com/nats-io/nats.go"
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/agent/modelframe"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/wire"
-	"github.com/iii-on-nats/iii/subjects"
 )
 
 // ProviderName is the provider of the assistant messages this worker
@@ -133,13 +131,6 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// The watch subscribes before the writer attaches, so a cancel in
-	// answer to the writer's first ping is seen too.
-	unwatch, err := watchReader(e.Conn(), req.Channel, func() { cancel(errReaderGone) })
-	if err != nil {
-		return StreamResponse{}, err
-	}
-	defer unwatch()
 	if codec != nil {
 		opts = append(opts, channel.WithCodec(codec))
 	}
@@ -147,6 +138,16 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 	if err != nil {
 		return StreamResponse{}, err
 	}
+	// A reader that cancels the channel (the run was aborted) stops the
+	// API call at once, not at the stream's next write; the writer learns
+	// it on the bus or, for a reader of this process, directly.
+	go func() {
+		select {
+		case <-w.Gone():
+			cancel(errReaderGone)
+		case <-ctx.Done():
+		}
+	}()
 	log := p.logger(e)
 	var frame []byte // reused: the writer copies a frame out before Write returns
 	write := func(ev *agent.ModelEvent) error {
@@ -596,24 +597,4 @@ func ctxError(ctx context.Context, err error) *wire.Error {
 		return wire.Wrap(wire.CodeTimeout, cause, "the call ran out of time")
 	}
 	return wire.Wrap(wire.CodeCanceled, cause, "the call was canceled")
-}
-
-// watchReader calls gone once when the reader of channel id cancels it (a
-// cancel on the channel's ack subject), so a stream that waits on the API
-// stops at once instead of at its next write. It returns the function
-// that stops the watch.
-func watchReader(nc *nats.Conn, id string, gone func()) (func(), error) {
-	subj, err := subjects.ChannelSubject(id)
-	if err != nil {
-		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "")
-	}
-	sub, err := nc.Subscribe(subj+subjects.ChannelAckSuffix, func(m *nats.Msg) {
-		if m.Header.Get(channel.HeaderKind) == channel.KindCancel.String() {
-			gone()
-		}
-	})
-	if err != nil {
-		return nil, wire.FromNATS(err)
-	}
-	return func() { _ = sub.Unsubscribe() }, nil
 }

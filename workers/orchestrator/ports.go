@@ -604,7 +604,10 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 	defer cancel()
 	// A provider attaches (pings the channel) as soon as it has the call;
 	// one that does not within modelAttach lost the call with its node.
-	r, err := channel.Open(ctx, m.e, channel.WithAttachTimeout(modelAttach))
+	// The channel subscribes on the bus only if the call goes there: a
+	// provider of this process writes to it directly (channel package
+	// doc, "Local writers").
+	r, err := channel.Open(ctx, m.e, channel.WithAttachTimeout(modelAttach), channel.WithLocalFirst())
 	if err != nil {
 		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "open channel: " + err.Error()}, streamOutcome{}
 	}
@@ -619,7 +622,7 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 	m.e.Go(func() {
 		preq.Channel = r.ID()
 		preq.EventBatches = true
-		err := m.e.Trigger(ctx, fnID, preq, &answer)
+		err := m.e.Trigger(engine.BeforeBus(ctx, r.Subscribe), fnID, preq, &answer)
 		if err != nil {
 			_ = r.Close() // unblock Next
 		}

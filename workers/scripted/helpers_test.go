@@ -24,13 +24,21 @@ func fixedClock() time.Time { return epoch }
 // returns a client engine on another, as the orchestrator would be.
 func setup(t *testing.T, opts ...scripted.Option) (*engine.Engine, *scripted.Worker, *server.Server) {
 	t.Helper()
+	return setupWith(t, false, opts...)
+}
+
+// setupWith is setup with local calls on both engines when local is set,
+// as in `iii up`: the stream call runs in the caller's goroutine and the
+// provider hands its frames to the reader directly.
+func setupWith(t *testing.T, local bool, opts ...scripted.Option) (*engine.Engine, *scripted.Worker, *server.Server) {
+	t.Helper()
 	ns := enginetest.RunServer(t)
 	p, err := scripted.New(append([]scripted.Option{scripted.WithClock(fixedClock)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := scripted.NewWorker(p)
-	if err := w.Start(t.Context(), enginetest.NewEngine(t, ns)); err != nil {
+	if err := w.Start(t.Context(), enginetest.NewEngine(t, ns, engine.WithLocalCalls(local))); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -38,7 +46,7 @@ func setup(t *testing.T, opts ...scripted.Option) (*engine.Engine, *scripted.Wor
 		defer cancel()
 		_ = w.Close(ctx)
 	})
-	return enginetest.NewEngine(t, ns), w, ns
+	return enginetest.NewEngine(t, ns, engine.WithLocalCalls(local)), w, ns
 }
 
 // result is one stream call as the orchestrator sees it.

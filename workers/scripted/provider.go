@@ -116,13 +116,6 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 	if err != nil {
 		return StreamResponse{}, err
 	}
-	var wt *watch
-	if pl.delay > 0 || pl.pace > 0 {
-		if wt, err = newWatch(e.Conn(), req.Channel); err != nil {
-			return abort(ctx, w, err)
-		}
-		defer wt.stop()
-	}
 	seenDelta := false
 	var (
 		batch      []agent.ModelEvent // ready events not written yet (EventBatches)
@@ -157,7 +150,9 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 			if err := flush(); err != nil {
 				return abort(ctx, w, err)
 			}
-			if err := wt.sleep(ctx, d); err != nil {
+			// A stream that waits notices a reader that left at once,
+			// not only at its next frame (channel.Writer.Sleep).
+			if err := w.Sleep(ctx, d); err != nil {
 				return abort(ctx, w, err)
 			}
 		}
