@@ -193,6 +193,9 @@ type config struct {
 	// env is the fake process environment.
 	env  map[string]string
 	opts []openai.Option
+	// local turns local calls on for the provider's and the caller's
+	// engines, as in `iii up`.
+	local bool
 }
 
 func setup(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int), cfg config) *env {
@@ -214,7 +217,7 @@ func setup(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n i
 	}
 	ev.p = p
 	ev.w = openai.NewWorker(p)
-	if err := ev.w.Start(t.Context(), enginetest.NewEngine(t, ns)); err != nil {
+	if err := ev.w.Start(t.Context(), enginetest.NewEngine(t, ns, engine.WithLocalCalls(cfg.local))); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -222,7 +225,7 @@ func setup(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n i
 		defer cancel()
 		_ = ev.w.Close(ctx)
 	})
-	ev.e = enginetest.NewEngine(t, ns)
+	ev.e = enginetest.NewEngine(t, ns, engine.WithLocalCalls(cfg.local))
 	if cfg.auth != authAbsent {
 		ew, err := ev.e.Worker("auth-fake")
 		if err != nil {

@@ -127,8 +127,19 @@ func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req agent.Provi
 	if err != nil {
 		return StreamResponse{}, err
 	}
+	// A reader that leaves (the run was aborted) stops the HTTP request at
+	// once, not at the stream's next write.
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-w.Gone():
+			cancel(channel.ErrReaderGone)
+		case <-sctx.Done():
+		}
+	}()
 	var frame []byte // reused: the writer copies a frame out before Write returns
-	out, err := p.run(ctx, e, req, func(ev *agent.ModelEvent) error {
+	out, err := p.run(sctx, e, req, func(ev *agent.ModelEvent) error {
 		if b := modelframe.AppendDelta(frame[:0], codec, ev); b != nil {
 			frame = b
 			return w.Write(ctx, b)
@@ -136,6 +147,9 @@ func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req agent.Provi
 		return w.Write(ctx, ev)
 	})
 	if err != nil {
+		if errors.Is(context.Cause(sctx), channel.ErrReaderGone) && ctx.Err() == nil {
+			err = channel.ErrReaderGone
+		}
 		return p.abort(ctx, e, w, err)
 	}
 	if err := w.Close(ctx); err != nil {

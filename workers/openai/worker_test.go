@@ -162,6 +162,46 @@ func TestReaderLeaves(t *testing.T) {
 	}
 }
 
+// TestReaderLeavesWhileTheModelWaits: a reader that closes the channel
+// while the server sends nothing stops the request at once (the writer's
+// Gone), over the bus and with local calls.
+func TestReaderLeavesWhileTheModelWaits(t *testing.T) {
+	t.Parallel()
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			t.Parallel()
+			cancelled := make(chan struct{})
+			ev := setup(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"thinking\"}}]}\n\n"))
+				w.(http.Flusher).Flush()
+				select { // nothing more until the request ends
+				case <-r.Context().Done():
+					close(cancelled)
+				case <-time.After(20 * time.Second):
+				}
+			}, config{local: local})
+			start := time.Now()
+			res := ev.streamWith(t, userReq("hi"), func(r *channel.Reader, e agent.ModelEvent) {
+				if e.Type == agent.ModelTextDelta {
+					_ = r.Close()
+				}
+			})
+			if !errors.Is(res.err, wire.ErrCanceled) {
+				t.Fatalf("function error %v, want canceled", res.err)
+			}
+			select {
+			case <-cancelled:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the request to the server was not cancelled")
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("cancelled after %v", d)
+			}
+		})
+	}
+}
+
 // TestCloseStopsStreams: closing the worker ends a stream in flight with
 // an unavailable error frame.
 func TestCloseStopsStreams(t *testing.T) {
