@@ -47,16 +47,7 @@ func pairMode(t *testing.T, local bool, sopts ...enginetest.ServerOption) (ns *s
 // forModes runs test over the bus and with a local writer.
 func forModes(t *testing.T, test func(t *testing.T, local bool)) {
 	t.Parallel()
-	for _, local := range []bool{false, true} {
-		name := "bus"
-		if local {
-			name = "local"
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			test(t, local)
-		})
-	}
+	enginetest.BusAndLocal(t, test)
 }
 
 func open(t *testing.T, e *engine.Engine, opts ...channel.Option) *channel.Reader {

@@ -126,3 +126,20 @@ func FreePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// BusAndLocal runs test twice in parallel subtests, "bus" and "local":
+// local says whether the engines the test makes should have local calls
+// on (engine.WithLocalCalls), as the workers of one `iii up` node do.
+func BusAndLocal(t *testing.T, test func(t *testing.T, local bool)) {
+	t.Helper()
+	for _, local := range []bool{false, true} {
+		name := "bus"
+		if local {
+			name = "local"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, local)
+		})
+	}
+}

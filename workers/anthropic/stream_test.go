@@ -10,6 +10,7 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/anthropic"
 )
@@ -292,29 +293,26 @@ func TestStalledStreamEnds(t *testing.T) {
 
 func TestReaderGoneCancelsTheRequest(t *testing.T) {
 	t.Parallel()
-	for _, local := range []bool{false, true} {
-		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
-			t.Parallel()
-			body := sse(t, "text")
-			cut := strings.Index(body, "event: content_block_stop")
-			api := newFakeAPI(t, response{status: 200, body: body[:cut], hold: true})
-			en := setup(t, api, config{local: local})
-			res := en.stream(t, userReq("Hello"), func(r *channel.Reader, ev agent.ModelEvent) {
-				if ev.Type == agent.ModelTextDelta {
-					_ = r.Close()
-				}
-			})
-			if res.err == nil || !strings.Contains(res.err.Error(), string(wire.CodeCanceled)) {
-				t.Fatalf("function error %v, want canceled", res.err)
-			}
-			got := api.received()
-			select {
-			case <-got[0].gone:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the HTTP request was not cancelled after the reader left")
+	enginetest.BusAndLocal(t, func(t *testing.T, local bool) {
+		body := sse(t, "text")
+		cut := strings.Index(body, "event: content_block_stop")
+		api := newFakeAPI(t, response{status: 200, body: body[:cut], hold: true})
+		en := setup(t, api, config{local: local})
+		res := en.stream(t, userReq("Hello"), func(r *channel.Reader, ev agent.ModelEvent) {
+			if ev.Type == agent.ModelTextDelta {
+				_ = r.Close()
 			}
 		})
-	}
+		if res.err == nil || !strings.Contains(res.err.Error(), string(wire.CodeCanceled)) {
+			t.Fatalf("function error %v, want canceled", res.err)
+		}
+		got := api.received()
+		select {
+		case <-got[0].gone:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the HTTP request was not cancelled after the reader left")
+		}
+	})
 }
 
 func TestInvalidRequests(t *testing.T) {

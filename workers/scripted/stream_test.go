@@ -16,6 +16,7 @@ import (
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers/scripted"
@@ -229,54 +230,47 @@ func TestEchoSleepDelaysFirstToken(t *testing.T) {
 
 func TestReaderCloseStopsStream(t *testing.T) {
 	t.Parallel()
-	for _, local := range []bool{false, true} {
-		name := "bus"
-		if local {
-			name = "local"
+	enginetest.BusAndLocal(t, func(t *testing.T, local bool) {
+		long := strings.Repeat("0123456789abcdef", 500) // 1,000 deltas of 8 bytes
+		e, _, _ := setupWith(t, local,
+			scripted.WithScript("paced", scripted.Sequence(scripted.Reply{Text: long, Pace: 5 * time.Millisecond})),
+			scripted.WithScript("fast", scripted.Sequence(scripted.Reply{Text: long})))
+		tests := []struct {
+			name, model, text string
+			closeAt           agent.ModelEventType
+		}{
+			{"during pacing", "paced", "x", agent.ModelTextDelta},
+			{"during a sleep", "echo", "/sleep 60000\nnever", agent.ModelStart},
+			{"while waiting for credit", "fast", "x", agent.ModelTextDelta},
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			long := strings.Repeat("0123456789abcdef", 500) // 1,000 deltas of 8 bytes
-			e, _, _ := setupWith(t, local,
-				scripted.WithScript("paced", scripted.Sequence(scripted.Reply{Text: long, Pace: 5 * time.Millisecond})),
-				scripted.WithScript("fast", scripted.Sequence(scripted.Reply{Text: long})))
-			tests := []struct {
-				name, model, text string
-				closeAt           agent.ModelEventType
-			}{
-				{"during pacing", "paced", "x", agent.ModelTextDelta},
-				{"during a sleep", "echo", "/sleep 60000\nnever", agent.ModelStart},
-				{"while waiting for credit", "fast", "x", agent.ModelTextDelta},
-			}
-			for _, tt := range tests {
-				t.Run(tt.name, func(t *testing.T) {
-					t.Parallel()
-					var closed time.Time
-					seen := 0
-					res := streamWith(t, e, userReq(tt.model, tt.text), func(r *channel.Reader, ev agent.ModelEvent) {
-						if ev.Type == tt.closeAt {
-							if seen++; seen == 3 || tt.closeAt == agent.ModelStart {
-								closed = time.Now()
-								_ = r.Close()
-							}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				var closed time.Time
+				seen := 0
+				res := streamWith(t, e, userReq(tt.model, tt.text), func(r *channel.Reader, ev agent.ModelEvent) {
+					if ev.Type == tt.closeAt {
+						if seen++; seen == 3 || tt.closeAt == agent.ModelStart {
+							closed = time.Now()
+							_ = r.Close()
 						}
-					})
-					if closed.IsZero() {
-						t.Fatal("the reader never closed")
-					}
-					if elapsed := time.Since(closed); elapsed > 2*time.Second {
-						t.Fatalf("the provider stopped %v after the reader closed", elapsed)
-					}
-					if !errors.Is(res.err, wire.ErrCanceled) {
-						t.Fatalf("call error %v, want canceled", res.err)
-					}
-					if !errors.Is(res.end, channel.ErrClosed) {
-						t.Fatalf("stream end %v, want ErrClosed", res.end)
 					}
 				})
-			}
-		})
-	}
+				if closed.IsZero() {
+					t.Fatal("the reader never closed")
+				}
+				if elapsed := time.Since(closed); elapsed > 2*time.Second {
+					t.Fatalf("the provider stopped %v after the reader closed", elapsed)
+				}
+				if !errors.Is(res.err, wire.ErrCanceled) {
+					t.Fatalf("call error %v, want canceled", res.err)
+				}
+				if !errors.Is(res.end, channel.ErrClosed) {
+					t.Fatalf("stream end %v, want ErrClosed", res.end)
+				}
+			})
+		}
+	})
 }
 
 func TestBadRequestWritesNothing(t *testing.T) {
