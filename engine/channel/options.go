@@ -85,7 +85,11 @@ func WithAttachTimeout(d time.Duration) Option {
 // server; package doc, "Local writers"). Use it when the call that starts
 // the writer carries engine.BeforeBus(ctx, r.Subscribe): a call served
 // locally then costs the channel no subscription and no round trip, and
-// one that goes over the bus subscribes first. Reader side.
+// one that goes over the bus subscribes first. It takes a function served
+// locally to write with an engine of this process that has local calls on
+// (the providers write with their worker's engine): a writer that cannot
+// attach finds nobody, and the reader fails with [ErrWriterGone] after its
+// attach timeout. Reader side.
 func WithLocalFirst() Option {
 	return func(o *options) error {
 		o.localFirst = true
