@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/subjects"
+	"github.com/iii-on-nats/iii/workers/std"
 )
 
 // startTestApp runs a whole node in-process on a random port.
@@ -272,6 +274,50 @@ func TestWorkerRun(t *testing.T) {
 	}
 	if out, err := runIII(t, "worker", "run", "no-such-worker", "--nats", url); err == nil {
 		t.Fatalf("unknown module accepted:\n%s", out)
+	}
+}
+
+// TestWorkerRunLocalCalls: the modules of one `iii worker run` process
+// call each other without the bus, as a node's own do (here the
+// orchestrator and the scripted provider, which the node leaves out);
+// with --local-calls=false their calls and frames travel over it.
+func TestWorkerRunLocalCalls(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		flags []string
+		bus   bool // provider calls and frames seen on the bus
+	}{
+		{"default", nil, false},
+		{"local-calls=false", []string{"--local-calls=false"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mods := slices.DeleteFunc(slices.Clone(std.Default), func(m string) bool { return m == "orchestrator" || m == "provider-scripted" })
+			a := startTestAppWith(t, upConfig{modules: mods})
+			url := a.node.ClientURL()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			cmd := newRootCmd()
+			cmd.SetOut(io.Discard)
+			cmd.SetArgs(append([]string{"worker", "run", "orchestrator", "provider-scripted", "--nats", url, "--home", t.TempDir(), "--log-level", "error"}, c.flags...))
+			go func() { done <- cmd.ExecuteContext(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("worker run: %v", err)
+				}
+			}()
+			enginetest.Eventually(t, 10*time.Second, func() error {
+				res, err := runIII(t, "workers", "--nats", url)
+				if err != nil || !strings.Contains(res, "orchestrator") || !strings.Contains(res, "provider-scripted") {
+					return fmt.Errorf("workers: %v\n%s", err, res)
+				}
+				return nil
+			})
+			got := busCallCounts(t, a, map[string]int{"provider::scripted::stream": 0, "iii.ch.*": 0})
+			if bus := got["provider::scripted::stream"] > 0 && got["iii.ch.*"] > 0; bus != c.bus {
+				t.Fatalf("over the bus: %v (want some: %v)", got, c.bus)
+			}
+		})
 	}
 }
 

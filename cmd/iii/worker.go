@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/workers"
 )
 
@@ -30,6 +31,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	var sets []string
 	var home string
 	var noTraces bool
+	localCalls := true
 	run := &cobra.Command{
 		Use:   "run NAME [NAME...]",
 		Short: "Run worker modules against an existing NATS deployment (--nats) until Ctrl-C",
@@ -53,7 +55,9 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			}
 			defer nc.Close()
 			ctx := cmd.Context()
-			e, eopts, flushSpans, err := tracedEngine(ctx, nc, logger, "iii-worker", !noTraces)
+			// Calls between the modules of this process skip the bus, as
+			// between a node's own modules in `iii up`.
+			e, eopts, flushSpans, err := tracedEngine(ctx, nc, logger, "iii-worker", !noTraces, engine.WithLocalCalls(localCalls))
 			if err != nil {
 				return err
 			}
@@ -89,6 +93,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	run.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable)")
 	run.Flags().StringVar(&home, "home", defaultHome(), "data directory handed to the workers")
 	run.Flags().BoolVar(&noTraces, "no-traces", false, "do not export these workers' spans to the trace store")
+	run.Flags().BoolVar(&localCalls, "local-calls", true, "calls between the modules this process runs skip the bus, as in iii up (=false: over the bus)")
 	cmd.AddCommand(run)
 	return cmd
 }
