@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -22,11 +23,14 @@ type localFn struct {
 	f *Function
 }
 
-// locals is the process's functions served with local calls on.
+// locals is the process's functions served with local calls on. Two
+// workers of one process may serve the same function on the same server
+// (replicas in one process); a call goes to the first listed, and to the
+// next once that one is withdrawn.
 var locals = struct {
 	mu sync.RWMutex
-	m  map[localKey]*localFn
-}{m: map[localKey]*localFn{}}
+	m  map[localKey][]*localFn
+}{m: map[localKey][]*localFn{}}
 
 // addLocal lists f, served by w at subj, for local calls. Called with w.mu
 // held.
@@ -38,8 +42,9 @@ func (w *Worker) addLocal(subj string, f *Function) {
 	if server == "" {
 		return
 	}
+	k := localKey{server, subj}
 	locals.mu.Lock()
-	locals.m[localKey{server, subj}] = &localFn{w: w, f: f}
+	locals.m[k] = append(slices.DeleteFunc(locals.m[k], func(lf *localFn) bool { return lf.w == w }), &localFn{w: w, f: f})
 	locals.mu.Unlock()
 }
 
@@ -51,18 +56,14 @@ func (w *Worker) removeLocal(ids ...string) {
 	}
 	locals.mu.Lock()
 	defer locals.mu.Unlock()
-	for k, lf := range locals.m {
-		if lf.w != w {
-			continue
-		}
-		if len(ids) == 0 {
+	for k, lfs := range locals.m {
+		lfs = slices.DeleteFunc(lfs, func(lf *localFn) bool {
+			return lf.w == w && (len(ids) == 0 || slices.Contains(ids, lf.f.ID))
+		})
+		if len(lfs) == 0 {
 			delete(locals.m, k)
-			continue
-		}
-		for _, id := range ids {
-			if lf.f.ID == id {
-				delete(locals.m, k)
-			}
+		} else {
+			locals.m[k] = lfs
 		}
 	}
 }
@@ -78,12 +79,14 @@ func (e *Engine) local(subject string) *localFn {
 		return nil
 	}
 	locals.mu.RLock()
-	lf := locals.m[localKey{server, subject}]
-	locals.mu.RUnlock()
-	if lf == nil || lf.w.e.nc.ConnectedServerId() != server {
-		return nil // its worker's connection moved to another server
+	defer locals.mu.RUnlock()
+	for _, lf := range locals.m[localKey{server, subject}] {
+		if lf.w.e.nc.ConnectedServerId() == server {
+			return lf
+		}
+		// Its worker's connection moved to another server.
 	}
-	return lf
+	return nil
 }
 
 // LocalCalls reports whether the engine makes and serves local calls

@@ -155,6 +155,42 @@ func TestLocalCallsAfterClose(t *testing.T) {
 	})
 }
 
+// TestLocalCallsTwoReplicas: two workers of one process serving the same
+// function on the same server: calls stay local while either serves it,
+// whichever closes first.
+func TestLocalCallsTwoReplicas(t *testing.T) {
+	t.Parallel()
+	for _, first := range []int{0, 1} {
+		t.Run(fmt.Sprintf("close %d first", first), func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t)
+			bus := busCalls(t, ns)
+			caller := enginetest.NewEngine(t, ns, engine.WithLocalCalls(true))
+			ws := []*engine.Worker{
+				serveLocalTest(t, enginetest.NewEngine(t, ns, engine.WithLocalCalls(true))),
+				serveLocalTest(t, enginetest.NewEngine(t, ns, engine.WithLocalCalls(true))),
+			}
+			ctx := context.Background()
+			echo := func() {
+				t.Helper()
+				var got map[string]string
+				if err := caller.Trigger(ctx, "t::echo", map[string]string{"text": "hi"}, &got); err != nil || got["text"] != "hi" {
+					t.Fatalf("t::echo = %v, %v", got, err)
+				}
+			}
+			echo()
+			if err := ws[first].Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			echo()
+			time.Sleep(20 * time.Millisecond) // let the watcher see what went over the bus
+			if n := bus.Load(); n != 0 {
+				t.Fatalf("%d calls went over the bus, want none", n)
+			}
+		})
+	}
+}
+
 // TestLocalCallGivesUp: a caller whose context ends gets its error at once,
 // as over the bus, and the handler is cancelled.
 func TestLocalCallGivesUp(t *testing.T) {
