@@ -77,14 +77,9 @@ func (w *Writer) attachLocal() bool {
 	return true
 }
 
-// credit raises w's limit to n (credit is cumulative) and wakes it.
+// credit raises w's limit to n and wakes it: a grant from a local reader.
 func (w *Writer) credit(n uint64) {
-	for {
-		old := w.limit.Load()
-		if n <= old || w.limit.CompareAndSwap(old, n) {
-			break
-		}
-	}
+	w.raise(n)
 	w.signal()
 }
 

@@ -156,12 +156,7 @@ func (w *Writer) onControl(m *nats.Msg) {
 	}
 	switch kind {
 	case KindCredit:
-		for {
-			old := w.limit.Load()
-			if credit <= old || w.limit.CompareAndSwap(old, credit) {
-				break
-			}
-		}
+		w.raise(credit)
 	case KindCancel:
 		w.setGone()
 	}
@@ -173,6 +168,17 @@ const (
 	statusHeader       = "Status"
 	statusNoResponders = "503"
 )
+
+// raise lifts the writer's limit to n; credit is cumulative, so a lower or
+// repeated grant changes nothing.
+func (w *Writer) raise(n uint64) {
+	for {
+		old := w.limit.Load()
+		if n <= old || w.limit.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
 
 // setGone records that the reader is gone.
 func (w *Writer) setGone() {
