@@ -588,20 +588,23 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 	// rec came from g.rec: its outbox starts with what g.rec carries.
 	carried := g.carried
 	sh, ok := g.host.ports.History.(SettledHistory)
-	if ok && mayCarry && !rec.State.Terminal() && len(g.unconfirmed) <= maxCarried {
+	flush := !ok || !mayCarry || rec.State.Terminal() || len(g.unconfirmed) > maxCarried
+	if !flush {
 		done, err := sh.Settled(g.sid)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrUndelivered):
+			flush = true // carry only what is under way
+		case err != nil:
 			g.halt("flush effects", err)
 			return false
-		}
-		switch {
 		case done:
 			g.unconfirmed = nil
 		case carried == 0 && len(g.unconfirmed) > 0:
 			rec.Outbox = append(slices.Clip(g.unconfirmed), rec.Outbox...)
 			carried = len(g.unconfirmed)
 		}
-	} else {
+	}
+	if flush {
 		if err := g.host.ports.History.Flush(ctx, g.sid); err != nil {
 			g.halt("flush effects", err)
 			return false

@@ -393,49 +393,73 @@ func TestCheckpointCarriesUnconfirmed(t *testing.T) {
 }
 
 // TestCheckpointWaitsWithoutSettled: a History that cannot tell what is
-// confirmed makes every checkpoint wait for the appends, so no record
-// carries an effect twice.
+// confirmed, or says a delivery failed (session.ErrUndelivered), makes
+// the checkpoint wait for the appends (Flush), so no record carries an
+// effect whose delivery is not under way.
 func TestCheckpointWaitsWithoutSettled(t *testing.T) {
-	st := newMemStore()
-	hist := newMemHistory(false)
-	fns := &countingFunctions{}
-	h, err := session.NewHost(session.Ports{Store: st, History: hist, Events: hist, Model: callModel{},
-		Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	seed(t, st, "s2")
-	hist.hold(true)
-	acked := wake(t, h, "s2", 0)
-	// Provisioned is written, the user's message is delivered, and the
-	// next checkpoint (the model's answer with its call's start) waits
-	// for it.
-	time.Sleep(100 * time.Millisecond)
-	if recs := st.records(); len(recs) != 2 || recs[1].State != agent.StateAssistantStreaming {
-		t.Fatalf("records written while an append was held: %v", outboxes(recs))
-	}
-	hist.hold(false)
-	select {
-	case <-acked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run did not finish")
-	}
-	// Every effect a record holds is of a step after the record written
-	// before it (a write may take in two inputs: a steering check is
-	// folded into the write that enters it).
-	recs := st.records()
-	for i, r := range recs[1:] {
-		for _, e := range r.Outbox {
-			step, err := strconv.ParseUint(strings.Split(e.ID, ":")[1], 10, 64)
-			if err != nil || step <= recs[i].Step || step > r.Step {
-				t.Fatalf("record of step %d carries effect %s: %v", r.Step, e.ID, outboxes(recs))
+	for _, tc := range []struct {
+		name    string
+		history func(*memHistory) session.History
+	}{
+		{"no SettledHistory", func(h *memHistory) session.History { return h }},
+		{"a delivery failed", func(h *memHistory) session.History { return undeliveredHistory{h} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newMemStore()
+			hist := newMemHistory(false)
+			fns := &countingFunctions{}
+			h, err := session.NewHost(session.Ports{Store: st, History: tc.history(hist), Events: hist, Model: callModel{},
+				Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			defer h.Close(context.Background())
+			seed(t, st, "s2")
+			hist.hold(true)
+			acked := wake(t, h, "s2", 0)
+			// Provisioned is written, the user's message is delivered, and
+			// the next checkpoint (the model's answer with its call's
+			// start) waits for it.
+			time.Sleep(100 * time.Millisecond)
+			if recs := st.records(); len(recs) != 2 || recs[1].State != agent.StateAssistantStreaming {
+				t.Fatalf("records written while an append was held: %v", outboxes(recs))
+			}
+			hist.hold(false)
+			select {
+			case <-acked:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the run did not finish")
+			}
+			// Every effect a record holds is of a step after the record
+			// written before it (a write may take in two inputs: a
+			// steering check is folded into the write that enters it).
+			recs := st.records()
+			for i, r := range recs[1:] {
+				for _, e := range r.Outbox {
+					step, err := strconv.ParseUint(strings.Split(e.ID, ":")[1], 10, 64)
+					if err != nil || step <= recs[i].Step || step > r.Step {
+						t.Fatalf("record of step %d carries effect %s: %v", r.Step, e.ID, outboxes(recs))
+					}
+				}
+			}
+			if n := fns.count(); n != 1 {
+				t.Fatalf("the function ran %d times", n)
+			}
+		})
 	}
-	if n := fns.count(); n != 1 {
-		t.Fatalf("the function ran %d times", n)
+}
+
+// undeliveredHistory is a SettledHistory whose unfinished appends are
+// failed deliveries (session.ErrUndelivered) that Flush makes again.
+type undeliveredHistory struct{ *memHistory }
+
+func (h undeliveredHistory) Settled(string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pending > 0 {
+		return false, session.ErrUndelivered
 	}
+	return true, nil
 }
 
 func outboxes(recs []turn.Record) []string {

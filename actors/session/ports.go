@@ -46,9 +46,18 @@ type History interface {
 // harmless). Without it every checkpoint waits for Flush.
 type SettledHistory interface {
 	// Settled reports whether every append and event of sid is stored.
-	// An error is an append that failed for good, as Flush returns it.
+	// [ErrUndelivered] says a delivery failed: the grain flushes before
+	// it writes (Flush delivers it again) instead of carrying it. Any
+	// other error is an append that failed for good, as Flush returns it.
 	Settled(sid string) (bool, error)
 }
+
+// ErrUndelivered, from [SettledHistory.Settled], says a delivery of sid's
+// failed and waits for Flush to make it again. A record carries only
+// effects whose delivery is still under way, so what it carries went out
+// moments before it was written, and a replay that looks for it near the
+// record's write time (StoredEvents, ReplayedHistory) finds it.
+var ErrUndelivered = errors.New("session: an effect's delivery failed; flush before the next write")
 
 // IdentifiedHistory is a History that names the transcripts it loads: a
 // load that answers the same non-empty id as an earlier one promises the

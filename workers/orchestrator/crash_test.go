@@ -701,7 +701,7 @@ func TestRunStartStaleSettledCopy(t *testing.T) {
 }
 
 // A dead activation's outbox is delivered again by the next one. The
-// streams' duplicate windows (events 2 minutes, entries 10) drop what the
+// streams' duplicate windows (events 30 seconds, entries 10 minutes) drop what the
 // dead one stored, but a node restarted later than that used to store
 // every event and transcript message a second time. Here the outbox of a
 // whole run (user message, answer, their events, agent_end) is delivered

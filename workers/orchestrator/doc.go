@@ -13,9 +13,11 @@
 //     by every orchestrator replica.
 //   - stream III_EVENTS, subjects iii.events.<sid>: the session's events
 //     (SPEC §6), Nats-Msg-Id = the turn effect id, so a redelivered effect
-//     is deduplicated; past the stream's duplicate window the publisher
-//     tells the replaying grain which events are stored, read from the
-//     stream since the record's write (session.StoredEvents).
+//     is deduplicated within the stream's duplicate window (30 s); past
+//     it the publisher tells the replaying grain which events are
+//     stored, read from the stream since the record's write
+//     (session.StoredEvents), and looks up a publish that failed that
+//     long ago before it publishes it again.
 //   - the transcript is the session tree's (the session worker,
 //     session::*): run::start ensures the session, the grain reads the
 //     active path with session::messages (compactions applied) when it

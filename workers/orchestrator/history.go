@@ -277,7 +277,8 @@ func (h *history) Flush(ctx context.Context, sid string) error {
 }
 
 // Settled implements [session.SettledHistory]: whether sid's appends and
-// event acks are all in, without waiting for them.
+// event acks are all in, without waiting for them; session.ErrUndelivered
+// when an event's publish failed (Flush publishes it again).
 func (h *history) Settled(sid string) (bool, error) {
 	if op := h.lastAppend(sid); op != nil {
 		select {
@@ -290,7 +291,11 @@ func (h *history) Settled(sid string) (bool, error) {
 		}
 		h.dropAppend(sid, op)
 	}
-	return h.pub.settled(sid), nil
+	done, failed := h.pub.settled(sid)
+	if failed {
+		return false, session.ErrUndelivered
+	}
+	return done, nil
 }
 
 // lastAppend is sid's latest append (the others finished before it).

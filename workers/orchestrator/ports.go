@@ -154,8 +154,17 @@ type publisher struct {
 	metrics *metrics
 
 	mu      sync.Mutex
-	pending map[string][]jetstream.PubAckFuture
+	pending map[string][]pubAck
 	seq     map[string]uint64
+}
+
+// pubAck is one asynchronous publish of an event.
+type pubAck struct {
+	f  jetstream.PubAckFuture
+	at time.Time // when it was published
+	// err is its failure, once settled has seen it: the future's error
+	// channel answers once.
+	err error
 }
 
 var (
@@ -171,7 +180,7 @@ var (
 )
 
 func newPublisher(e *engine.Engine) *publisher {
-	return &publisher{e: e, js: e.JetStream(), pending: map[string][]jetstream.PubAckFuture{}, seq: map[string]uint64{}}
+	return &publisher{e: e, js: e.JetStream(), pending: map[string][]pubAck{}, seq: map[string]uint64{}}
 }
 
 func (p *publisher) publish(sid, subj, id string, data []byte) error {
@@ -182,7 +191,7 @@ func (p *publisher) publish(sid, subj, id string, data []byte) error {
 		return err
 	}
 	p.mu.Lock()
-	p.pending[sid] = append(p.pending[sid], f)
+	p.pending[sid] = append(p.pending[sid], pubAck{f: f, at: time.Now()})
 	p.mu.Unlock()
 	return nil
 }
@@ -218,10 +227,14 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 }
 
 // replayMargin is how long before the event stream's duplicate window
-// ends a replay stops trusting it: the outbox's carried events were
-// published somewhat before the record was written, and the clocks of the
-// node that wrote it and of the server may differ.
-const replayMargin = time.Minute
+// ends a replay stops trusting it, and how far before a record's write a
+// replay looks for what it stored: the outbox's carried events were
+// published before the record was written (a carried effect is one whose
+// acknowledgement had not come when the grain wrote, so milliseconds
+// before, unless the connection was lost, which fails its publish), and
+// the clocks of the node that wrote it and of the server may differ.
+// A minute until stop 28.
+const replayMargin = 10 * time.Second
 
 // StoredEvents implements [session.StoredEvents]. While the stream's
 // duplicate window covers the record's write (less replayMargin) it
@@ -238,11 +251,8 @@ func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, 
 	}
 	// The stream is cached after a session's first event: a replay soon
 	// after a crash, and every run start, read nothing here.
-	if s, err := p.e.SessionStream(ctx, subjects.EventStream, sid); err == nil {
-		window := s.CachedInfo().Config.Duplicates
-		if age := time.Since(time.UnixMilli(writtenMs)); window > replayMargin && age < window-replayMargin {
-			return nil, nil
-		}
+	if p.windowCovers(ctx, sid, time.UnixMilli(writtenMs)) {
+		return nil, nil
 	}
 	have, err := p.storedSince(ctx, sid, time.UnixMilli(writtenMs).Add(-replayMargin))
 	if err != nil {
@@ -255,6 +265,19 @@ func (p *publisher) StoredEvents(ctx context.Context, sid string, ids []string, 
 		}
 	}
 	return out, nil
+}
+
+// windowCovers reports whether the event stream's duplicate window still
+// holds what was published at t, give or take replayMargin. The stream is
+// cached after a session's first event: a replay soon after a crash, and
+// every run start, read nothing here.
+func (p *publisher) windowCovers(ctx context.Context, sid string, t time.Time) bool {
+	s, err := p.e.SessionStream(ctx, subjects.EventStream, sid)
+	if err != nil {
+		return false
+	}
+	window := s.CachedInfo().Config.Duplicates
+	return window > replayMargin && time.Since(t) < window-replayMargin
 }
 
 // storedSince returns the message ids of sid's events stored at since or
@@ -402,49 +425,80 @@ func (p *publisher) Flush(ctx context.Context, sid string) error {
 	fs := p.pending[sid]
 	delete(p.pending, sid)
 	p.mu.Unlock()
-	for _, f := range fs {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			// Publish it again (its message id makes a copy that did
-			// land harmless) until it is stored or ctx ends.
-			msg := f.Msg()
-			if rerr := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error {
-				_, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msg.Header.Get(jetstream.MsgIDHeader)))
-				return err
-			}, always); rerr != nil {
-				return fmt.Errorf("publish %s: %w", msg.Subject, errors.Join(err, rerr))
+	var stored map[string]bool // read once, when a failure is older than the window
+	for _, a := range fs {
+		err := a.err
+		if err == nil {
+			select {
+			case <-a.f.Ok():
+				continue
+			case err = <-a.f.Err():
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-		case <-ctx.Done():
-			return ctx.Err()
+		}
+		msg := a.f.Msg()
+		id := msg.Header.Get(jetstream.MsgIDHeader)
+		// A publish whose answer was lost may have been stored. Within
+		// the stream's duplicate window its message id makes a copy
+		// harmless; past it, look it up first.
+		if !p.windowCovers(ctx, sid, a.at) {
+			if stored == nil {
+				have, serr := p.storedSince(ctx, sid, a.at.Add(-replayMargin))
+				if serr != nil {
+					return fmt.Errorf("publish %s: %w", msg.Subject, errors.Join(err, serr))
+				}
+				stored = have
+				if stored == nil {
+					stored = map[string]bool{}
+				}
+			}
+			if stored[id] {
+				continue
+			}
+		}
+		// Publish it again until it is stored or ctx ends.
+		if rerr := engine.Retry(ctx, writeAttempt, func(ctx context.Context) error {
+			_, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+			return err
+		}, always); rerr != nil {
+			return fmt.Errorf("publish %s: %w", msg.Subject, errors.Join(err, rerr))
 		}
 	}
 	return nil
 }
 
 // settled drops sid's acknowledged publishes and reports whether none is
-// left. A publish that failed stays for Flush, which publishes it again.
-func (p *publisher) settled(sid string) bool {
+// left, and whether one of those left failed. A publish that failed stays
+// for Flush, which publishes it again.
+func (p *publisher) settled(sid string) (done, failed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fs := p.pending[sid]
 	n := 0
-	for _, f := range fs {
-		select {
-		case <-f.Ok():
-			continue
-		default:
+	for _, a := range fs {
+		if a.err == nil {
+			select {
+			case <-a.f.Ok():
+				continue
+			default:
+			}
+			select {
+			case a.err = <-a.f.Err():
+			default:
+			}
 		}
-		fs[n] = f
+		failed = failed || a.err != nil
+		fs[n] = a
 		n++
 	}
 	clear(fs[n:])
 	if n == 0 {
 		delete(p.pending, sid)
-		return true
+		return true, false
 	}
 	p.pending[sid] = fs[:n]
-	return false
+	return false, failed
 }
 
 // model streams a provider through a channel, with the run's tools, and
