@@ -20,7 +20,7 @@ func TestRunSmall(t *testing.T) {
 	res, err := Run(ctx, Config{
 		Sessions: 3, Turns: 2,
 		KVWriters: 4, KVPuts: 200,
-		Idle: 5, IdleTimeout: 200 * time.Millisecond, IdleWorkers: 5,
+		Idle: 5, IdleTimeout: time.Second, IdleSettle: 300 * time.Millisecond, IdleWorkers: 5,
 		Dir:         t.TempDir(),
 		HeapProfile: &heap,
 	})
@@ -45,7 +45,8 @@ func TestRunSmall(t *testing.T) {
 	if res.KV == nil || res.KV.PutsPerSec <= 0 || res.KVPutsPerTurn <= 0 {
 		t.Errorf("kv: %+v, kv puts/turn %v", res.KV, res.KVPutsPerTurn)
 	}
-	if i := res.Idle; i == nil || i.Sessions != 5 || i.StillActive != 0 || i.ActiveGrains < 5 {
+	if i := res.Idle; i == nil || i.Sessions != 5 || i.StillActive != 0 || i.ActiveGrains < 5 ||
+		i.IdleSettleS != 0.3 || i.Bytes.RSSIdle <= 0 || i.Bytes.HeapIdle <= 0 {
 		t.Errorf("idle: %+v", res.Idle)
 	}
 	// A pprof profile is gzipped protobuf.
@@ -56,7 +57,7 @@ func TestRunSmall(t *testing.T) {
 	if err := res.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"turns/s", "kv puts/s", "kv-put equivalents", "per 10k sessions"} {
+	for _, want := range []string{"turns/s", "kv puts/s", "kv-put equivalents", "per 10k sessions", "idle 0.3 s later"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -199,7 +200,8 @@ func BenchmarkTurnsCluster(b *testing.B) {
 
 // BenchmarkIdleSessions activates sessions that each run one turn and then
 // sit idle, and reports the memory they hold (RSS and Go heap, per 10,000
-// sessions, extrapolated) while active and after they passivate.
+// sessions, extrapolated) right after their turns, idle DefaultIdleSettle
+// later (grains still active) and after they passivate.
 func BenchmarkIdleSessions(b *testing.B) {
 	for _, n := range []int{2000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
@@ -207,13 +209,14 @@ func BenchmarkIdleSessions(b *testing.B) {
 			var res Result
 			for b.Loop() {
 				var err error
-				res, err = Run(b.Context(), Config{Idle: n, IdleTimeout: 5 * time.Second, Dir: b.TempDir()})
+				res, err = Run(b.Context(), Config{Idle: n, IdleSettle: DefaultIdleSettle, Dir: b.TempDir()})
 				if err != nil {
 					b.Fatal(err)
 				}
 			}
 			i := res.Idle
 			b.ReportMetric(i.RSSPer10kActiveMiB, "rss-active-MiB/10k")
+			b.ReportMetric(i.RSSPer10kIdleMiB, "rss-idle-MiB/10k")
 			b.ReportMetric(i.RSSPer10kPassiveMiB, "rss-passive-MiB/10k")
 			b.ReportMetric(i.HeapPer10kActiveMiB, "heap-active-MiB/10k")
 			b.ReportMetric(i.HeapPer10kPassiveMiB, "heap-passive-MiB/10k")

@@ -13,6 +13,10 @@ const (
 	DefaultKVPuts      = 20_000
 	DefaultKVValueSize = 256
 	DefaultIdleTimeout = 10 * time.Second
+	// DefaultIdleSettle is `iii bench turns --idle-settle`: past the event
+	// stream's 30-second duplicate window, so the message ids the idle
+	// sessions' turns left in the server have expired.
+	DefaultIdleSettle  = 35 * time.Second
 	DefaultIdleWorkers = 100
 	DefaultTurnTimeout = 30 * time.Second
 	DefaultAckWait     = 2 * time.Second
@@ -53,8 +57,14 @@ type Config struct {
 	// passivation timeout; it must outlast the activation of all Idle
 	// sessions, so the default is 10 s plus 5 ms per idle session.
 	// IdleWorkers bounds the sessions activated at once (default 100).
+	// IdleSettle > 0 also measures the grains still active IdleSettle
+	// after the activation ended, once what their turns left behind in
+	// the server (duplicate windows, block caches) has expired: sessions
+	// idle, not just run. The default IdleTimeout then grows by
+	// IdleSettle, so the grains outlast it.
 	Idle        int
 	IdleTimeout time.Duration
+	IdleSettle  time.Duration
 	IdleWorkers int
 	// TurnTimeout bounds one turn (default 30 s).
 	TurnTimeout time.Duration
@@ -134,8 +144,11 @@ func (c Config) Validate() error {
 	if c.KVValueSize > 1<<20 {
 		return fmt.Errorf("%w: kv value size %d exceeds 1 MiB", ErrInvalidConfig, c.KVValueSize)
 	}
-	if c.IdleTimeout < 0 || c.TurnTimeout < 0 || c.AckWait < 0 {
+	if c.IdleTimeout < 0 || c.TurnTimeout < 0 || c.AckWait < 0 || c.IdleSettle < 0 {
 		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
+	}
+	if c.IdleSettle > 0 && c.IdleTimeout > 0 && c.IdleSettle >= c.IdleTimeout {
+		return fmt.Errorf("%w: idle settle %s must be shorter than the idle timeout %s (the grains must still be active)", ErrInvalidConfig, c.IdleSettle, c.IdleTimeout)
 	}
 	if c.Nodes < 0 || c.Nodes > MaxNodes {
 		return fmt.Errorf("%w: nodes %d is out of range (0 or 1: one node, at most %d)", ErrInvalidConfig, c.Nodes, MaxNodes)
@@ -173,7 +186,7 @@ func (c Config) withDefaults() Config {
 		c.KVValueSize = DefaultKVValueSize
 	}
 	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout + time.Duration(c.Idle)*5*time.Millisecond
+		c.IdleTimeout = DefaultIdleTimeout + time.Duration(c.Idle)*5*time.Millisecond + c.IdleSettle
 	}
 	if c.IdleWorkers == 0 {
 		c.IdleWorkers = DefaultIdleWorkers

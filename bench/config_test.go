@@ -24,6 +24,10 @@ func TestConfigValidate(t *testing.T) {
 		{"too many turns", Config{Sessions: MaxSessions, Turns: MaxSessions}, false},
 		{"negative timeout", Config{Idle: 1, IdleTimeout: -time.Second}, false},
 		{"negative ack wait", Config{Idle: 1, AckWait: -time.Second}, false},
+		{"negative idle settle", Config{Idle: 1, IdleSettle: -time.Second}, false},
+		{"idle settle, default idle timeout", Config{Idle: 1, IdleSettle: time.Minute}, true},
+		{"idle settle shorter than the idle timeout", Config{Idle: 1, IdleSettle: time.Second, IdleTimeout: 2 * time.Second}, true},
+		{"idle settle as long as the idle timeout", Config{Idle: 1, IdleSettle: time.Second, IdleTimeout: time.Second}, false},
 		{"one node", Config{Sessions: 1, Turns: 1, Nodes: 1}, true},
 		{"one node R1", Config{Sessions: 1, Turns: 1, Nodes: 1, Replicas: 1}, true},
 		{"one node R3", Config{Sessions: 1, Turns: 1, Replicas: 3}, false},
@@ -52,6 +56,9 @@ func TestConfigValidate(t *testing.T) {
 	d := Config{Sessions: 1, Turns: 1, KVPuts: 10}.withDefaults()
 	if d.KVWriters != 10 || d.KVValueSize != DefaultKVValueSize || d.AckWait != DefaultAckWait || d.IdleTimeout != DefaultIdleTimeout {
 		t.Errorf("defaults: %+v", d)
+	}
+	if s := (Config{Idle: 1000, IdleSettle: DefaultIdleSettle}).withDefaults(); s.IdleTimeout != DefaultIdleTimeout+5*time.Second+DefaultIdleSettle {
+		t.Errorf("idle timeout with idle settle: %s", s.IdleTimeout)
 	}
 	if d.Nodes != 1 || d.Replicas != 1 {
 		t.Errorf("default nodes %d, replicas %d; want 1, 1", d.Nodes, d.Replicas)

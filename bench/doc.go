@@ -38,8 +38,10 @@
 //  3. KV: KVWriters writers put KVPuts values into a scratch bucket (file
 //     storage, History 1) on the same server.
 //  4. Idle (Idle > 0): Idle more sessions run one turn each, then sit idle;
-//     RSS and the live Go heap are read before, with the grains active, and
-//     once they have passivated (IdleTimeout), per 10,000 sessions.
+//     RSS and the live Go heap are read before, with the grains active
+//     right after their turns, with the grains still active IdleSettle
+//     later (when set: what the turns left in the server has expired),
+//     and once they have passivated (IdleTimeout), per 10,000 sessions.
 //
 // Memory figures cover the whole process: the embedded server, the
 // grains, the provider, the tool and the bench's client share it.

@@ -134,18 +134,29 @@ type IdleResult struct {
 	PassivationS float64 `json:"passivation_s"`
 	StillActive  int     `json:"still_active"`
 
-	// Per 10,000 sessions in MiB, extrapolated linearly from Sessions.
+	// IdleSettleS is how long after the activation the idle figures
+	// were taken (0: not taken), with IdleGrains grains active then.
+	IdleSettleS float64 `json:"idle_settle_s,omitempty"`
+	IdleGrains  int     `json:"idle_grains,omitempty"`
+
+	// Per 10,000 sessions in MiB, extrapolated linearly from Sessions:
+	// active right after the activation, idle IdleSettleS later (grains
+	// still active), passivated.
 	RSSPer10kActiveMiB   float64 `json:"rss_per_10k_active_mib"`
+	RSSPer10kIdleMiB     float64 `json:"rss_per_10k_idle_mib,omitempty"`
 	RSSPer10kPassiveMiB  float64 `json:"rss_per_10k_passive_mib"`
 	HeapPer10kActiveMiB  float64 `json:"heap_per_10k_active_mib"`
+	HeapPer10kIdleMiB    float64 `json:"heap_per_10k_idle_mib,omitempty"`
 	HeapPer10kPassiveMiB float64 `json:"heap_per_10k_passive_mib"`
 	// GrainsHeapPer10kMiB is the heap the active grains themselves held
-	// (active minus passivated), per 10,000 grains active at the
+	// (idle minus passivated when the idle figures were taken, else
+	// active minus passivated), per 10,000 grains active at the
 	// measurement (grains that passivated during a long activation do not
-	// count): the rest of the
-	// growth is the server's state for what the sessions just wrote
-	// (per-subject indexes, Nats-Msg-Id duplicate windows of 2–10 min,
-	// block caches) and the stack's per-session maps.
+	// count). Right after the activation the rest of the growth is mostly
+	// the server's state for what the sessions just wrote (per-subject
+	// indexes, Nats-Msg-Id duplicate windows of 30 s–10 min, block
+	// caches), which the idle figures no longer count but for the
+	// 10-minute windows; the rest is the stack's per-session maps.
 	GrainsHeapPer10kMiB float64 `json:"grains_heap_per_10k_mib"`
 	// Warnings counts the stack's warnings during the phase by message.
 	Warnings map[string]int `json:"warnings,omitempty"`
@@ -159,9 +170,11 @@ type IdleResult struct {
 type IdleBytes struct {
 	RSSBase     int64 `json:"rss_base"`
 	RSSActive   int64 `json:"rss_active"`
+	RSSIdle     int64 `json:"rss_idle,omitempty"`
 	RSSPassive  int64 `json:"rss_passive"`
 	HeapBase    int64 `json:"heap_base"`
 	HeapActive  int64 `json:"heap_active"`
+	HeapIdle    int64 `json:"heap_idle,omitempty"`
 	HeapPassive int64 `json:"heap_passive"`
 }
 
@@ -218,10 +231,23 @@ func (r Result) WriteTable(w io.Writer) error {
 		}
 		row("idle sessions", "%d activated in %.2f s, %d grains active; passivated %.1f s later (idle timeout %.1f s, %d still active)",
 			i.Sessions, i.ActivationS, i.ActiveGrains, i.PassivationS, i.IdleTimeoutS, i.StillActive)
-		row("idle RSS", "base %.1f MiB, active %.1f MiB, passivated %.1f MiB", MiB(i.Bytes.RSSBase), MiB(i.Bytes.RSSActive), MiB(i.Bytes.RSSPassive))
-		row("idle heap", "base %.1f MiB, active %.1f MiB, passivated %.1f MiB", MiB(i.Bytes.HeapBase), MiB(i.Bytes.HeapActive), MiB(i.Bytes.HeapPassive))
-		row("per 10k sessions", "RSS %.1f MiB active, %.1f MiB passivated; heap %.1f MiB active, %.1f MiB passivated, grains alone %.1f MiB (extrapolated from %d)",
-			i.RSSPer10kActiveMiB, i.RSSPer10kPassiveMiB, i.HeapPer10kActiveMiB, i.HeapPer10kPassiveMiB, i.GrainsHeapPer10kMiB, i.Sessions)
+		if i.IdleSettleS > 0 && i.IdleGrains < i.ActiveGrains {
+			row("note", "%d grains passivated before the idle figures were taken: raise the idle timeout", i.ActiveGrains-i.IdleGrains)
+		}
+		idle := func(b int64) string { return "" }
+		if i.IdleSettleS > 0 {
+			idle = func(b int64) string { return fmt.Sprintf(", idle %.3g s later %.1f MiB", i.IdleSettleS, MiB(b)) }
+		}
+		row("idle RSS", "base %.1f MiB, active %.1f MiB%s, passivated %.1f MiB", MiB(i.Bytes.RSSBase), MiB(i.Bytes.RSSActive), idle(i.Bytes.RSSIdle), MiB(i.Bytes.RSSPassive))
+		row("idle heap", "base %.1f MiB, active %.1f MiB%s, passivated %.1f MiB", MiB(i.Bytes.HeapBase), MiB(i.Bytes.HeapActive), idle(i.Bytes.HeapIdle), MiB(i.Bytes.HeapPassive))
+		per := func(active, idle, passive float64) string {
+			if i.IdleSettleS > 0 {
+				return fmt.Sprintf("%.1f MiB active, %.1f idle, %.1f passivated", active, idle, passive)
+			}
+			return fmt.Sprintf("%.1f MiB active, %.1f passivated", active, passive)
+		}
+		row("per 10k sessions", "RSS %s; heap %s, grains alone %.1f MiB (extrapolated from %d)",
+			per(i.RSSPer10kActiveMiB, i.RSSPer10kIdleMiB, i.RSSPer10kPassiveMiB), per(i.HeapPer10kActiveMiB, i.HeapPer10kIdleMiB, i.HeapPer10kPassiveMiB), i.GrainsHeapPer10kMiB, i.Sessions)
 	}
 	return tw.Flush()
 }

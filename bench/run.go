@@ -303,6 +303,22 @@ feed:
 			return r, fmt.Errorf("heap profile: %w", err)
 		}
 	}
+	if cfg.IdleSettle > 0 {
+		// Idle: what the turns left in the server has expired; the
+		// grains are still active.
+		t := time.NewTimer(time.Until(activated.Add(cfg.IdleSettle)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return r, ctx.Err()
+		}
+		r.IdleSettleS = cfg.IdleSettle.Seconds()
+		r.IdleGrains = s.activeGrains()
+		if r.Bytes.RSSIdle, r.Bytes.HeapIdle, err = settledMemory(); err != nil {
+			return r, err
+		}
+	}
 	// Wait for the grains to passivate: idle timeout after their last
 	// message, plus slack for a loaded machine.
 	deadline := time.Now().Add(cfg.IdleTimeout + 30*time.Second)
@@ -325,8 +341,14 @@ feed:
 	r.RSSPer10kPassiveMiB = per10k(r.Bytes.RSSPassive, r.Bytes.RSSBase)
 	r.HeapPer10kActiveMiB = per10k(r.Bytes.HeapActive, r.Bytes.HeapBase)
 	r.HeapPer10kPassiveMiB = per10k(r.Bytes.HeapPassive, r.Bytes.HeapBase)
+	grainsHeap := r.Bytes.HeapActive
+	if r.IdleSettleS > 0 {
+		r.RSSPer10kIdleMiB = per10k(r.Bytes.RSSIdle, r.Bytes.RSSBase)
+		r.HeapPer10kIdleMiB = per10k(r.Bytes.HeapIdle, r.Bytes.HeapBase)
+		grainsHeap = r.Bytes.HeapIdle
+	}
 	if n := r.ActiveGrains - r.GrainsBefore; n > 0 {
-		r.GrainsHeapPer10kMiB = MiB(r.Bytes.HeapActive-r.Bytes.HeapPassive) * 10_000 / float64(n)
+		r.GrainsHeapPer10kMiB = MiB(grainsHeap-r.Bytes.HeapPassive) * 10_000 / float64(n)
 	}
 	return r, nil
 }

@@ -41,7 +41,8 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 			"runs --turns turns one after the other; a turn is the user message \"/call bench::noop {}\": a model call\n" +
 			"that calls the tool, the function call, and a model call that answers. Then it measures raw JetStream KV\n" +
 			"puts/s on the same server, so a turn reads as so many KV-put equivalents. With --idle K it also activates\n" +
-			"K sessions of one turn each and reports the memory they hold while idle and after they passivate.\n" +
+			"K sessions of one turn each and reports the memory they hold right after their turn, --idle-settle later\n" +
+			"(their grains still active, what their turns left in the server expired) and after they passivate.\n" +
 			"Memory figures are of the whole process (server included). The machine's load average is reported: on a\n" +
 			"shared machine, compare runs taken under the same load.\n\n" +
 			"With --nodes N (N > 1) it starts N servers in one NATS cluster on loopback, each with the whole worker set\n" +
@@ -109,7 +110,8 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.IntVar(&cfg.Sessions, "sessions", 100, "sessions running turns concurrently (0: skip the turns and KV phases)")
 	f.IntVar(&cfg.Turns, "turns", 10, "turns per session, one after the other")
 	f.IntVar(&cfg.Idle, "idle", 0, "sessions to activate for the idle-memory phase (0: skip)")
-	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "grain passivation after idle (default 10s + 5ms per --idle session)")
+	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "grain passivation after idle (default 10s + 5ms per --idle session + --idle-settle)")
+	f.DurationVar(&cfg.IdleSettle, "idle-settle", bench.DefaultIdleSettle, "also measure the idle sessions this long after their activation, grains still active (0: skip)")
 	f.IntVar(&cfg.KVWriters, "kv-writers", bench.DefaultKVWriters, "concurrent writers of the KV put phase")
 	f.IntVar(&cfg.KVPuts, "kv-puts", bench.DefaultKVPuts, "puts of the KV put phase in all")
 	f.IntVar(&cfg.KVValueSize, "kv-value-size", bench.DefaultKVValueSize, "bytes per KV put")
