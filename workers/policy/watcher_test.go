@@ -318,7 +318,12 @@ func TestWatcherConcurrentChecks(t *testing.T) {
 	t.Parallel()
 	allowDoc := "version: 1\nrules:\n  - {function: fs::write, when: 'args.path.startsWith(\"/workspace/\")', action: allow}\n"
 	denyDoc := "version: 1\nrules:\n  - \"!fs::write\"\n"
-	w, path := startFastWatcher(t, allowDoc)
+	// A check that stalls past the CEL timeout fails closed (needs
+	// approval), by design: on a machine loaded by the whole suite under
+	// -race a goroutine can wait that long for a core (CI once hit it
+	// with the default 100 ms). This test is about tearing, so the
+	// conditions get all the time they may have.
+	w, path := startFastWatcher(t, allowDoc, WithCELTimeout(10*time.Second))
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {
@@ -376,11 +381,11 @@ func TestWatcherReloadErrorNotClearedByStalePoll(t *testing.T) {
 
 // startFastWatcher writes content to a policy file and starts a watcher
 // of it that polls every millisecond, closed when the test ends.
-func startFastWatcher(t *testing.T, content string) (*Watcher, string) {
+func startFastWatcher(t *testing.T, content string, opts ...Option) (*Watcher, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), DefaultFileName)
 	writeAtomic(t, path, content)
-	w, err := NewWatcher(path, WithPollInterval(time.Millisecond))
+	w, err := NewWatcher(path, append([]Option{WithPollInterval(time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
