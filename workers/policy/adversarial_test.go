@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -576,5 +577,66 @@ func TestDecisionJSON(t *testing.T) {
 	}
 	if !(Decision{Decision: Allow}).Allowed() || (Decision{Decision: NeedsApproval}).Allowed() {
 		t.Fatal("Allowed")
+	}
+}
+
+// The CEL timeout counts wall time: a check that runs out of it is given
+// it once more (a cheap condition on a loaded node may only have waited
+// for a core), and fails closed when it runs out again. The caller's ctx
+// is not renewed.
+func TestCELTimeoutRenewedOnce(t *testing.T) {
+	t.Parallel()
+	doc := `version: 1
+rules:
+  - {function: a::x, when: 'args.n == 1', action: allow}
+  - {function: d::x, when: 'args.n == 1', action: deny}
+  - {function: "*", action: needs_approval}
+`
+	args := map[string]any{"n": 1}
+	for _, tc := range []struct {
+		name      string
+		expired   int  // how many of the deadlines made are out at once
+		canceled  bool // the caller's ctx is canceled
+		allowRule string
+		denyFails bool // the deny's reason says it failed closed
+		deadlines int  // deadlines made by one check
+	}{
+		{name: "in time", expired: 0, allowRule: "rule-0", deadlines: 1},
+		{name: "out once", expired: 1, allowRule: "rule-0", deadlines: 2},
+		{name: "out twice", expired: 2, allowRule: "rule-2", denyFails: true, deadlines: 2},
+		{name: "caller canceled", canceled: true, allowRule: "rule-2", denyFails: true, deadlines: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var made atomic.Int32
+			deadline := func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+				if int(made.Add(1)) <= tc.expired {
+					return context.WithDeadline(ctx, time.Now().Add(-time.Second))
+				}
+				return context.WithTimeout(ctx, d)
+			}
+			p := mustParse(t, doc, func(o *options) error { o.celDeadline = deadline; return nil })
+			ctx := context.Background()
+			if tc.canceled {
+				c, cancel := context.WithCancel(ctx)
+				cancel()
+				ctx = c
+			}
+			d := p.CheckContext(ctx, "a::x", args)
+			if got := d.RuleID; got != tc.allowRule {
+				t.Errorf("allow rule: got %q (%+v), want %q", got, d, tc.allowRule)
+			}
+			if n := int(made.Load()); n != tc.deadlines {
+				t.Errorf("deadlines made: %d, want %d", n, tc.deadlines)
+			}
+			made.Store(0)
+			d = p.CheckContext(ctx, "d::x", args)
+			if d.Decision != Deny || d.RuleID != "rule-1" {
+				t.Errorf("deny: %+v", d)
+			}
+			if got := strings.Contains(d.Reason, "fail closed"); got != tc.denyFails {
+				t.Errorf("deny failed closed: %v, want %v (%q)", got, tc.denyFails, d.Reason)
+			}
+		})
 	}
 }

@@ -72,8 +72,17 @@ func compileWhen(src string, o *options) (*condition, error) {
 
 // eval runs the condition for one call. Any error (a missing key, a type
 // error, the cost limit, the deadline) is returned for the rule to fail
-// closed on.
-func (c *condition) eval(st *checkState) (ok bool, err error) {
+// closed on. A condition stopped by the check's own deadline runs once
+// more with a fresh one (checkState.renew).
+func (c *condition) eval(st *checkState) (bool, error) {
+	ok, err := c.evalOnce(st)
+	if err != nil && st.renew() {
+		ok, err = c.evalOnce(st)
+	}
+	return ok, err
+}
+
+func (c *condition) evalOnce(st *checkState) (ok bool, err error) {
 	ctx, vars := st.cel()
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("no time left: %w", context.Cause(ctx))

@@ -110,7 +110,11 @@
 // ([WithCELCostLimit]) or the time limit for all conditions of one check
 // ([WithCELTimeout], and the caller's ctx) — makes an allow rule not
 // match, and makes a deny or needs_approval rule match: an erroring deny
-// denies, with the error in the reason.
+// denies, with the error in the reason. The time limit counts wall time,
+// so a check that runs out of it is given it once more before its
+// condition fails closed: on a loaded node a cheap condition may only
+// have waited for a core, and an allowed call should not park for
+// approval because the node was busy.
 //
 // # Shipped default policy
 //

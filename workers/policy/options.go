@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,7 +22,8 @@ const (
 	// CEL cost unit is roughly one operation).
 	DefaultCELCostLimit = 1_000_000
 	// DefaultCELTimeout bounds the time all when conditions of one check
-	// may take together.
+	// may take together (given once more when it runs out: see
+	// [WithCELTimeout]).
 	DefaultCELTimeout = 100 * time.Millisecond
 	// DefaultPollInterval is how often a [Watcher] reads its file.
 	DefaultPollInterval = 500 * time.Millisecond
@@ -40,6 +42,7 @@ type options struct {
 	maxArgsDepth int
 	celCost      uint64
 	celTimeout   time.Duration
+	celDeadline  deadlineFunc // context.WithTimeout; tests stand in
 
 	poll     time.Duration
 	logger   *slog.Logger
@@ -53,6 +56,7 @@ func buildOptions(opts []Option) (options, error) {
 		maxArgsDepth: DefaultMaxArgsDepth,
 		celCost:      DefaultCELCostLimit,
 		celTimeout:   DefaultCELTimeout,
+		celDeadline:  context.WithTimeout,
 		poll:         DefaultPollInterval,
 		logger:       slog.New(slog.DiscardHandler),
 		fallback:     defaultYAML,
@@ -107,8 +111,12 @@ func WithCELCostLimit(n uint64) Option {
 }
 
 // WithCELTimeout sets how long the when conditions of one check may run
-// together, 1 ms to 10 s (default [DefaultCELTimeout]). A condition still
-// running at the deadline errors, and fails closed.
+// together, 1 ms to 10 s (default [DefaultCELTimeout]). The time is wall
+// time, so a check that runs out of it (and not out of the caller's ctx)
+// is given it once more: on a loaded node a cheap condition may only have
+// waited for a core. A condition still running at the second deadline
+// errors, and fails closed; what bounds a condition's work is the cost
+// limit ([WithCELCostLimit]).
 func WithCELTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < time.Millisecond || d > 10*time.Second {

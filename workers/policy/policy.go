@@ -117,7 +117,7 @@ func (p *Policy) CheckContext(ctx context.Context, functionID string, args any) 
 	if reject != nil {
 		return *reject
 	}
-	st := checkState{ctx: ctx, id: functionID, args: root, timeout: p.o.celTimeout}
+	st := checkState{ctx: ctx, id: functionID, args: root, timeout: p.o.celTimeout, deadline: p.o.celDeadline}
 	defer st.release()
 	for _, r := range p.rules {
 		if !r.glob.match(functionID) {

@@ -128,22 +128,43 @@ func (r *rule) decide(st *checkState) (Decision, bool) {
 // checkState is one check in flight: its inputs, and the CEL deadline and
 // variables, made on the first condition that runs.
 type checkState struct {
-	ctx     context.Context
-	id      string
-	args    any
-	timeout time.Duration
+	ctx      context.Context
+	id       string
+	args     any
+	timeout  time.Duration
+	deadline deadlineFunc
 
-	celCtx context.Context
-	cancel context.CancelFunc
-	vars   map[string]any
+	celCtx  context.Context
+	cancel  context.CancelFunc
+	vars    map[string]any
+	renewed bool // the deadline was given once more (renew)
 }
+
+// deadlineFunc makes the CEL deadline of a check: context.WithTimeout, or
+// a test's stand-in.
+type deadlineFunc func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 
 func (st *checkState) cel() (context.Context, map[string]any) {
 	if st.celCtx == nil {
-		st.celCtx, st.cancel = context.WithTimeout(st.ctx, st.timeout)
+		st.celCtx, st.cancel = st.deadline(st.ctx, st.timeout)
 		st.vars = map[string]any{"function_id": st.id, "args": st.args}
 	}
 	return st.celCtx, st.vars
+}
+
+// renew gives the check's conditions the CEL timeout once more when it ran
+// out and the caller's ctx did not: the timeout counts wall time, so an
+// evaluation that only waited for a core on a loaded node can run out of
+// it; a condition that is expensive is stopped by the cost limit, or runs
+// out again. It reports whether it renewed (once per check).
+func (st *checkState) renew() bool {
+	if st.renewed || st.celCtx == nil || st.celCtx.Err() == nil || st.ctx.Err() != nil {
+		return false
+	}
+	st.renewed = true
+	st.cancel()
+	st.celCtx, st.cancel = st.deadline(st.ctx, st.timeout)
+	return true
 }
 
 func (st *checkState) release() {
