@@ -94,6 +94,12 @@ type Config struct {
 	// (engine.WithLocalCalls), as in `iii up`. The bench's client is on the
 	// bus either way, as a client in another process would be.
 	BusCalls bool
+	// HeapFloorMiB is the garbage collector's floor of headroom for the
+	// run (engine/heapfloor), as `iii up --heap-floor-mib` sets it for a
+	// node: 0 is the node's default (heapfloor.DefaultFloor), < 0 turns
+	// it off. GOGC in the environment turns it off too. The floor is the
+	// process's: a run in a process that armed one already keeps that.
+	HeapFloorMiB int
 	// CPUProfile, when set, receives a CPU profile (pprof) of the turns
 	// phase alone.
 	CPUProfile io.Writer

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/engine/heapfloor"
 )
 
 // Run starts an embedded single node (file storage) — or cfg.Nodes nodes
@@ -31,6 +33,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{Env: Env{GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU()},
 		Nodes: cfg.Nodes, Replicas: cfg.Replicas}
 	res.Env.LoadStart, _ = loadAvg()
+	if cfg.HeapFloorMiB >= 0 {
+		floor := uint64(heapfloor.DefaultFloor)
+		if cfg.HeapFloorMiB > 0 {
+			floor = uint64(cfg.HeapFloorMiB) << 20
+		}
+		defer heapfloor.Start(heapfloor.WithFloor(floor))()
+	}
 	s, err := startStack(ctx, cfg)
 	if err != nil {
 		return res, fmt.Errorf("bench: start the stack: %w", err)

@@ -13,22 +13,24 @@ import (
 // package's own configuration types. A flag given on the command line
 // wins over the file.
 type NodeFile struct {
-	Name        string         `yaml:"name"`
-	Home        string         `yaml:"home"`
-	Listen      string         `yaml:"listen"`
-	HTTP        *string        `yaml:"http"` // nil: the default; "": off
-	MonitorPort int            `yaml:"monitor_port"`
-	Metrics     string         `yaml:"metrics"`
-	NoTraces    bool           `yaml:"no_traces"`
-	Cluster     ClusterConfig  `yaml:"cluster"`
-	Region      string         `yaml:"region"`
-	Gateway     GatewayConfig  `yaml:"gateway"`
-	LeafNodes   LeafNodeConfig `yaml:"leafnodes"`
-	Leaf        LeafConfig     `yaml:"leaf"`
-	Join        string         `yaml:"join"`
-	Creds       string         `yaml:"creds"`
-	Replicas    int            `yaml:"replicas"`
-	Actor       ActorConfig    `yaml:"actor"`
+	Name        string  `yaml:"name"`
+	Home        string  `yaml:"home"`
+	Listen      string  `yaml:"listen"`
+	HTTP        *string `yaml:"http"` // nil: the default; "": off
+	MonitorPort int     `yaml:"monitor_port"`
+	Metrics     string  `yaml:"metrics"`
+	NoTraces    bool    `yaml:"no_traces"`
+	// HeapFloorMiB is `iii up --heap-floor-mib` (nil: the default; 0: off).
+	HeapFloorMiB *int           `yaml:"heap_floor_mib"`
+	Cluster      ClusterConfig  `yaml:"cluster"`
+	Region       string         `yaml:"region"`
+	Gateway      GatewayConfig  `yaml:"gateway"`
+	LeafNodes    LeafNodeConfig `yaml:"leafnodes"`
+	Leaf         LeafConfig     `yaml:"leaf"`
+	Join         string         `yaml:"join"`
+	Creds        string         `yaml:"creds"`
+	Replicas     int            `yaml:"replicas"`
+	Actor        ActorConfig    `yaml:"actor"`
 	// Workers are the worker modules to start; Set their settings
 	// ("orchestrator.max_turns": "20").
 	Workers []string          `yaml:"workers"`

@@ -26,12 +26,13 @@ func newBenchCmd(g *globals) *cobra.Command {
 
 func newBenchTurnsCmd(g *globals) *cobra.Command {
 	var (
-		cfg         bench.Config
-		asJSON      bool
-		quiet       bool
-		profile     string
-		heapProfile string
-		localCalls  = true
+		cfg          bench.Config
+		asJSON       bool
+		quiet        bool
+		profile      string
+		heapProfile  string
+		localCalls   = true
+		heapFloorMiB int // --heap-floor-mib, as for iii up (0: off)
 	)
 	cmd := &cobra.Command{
 		Use:   "turns",
@@ -58,6 +59,14 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.BusCalls = !localCalls
+			switch {
+			case heapFloorMiB < 0:
+				return fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", heapFloorMiB)
+			case heapFloorMiB == 0:
+				cfg.HeapFloorMiB = -1
+			default:
+				cfg.HeapFloorMiB = heapFloorMiB
+			}
 			if !quiet {
 				logger, err := g.logger()
 				if err != nil {
@@ -122,6 +131,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.BoolVar(&cfg.TCP, "tcp", false, "connect over loopback TCP instead of in-process connections")
 	f.BoolVar(&cfg.Traces, "traces", false, "trace as `iii up` does: every engine exports its spans to the trace store")
 	f.BoolVar(&cfg.NoContinuation, "no-continuation", false, "every model call sends the whole transcript (no transcript continuations)")
+	addHeapFloorFlag(f, &heapFloorMiB)
 	f.BoolVar(&localCalls, "local-calls", true, "calls between the stack's workers skip the bus, as in iii up (=false: over the bus); the client is on the bus either way")
 	f.BoolVar(&cfg.SharedConn, "shared-conn", false, "run the orchestrator, the provider, the tool, the policy and the session tree on one connection (default: one each, as in iii up)")
 	f.IntVar(&cfg.Nodes, "nodes", 1, "servers in one NATS cluster, each with the whole worker set")

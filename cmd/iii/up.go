@@ -37,6 +37,9 @@ type upConfig struct {
 	modules []string
 	// noTraces keeps the node's spans out of the trace store.
 	noTraces bool
+	// heapFloorMiB is the garbage collector's floor of headroom
+	// (engine/heapfloor; 0: off).
+	heapFloorMiB int
 	// metricsAddr serves Prometheus metrics on /metrics ("" = off).
 	metricsAddr string
 	// topo is the node's place in a cluster, supercluster or hub.
@@ -268,6 +271,11 @@ func newUpCmd(g *globals) *cobra.Command {
 			if cfg.settings, err = parseSettings(sets); err != nil {
 				return err
 			}
+			stopFloor, err := startHeapFloor(cfg.heapFloorMiB, logger)
+			if err != nil {
+				return err
+			}
+			defer stopFloor()
 			ctx := cmd.Context()
 			a, err := startAppRetrying(ctx, cfg)
 			if err != nil {
@@ -306,6 +314,7 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.metricsAddr, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (empty = off)")
 	cmd.Flags().BoolVar(&localCalls, "local-calls", true, "calls between this node's own workers skip the bus (faster); =false sends them over it, where nats sub and $SRV.STATS see them")
 	cmd.Flags().BoolVar(&cfg.sharedConn, "shared-conn", false, "run every worker module on the node's one NATS connection (default: one connection per module)")
+	addHeapFloorFlag(cmd.Flags(), &cfg.heapFloorMiB)
 	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, `iii traces`)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
 	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (see `iii worker list`); run others with `iii worker run`")

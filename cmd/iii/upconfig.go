@@ -114,6 +114,9 @@ func mergeFile(cmd *cobra.Command, cfg *upConfig, fc cluster.NodeFile, sets *[]s
 	if unset("no-traces") && fc.NoTraces {
 		cfg.noTraces = true
 	}
+	if unset("heap-floor-mib") && fc.HeapFloorMiB != nil {
+		cfg.heapFloorMiB = *fc.HeapFloorMiB
+	}
 	str("cluster", &t.cluster.Name, fc.Cluster.Name)
 	str("cluster-listen", &t.cluster.Listen, fc.Cluster.Listen)
 	str("cluster-advertise", &t.cluster.Advertise, fc.Cluster.Advertise)

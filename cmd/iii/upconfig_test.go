@@ -112,3 +112,48 @@ func TestStopBudget(t *testing.T) {
 		}
 	}
 }
+
+// --heap-floor-mib: the default, the config file's heap_floor_mib when
+// the flag is unset, the flag over the file; a negative floor is refused.
+func TestHeapFloorSetting(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		args    []string
+		want    int
+		wantErr bool
+	}{
+		{name: "default", want: 64},
+		{name: "file", file: "heap_floor_mib: 32\n", want: 32},
+		{name: "file turns it off", file: "heap_floor_mib: 0\n", want: 0},
+		{name: "flag wins", file: "heap_floor_mib: 32\n", args: []string{"--heap-floor-mib", "128"}, want: 128},
+		{name: "negative", args: []string{"--heap-floor-mib", "-1"}, want: -1, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := &cobra.Command{}
+			cfg := upConfig{}
+			addHeapFloorFlag(cmd.Flags(), &cfg.heapFloorMiB)
+			if err := cmd.ParseFlags(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if tc.file != "" {
+				fc, err := loadFileConfig(writeTemp(t, tc.file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sets []string
+				mergeFile(cmd, &cfg, fc, &sets)
+			}
+			if cfg.heapFloorMiB != tc.want {
+				t.Errorf("floor %d MiB, want %d", cfg.heapFloorMiB, tc.want)
+			}
+			stop, err := startHeapFloor(cfg.heapFloorMiB, slog.New(slog.DiscardHandler))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("startHeapFloor(%d): %v", cfg.heapFloorMiB, err)
+			}
+			if stop != nil {
+				stop()
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	var sets []string
 	var home string
 	var noTraces bool
+	var heapFloorMiB int
 	localCalls := true
 	run := &cobra.Command{
 		Use:   "run NAME [NAME...]",
@@ -49,6 +50,11 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stopFloor, err := startHeapFloor(heapFloorMiB, logger)
+			if err != nil {
+				return err
+			}
+			defer stopFloor()
 			nc, err := nats.Connect(g.natsURL, nats.Name("iii-worker"), nats.MaxReconnects(-1))
 			if err != nil {
 				return fmt.Errorf("connect to %s: %w", g.natsURL, err)
@@ -93,6 +99,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	run.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable)")
 	run.Flags().StringVar(&home, "home", defaultHome(), "data directory handed to the workers")
 	run.Flags().BoolVar(&noTraces, "no-traces", false, "do not export these workers' spans to the trace store")
+	addHeapFloorFlag(run.Flags(), &heapFloorMiB)
 	run.Flags().BoolVar(&localCalls, "local-calls", true, "calls between the modules this process runs skip the bus, as in iii up (=false: over the bus)")
 	cmd.AddCommand(run)
 	return cmd

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/pflag"
+
+	"github.com/iii-on-nats/iii/engine/heapfloor"
+)
+
+// addHeapFloorFlag declares --heap-floor-mib (engine/heapfloor) on f.
+func addHeapFloorFlag(f *pflag.FlagSet, dst *int) {
+	f.IntVar(dst, "heap-floor-mib", heapfloor.DefaultFloor>>20,
+		"the garbage collector's floor of headroom in MiB: a small heap is collected only once it grew by this much (0: off; GOGC set: off)")
+}
+
+// startHeapFloor arms the floor of mib MiB (none for 0) and returns what
+// disarms it.
+func startHeapFloor(mib int, logger *slog.Logger) (func(), error) {
+	switch {
+	case mib < 0:
+		return nil, fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", mib)
+	case mib == 0:
+		return func() {}, nil
+	}
+	return heapfloor.Start(heapfloor.WithFloor(uint64(mib)<<20), heapfloor.WithLogger(logger)), nil
+}

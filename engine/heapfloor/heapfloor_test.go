@@ -1,0 +1,159 @@
+package heapfloor
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name        string
+		live, floor uint64
+		base, want  int
+	}{
+		{"small heap gets the floor", 20 * mib, 128 * mib, 100, 640},
+		{"rounded up", 30 * mib, 128 * mib, 100, 427},
+		{"tiny heap gets at most MaxPercent", 10 * mib, 128 * mib, 100, MaxPercent},
+		{"at the crossing", 128 * mib, 128 * mib, 100, 100},
+		{"large heap keeps base", 500 * mib, 128 * mib, 100, 100},
+		{"just below the crossing", 127 * mib, 128 * mib, 100, 101},
+		{"base 200 crossing", 64 * mib, 128 * mib, 200, 200},
+		{"base 200 small heap", 32 * mib, 128 * mib, 200, 400},
+		{"no live heap counts as 1 MiB", 0, 8 * mib, 100, 800},
+		{"collector off", 10 * mib, 128 * mib, -1, -1},
+		{"no floor", 10 * mib, 0, 100, 100},
+		{"huge floor is capped", 1 * mib, 1 << 62, 100, MaxPercent},
+		{"base above MaxPercent stays", 1 * mib, 1 << 62, 2000, 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Percent(tc.live, tc.floor, tc.base); got != tc.want {
+				t.Errorf("Percent(%d, %d, %d) = %d, want %d", tc.live, tc.floor, tc.base, got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeGC records the percents set and serves a live heap the test moves.
+type fakeGC struct {
+	mu   sync.Mutex
+	pct  int
+	sets []int
+	live atomic.Uint64
+}
+
+func (f *fakeGC) set(p int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.pct
+	f.pct = p
+	f.sets = append(f.sets, p)
+	return old
+}
+
+func (f *fakeGC) percent() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pct
+}
+
+func (f *fakeGC) options(env map[string]string) options {
+	return options{
+		floor:  100 << 20,
+		logger: nil,
+		env: func(k string) (string, bool) {
+			v, ok := env[k]
+			return v, ok
+		},
+		set:  f.set,
+		live: f.live.Load,
+	}
+}
+
+// The tuner follows the live heap after every collection, and stop puts
+// the configured percent back. Not parallel: it holds the process's one
+// tuner slot.
+func TestStartFollowsCollections(t *testing.T) {
+	f := &fakeGC{pct: 100}
+	f.live.Store(10 << 20)
+	o := f.options(nil)
+	o.logger = discard()
+	stop := start(o)
+	// The first tuning waits for a collection.
+	if got := f.percent(); got != 100 {
+		t.Fatalf("percent before a collection: %d, want 100", got)
+	}
+	f.live.Store(25 << 20)
+	waitPercent(t, f, 400)
+	// A second tuner in the process does nothing.
+	g := &fakeGC{pct: 100}
+	og := g.options(nil)
+	og.logger = discard()
+	start(og)()
+	if len(g.sets) > 2 {
+		t.Errorf("a second tuner set the percent: %v", g.sets)
+	}
+	f.live.Store(400 << 20)
+	waitPercent(t, f, 100)
+	f.live.Store(50 << 20)
+	waitPercent(t, f, 200)
+	stop()
+	if got := f.percent(); got != 100 {
+		t.Errorf("percent after stop: %d, want 100", got)
+	}
+	n := len(f.sets)
+	runtime.GC()
+	runtime.GC()
+	time.Sleep(10 * time.Millisecond)
+	if len(f.sets) != n {
+		t.Errorf("the tuner set the percent after stop: %v", f.sets[n:])
+	}
+	stop() // twice is fine
+}
+
+// waitPercent collects until the tuner (run by a finalizer after a
+// collection) has set want.
+func waitPercent(t *testing.T, f *fakeGC, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.percent() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("percent %d, want %d (sets %v)", f.percent(), want, f.sets)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestStartLeavesOthersAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		pct   int
+		floor uint64
+	}{
+		{"GOGC set", map[string]string{"GOGC": "200"}, 100, 100 << 20},
+		{"GOGC off", map[string]string{"GOGC": "off"}, -1, 100 << 20},
+		{"collector off by the program", nil, -1, 100 << 20},
+		{"no floor", nil, 100, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGC{pct: tc.pct}
+			f.live.Store(10 << 20)
+			o := f.options(tc.env)
+			o.logger = discard()
+			o.floor = tc.floor
+			stop := start(o)
+			defer stop()
+			if got := f.percent(); got != tc.pct {
+				t.Errorf("percent %d, want %d left alone", got, tc.pct)
+			}
+			if active.Load() {
+				t.Error("the tuner slot is taken")
+			}
+		})
+	}
+}
