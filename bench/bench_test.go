@@ -130,6 +130,8 @@ func BenchmarkTurns(b *testing.B) {
 			b.ReportMetric(t.PerTurn.MsgsIn, "msgs/turn")
 			b.ReportMetric(t.CPUPerTurnUs, "cpu-µs/turn")
 			b.ReportMetric(t.Sched.WaitPerTurnUs, "sched-wait-µs/turn")
+			b.ReportMetric(float64(t.GC.Cycles), "gc-cycles")
+			b.ReportMetric(t.GC.CPUPercent, "gc-cpu-%")
 			b.ReportMetric(float64(t.BusyRetries), "busy-retries")
 			b.ReportMetric(float64(t.Warnings["session grain halted"]), "grain-halts")
 			b.Logf("load average %s → %s", res.Env.LoadStart, res.Env.LoadEnd)

@@ -31,7 +31,9 @@
 //     orchestrator's); a client engine and the event watcher on further
 //     connections; one warm-up turn (one per node).
 //  2. Turns (Sessions × Turns): throughput, latency percentiles, CPU per
-//     turn, how long goroutines waited for a core ([Sched]), peak RSS
+//     turn, how long goroutines waited for a core ([Sched]), what the
+//     garbage collector did ([GC]: collections, its share of the CPU),
+//     peak RSS
 //     (VmHWM, reset at the phase start), and the server's
 //     work per turn from its counters: messages stored per stream, acks,
 //     JetStream API calls, messages received.

@@ -52,6 +52,8 @@ type TurnsResult struct {
 	CPUPerTurnUs float64 `json:"cpu_per_turn_us"`
 	// Sched is how long goroutines waited for a core, per turn.
 	Sched Sched `json:"sched"`
+	// GC is what the garbage collector did in the phase.
+	GC GC `json:"gc"`
 	// Turn latency: run::start call to agent_end received, in ms.
 	P50Ms  float64 `json:"p50_ms"`
 	P90Ms  float64 `json:"p90_ms"`
@@ -199,6 +201,9 @@ func (r Result) WriteTable(w io.Writer) error {
 		row("cpu", "%.0f%% of one core (GOMAXPROCS %d), %.0f µs per turn", t.CPUPercent, r.Env.GOMAXPROCS, t.CPUPerTurnUs)
 		if sc := t.Sched; sc.WakeupsPerTurn > 0 {
 			row("scheduling", "%.0f goroutine wake-ups per turn, each waiting for a core %.1f µs on average (p50 %.1f, p90 %.0f, p99 %.0f µs): %.0f µs per turn in all", sc.WakeupsPerTurn, sc.MeanUs, sc.P50Us, sc.P90Us, sc.P99Us, sc.WaitPerTurnUs)
+		}
+		if t.GC.Cycles > 0 || t.GC.CPUPercent > 0 {
+			row("gc", "%d collections, %.1f%% of the CPU", t.GC.Cycles, t.GC.CPUPercent)
 		}
 		row("turn latency", "p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, mean %.2f ms", t.P50Ms, t.P90Ms, t.P99Ms, t.MaxMs, t.MeanMs)
 		since := ""

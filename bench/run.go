@@ -122,6 +122,7 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	}
 	cpu0 := cpuTime()
 	sched0 := readSched()
+	gc0 := readGC()
 	start := time.Now()
 	for i := range cfg.Sessions {
 		wg.Go(func() {
@@ -148,6 +149,7 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	sched1 := readSched()
+	gc1 := readGC()
 	if cfg.CPUProfile != nil {
 		pprof.StopCPUProfile()
 	}
@@ -189,6 +191,7 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	t.CPUPercent = 100 * cpu.Seconds() / elapsed.Seconds()
 	t.CPUPerTurnUs = float64(cpu.Microseconds()) / float64(max(t.Turns, 1))
 	t.Sched = schedSince(sched0, sched1, t.Turns)
+	t.GC = gcSince(gc0, gc1)
 	ok := lat[:0]
 	for _, d := range lat {
 		if d > 0 {
