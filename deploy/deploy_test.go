@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/cluster"
+	"github.com/iii-on-nats/iii/cluster/freeport"
 	"github.com/iii-on-nats/iii/deploy"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 )
@@ -279,20 +279,14 @@ func checkGateways(t *testing.T, f string, o *server.Options, region string) {
 // another process could take one in between, which fails the test loudly).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	// Below the kernel's ephemeral range: a port picked with ":0" and
+	// released can be taken by another test's connection before the
+	// server binds it, and the server never becomes ready.
+	ports, err := freeport.Loopback(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return out
+	return ports
 }
 
 // bootCluster3 starts the three servers of nats/cluster-3node from their
