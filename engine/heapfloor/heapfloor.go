@@ -32,6 +32,7 @@ type options struct {
 	env    func(string) (string, bool)
 	set    func(int) int
 	live   func() uint64
+	limit  func() (uint64, bool)
 }
 
 // WithFloor sets the headroom (default [DefaultFloor]); 0 makes Start do
@@ -51,9 +52,11 @@ func WithLogger(l *slog.Logger) Option {
 var active atomic.Bool
 
 // Start arms the tuner and returns the function that disarms it and puts
-// the GC percent back. It does nothing (and returns a no-op) when the
-// floor is 0, when GOGC is set in the environment, when the collector is
-// off, or when a tuner is armed already.
+// the GC percent back. The floor is at most a quarter of the process's
+// memory limit, the lower of GOMEMLIMIT's and its cgroup's (a container's
+// memory.max). It does nothing (and returns a no-op) when the floor is 0,
+// when GOGC is set in the environment, when the collector is off, or when
+// a tuner is armed already.
 func Start(opts ...Option) (stop func()) {
 	o := options{
 		floor:  DefaultFloor,
@@ -61,6 +64,7 @@ func Start(opts ...Option) (stop func()) {
 		env:    os.LookupEnv,
 		set:    debug.SetGCPercent,
 		live:   readLive,
+		limit:  memoryLimit,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -69,6 +73,13 @@ func Start(opts ...Option) (stop func()) {
 }
 
 func start(o options) func() {
+	if o.limit != nil {
+		lim, ok := o.limit()
+		if f := capFloor(o.floor, lim, ok); f != o.floor {
+			o.logger.Info("heap floor lowered to a quarter of the memory limit", "floor_bytes", f, "limit_bytes", lim)
+			o.floor = f
+		}
+	}
 	if o.floor == 0 {
 		return func() {}
 	}

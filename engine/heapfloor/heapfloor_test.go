@@ -157,3 +157,51 @@ func TestStartLeavesOthersAlone(t *testing.T) {
 		})
 	}
 }
+
+func TestParseLimit(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"max\n", 0, false},
+		{"134217728\n", 128 << 20, true},
+		{"9223372036854771712\n", 0, false}, // cgroup v1: no limit
+		{"0", 0, false},
+		{"garbage", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := parseLimit(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseLimit(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// A memory limit caps the floor at a quarter of it; no limit leaves it.
+func TestFloorUnderALimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name  string
+		limit uint64
+		has   bool
+		want  int // percent once 20 MiB are live, floor 64 MiB asked
+	}{
+		{"no limit", 0, false, 320},
+		{"1 GiB", 1024 * mib, true, 320},
+		{"128 MiB container", 128 * mib, true, 160},
+		{"a limit too small for any floor", 40 * mib, true, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGC{pct: 100}
+			f.live.Store(20 * mib)
+			o := f.options(nil)
+			o.logger = discard()
+			o.floor = 64 * mib
+			o.limit = func() (uint64, bool) { return tc.limit, tc.has }
+			stop := start(o)
+			defer stop()
+			waitPercent(t, f, tc.want)
+		})
+	}
+}
