@@ -29,11 +29,14 @@ type Result struct {
 
 // Env describes the machine during the run.
 type Env struct {
-	GoVersion  string  `json:"go_version"`
-	GOMAXPROCS int     `json:"gomaxprocs"`
-	NumCPU     int     `json:"num_cpu"`
-	LoadStart  LoadAvg `json:"load_start"`
-	LoadEnd    LoadAvg `json:"load_end"`
+	GoVersion  string `json:"go_version"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	NumCPU     int    `json:"num_cpu"`
+	// HeapFloorMiB is the collector's floor of headroom armed for the run
+	// (engine/heapfloor; 0: none).
+	HeapFloorMiB float64 `json:"heap_floor_mib"`
+	LoadStart    LoadAvg `json:"load_start"`
+	LoadEnd      LoadAvg `json:"load_end"`
 }
 
 // TurnsResult is the turns phase: Sessions × TurnsPerSession turns, each
@@ -189,7 +192,11 @@ func (r Result) WriteTable(w io.Writer) error {
 	row := func(k string, format string, args ...any) {
 		fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...))
 	}
-	row("machine", "%s, GOMAXPROCS %d, %d CPUs, load %s → %s", r.Env.GoVersion, r.Env.GOMAXPROCS, r.Env.NumCPU, r.Env.LoadStart, r.Env.LoadEnd)
+	floor := "off"
+	if r.Env.HeapFloorMiB > 0 {
+		floor = fmt.Sprintf("%.0f MiB", r.Env.HeapFloorMiB)
+	}
+	row("machine", "%s, GOMAXPROCS %d, %d CPUs, heap floor %s, load %s → %s", r.Env.GoVersion, r.Env.GOMAXPROCS, r.Env.NumCPU, floor, r.Env.LoadStart, r.Env.LoadEnd)
 	if r.Nodes > 1 {
 		row("nodes", "%d in one NATS cluster and one grain cluster, streams and buckets R%d (run::start spread over the nodes, events watched on node 1; server counters of all nodes)", r.Nodes, r.Replicas)
 	} else {

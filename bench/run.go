@@ -40,6 +40,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		defer heapfloor.Start(heapfloor.WithFloor(floor))()
 	}
+	res.Env.HeapFloorMiB = MiB(int64(heapfloor.Armed()))
 	s, err := startStack(ctx, cfg)
 	if err != nil {
 		return res, fmt.Errorf("bench: start the stack: %w", err)

@@ -51,6 +51,12 @@ func WithLogger(l *slog.Logger) Option {
 // active guards against two tuners in one process.
 var active atomic.Bool
 
+// floorNow is the floor of the armed tuner, 0 when none is armed.
+var floorNow atomic.Uint64
+
+// Armed is the floor of the tuner armed in this process, 0 when none is.
+func Armed() uint64 { return floorNow.Load() }
+
 // Start arms the tuner and returns the function that disarms it and puts
 // the GC percent back. The floor is at most a quarter of the process's
 // memory limit, the lower of GOMEMLIMIT's and its cgroup's (a container's
@@ -101,12 +107,14 @@ func start(o options) func() {
 	// The first tuning waits for a collection: before one, the runtime
 	// grows its goal from a minimum heap, not from anything live.
 	t := &tuner{o: o, base: base, cur: base}
+	floorNow.Store(o.floor)
 	t.arm()
 	return sync.OnceFunc(func() {
 		t.mu.Lock()
 		t.stopped = true
 		o.set(t.base)
 		t.mu.Unlock()
+		floorNow.Store(0)
 		active.Store(false)
 	})
 }

@@ -82,6 +82,9 @@ func TestStartFollowsCollections(t *testing.T) {
 	o := f.options(nil)
 	o.logger = discard()
 	stop := start(o)
+	if got := Armed(); got != o.floor {
+		t.Errorf("Armed() = %d, want %d", got, o.floor)
+	}
 	// The first tuning waits for a collection.
 	if got := f.percent(); got != 100 {
 		t.Fatalf("percent before a collection: %d, want 100", got)
@@ -103,6 +106,9 @@ func TestStartFollowsCollections(t *testing.T) {
 	stop()
 	if got := f.percent(); got != 100 {
 		t.Errorf("percent after stop: %d, want 100", got)
+	}
+	if got := Armed(); got != 0 {
+		t.Errorf("Armed() after stop = %d", got)
 	}
 	n := len(f.sets)
 	runtime.GC()
