@@ -3,7 +3,8 @@ package orchestrator_test
 // Crash tests with real processes: the node (`iii up`) runs as a child
 // process and is killed with SIGKILL (a) while the model streams, (b) while
 // a function call is recorded started but not done, (c) at random moments
-// of a run; after a restart on the same data the run completes (or fails
+// of a run, and again at a random moment of the restarted node's recovery;
+// after a restart on the same data the run completes (or fails
 // with a clear reason), no function call runs twice unless it is declared
 // idempotent, no event is stored twice, and every record decodes and
 // validates. The tools the model calls live in the test process (see
@@ -366,6 +367,73 @@ func TestCrashManySessions(t *testing.T) {
 	}
 	n.kill()
 	t.Logf("a run takes %v; killed with the sessions' last events %v", span, at)
+	time.Sleep(time.Second)
+	n.start()
+	for i := range sessions {
+		evs := crashWaitAgentEnds(t, js, sid(i), 1, 30*time.Second)
+		ends := crashCheckEvents(t, sid(i), evs)
+		if sr := crashStopReason(evs); sr != agent.StopEnd {
+			t.Errorf("%s: stop reason %q", sid(i), sr)
+		}
+		if len(ends) != 2 {
+			t.Errorf("%s: %d calls ended, want 2: %s", sid(i), len(ends), crashTypes(evs))
+		}
+		crashCheckTranscript(t, tl.e, sid(i), agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleFunctionResult, agent.RoleAssistant)
+	}
+	crashQuiesce(t, js, 10*time.Second)
+	for k, c := range tl.counts() {
+		if c > 1 {
+			t.Errorf("%s ran %d times", k, c)
+		}
+	}
+}
+
+// (c) during recovery: many sessions in flight when the node is killed;
+// it restarts and is killed again at a random moment of its recovery
+// (the sweep waking every session, the replays of the dead activations'
+// outboxes, the runs going on), with the duplicate windows shrunk and
+// passed at every kill, so the second replay of an outbox relies on its
+// own look-up of what the first one stored. Every run completes once, no
+// call runs twice, no event or transcript message is stored twice.
+func TestCrashDuringRecovery(t *testing.T) {
+	t.Parallel()
+	const sessions = 16
+	n := startCrashNode(t, "provider-scripted.delta_interval=10ms")
+	tl := newCrashTools(t, n.url())
+	js := tl.e.JetStream()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>7))
+	prompt := func(tag string) string {
+		return fmt.Sprintf("/call crash::fast {\"tag\":%q,\"n\":1}\n/call crash::fast {\"tag\":%q,\"n\":2}", tag, tag)
+	}
+	sid := func(i int) string { return fmt.Sprintf("crash_rec%d", i) }
+	crashStartRun(t, tl.e, "crash_rec_ref", prompt("recref"))
+	refEvs := crashWaitAgentEnds(t, js, "crash_rec_ref", 1, 20*time.Second)
+	span := time.Duration(refEvs[len(refEvs)-1].TS-refEvs[0].TS+10) * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := shrinkDuplicateWindows(ctx, js)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sessions {
+		crashStartRun(t, tl.e, sid(i), prompt(fmt.Sprintf("rec%d", i)))
+		time.Sleep(span / (2 * sessions))
+	}
+	n.kill()
+	time.Sleep(time.Second)
+	n.start()
+	// The node said it is up: its sweep and replays are under way.
+	again := time.Duration(rng.Int64N(int64(span)))
+	time.Sleep(again)
+	at := map[agent.EventType]int{}
+	for i := range sessions {
+		typ, _ := crashLastEventType(js, sid(i))
+		at[typ]++
+	}
+	n.kill()
+	t.Logf("a run takes %v; killed again %v into the recovery, the sessions' last events %v", span, again, at)
 	time.Sleep(time.Second)
 	n.start()
 	for i := range sessions {
