@@ -211,3 +211,41 @@ func TestFloorUnderALimit(t *testing.T) {
 		})
 	}
 }
+
+// Whatever a cgroup file holds, parseLimit does not panic, and a limit it
+// accepts is a plausible one.
+func FuzzParseLimit(f *testing.F) {
+	for _, s := range []string{"max\n", "134217728\n", "9223372036854771712\n", "0", "-1", " 42 ", "1e9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := parseLimit(s)
+		if ok && (n == 0 || n >= 1<<62) {
+			t.Errorf("parseLimit(%q) accepted %d", s, n)
+		}
+		if !ok && n != 0 {
+			t.Errorf("parseLimit(%q) refused but gave %d", s, n)
+		}
+	})
+}
+
+// Percent never sets less than base, nor more than MaxPercent unless base
+// is more, and keeps base once the heap's own growth covers the floor.
+func FuzzPercent(f *testing.F) {
+	f.Add(uint64(20<<20), uint64(64<<20), 100)
+	f.Add(uint64(0), uint64(1<<62), 50)
+	f.Add(uint64(1<<40), uint64(64<<20), 300)
+	f.Fuzz(func(t *testing.T, live, floor uint64, base int) {
+		p := Percent(live, floor, base)
+		switch {
+		case base < 0:
+			if p != base {
+				t.Errorf("Percent(%d, %d, %d) = %d: the collector off must stay off", live, floor, base, p)
+			}
+		case p < base:
+			t.Errorf("Percent(%d, %d, %d) = %d < base", live, floor, base, p)
+		case p > max(base, MaxPercent):
+			t.Errorf("Percent(%d, %d, %d) = %d > MaxPercent", live, floor, base, p)
+		}
+	})
+}
