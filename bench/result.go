@@ -63,6 +63,14 @@ type TurnsResult struct {
 	P99Ms  float64 `json:"p99_ms"`
 	MaxMs  float64 `json:"max_ms"`
 	MeanMs float64 `json:"mean_ms"`
+	// FirstTurnP50Ms and FirstTurnP99Ms are the latency of each session's
+	// first turn (its session created, its grain activated, its event
+	// numbering read), LaterTurnsP50Ms and LaterTurnsP99Ms that of the
+	// others; with Turns > 1 only.
+	FirstTurnP50Ms  float64 `json:"first_turn_p50_ms,omitempty"`
+	FirstTurnP99Ms  float64 `json:"first_turn_p99_ms,omitempty"`
+	LaterTurnsP50Ms float64 `json:"later_turns_p50_ms,omitempty"`
+	LaterTurnsP99Ms float64 `json:"later_turns_p99_ms,omitempty"`
 	// FirstHalfTurnsPerSec and SecondHalfTurnsPerSec are the rates of the
 	// turns whose index within their session is in the first and second
 	// half: with growing histories a quadratic cost shows as a drop.
@@ -213,6 +221,9 @@ func (r Result) WriteTable(w io.Writer) error {
 			row("gc", "%d collections, %.1f%% of the CPU", t.GC.Cycles, t.GC.CPUPercent)
 		}
 		row("turn latency", "p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, mean %.2f ms", t.P50Ms, t.P90Ms, t.P99Ms, t.MaxMs, t.MeanMs)
+		if t.LaterTurnsP50Ms > 0 {
+			row("by turn", "sessions' first turns p50 %.2f / p99 %.2f ms; later turns p50 %.2f / p99 %.2f ms", t.FirstTurnP50Ms, t.FirstTurnP99Ms, t.LaterTurnsP50Ms, t.LaterTurnsP99Ms)
+		}
 		since := ""
 		if t.PeakRSSSinceStart {
 			since = " (since process start)"

@@ -193,6 +193,12 @@ func runTurns(ctx context.Context, s *stack, cfg Config) (TurnsResult, error) {
 	t.CPUPerTurnUs = float64(cpu.Microseconds()) / float64(max(t.Turns, 1))
 	t.Sched = schedSince(sched0, sched1, t.Turns)
 	t.GC = gcSince(gc0, gc1)
+	if cfg.Turns > 1 {
+		first, later := splitFirstTurns(lat, cfg.Sessions, cfg.Turns)
+		f, l := summarize(first), summarize(later)
+		t.FirstTurnP50Ms, t.FirstTurnP99Ms = ms(f.p50), ms(f.p99)
+		t.LaterTurnsP50Ms, t.LaterTurnsP99Ms = ms(l.p50), ms(l.p99)
+	}
 	ok := lat[:0]
 	for _, d := range lat {
 		if d > 0 {

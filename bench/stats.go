@@ -22,6 +22,26 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// splitFirstTurns copies the latencies of each session's first turn and
+// of the others out of lat (session i's turn j at i*turns+j), leaving out
+// the turns that did not complete (0).
+func splitFirstTurns(lat []time.Duration, sessions, turns int) (first, later []time.Duration) {
+	for i := range sessions {
+		for j := range turns {
+			k := i*turns + j
+			if k >= len(lat) || lat[k] <= 0 {
+				continue
+			}
+			if j == 0 {
+				first = append(first, lat[k])
+			} else {
+				later = append(later, lat[k])
+			}
+		}
+	}
+	return first, later
+}
+
 // latencies summarises ds (it sorts them).
 type latencies struct{ p50, p90, p99, max, mean time.Duration }
 
