@@ -1,6 +1,7 @@
 package heapfloor
 
 import (
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -248,4 +249,59 @@ func FuzzPercent(f *testing.F) {
 			t.Errorf("Percent(%d, %d, %d) = %d > MaxPercent", live, floor, base, p)
 		}
 	})
+}
+
+func TestCgroupLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  uint64
+		ok    bool
+	}{
+		{"v2 container", map[string]string{
+			"/proc/self/cgroup":         "0::/\n",
+			"/sys/fs/cgroup/memory.max": "134217728\n",
+		}, 128 * mib, true},
+		{"v2 systemd unit with MemoryMax", map[string]string{
+			"/proc/self/cgroup": "0::/system.slice/iii.service\n",
+			"/sys/fs/cgroup/system.slice/iii.service/memory.max": "536870912\n",
+			"/sys/fs/cgroup/system.slice/memory.max":             "max\n",
+		}, 512 * mib, true},
+		{"v2 a parent's limit is lower", map[string]string{
+			"/proc/self/cgroup": "0::/system.slice/iii.service\n",
+			"/sys/fs/cgroup/system.slice/iii.service/memory.max": "max\n",
+			"/sys/fs/cgroup/system.slice/memory.max":             "268435456\n",
+		}, 256 * mib, true},
+		{"v2 no limit", map[string]string{
+			"/proc/self/cgroup": "0::/user.slice/session-1.scope\n",
+			"/sys/fs/cgroup/user.slice/session-1.scope/memory.max": "max\n",
+		}, 0, false},
+		{"v1 memory controller", map[string]string{
+			"/proc/self/cgroup": "12:pids:/docker/abc\n9:memory:/docker/abc\n1:name=systemd:/docker/abc\n",
+			"/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "268435456\n",
+		}, 256 * mib, true},
+		{"v1 no limit", map[string]string{
+			"/proc/self/cgroup":                           "9:memory,cpu:/\n",
+			"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+		}, 0, false},
+		{"hybrid: v2 without a limit, v1 with one", map[string]string{
+			"/proc/self/cgroup":                             "9:memory:/a\n0::/a\n",
+			"/sys/fs/cgroup/memory/a/memory.limit_in_bytes": "67108864\n",
+		}, 64 * mib, true},
+		{"no cgroup file", map[string]string{}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			read := func(name string) ([]byte, error) {
+				if s, ok := tc.files[name]; ok {
+					return []byte(s), nil
+				}
+				return nil, os.ErrNotExist
+			}
+			got, ok := cgroupLimit(read)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("cgroupLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
 }
