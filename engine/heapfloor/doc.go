@@ -19,9 +19,12 @@
 // After every collection (a finalizer re-armed each cycle tells it one
 // ran) it reads what the runtime's heap goal grows from (runtime/metrics:
 // the live heap, plus the stacks and globals it scans) and sets the GC
-// percent with runtime/debug.SetGCPercent. A process whose
-// GOGC environment variable is set, or that turned the collector off,
-// keeps its own setting: Start does nothing. GOMEMLIMIT still applies:
-// the runtime collects earlier when the limit is near, whatever the
-// percent.
+// percent with runtime/debug.SetGCPercent. A process whose GOGC
+// environment variable is set, or that turned the collector off, keeps
+// its own setting: Start does nothing. Under a memory limit — the
+// process's cgroup or one of its parents (a container's limit, a systemd
+// unit's MemoryMax=; cgroup v2 or v1), or GOMEMLIMIT — the floor is at
+// most a quarter of it: headroom must not be what runs a small container
+// out of memory. GOMEMLIMIT still applies as well: the runtime collects
+// earlier when the limit is near, whatever the percent.
 package heapfloor

@@ -59,8 +59,9 @@ func Armed() uint64 { return floorNow.Load() }
 
 // Start arms the tuner and returns the function that disarms it and puts
 // the GC percent back. The floor is at most a quarter of the process's
-// memory limit, the lower of GOMEMLIMIT's and its cgroup's (a container's
-// memory.max). It does nothing (and returns a no-op) when the floor is 0,
+// memory limit, the lowest of GOMEMLIMIT's and its cgroup's (its own
+// group's or a parent's: a container's limit, a systemd unit's
+// MemoryMax=). It does nothing (and returns a no-op) when the floor is 0,
 // when GOGC is set in the environment, when the collector is off, or when
 // a tuner is armed already.
 func Start(opts ...Option) (stop func()) {
