@@ -59,13 +59,12 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.BusCalls = !localCalls
-			switch {
-			case heapFloorMiB < 0:
-				return fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", heapFloorMiB)
-			case heapFloorMiB == 0:
-				cfg.HeapFloorMiB = -1
-			default:
-				cfg.HeapFloorMiB = heapFloorMiB
+			if err := checkHeapFloor(heapFloorMiB); err != nil {
+				return err
+			}
+			cfg.HeapFloorMiB = heapFloorMiB
+			if heapFloorMiB == 0 {
+				cfg.HeapFloorMiB = -1 // bench.Config: 0 is the default, < 0 off
 			}
 			if !quiet {
 				logger, err := g.logger()

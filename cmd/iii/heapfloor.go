@@ -18,11 +18,19 @@ func addHeapFloorFlag(f *pflag.FlagSet, dst *int) {
 // startHeapFloor arms the floor of mib MiB (none for 0) and returns what
 // disarms it.
 func startHeapFloor(mib int, logger *slog.Logger) (func(), error) {
-	switch {
-	case mib < 0:
-		return nil, fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", mib)
-	case mib == 0:
+	if err := checkHeapFloor(mib); err != nil {
+		return nil, err
+	}
+	if mib == 0 {
 		return func() {}, nil
 	}
 	return heapfloor.Start(heapfloor.WithFloor(uint64(mib)<<20), heapfloor.WithLogger(logger)), nil
+}
+
+// checkHeapFloor refuses a negative --heap-floor-mib.
+func checkHeapFloor(mib int) error {
+	if mib < 0 {
+		return fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", mib)
+	}
+	return nil
 }

@@ -274,11 +274,8 @@ func crashKillRuns(t *testing.T, name string, runs int, shrink func(context.Cont
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed>>7))
-	prompt := func(tag string) string {
-		return fmt.Sprintf("/call crash::fast {\"tag\":%q,\"n\":1}\n/call crash::fast {\"tag\":%q,\"n\":2}", tag, tag)
-	}
 	ref := "crash_" + name + "_ref"
-	crashStartRun(t, tl.e, ref, prompt(name+"ref"))
+	crashStartRun(t, tl.e, ref, crashTwoCalls(name+"ref"))
 	refEvs := crashWaitAgentEnds(t, js, ref, 1, 20*time.Second)
 	span := time.Duration(refEvs[len(refEvs)-1].TS-refEvs[0].TS+10) * time.Millisecond
 	t.Logf("a run takes %v", span)
@@ -295,7 +292,7 @@ func crashKillRuns(t *testing.T, name string, runs int, shrink func(context.Cont
 	for i := range runs {
 		sid := fmt.Sprintf("crash_%s%d", name, i)
 		tag := fmt.Sprintf("%s%d", name, i)
-		crashStartRun(t, tl.e, sid, prompt(tag))
+		crashStartRun(t, tl.e, sid, crashTwoCalls(tag))
 		// The point of the test is a kill at an arbitrary moment of the run.
 		time.Sleep(time.Duration(rng.Int64N(int64(span))))
 		typ, _ := crashLastEventType(js, sid)
@@ -336,56 +333,13 @@ func crashKillRuns(t *testing.T, name string, runs int, shrink func(context.Cont
 // no call runs twice, no event or transcript message is stored twice.
 func TestCrashManySessions(t *testing.T) {
 	t.Parallel()
-	const sessions = 24
-	n := startCrashNode(t, "provider-scripted.delta_interval=10ms")
-	tl := newCrashTools(t, n.url())
-	js := tl.e.JetStream()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err := shrinkDuplicateWindows(ctx, js)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt := func(tag string) string {
-		return fmt.Sprintf("/call crash::fast {\"tag\":%q,\"n\":1}\n/call crash::fast {\"tag\":%q,\"n\":2}", tag, tag)
-	}
-	sid := func(i int) string { return fmt.Sprintf("crash_many%d", i) }
-	crashStartRun(t, tl.e, "crash_many_ref", prompt("manyref"))
-	refEvs := crashWaitAgentEnds(t, js, "crash_many_ref", 1, 20*time.Second)
-	span := time.Duration(refEvs[len(refEvs)-1].TS-refEvs[0].TS+10) * time.Millisecond
-	// Started one after the other over about a run's span, the sessions are at
-	// every point of a run when the node dies: just started, mid-stream,
-	// mid-call, done.
-	for i := range sessions {
-		crashStartRun(t, tl.e, sid(i), prompt(fmt.Sprintf("many%d", i)))
-		time.Sleep(span / (2 * sessions))
-	}
-	at := map[agent.EventType]int{}
-	for i := range sessions {
-		typ, _ := crashLastEventType(js, sid(i))
-		at[typ]++
-	}
-	n.kill()
-	t.Logf("a run takes %v; killed with the sessions' last events %v", span, at)
+	f := startCrashFleet(t, "many", 24)
+	at := f.lastEvents()
+	f.n.kill()
+	t.Logf("a run takes %v; killed with the sessions' last events %v", f.span, at)
 	time.Sleep(time.Second)
-	n.start()
-	for i := range sessions {
-		evs := crashWaitAgentEnds(t, js, sid(i), 1, 30*time.Second)
-		ends := crashCheckEvents(t, sid(i), evs)
-		if sr := crashStopReason(evs); sr != agent.StopEnd {
-			t.Errorf("%s: stop reason %q", sid(i), sr)
-		}
-		if len(ends) != 2 {
-			t.Errorf("%s: %d calls ended, want 2: %s", sid(i), len(ends), crashTypes(evs))
-		}
-		crashCheckTranscript(t, tl.e, sid(i), agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleFunctionResult, agent.RoleAssistant)
-	}
-	crashQuiesce(t, js, 10*time.Second)
-	for k, c := range tl.counts() {
-		if c > 1 {
-			t.Errorf("%s ran %d times", k, c)
-		}
-	}
+	f.n.start()
+	f.check(t)
 }
 
 // (c) during recovery: many sessions in flight when the node is killed;
@@ -397,58 +351,99 @@ func TestCrashManySessions(t *testing.T) {
 // call runs twice, no event or transcript message is stored twice.
 func TestCrashDuringRecovery(t *testing.T) {
 	t.Parallel()
-	const sessions = 16
-	n := startCrashNode(t, "provider-scripted.delta_interval=10ms")
-	tl := newCrashTools(t, n.url())
-	js := tl.e.JetStream()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed>>7))
-	prompt := func(tag string) string {
-		return fmt.Sprintf("/call crash::fast {\"tag\":%q,\"n\":1}\n/call crash::fast {\"tag\":%q,\"n\":2}", tag, tag)
-	}
-	sid := func(i int) string { return fmt.Sprintf("crash_rec%d", i) }
-	crashStartRun(t, tl.e, "crash_rec_ref", prompt("recref"))
-	refEvs := crashWaitAgentEnds(t, js, "crash_rec_ref", 1, 20*time.Second)
-	span := time.Duration(refEvs[len(refEvs)-1].TS-refEvs[0].TS+10) * time.Millisecond
+	f := startCrashFleet(t, "rec", 16)
+	f.n.kill()
+	time.Sleep(time.Second)
+	f.n.start()
+	// The node said it is up: its sweep and replays are under way.
+	again := time.Duration(rng.Int64N(int64(f.span)))
+	time.Sleep(again)
+	at := f.lastEvents()
+	f.n.kill()
+	t.Logf("a run takes %v; killed again %v into the recovery, the sessions' last events %v", f.span, again, at)
+	time.Sleep(time.Second)
+	f.n.start()
+	f.check(t)
+}
+
+// crashTwoCalls is the prompt of a run that makes two parallel calls of
+// crash::fast tagged tag.
+func crashTwoCalls(tag string) string {
+	return fmt.Sprintf("/call crash::fast {\"tag\":%q,\"n\":1}\n/call crash::fast {\"tag\":%q,\"n\":2}", tag, tag)
+}
+
+// crashFleet is many sessions running two parallel calls each on one
+// node, started one after the other over about half a run's span, so that
+// they are at every point of a run (just started, mid-stream, mid-call,
+// done) when the test kills the node.
+type crashFleet struct {
+	n        *crashNode
+	tl       *crashTools
+	js       jetstream.JetStream
+	name     string
+	sessions int
+	span     time.Duration // how long one run takes
+}
+
+// startCrashFleet starts a node and the tools, shrinks the duplicate
+// windows to 200 ms (the node stays down longer at every kill), times a
+// reference run and starts the sessions crash_<name>0…
+func startCrashFleet(t *testing.T, name string, sessions int) *crashFleet {
+	t.Helper()
+	n := startCrashNode(t, "provider-scripted.delta_interval=10ms")
+	tl := newCrashTools(t, n.url())
+	f := &crashFleet{n: n, tl: tl, js: tl.e.JetStream(), name: name, sessions: sessions}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err := shrinkDuplicateWindows(ctx, js)
+	err := shrinkDuplicateWindows(ctx, f.js)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
+	ref := "crash_" + name + "_ref"
+	crashStartRun(t, tl.e, ref, crashTwoCalls(name+"ref"))
+	refEvs := crashWaitAgentEnds(t, f.js, ref, 1, 20*time.Second)
+	f.span = time.Duration(refEvs[len(refEvs)-1].TS-refEvs[0].TS+10) * time.Millisecond
 	for i := range sessions {
-		crashStartRun(t, tl.e, sid(i), prompt(fmt.Sprintf("rec%d", i)))
-		time.Sleep(span / (2 * sessions))
+		crashStartRun(t, tl.e, f.sid(i), crashTwoCalls(fmt.Sprintf("%s%d", name, i)))
+		time.Sleep(f.span / time.Duration(2*sessions))
 	}
-	n.kill()
-	time.Sleep(time.Second)
-	n.start()
-	// The node said it is up: its sweep and replays are under way.
-	again := time.Duration(rng.Int64N(int64(span)))
-	time.Sleep(again)
+	return f
+}
+
+func (f *crashFleet) sid(i int) string { return fmt.Sprintf("crash_%s%d", f.name, i) }
+
+// lastEvents counts the sessions by the type of their last stored event.
+func (f *crashFleet) lastEvents() map[agent.EventType]int {
 	at := map[agent.EventType]int{}
-	for i := range sessions {
-		typ, _ := crashLastEventType(js, sid(i))
+	for i := range f.sessions {
+		typ, _ := crashLastEventType(f.js, f.sid(i))
 		at[typ]++
 	}
-	n.kill()
-	t.Logf("a run takes %v; killed again %v into the recovery, the sessions' last events %v", span, again, at)
-	time.Sleep(time.Second)
-	n.start()
-	for i := range sessions {
-		evs := crashWaitAgentEnds(t, js, sid(i), 1, 30*time.Second)
-		ends := crashCheckEvents(t, sid(i), evs)
+	return at
+}
+
+// check waits for every session's run to end and checks it ended once,
+// normally, with both calls' results, its events and transcript whole and
+// nothing stored twice; then that no call ran twice.
+func (f *crashFleet) check(t *testing.T) {
+	t.Helper()
+	for i := range f.sessions {
+		sid := f.sid(i)
+		evs := crashWaitAgentEnds(t, f.js, sid, 1, 30*time.Second)
+		ends := crashCheckEvents(t, sid, evs)
 		if sr := crashStopReason(evs); sr != agent.StopEnd {
-			t.Errorf("%s: stop reason %q", sid(i), sr)
+			t.Errorf("%s: stop reason %q", sid, sr)
 		}
 		if len(ends) != 2 {
-			t.Errorf("%s: %d calls ended, want 2: %s", sid(i), len(ends), crashTypes(evs))
+			t.Errorf("%s: %d calls ended, want 2: %s", sid, len(ends), crashTypes(evs))
 		}
-		crashCheckTranscript(t, tl.e, sid(i), agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleFunctionResult, agent.RoleAssistant)
+		crashCheckTranscript(t, f.tl.e, sid, agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleFunctionResult, agent.RoleAssistant)
 	}
-	crashQuiesce(t, js, 10*time.Second)
-	for k, c := range tl.counts() {
+	crashQuiesce(t, f.js, 10*time.Second)
+	for k, c := range f.tl.counts() {
 		if c > 1 {
 			t.Errorf("%s ran %d times", k, c)
 		}
