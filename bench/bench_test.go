@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -53,11 +54,29 @@ func TestRunSmall(t *testing.T) {
 	if b := heap.Bytes(); len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		t.Errorf("heap profile: %d bytes, not gzipped", len(b))
 	}
+	if len(res.Floor) != len(FloorPlans) {
+		t.Fatalf("storage floors: %+v", res.Floor)
+	}
+	for i, f := range res.Floor {
+		if p := FloorPlans[i]; f.Plan != p.Name || f.WritesPerTurn != p.Writes() || f.Turns != 6 ||
+			f.TurnsPerSec <= 0 || f.CPUPerTurnUs <= 0 || f.P99Ms < f.P50Ms || f.TurnsRatio <= 0 {
+			t.Errorf("storage floor %d: %+v", i, f)
+		}
+	}
+	// The floor of the turn makes the writes the turn made, stream by
+	// stream (update FloorTurn when the turn's writes change); the
+	// sessions' creation adds a meta write each, half a write a turn here.
+	want := floorWrites(FloorTurn)
+	for stream, n := range want {
+		if got := c.StreamWrites[stream]; math.Abs(got-float64(n)) > 0.6 {
+			t.Errorf("%s: the turns wrote %.2f a turn, FloorTurn %d", stream, got, n)
+		}
+	}
 	var table strings.Builder
 	if err := res.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"turns/s", "kv puts/s", "kv-put equivalents", "per 10k sessions", "idle 0.3 s later"} {
+	for _, want := range []string{"turns/s", "kv puts/s", "kv-put equivalents", "storage floor", "per 10k sessions", "idle 0.3 s later"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -69,12 +88,52 @@ func TestRunSmall(t *testing.T) {
 	t.Logf("\n%s", table.String())
 }
 
+// floorWrites is what one turn of p writes, by the harness's stream it
+// stands for.
+func floorWrites(p FloorPlan) map[string]int {
+	w := map[string]int{}
+	for _, st := range p.Stages {
+		w["III_EVENTS"] += st.Events
+		w["III_SESSION_ENTRIES"] += st.Entries
+		w["KV_iii-turn-state"] += st.Records
+		if st.Metas {
+			w["KV_iii-sessions"] += st.Entries
+		}
+		if st.Step {
+			w["III_TURN_STEPS"]++
+		}
+	}
+	return w
+}
+
+func TestFloorPlans(t *testing.T) {
+	for _, c := range []struct {
+		p      FloorPlan
+		writes int
+	}{
+		{FloorTurn, 30},
+		{FloorContract, 24},
+		{FloorLean, 14},
+	} {
+		if got := c.p.Writes(); got != c.writes {
+			t.Errorf("%s: %d writes, want %d", c.p.Name, got, c.writes)
+		}
+		sum := 0
+		for _, n := range floorWrites(c.p) {
+			sum += n
+		}
+		if sum != c.writes {
+			t.Errorf("%s: %d writes by stream, want %d", c.p.Name, sum, c.writes)
+		}
+	}
+}
+
 // A traced run (Config.Traces) completes like an untraced one.
 func TestRunTraced(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := Run(ctx, Config{Sessions: 3, Turns: 2, SkipKV: true, Traces: true, Dir: t.TempDir()})
+	res, err := Run(ctx, Config{Sessions: 3, Turns: 2, SkipKV: true, SkipFloor: true, Traces: true, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -133,6 +192,10 @@ func BenchmarkTurns(b *testing.B) {
 			b.ReportMetric(float64(t.GC.Cycles), "gc-cycles")
 			b.ReportMetric(t.GC.CPUPercent, "gc-cpu-%")
 			b.ReportMetric(float64(t.BusyRetries), "busy-retries")
+			for _, f := range res.Floor {
+				b.ReportMetric(f.TurnsPerSec, "floor-"+f.Plan+"-turns/s")
+				b.ReportMetric(f.TurnsRatio, "floor-"+f.Plan+"-ratio")
+			}
 			b.ReportMetric(float64(t.Warnings["session grain halted"]), "grain-halts")
 			b.Logf("load average %s → %s", res.Env.LoadStart, res.Env.LoadEnd)
 		})
@@ -147,7 +210,7 @@ func BenchmarkTracingOverhead(b *testing.B) {
 	var off, on []float64
 	for b.Loop() {
 		for _, traced := range []bool{false, true} {
-			res, err := Run(b.Context(), Config{Sessions: 100, Turns: 10, SkipKV: true, Traces: traced, Dir: b.TempDir()})
+			res, err := Run(b.Context(), Config{Sessions: 100, Turns: 10, SkipKV: true, SkipFloor: true, Traces: traced, Dir: b.TempDir()})
 			if err != nil {
 				b.Fatal(err)
 			}

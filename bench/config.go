@@ -51,6 +51,10 @@ type Config struct {
 	// the turns phase; zero means the defaults. SkipKV skips the phase.
 	KVWriters, KVPuts, KVValueSize int
 	SkipKV                         bool
+	// SkipFloor skips the storage floors: after the turns phase, the same
+	// Sessions × Turns make only a turn's stored writes, for each plan of
+	// [FloorPlans], on the same server(s) and replicas.
+	SkipFloor bool
 	// Idle > 0 runs the idle phase: Idle more sessions each run one turn
 	// and then sit idle; RSS and Go heap are measured before, with the
 	// grains active, and after they passivate. IdleTimeout is the grains'

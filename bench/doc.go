@@ -39,7 +39,16 @@
 //     JetStream API calls, messages received.
 //  3. KV: KVWriters writers put KVPuts values into a scratch bucket (file
 //     storage, History 1) on the same server.
-//  4. Idle (Idle > 0): Idle more sessions run one turn each, then sit idle;
+//  4. Storage floors (unless SkipFloor): the same Sessions × Turns, each
+//     turn only the stored writes of one [FloorPlan], in its stages, on
+//     scratch streams and buckets of node 1 (same replicas, file storage,
+//     the same duplicate windows and message ids): no actors, providers,
+//     bus calls or codecs. [FloorTurn] writes what the harness's turn
+//     writes today (30), [FloorContract] the fewest today's contracts
+//     allow (24), [FloorLean] a lean turn (14). Each reports turns/s, CPU
+//     per turn and the turns phase's share of it ([FloorResult]): what
+//     is left for everything a turn does besides storing.
+//  5. Idle (Idle > 0): Idle more sessions run one turn each, then sit idle;
 //     RSS and the live Go heap are read before, with the grains active
 //     right after their turns, with the grains still active IdleSettle
 //     later (when set: what the turns left in the server has expired),

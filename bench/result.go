@@ -21,6 +21,9 @@ type Result struct {
 	Turns    *TurnsResult `json:"turns,omitempty"`
 	KV       *KVResult    `json:"kv,omitempty"`
 	Idle     *IdleResult  `json:"idle,omitempty"`
+	// Floor is the storage floors, one per plan of [FloorPlans]: the same
+	// sessions × turns making only a turn's stored writes.
+	Floor []FloorResult `json:"floor,omitempty"`
 	// KVPutsPerTurn is kv puts/s ÷ turns/s: what one turn costs in raw
 	// JetStream KV puts on the same server(s), same replicas (0 without
 	// both phases).
@@ -244,6 +247,10 @@ func (r Result) WriteTable(w io.Writer) error {
 	}
 	if r.KVPutsPerTurn > 0 {
 		row("turn cost", "%.1f kv-put equivalents (kv puts/s ÷ turns/s)", r.KVPutsPerTurn)
+	}
+	for _, f := range r.Floor {
+		row("storage floor", "%s: %d stored writes a turn and nothing else: %.0f turns/s, %.0f µs CPU a turn, p99 %.2f ms; the turns reach %.2f of it",
+			f.Plan, f.WritesPerTurn, f.TurnsPerSec, f.CPUPerTurnUs, f.P99Ms, f.TurnsRatio)
 	}
 	if i := r.Idle; i != nil {
 		if len(i.Warnings) > 0 {

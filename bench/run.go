@@ -22,7 +22,8 @@ import (
 // of one NATS cluster, each with the same workers — with the scripted
 // provider, the tool bench::noop and the orchestrator, and runs the phases
 // cfg asks for, in order: the turns phase, the raw KV put phase on the same
-// server(s), the idle-sessions phase. It returns what it measured; with a
+// server(s), the storage floors (the same turns with only their stored
+// writes), the idle-sessions phase. It returns what it measured; with a
 // turn that failed it returns the Result so far and an error wrapping
 // [ErrTurnFailed].
 func Run(ctx context.Context, cfg Config) (Result, error) {
@@ -78,6 +79,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if t.TurnsPerSec > 0 {
 				res.KVPutsPerTurn = k.PutsPerSec / t.TurnsPerSec
 			}
+		}
+		if !cfg.SkipFloor && failed == nil {
+			floors, err := runFloors(ctx, s, cfg)
+			if err != nil {
+				return res, err
+			}
+			for i := range floors {
+				if floors[i].TurnsPerSec > 0 {
+					floors[i].TurnsRatio = t.TurnsPerSec / floors[i].TurnsPerSec
+				}
+			}
+			res.Floor = floors
 		}
 	}
 	if cfg.Idle > 0 && failed == nil {

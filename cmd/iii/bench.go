@@ -41,7 +41,10 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 			"provider, a no-op tool bench::noop and the orchestrator, all in this process. Each of --sessions sessions\n" +
 			"runs --turns turns one after the other; a turn is the user message \"/call bench::noop {}\": a model call\n" +
 			"that calls the tool, the function call, and a model call that answers. Then it measures raw JetStream KV\n" +
-			"puts/s on the same server, so a turn reads as so many KV-put equivalents. With --idle K it also activates\n" +
+			"puts/s on the same server, so a turn reads as so many KV-put equivalents, and the storage floors: the same\n" +
+			"sessions × turns making only a turn's stored writes (as the harness makes them today, the fewest today's\n" +
+			"contracts allow, a lean turn), so the turns read as a share of what storage alone allows (--no-floor skips\n" +
+			"them). With --idle K it also activates\n" +
 			"K sessions of one turn each and reports the memory they hold right after their turn, --idle-settle later\n" +
 			"(their grains still active, what their turns left in the server expired) and after they passivate.\n" +
 			"Memory figures are of the whole process (server included). The machine's load average is reported: on a\n" +
@@ -124,6 +127,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.IntVar(&cfg.KVPuts, "kv-puts", bench.DefaultKVPuts, "puts of the KV put phase in all")
 	f.IntVar(&cfg.KVValueSize, "kv-value-size", bench.DefaultKVValueSize, "bytes per KV put")
 	f.BoolVar(&cfg.SkipKV, "no-kv", false, "skip the KV put phase")
+	f.BoolVar(&cfg.SkipFloor, "no-floor", false, "skip the storage floors (the same sessions × turns making only a turn's stored writes)")
 	f.DurationVar(&cfg.AckWait, "ack-wait", bench.DefaultAckWait, "the orchestrator's turn-step ack wait")
 	f.DurationVar(&cfg.TurnTimeout, "turn-timeout", bench.DefaultTurnTimeout, "give up on a turn after this long")
 	f.IntVar(&cfg.DeltaSize, "delta-size", 0, "largest delta of the scripted provider in bytes (0: its default)")
