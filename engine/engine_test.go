@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,8 +102,28 @@ func TestErrors(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	// Errors that quote their input: a message too long for the bus's
+	// max payload (it travels in a header and the body), and one with line
+	// breaks (a header value cannot hold them).
+	if err := w.Register(engine.Function{ID: "test::quote", Handler: engine.Typed(func(_ context.Context, r echoReq) (echoResp, error) {
+		return echoResp{}, wire.Errorf(wire.CodeInvalidPayload, "bad text %s", r.Text).WithDetails(map[string]any{"text": r.Text})
+	})}); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	nc := enginetest.Connect(t, ns)
+	quote := func(text string) error {
+		body, _ := json.Marshal(echoReq{Text: text})
+		m, err := nc.Request("iii.fn.test.quote", body, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		we := wire.Decode(m)
+		if we != nil && !strings.HasPrefix(we.Message, "bad text ") {
+			return fmt.Errorf("message %.100q", we.Message)
+		}
+		return we
+	}
 
 	tests := []struct {
 		name string
@@ -122,6 +144,8 @@ func TestErrors(t *testing.T) {
 			defer cancel()
 			return e.Trigger(ctx, "test::slow", nil, nil)
 		}, wire.ErrTimeout},
+		{"error message over the max payload", func() error { return quote(strings.Repeat("é", 20<<10)) }, wire.ErrInvalidPayload},
+		{"error message with line breaks", func() error { return quote("a\r\nb: c\nd") }, wire.ErrInvalidPayload},
 		{"random bytes json", func() error {
 			m, err := nc.Request("iii.fn.test.echo", []byte{0xff, 0x00, 0x13}, 5*time.Second)
 			if err != nil {

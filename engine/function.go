@@ -382,7 +382,7 @@ func (w *Worker) serveFor(caller context.Context, f *Function, r micro.Request) 
 		if r.Reply() == "" {
 			return // void call: nobody to tell
 		}
-		msg := wire.Reply(we, codec)
+		msg := wire.ReplyWithin(we, codec, e.nc.MaxPayload())
 		if rerr := r.Respond(msg.Data, micro.WithHeaders(micro.Headers(msg.Header))); rerr != nil {
 			e.opts.logger.WarnContext(ctx, "error reply failed", "function_id", f.ID, "error", rerr)
 		}

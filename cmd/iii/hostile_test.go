@@ -104,6 +104,34 @@ func wrongTypes(schema json.RawMessage) []byte {
 	return b
 }
 
+// largeStrings is an object with every string property the request schema
+// declares set to text, n bytes in all (nil when it declares none).
+func largeStrings(schema json.RawMessage, n int) []byte {
+	var s struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return nil
+	}
+	var names []string
+	for name, p := range s.Properties {
+		if t, _ := p.Type.(string); t == "string" {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	obj := map[string]any{}
+	for _, name := range names {
+		obj[name] = strings.Repeat("a", n/len(names))
+	}
+	b, _ := json.Marshal(obj)
+	return b
+}
+
 // TestEveryFunctionRefusesGarbage sends every function of a whole node's
 // live catalog malformed requests, as a foreign NATS client would: each
 // answers in time with a coded error (never internal), nothing panics or
@@ -178,6 +206,27 @@ func TestEveryFunctionRefusesGarbage(t *testing.T) {
 	delete(after, subjects.SpanStream)
 	if !maps.Equal(before, after) {
 		t.Errorf("streams written by refused requests:\n before %v\n after  %v", before, after)
+	}
+	// Every string property long, 900 KiB in all (under the bus's 1 MiB):
+	// answered in time, never an internal error, nothing logged. Such a
+	// request may be valid, and then stored. (An error that quoted the
+	// input used to make a reply over the max payload, which never left.)
+	for _, fn := range fns {
+		b := largeStrings(fn.RequestSchema, 900<<10)
+		if b == nil {
+			continue
+		}
+		reply, err := ask(fn.ID, garbage{name: "large strings", body: b})
+		if err != nil {
+			t.Errorf("%s, large strings: no reply: %v", fn.ID, err)
+			continue
+		}
+		if we := wire.Decode(reply); we != nil && we.Code == wire.CodeInternal {
+			t.Errorf("%s, large strings: internal error: %v", fn.ID, we)
+		}
+		for _, rec := range logs.take() {
+			t.Errorf("%s, large strings: logged: %s", fn.ID, rec)
+		}
 	}
 	// The node still runs a turn with a function call.
 	out, err := runIII(t, "chat", "--nats", a.url, "-m", `/call state::get {"scope":"demo","key":"k"}`)

@@ -217,8 +217,8 @@ func TestWriterError(t *testing.T) {
 			{"plain error", errors.New("boom"), wire.CodeInternal, "boom"},
 			{"canceled", context.Canceled, wire.CodeCanceled, context.Canceled.Error()},
 			{"nil", nil, wire.CodeInternal, "writer failed"},
-			{"oversized message", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("x", 16<<10)), wire.CodeInternal, strings.Repeat("x", 1024)},
-			{"message filling half the payload", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("y", 5<<10)), wire.CodeInternal, strings.Repeat("y", 1024)},
+			{"oversized message", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("x", 16<<10)), wire.CodeInternal, strings.Repeat("x", 1024) + "… (16384 bytes in all)"},
+			{"message filling half the payload", wire.Errorf(wire.CodeInternal, "%s", strings.Repeat("y", 5<<10)), wire.CodeInternal, strings.Repeat("y", 1024) + "… (5120 bytes in all)"},
 			{"message with line breaks", wire.Errorf(wire.CodeConflict, "line 1\r\nFake-Header: x\n"), wire.CodeConflict, "line 1\r\nFake-Header: x\n"},
 		}
 		for _, tt := range tests {

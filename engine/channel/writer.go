@@ -22,10 +22,6 @@ import (
 // deadline.
 const closeFlushTimeout = 10 * time.Second
 
-// maxErrorMessage bounds the message of an error frame that would not fit
-// the server's max payload otherwise.
-const maxErrorMessage = 1024
-
 // Writer is the sending end of a channel. Its calls are safe for concurrent
 // use and are serialized: frames go out in call order.
 type Writer struct {
@@ -409,18 +405,7 @@ func (w *Writer) Fail(ctx context.Context, err error) error {
 // the NATS services error headers (so wire.Decode reads it), shortened
 // when it would not fit maxPayload.
 func errorFrame(seq uint64, werr *wire.Error, codec wire.Codec, maxPayload int64) (nats.Header, []byte) {
-	m := wire.Reply(werr, codec)
-	// The message travels twice (header and body); leave room for the
-	// frame's own headers.
-	if int64(len(m.Data)+headerSize(m.Header))+1024 > maxPayload {
-		msg := werr.Message
-		if len(msg) > maxErrorMessage {
-			msg = msg[:maxErrorMessage]
-		}
-		short := wire.Errorf(werr.Code, "%s", msg)
-		short.Retryable = werr.Retryable
-		m = wire.Reply(short, codec)
-	}
+	m := wire.ReplyWithin(werr, codec, maxPayload)
 	h := frameHeader(seq, KindError, "")
 	for k, v := range m.Header {
 		h[k] = v

@@ -3,7 +3,9 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 )
@@ -67,6 +69,54 @@ func Decode(msg *nats.Msg) *Error {
 	}
 	e := Errorf(code, "%s", desc)
 	return e
+}
+
+// MaxShortMessage bounds the message of an error reply shortened by
+// [ReplyWithin].
+const MaxShortMessage = 1024
+
+// replyRoom is what ReplyWithin leaves of the limit for the transport's own
+// headers (a channel frame's, the services framework's).
+const replyRoom = 1024
+
+// ReplyWithin is [Reply], shortened when it would not fit limit bytes
+// (body and headers; a server's max payload): the message is cut to
+// [MaxShortMessage] bytes on a character boundary, marked with how long it
+// was, and the details are dropped. An error that quotes a large input
+// still reaches its caller, with its code.
+func ReplyWithin(e *Error, codec Codec, limit int64) *nats.Msg {
+	m := Reply(e, codec)
+	if limit <= 0 || int64(len(m.Data)+headerSize(m.Header))+replyRoom <= limit {
+		return m
+	}
+	short := *e
+	short.Details = nil
+	// A message that escapes to much more than its length in JSON is cut
+	// further until the reply fits.
+	for n := MaxShortMessage; ; n /= 2 {
+		if len(e.Message) > n {
+			cut := n
+			for cut > 0 && !utf8.RuneStart(e.Message[cut]) {
+				cut--
+			}
+			short.Message = fmt.Sprintf("%s… (%d bytes in all)", e.Message[:cut], len(e.Message))
+		}
+		m = Reply(&short, codec)
+		if n == 0 || int64(len(m.Data)+headerSize(m.Header))+replyRoom <= limit {
+			return m
+		}
+	}
+}
+
+// headerSize is h's size on the wire, about.
+func headerSize(h nats.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // Reply builds the error reply message for e in codec.

@@ -11,6 +11,10 @@
 //
 //	{"error":{"code":"invalid_payload","message":"...","retryable":false,"details":{}}}
 //
+// [ReplyWithin] builds that reply so that it fits the server's max payload
+// (a long message is cut, details dropped), so an error quoting a large
+// input still reaches its caller.
+//
 // [Decode] is the single place that turns a reply back into a Go error; the
 // result matches the catalog's sentinels with errors.Is:
 //

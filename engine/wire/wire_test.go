@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -189,4 +191,70 @@ func TestMsgpackWholeFloatsDecodeIntoInts(t *testing.T) {
 	if err := wire.Msgpack.Unmarshal(b, &f); err != nil || f.F != 400 {
 		t.Fatalf("int into float: %+v, %v", f, err)
 	}
+}
+
+// replySize is m's size on the wire, about (body and headers).
+func replySize(m *nats.Msg) int {
+	n := len(m.Data)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+func TestReplyWithin(t *testing.T) {
+	details := map[string]any{"input": strings.Repeat("d", 3000)}
+	tests := []struct {
+		name        string
+		message     string
+		details     map[string]any
+		limit       int64
+		wantMessage string
+		wantDetails bool
+	}{
+		{"fits", "short", details, 1 << 20, "short", true},
+		{"no limit", strings.Repeat("x", 5000), nil, 0, strings.Repeat("x", 5000), false},
+		{"details alone too large", "short", details, 4 << 10, "short", false},
+		{"message too long", strings.Repeat("x", 5000), nil, 8 << 10, strings.Repeat("x", 1024) + "… (5000 bytes in all)", false},
+		{"cut between characters", "a" + strings.Repeat("é", 3000), nil, 8 << 10, "a" + strings.Repeat("é", 511) + "… (6001 bytes in all)", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := wire.Errorf(wire.CodeInvalidPayload, "%s", tt.message).WithDetails(tt.details)
+			m := wire.ReplyWithin(e, wire.JSON, tt.limit)
+			got := wire.Decode(m)
+			if got == nil || got.Code != wire.CodeInvalidPayload || got.Message != tt.wantMessage || (got.Details != nil) != tt.wantDetails {
+				t.Fatalf("decoded %+v", got)
+			}
+			if tt.limit > 0 && int64(replySize(m)) > tt.limit {
+				t.Fatalf("%d bytes over a limit of %d", replySize(m), tt.limit)
+			}
+		})
+	}
+}
+
+// FuzzReplyWithin: any error reply shortened for a 4 KiB payload fits it,
+// decodes with its code and keeps a valid message valid UTF-8.
+func FuzzReplyWithin(f *testing.F) {
+	f.Add("short", "k", "v")
+	f.Add(strings.Repeat("é", 3000), "input", strings.Repeat("x", 5000))
+	f.Add("line\r\nFake: header\n", "", "")
+	f.Add(strings.Repeat("\x00", 3000), "", "")
+	f.Fuzz(func(t *testing.T, message, key, value string) {
+		const limit = 4 << 10
+		e := wire.Errorf(wire.CodeConflict, "%s", message).WithDetails(map[string]any{key: value})
+		m := wire.ReplyWithin(e, wire.JSON, limit)
+		if n := replySize(m); n > limit {
+			t.Fatalf("%d bytes over %d", n, limit)
+		}
+		got := wire.Decode(m)
+		if got == nil || got.Code != wire.CodeConflict {
+			t.Fatalf("decoded %+v", got)
+		}
+		if utf8.ValidString(message) && !utf8.ValidString(got.Message) {
+			t.Fatalf("message %q is not UTF-8", got.Message)
+		}
+	})
 }
