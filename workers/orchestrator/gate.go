@@ -68,6 +68,8 @@ type functions struct {
 	// not heard); hookQuiescence is the wait for more replies after one.
 	hookTimeout, hookQuiescence time.Duration
 	metrics                     *metrics
+	// maxResult bounds a call's result ([agent.FunctionResult.Capped]).
+	maxResult int
 }
 
 // Gate decides whether c may run now; it fails closed.
@@ -217,7 +219,8 @@ func (f functions) sessionSettings(ctx context.Context, sid string) agent.Approv
 }
 
 // Call runs a call that passed the gate, then the after-call hooks, which
-// may replace (redact) its result.
+// may replace (redact) its result, and bounds the result (maxResult): the
+// model, the events and the transcript get the same, cut, result.
 func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.FunctionResult {
 	ctx = engine.WithSession(ctx, sid, "")
 	// A function that declares a time limit is not waited for longer (a
@@ -241,7 +244,12 @@ func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.Func
 	} else {
 		res = toResult(f.e.Codec(), reply)
 	}
-	return f.afterHooks(ctx, sid, c, res)
+	res = f.afterHooks(ctx, sid, c, res)
+	if capped, cut := res.Capped(f.maxResult); cut {
+		f.logger.InfoContext(ctx, "function result truncated", "session_id", sid, "function_id", c.FunctionID, "bytes", res.Size(), "limit", f.maxResult)
+		res = capped
+	}
+	return res
 }
 
 func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res agent.FunctionResult) agent.FunctionResult {

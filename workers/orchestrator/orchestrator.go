@@ -60,10 +60,13 @@ type Orchestrator struct {
 
 	hookQuiescence time.Duration
 	hookTimeout    time.Duration
-	drainTimeout   time.Duration
-	modelTimeout   time.Duration
-	noContinue     bool // every model call sends the whole transcript
-	clusterCfg     clusterSettings
+	// maxResult bounds a function call's result (0: the default, a tenth
+	// of the server's max payload).
+	maxResult    int
+	drainTimeout time.Duration
+	modelTimeout time.Duration
+	noContinue   bool // every model call sends the whole transcript
+	clusterCfg   clusterSettings
 
 	e       *engine.Engine
 	turns   sessionKV
@@ -116,6 +119,11 @@ func WithTranscriptContinuation(on bool) Option {
 	return func(o *Orchestrator) { o.noContinue = !on }
 }
 
+// WithMaxResultBytes bounds what a function call's result may weigh
+// ([agent.FunctionResult.Capped]; default: a tenth of the server's max
+// payload).
+func WithMaxResultBytes(n int) Option { return func(o *Orchestrator) { o.maxResult = n } }
+
 // WithDefaultMaxTurns bounds runs that set no max_turns (default 50).
 func WithDefaultMaxTurns(n int) Option { return func(o *Orchestrator) { o.maxTurns = n } }
 
@@ -159,6 +167,12 @@ const (
 	// SettingModelTimeout bounds one attempt of a model call (default
 	// 15m): a stream that neither ends nor fails by then is tried again.
 	SettingModelTimeout = "model_timeout"
+	// SettingMaxResultBytes bounds what a function call's result may
+	// weigh before the model, the events and the transcript see it
+	// (default: a tenth of the server's max payload, 104,857 bytes for 1
+	// MiB): the turn record holds a result several times, and must fit one
+	// message.
+	SettingMaxResultBytes = "max_result_bytes"
 	// SettingTranscriptContinuation, true (default) or false: whether a
 	// model call may send only what is new to a provider that keeps the
 	// transcript ([WithTranscriptContinuation]).
@@ -216,14 +230,17 @@ func (o *Orchestrator) Provision(_ context.Context, env workers.Env) error {
 				return fmt.Errorf("orchestrator.%s=%q: want true or false", k, v)
 			}
 			o.noContinue = !on
-		case SettingMaxTurns, SettingEventMaxConsumers:
+		case SettingMaxTurns, SettingEventMaxConsumers, SettingMaxResultBytes:
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
 				return fmt.Errorf("orchestrator.%s=%q: want a positive integer", k, v)
 			}
-			if k == SettingMaxTurns {
+			switch k {
+			case SettingMaxTurns:
 				o.maxTurns = n
-			} else {
+			case SettingMaxResultBytes:
+				o.maxResult = n
+			default:
 				o.eventMaxConsumers = n
 			}
 		default:
@@ -278,7 +295,11 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	o.history = newHistory(e, o.pub, newPathWatch(e, o.logger))
 	o.catalog = &catalogCache{e: e, ttl: time.Second}
 	o.spend = newSpend(e, o.logger)
-	o.fns = functions{e: e, catalog: o.catalog, settings: &kvs[4], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms}
+	maxResult := o.maxResult
+	if maxResult <= 0 {
+		maxResult = int(e.Conn().MaxPayload() / 10)
+	}
+	o.fns = functions{e: e, catalog: o.catalog, settings: &kvs[4], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms, maxResult: maxResult}
 	o.stop = make(chan struct{})
 	o.ports = session.Ports{
 		Store:     o.store(),

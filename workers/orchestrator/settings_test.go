@@ -58,3 +58,26 @@ func TestEventStreamConsumerLimit(t *testing.T) {
 		})
 	}
 }
+
+// orchestrator.max_result_bytes takes a positive number of bytes.
+func TestSettingMaxResultBytes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		value string
+		bad   bool
+	}{
+		{value: "200000"},
+		{value: "1"},
+		{value: "0", bad: true},
+		{value: "-5", bad: true},
+		{value: "1MiB", bad: true},
+	} {
+		o := orchestrator.New()
+		err := o.Provision(context.Background(), workers.Env{Settings: map[string]map[string]string{
+			"orchestrator": {orchestrator.SettingMaxResultBytes: c.value},
+		}})
+		if (err != nil) != c.bad {
+			t.Errorf("max_result_bytes=%q: %v", c.value, err)
+		}
+	}
+}

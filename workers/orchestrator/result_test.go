@@ -1,0 +1,114 @@
+package orchestrator_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/workers/orchestrator"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
+)
+
+// A function's result is bounded before the model, the events and the
+// transcript see it. Before, a result of a few hundred KiB made a turn
+// record larger than the server's max payload: the record write failed
+// at every try and the turn never ended.
+func TestLargeResultCapped(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		opts  []orchestrator.Option
+		size  int
+		limit int // 0: not cut
+	}{
+		{name: "under the default bound", size: 50 << 10},
+		{name: "over the default bound", size: 300 << 10, limit: 1 << 20 / 10},
+		{name: "as large as the bus allows", size: 900 << 10, limit: 1 << 20 / 10},
+		{name: "a bound of its own", opts: []orchestrator.Option{orchestrator.WithMaxResultBytes(2000)}, size: 10 << 10, limit: 2000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t)
+			s := startStack(t, ns, c.opts...)
+			w, err := s.e.Worker("big")
+			if err != nil {
+				t.Fatal(err)
+			}
+			type bigReq struct {
+				N int `json:"n"`
+			}
+			if err := w.Register(engine.Function{ID: "test::big", Handler: engine.Typed(func(_ context.Context, r bigReq) (agent.FunctionResult, error) {
+				return agent.TextResult(strings.Repeat("y", r.N)), nil
+			})}); err != nil {
+				t.Fatal(err)
+			}
+			sid := "big-" + strings.ReplaceAll(c.name, " ", "-")
+			var res orchestrator.RunStartResult
+			if err := s.e.Trigger(context.Background(), "run::start", agent.RunStart{
+				SessionID: sid, Provider: "scripted", Model: "echo",
+				Messages: []agent.Message{userText(`/call test::big {"n":` + strconv.Itoa(c.size) + `}`)},
+			}, &res); err != nil || !res.Started {
+				t.Fatalf("run::start = %+v, %v", res, err)
+			}
+			evs := events(t, s.e, sid, 30*time.Second)
+			if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
+				t.Fatalf("agent_end %q: %v", last.StopReason, types(evs))
+			}
+			var got *agent.FunctionResult
+			for _, ev := range evs {
+				if ev.Type == agent.EventFunctionExecutionEnd {
+					got = ev.Result
+				}
+			}
+			if got == nil {
+				t.Fatalf("no function_execution_end: %v", types(evs))
+			}
+			checkCapped(t, "the event's result", got.Content, got.Details, c.size, c.limit)
+			// The transcript holds the same result.
+			var msgs sessiontree.MessagesResponse
+			if err := s.e.Trigger(context.Background(), sessiontree.MessagesFunction, sessiontree.ReadRequest{SessionID: sid}, &msgs); err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, pm := range msgs.Messages {
+				if m := pm.Message; m.Role == agent.RoleFunctionResult {
+					checkCapped(t, "the transcript's result", m.Content, m.Details, c.size, c.limit)
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no function result in the transcript")
+			}
+		})
+	}
+}
+
+// checkCapped checks a result of size bytes of text cut to limit (0: not
+// cut).
+func checkCapped(t *testing.T, what string, content []agent.Content, details any, size, limit int) {
+	t.Helper()
+	text := ""
+	for _, c := range content {
+		text += c.Text
+	}
+	if limit == 0 {
+		if len(text) != size {
+			t.Fatalf("%s: %d bytes of text, want %d", what, len(text), size)
+		}
+		return
+	}
+	if len(text) > limit || !strings.Contains(text, "[result truncated by the harness: "+strconv.Itoa(size)+" bytes") {
+		t.Fatalf("%s: %d bytes of text ending %q", what, len(text), text[max(len(text)-120, 0):])
+	}
+	b, _ := json.Marshal(details)
+	var d agent.TruncatedDetails
+	if err := json.Unmarshal(b, &d); err != nil || !d.Truncated || d.Bytes != size || d.Limit != limit {
+		t.Fatalf("%s: details %s", what, b)
+	}
+}
