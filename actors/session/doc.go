@@ -35,6 +35,9 @@
 //     the model's answer carries, and a crash replays it with the same
 //     event ids.) A write that loses the CAS means another activation
 //     owns the session, and this one stops without acking anything. A
+//     checkpoint the store refuses for good ([ErrUnstorable]) fails the
+//     run instead ([turn.Fail] on the record before it), since trying it
+//     again at every redelivery would never end the turn. A
 //     write that goes on to a model call starts that call before it
 //     writes, so the two overlap; the call learns through
 //     [ModelRequest.Committed] when the record is written and its outbox

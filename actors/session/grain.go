@@ -116,6 +116,9 @@ type grain struct {
 	// written yet: it is written with the first verdict of its calls'
 	// gate (foldAnswer), and its outbox delivered after that write.
 	unwritten bool
+	// failingUnstorable: the grain is writing the failure of a run whose
+	// checkpoint the store refused for good (failUnstorable).
+	failingUnstorable bool
 }
 
 // settleDelay is how long a grain leaves a finished run's record with
@@ -594,6 +597,9 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 		switch {
 		case errors.Is(err, ErrUndelivered):
 			flush = true // carry only what is under way
+		case errors.Is(err, ErrUnstorable) && !g.failingUnstorable:
+			g.failUnstorable(err)
+			return false
 		case err != nil:
 			g.halt("flush effects", err)
 			return false
@@ -606,6 +612,10 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 	}
 	if flush {
 		if err := g.host.ports.History.Flush(ctx, g.sid); err != nil {
+			if errors.Is(err, ErrUnstorable) && !g.failingUnstorable {
+				g.failUnstorable(err)
+				return false
+			}
 			g.halt("flush effects", err)
 			return false
 		}
@@ -616,12 +626,54 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 	}
 	rev, err := g.host.ports.Store.Write(ctx, rec, g.rev)
 	if err != nil {
+		if errors.Is(err, ErrUnstorable) && !g.failingUnstorable {
+			g.failUnstorable(err)
+			return false
+		}
 		g.halt("write record", err)
 		return false
 	}
 	g.rec, g.rev, g.dirty, g.carried = rec, rev, false, carried
 	g.unwritten = false
 	return true
+}
+
+// failUnstorable ends the run when the store refuses a checkpoint for good
+// (ErrUnstorable: its record too large for one message, or a transcript
+// append the session tree refuses): rather than halting, and failing the
+// same way at every redelivery, the grain stops what it started for that
+// checkpoint, fails the run from the record before it ([turn.Fail] keeps
+// only what a finished run needs), writes that and drives it to its end.
+// The transcript is read again before the next run: the grain's copy may
+// hold appends that were never stored. The caller reports false.
+func (g *grain) failUnstorable(cause error) {
+	g.host.opts.logger.WarnContext(g.traced(g.base), "the store refuses the run's checkpoint for good; the run fails", "session_id", g.sid, "error", cause)
+	if g.stopModel != nil {
+		g.stopModel()
+		g.stopModel = nil
+	}
+	if g.stopCalls != nil {
+		g.stopCalls()
+		g.stopCalls = nil
+	}
+	g.token++ // results of what was running are stale now
+	g.running, g.gating, g.unwritten, g.committed = false, nil, false, nil
+	g.reread = true
+	next, _, err := turn.Apply(g.rec, turn.Fail{Message: "the run could not be stored: " + cause.Error()}, g.host.opts.now().UnixMilli())
+	if err != nil {
+		g.halt("fail an unstorable run", err)
+		return
+	}
+	// The outbox Fail dropped is not carried: write flushes what is
+	// under way before a terminal record. Should even that record be
+	// refused, write halts.
+	g.carried = 0
+	g.failingUnstorable = true
+	ok := g.write(next, false)
+	g.failingUnstorable = false
+	if ok {
+		g.drive()
+	}
 }
 
 // abortRequest serves run::abort: mid-stream it stops the provider and

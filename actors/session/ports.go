@@ -14,6 +14,14 @@ import (
 // another activation wrote it, so this one must stop.
 var ErrFenced = errors.New("session: record written by another activation")
 
+// ErrUnstorable says the store refused something for good: a turn record
+// too large for one message ([Store.Write]), or a transcript append the
+// session tree refuses (an entry over its size limit; [History.Flush],
+// [SettledHistory.Settled]). Trying again cannot help, so the grain fails
+// the run with [turn.Fail] instead of halting, which would try the same
+// checkpoint at every redelivery.
+var ErrUnstorable = errors.New("session: the store refuses it for good")
+
 // ErrNoRecord is returned by [Store.Load] when the session has no record.
 var ErrNoRecord = errors.New("session: no turn record")
 
@@ -22,7 +30,7 @@ type Store interface {
 	// Load returns the record and its revision.
 	Load(ctx context.Context, sid string) (turn.Record, uint64, error)
 	// Write replaces the record if its revision is still rev, returning the
-	// new revision, or ErrFenced.
+	// new revision, or ErrFenced, or ErrUnstorable (nothing written).
 	Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, error)
 }
 
@@ -33,7 +41,8 @@ type History interface {
 	// Append publishes msgs asynchronously; id makes a repeated append a
 	// no-op. The acks are awaited by Flush.
 	Append(ctx context.Context, sid, id string, msgs []agent.Message) error
-	// Flush waits for every append and event of sid published so far.
+	// Flush waits for every append and event of sid published so far. An
+	// append refused for good is reported once, wrapping ErrUnstorable.
 	Flush(ctx context.Context, sid string) error
 }
 

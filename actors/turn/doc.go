@@ -18,7 +18,7 @@
 //	                function_awaiting_approval                stopped
 //
 //	terminate result, max_turns after a batch ─▶ stopped
-//	Abort, BudgetExceeded ─▶ stopped    ModelFailed, ProvisionFailed ─▶ failed
+//	Abort, BudgetExceeded ─▶ stopped    ModelFailed, ProvisionFailed, Fail ─▶ failed
 //
 // [Next] says what the grain must do for a record ([ActionProvision],
 // [ActionStreamModel], [ActionExecuteCalls], [ActionWait], [ActionPark],
@@ -51,6 +51,13 @@
 //     message_complete with an assistant message of stop_reason "error"
 //     (not appended to the transcript), then agent_end {stop_reason:
 //     "error"}. Retries belong to the grain, before it reports the failure.
+//   - [Fail] (the store refuses the run's next checkpoint for good: a
+//     record too large for one message, a transcript entry over the
+//     tree's limit) works in every non-terminal state and ends in failed
+//     as provider errors do, with a record that keeps only what a finished
+//     run needs: the answer, calls, results, input and undelivered outbox
+//     are dropped; started calls are listed for cancellation and parked
+//     approvals for withdrawal.
 //   - A refused budget reservation ([BudgetExceeded]) stops with
 //     "budget_exceeded".
 //   - agent_end is always the last event of a run, followed by the

@@ -69,7 +69,7 @@ func (b *bytesource) input(rec Record) Input {
 			return in
 		}
 	}
-	switch b.n(13) {
+	switch b.n(14) {
 	case 0:
 		return Provisioned{}
 	case 1:
@@ -109,6 +109,8 @@ func (b *bytesource) input(rec Record) Input {
 	case 11:
 		mask := b.n(4)
 		return Recover{Idempotent: func(fn string) bool { return mask&1 == 1 || fn == fuzzFuncs[mask>>1] }}
+	case 12:
+		return Fail{Message: "too large"}
 	default:
 		return nil
 	}
@@ -318,7 +320,7 @@ func FuzzRecord(f *testing.F) {
 		for _, in := range []Input{
 			Provisioned{}, ModelDone{Message: answer("x", call("a", "f", nil))}, CallsStarted{IDs: []string{"a"}},
 			CallDone{ID: "a"}, CallParked{ID: "a"}, ApprovalResolved{ID: "a", Decision: DecisionDeny},
-			SteeringDrained{}, Recover{}, Abort{},
+			SteeringDrained{}, Recover{}, Abort{}, Fail{Message: "x"},
 		} {
 			next, _, err := Apply(rec, in, 1)
 			if !valid && !errors.Is(err, ErrInvalidRecord) {

@@ -116,6 +116,19 @@ type Abort struct {
 	Partial *agent.Message
 }
 
+// Fail: the grain cannot go on with the run, because the record of its
+// next checkpoint would not fit the store (an answer or results too large
+// for one message). Accepted in every non-terminal state. The run fails
+// (kind permanent) with Message, and the record keeps only what a finished
+// run needs: the answer, the calls and their results, the run's input and
+// whatever the outbox held are dropped (what was delivered of them stays in
+// the transcript and the events). Calls started are cancelled and parked
+// ones withdrawn, as an abort does; an assistant message with stop_reason
+// error is completed, then agent_end.
+type Fail struct {
+	Message string
+}
+
 // Recover: a fresh activation found calls started by an earlier one that
 // died ([InFlight]). A call whose function is idempotent goes back to not
 // started and runs again; any other gets the error result "interrupted:
@@ -136,6 +149,7 @@ func (CallParked) inputName() string       { return "CallParked" }
 func (ApprovalResolved) inputName() string { return "ApprovalResolved" }
 func (SteeringDrained) inputName() string  { return "SteeringDrained" }
 func (Abort) inputName() string            { return "Abort" }
+func (Fail) inputName() string             { return "Fail" }
 func (Recover) inputName() string          { return "Recover" }
 
 // InputName returns the name of in's type ("CallDone"), for logs and

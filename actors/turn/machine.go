@@ -58,6 +58,8 @@ func Apply(rec Record, in Input, nowMs int64) (Record, []Effect, error) {
 		err = t.steeringDrained(in)
 	case Abort:
 		t.abort(in.Reason, in.Partial)
+	case Fail:
+		t.failRun(in.Message)
 	case Recover:
 		err = t.recover(in)
 	default:
@@ -187,6 +189,29 @@ func (t *tx) fail(kind agent.ErrorKind, text string, partial *agent.Message) {
 	t.emit(agent.Event{Type: agent.EventMessageComplete, Message: &msg})
 	t.rec.Error = &agent.Failure{Kind: kind, Message: text}
 	t.finish(agent.StateFailed, agent.StopError, text, nil, nil)
+}
+
+// failRun ends the run in failed from any state, keeping only what a
+// finished run needs (see [Fail]).
+func (t *tx) failRun(text string) {
+	var cancel, withdraw []string
+	if w := t.rec.Work; w != nil {
+		for _, c := range w.Prepared {
+			switch {
+			case w.Effects[c.ID].Status == StatusStarted:
+				cancel = append(cancel, c.ID)
+			case parked(t.rec, c.ID):
+				withdraw = append(withdraw, c.ID)
+			}
+		}
+	}
+	t.rec.LastAssistant, t.rec.Work, t.rec.FunctionResults = nil, nil, nil
+	t.rec.Input, t.rec.AwaitingApproval, t.rec.Outbox = nil, nil, nil
+	msg := t.assistant(nil, agent.StopError)
+	msg.ErrorMessage = text
+	t.emit(agent.Event{Type: agent.EventMessageComplete, Message: &msg})
+	t.rec.Error = &agent.Failure{Kind: agent.ErrorPermanent, Message: text}
+	t.finish(agent.StateFailed, agent.StopError, text, cancel, withdraw)
 }
 
 // assistant builds the assistant message that closes an interrupted model

@@ -52,6 +52,7 @@ var inputs = map[string]Input{
 	"SteeringDrained":   SteeringDrained{},
 	"Steering":          SteeringDrained{Steering: []agent.Message{user("wait")}},
 	"Abort":             Abort{Reason: "user"},
+	"Fail":              Fail{Message: "the record would not fit"},
 	"Recover":           Recover{},
 	"RecoverIdempotent": Recover{Idempotent: func(string) bool { return true }},
 }
@@ -69,18 +70,21 @@ func TestTransitions(t *testing.T) {
 			"ProvisionFailed": S(agent.StateFailed),
 			"BudgetExceeded":  S(agent.StateStopped),
 			"Abort":           S(agent.StateStopped),
+			"Fail":            S(agent.StateFailed),
 		},
 		"assistant_streaming": {
 			"BudgetExceeded": S(agent.StateStopped),
 			"ModelDone":      S(agent.StateSteeringCheck),
 			"ModelFailed":    S(agent.StateFailed),
 			"Abort":          S(agent.StateStopped),
+			"Fail":           S(agent.StateFailed),
 		},
 		"function_execute": {
 			"CallsStarted": S(agent.StateFunctionExecute),
 			"CallDone":     S(agent.StateFunctionExecute),
 			"CallParked":   S(agent.StateFunctionExecute),
 			"Abort":        S(agent.StateStopped),
+			"Fail":         S(agent.StateFailed),
 		},
 		"function_execute/started": {
 			"CallDone":          S(agent.StateFunctionExecute),
@@ -88,17 +92,20 @@ func TestTransitions(t *testing.T) {
 			"Recover":           S(agent.StateFunctionExecute),
 			"RecoverIdempotent": S(agent.StateFunctionExecute),
 			"Abort":             S(agent.StateStopped),
+			"Fail":              S(agent.StateFailed),
 		},
 		"function_awaiting_approval": {
 			"ApprovalAllow":   S(agent.StateFunctionExecute),
 			"ApprovalDeny":    S(agent.StateSteeringCheck),
 			"ApprovalAborted": S(agent.StateStopped),
 			"Abort":           S(agent.StateStopped),
+			"Fail":            S(agent.StateFailed),
 		},
 		"steering_check": {
 			"SteeringDrained": S(agent.StateStopped),
 			"Steering":        S(agent.StateAssistantStreaming),
 			"Abort":           S(agent.StateStopped),
+			"Fail":            S(agent.StateFailed),
 		},
 		"stopped": {},
 		"failed":  {},
@@ -519,6 +526,56 @@ func TestRetired(t *testing.T) {
 			}
 			if _, _, err := Apply(got, Provisioned{}, t0+1000); !errors.Is(err, ErrUnexpectedInput) {
 				t.Fatalf("Apply on a retired record: %v", err)
+			}
+		})
+	}
+}
+
+// Fail ends a run from any state with a record that keeps only what a
+// finished run needs: it is what the grain writes when a checkpoint's
+// record would not fit the store.
+func TestFail(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		state            string
+		cancel, withdraw []string
+	}{
+		{state: "provisioning"},
+		{state: "assistant_streaming"},
+		{state: "function_execute"},
+		{state: "function_execute/started", cancel: []string{"c1"}},
+		{state: "function_awaiting_approval", withdraw: []string{"c1"}},
+		{state: "steering_check"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.state, func(t *testing.T) {
+			t.Parallel()
+			rec := fixtures[tt.state](t)
+			rec.Outbox = []Effect{{Kind: EffectEmit, ID: "undelivered", Event: &agent.Event{Type: agent.EventMessageUpdate}}}
+			got, effects, err := Apply(rec, Fail{Message: "too large"}, 7000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != agent.StateFailed || got.StopReason != agent.StopError || got.Error == nil ||
+				got.Error.Kind != agent.ErrorPermanent || got.Error.Message != "too large" {
+				t.Fatalf("record %s", mustJSON(t, got))
+			}
+			if got.LastAssistant != nil || got.Work != nil || got.FunctionResults != nil || got.Input != nil || got.AwaitingApproval != nil {
+				t.Fatalf("the failed record kept the run's messages or calls: %s", mustJSON(t, got))
+			}
+			if !reflect.DeepEqual(got.Outbox, effects) {
+				t.Fatalf("the undelivered outbox was kept: %v", eventTypes(got.Outbox))
+			}
+			if types := eventTypes(effects); !slices.Equal(types, []agent.EventType{agent.EventMessageComplete, agent.EventTurnStateChanged, agent.EventAgentEnd}) {
+				t.Fatalf("effects %v", types)
+			}
+			mc := effects[0].Event.Message
+			if mc.StopReason != agent.StopError || mc.ErrorMessage != "too large" {
+				t.Fatalf("message_complete %+v", mc)
+			}
+			f := effects[len(effects)-1].Finish
+			if f == nil || f.StopReason != agent.StopError || !slices.Equal(f.Cancel, tt.cancel) || !slices.Equal(f.Withdraw, tt.withdraw) {
+				t.Fatalf("finish %+v", f)
 			}
 		})
 	}

@@ -249,6 +249,11 @@ func (h *history) append(ctx context.Context, sid, id string, msgs []agent.Messa
 		}
 		if err != nil {
 			h.forget(sid)
+			if errors.Is(err, wire.ErrInvalidPayload) {
+				// Refused for good (an entry over the tree's size limit):
+				// the grain fails the run rather than trying again.
+				err = fmt.Errorf("%w: %w", session.ErrUnstorable, err)
+			}
 			op.err = fmt.Errorf("append to the transcript of %s: %w", sid, err)
 			return
 		}

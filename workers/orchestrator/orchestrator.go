@@ -685,6 +685,9 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 		if errors.Is(err, session.ErrFenced) {
 			return RunStartResult{}, err
 		}
+		if errors.Is(err, session.ErrUnstorable) {
+			return RunStartResult{}, wire.Wrap(wire.CodeInvalidPayload, err, "the run's messages are too large to store")
+		}
 		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "write turn record")
 	}
 	// A grain on this node starts at once with the record just written;

@@ -106,10 +106,17 @@ func (s store) leaderGet(ctx context.Context, bucket, key string) ([]byte, uint6
 	return m.Data, m.Sequence, nil
 }
 
+// recordRoom is what a record write leaves of the server's max payload
+// for the message's subject and headers.
+const recordRoom = 1024
+
 func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, error) {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return 0, err
+	}
+	if limit := s.kvs.e.Conn().MaxPayload(); int64(len(data))+recordRoom > limit {
+		return 0, fmt.Errorf("%w: the turn record is %d bytes, and the server takes %d in a message", session.ErrUnstorable, len(data), limit)
 	}
 	kv, err := s.kvs.of(ctx, rec.SessionID)
 	if err != nil {

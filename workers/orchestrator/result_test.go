@@ -12,6 +12,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
+	"github.com/iii-on-nats/iii/workers/scripted"
 	"github.com/iii-on-nats/iii/workers/sessiontree"
 )
 
@@ -110,5 +111,74 @@ func checkCapped(t *testing.T, what string, content []agent.Content, details any
 	var d agent.TruncatedDetails
 	if err := json.Unmarshal(b, &d); err != nil || !d.Truncated || d.Bytes != size || d.Limit != limit {
 		t.Fatalf("%s: details %s", what, b)
+	}
+}
+
+// A checkpoint the store refuses for good fails the run, saying why,
+// instead of failing the same way at every redelivery: a user message over
+// the session tree's entry limit, and calls whose results are each under
+// the bound but together make a record too large for one message. The
+// session takes its next run.
+func TestRecordTooLargeFailsTheRun(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, model, prompt string
+	}{
+		{"a message too large for the transcript", "echo", strings.Repeat("z", 400<<10)},
+		{"an answer too large for the transcript", "big", "write a lot"},
+		{"results too large together", "echo", strings.Repeat(`/call test::big {"n":90000}`+"\n", 12)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t)
+			s := startStackScripted(t, ns, allowAll, []scripted.Option{scripted.WithDeltaSize(64 << 10),
+				scripted.WithScript("big", func(scripted.StreamRequest) (scripted.Reply, error) {
+					return scripted.Reply{Text: strings.Repeat("w", 300<<10)}, nil
+				})})
+			w, err := s.e.Worker("big")
+			if err != nil {
+				t.Fatal(err)
+			}
+			type bigReq struct {
+				N int `json:"n"`
+			}
+			if err := w.Register(engine.Function{ID: "test::big", Handler: engine.Typed(func(_ context.Context, r bigReq) (agent.FunctionResult, error) {
+				return agent.TextResult(strings.Repeat("y", r.N)), nil
+			})}); err != nil {
+				t.Fatal(err)
+			}
+			sid := "toolarge-" + strings.ReplaceAll(c.name, " ", "-")
+			start := func(model, text string) {
+				t.Helper()
+				var res orchestrator.RunStartResult
+				if err := s.e.Trigger(context.Background(), "run::start", agent.RunStart{
+					SessionID: sid, Provider: "scripted", Model: model, Messages: []agent.Message{userText(text)},
+				}, &res); err != nil || !res.Started {
+					t.Fatalf("run::start = %+v, %v", res, err)
+				}
+			}
+			start(c.model, c.prompt)
+			evs := events(t, s.e, sid, 30*time.Second)
+			last := evs[len(evs)-1]
+			var failed *agent.Message
+			for _, ev := range evs {
+				if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.StopReason == agent.StopError {
+					failed = ev.Message
+				}
+			}
+			if last.StopReason != agent.StopError || failed == nil || !strings.Contains(failed.ErrorMessage, "could not be stored") {
+				t.Fatalf("agent_end %q, failure %+v: %v", last.StopReason, failed, types(evs))
+			}
+			var view agent.TurnView
+			if err := s.e.Trigger(context.Background(), "turn::get_state", orchestrator.SessionRequest{SessionID: sid}, &view); err != nil || view.State != agent.StateFailed {
+				t.Fatalf("turn::get_state = %+v, %v", view, err)
+			}
+			// The next run of the session runs.
+			start("echo", "hello again")
+			evs = eventsUntil(t, s.e, sid, 2, 30*time.Second)
+			if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
+				t.Fatalf("the next run: agent_end %q: %v", last.StopReason, types(evs))
+			}
+		})
 	}
 }
