@@ -56,8 +56,9 @@
 //     tree's limit) works in every non-terminal state and ends in failed
 //     as provider errors do, with a record that keeps only what a finished
 //     run needs: the answer, calls, results, input and undelivered outbox
-//     are dropped; started calls are listed for cancellation and parked
-//     approvals for withdrawal.
+//     are dropped; as in an abort, calls not done get an error result,
+//     started calls are listed for cancellation and parked approvals for
+//     withdrawal.
 //   - A refused budget reservation ([BudgetExceeded]) stops with
 //     "budget_exceeded".
 //   - agent_end is always the last event of a run, followed by the

@@ -102,6 +102,13 @@ var scenarios = []scenario{
 			Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("/tmp")},
 		}},
 	}},
+	{name: "unstorable_mid_batch", inputs: []Input{
+		Provisioned{},
+		ModelDone{answer("", rmTmp, readEtc)},
+		CallParked{ID: "c1", ArgsHash: "sha256:9f2c"},
+		CallsStarted{IDs: []string{"c2"}},
+		Fail{Message: "the run could not be stored: the turn record is 1100000 bytes, and the server takes 1048576 in a message"},
+	}},
 	{name: "provision_failed", inputs: []Input{
 		ProvisionFailed{Kind: agent.ErrorAuthExpired, Message: "no credential for scripted"},
 	}},

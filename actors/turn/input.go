@@ -122,9 +122,10 @@ type Abort struct {
 // (kind permanent) with Message, and the record keeps only what a finished
 // run needs: the answer, the calls and their results, the run's input and
 // whatever the outbox held are dropped (what was delivered of them stays in
-// the transcript and the events). Calls started are cancelled and parked
-// ones withdrawn, as an abort does; an assistant message with stop_reason
-// error is completed, then agent_end.
+// the transcript and the events). As in an abort, every call not done
+// ends with an error result (its function_execution_end), calls started
+// are cancelled and parked ones withdrawn; then an assistant message with
+// stop_reason error is completed, and agent_end.
 type Fail struct {
 	Message string
 }

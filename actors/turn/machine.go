@@ -196,13 +196,20 @@ func (t *tx) fail(kind agent.ErrorKind, text string, partial *agent.Message) {
 func (t *tx) failRun(text string) {
 	var cancel, withdraw []string
 	if w := t.rec.Work; w != nil {
-		for _, c := range w.Prepared {
+		// Every call announced gets its end, as an abort's do; the
+		// results go with the record's calls.
+		for i := range w.Prepared {
+			c := &w.Prepared[i]
+			e := w.Effects[c.ID]
 			switch {
-			case w.Effects[c.ID].Status == StatusStarted:
+			case e.Status == StatusDone:
+				continue
+			case e.Status == StatusStarted:
 				cancel = append(cancel, c.ID)
 			case parked(t.rec, c.ID):
 				withdraw = append(withdraw, c.ID)
 			}
+			t.done(c, agent.ErrorResult("the run failed: "+text, nil))
 		}
 	}
 	t.rec.LastAssistant, t.rec.Work, t.rec.FunctionResults = nil, nil, nil

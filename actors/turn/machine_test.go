@@ -539,12 +539,13 @@ func TestFail(t *testing.T) {
 	tests := []struct {
 		state            string
 		cancel, withdraw []string
+		ends             int // calls not done, each ended with an error result
 	}{
 		{state: "provisioning"},
 		{state: "assistant_streaming"},
-		{state: "function_execute"},
-		{state: "function_execute/started", cancel: []string{"c1"}},
-		{state: "function_awaiting_approval", withdraw: []string{"c1"}},
+		{state: "function_execute", ends: 2},
+		{state: "function_execute/started", cancel: []string{"c1"}, ends: 2},
+		{state: "function_awaiting_approval", withdraw: []string{"c1"}, ends: 1},
 		{state: "steering_check"},
 	}
 	for _, tt := range tests {
@@ -566,10 +567,12 @@ func TestFail(t *testing.T) {
 			if !reflect.DeepEqual(got.Outbox, effects) {
 				t.Fatalf("the undelivered outbox was kept: %v", eventTypes(got.Outbox))
 			}
-			if types := eventTypes(effects); !slices.Equal(types, []agent.EventType{agent.EventMessageComplete, agent.EventTurnStateChanged, agent.EventAgentEnd}) {
+			types := eventTypes(effects)
+			if len(types) < 3 || !slices.Equal(types[len(types)-3:], []agent.EventType{agent.EventMessageComplete, agent.EventTurnStateChanged, agent.EventAgentEnd}) ||
+				count(types, agent.EventFunctionExecutionEnd) != tt.ends {
 				t.Fatalf("effects %v", types)
 			}
-			mc := effects[0].Event.Message
+			mc := effects[len(effects)-4].Event.Message
 			if mc.StopReason != agent.StopError || mc.ErrorMessage != "too large" {
 				t.Fatalf("message_complete %+v", mc)
 			}
@@ -579,4 +582,13 @@ func TestFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+func count[T comparable](s []T, v T) (n int) {
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
