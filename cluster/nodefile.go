@@ -21,16 +21,18 @@ type NodeFile struct {
 	Metrics     string  `yaml:"metrics"`
 	NoTraces    bool    `yaml:"no_traces"`
 	// HeapFloorMiB is `iii up --heap-floor-mib` (nil: the default; 0: off).
-	HeapFloorMiB *int           `yaml:"heap_floor_mib"`
-	Cluster      ClusterConfig  `yaml:"cluster"`
-	Region       string         `yaml:"region"`
-	Gateway      GatewayConfig  `yaml:"gateway"`
-	LeafNodes    LeafNodeConfig `yaml:"leafnodes"`
-	Leaf         LeafConfig     `yaml:"leaf"`
-	Join         string         `yaml:"join"`
-	Creds        string         `yaml:"creds"`
-	Replicas     int            `yaml:"replicas"`
-	Actor        ActorConfig    `yaml:"actor"`
+	HeapFloorMiB *int `yaml:"heap_floor_mib"`
+	// MaxPayload is `iii up --max-payload` (0: 1 MiB).
+	MaxPayload int32          `yaml:"max_payload"`
+	Cluster    ClusterConfig  `yaml:"cluster"`
+	Region     string         `yaml:"region"`
+	Gateway    GatewayConfig  `yaml:"gateway"`
+	LeafNodes  LeafNodeConfig `yaml:"leafnodes"`
+	Leaf       LeafConfig     `yaml:"leaf"`
+	Join       string         `yaml:"join"`
+	Creds      string         `yaml:"creds"`
+	Replicas   int            `yaml:"replicas"`
+	Actor      ActorConfig    `yaml:"actor"`
 	// Workers are the worker modules to start; Set their settings
 	// ("orchestrator.max_turns": "20").
 	Workers []string          `yaml:"workers"`

@@ -117,6 +117,9 @@ func mergeFile(cmd *cobra.Command, cfg *upConfig, fc cluster.NodeFile, sets *[]s
 	if unset("heap-floor-mib") && fc.HeapFloorMiB != nil {
 		cfg.heapFloorMiB = *fc.HeapFloorMiB
 	}
+	if unset("max-payload") && fc.MaxPayload != 0 {
+		cfg.maxPayload = fc.MaxPayload
+	}
 	str("cluster", &t.cluster.Name, fc.Cluster.Name)
 	str("cluster-listen", &t.cluster.Listen, fc.Cluster.Listen)
 	str("cluster-advertise", &t.cluster.Advertise, fc.Cluster.Advertise)
@@ -176,6 +179,7 @@ func (t topology) serverConfig(cfg upConfig, host string, port int, storeDir str
 	c := cluster.Config{
 		Name: t.name, Host: host, Port: port, StoreDir: storeDir,
 		MonitorPort: cfg.monitorPort,
+		MaxPayload:  cfg.maxPayload,
 		Logger:      cfg.logger.With("component", "nats-server"),
 		Cluster:     t.cluster,
 		Region:      t.region,

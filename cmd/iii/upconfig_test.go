@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -153,6 +154,59 @@ func TestHeapFloorSetting(t *testing.T) {
 			}
 			if stop != nil {
 				stop()
+			}
+		})
+	}
+}
+
+// --max-payload (or max_payload in the file) sets the embedded server's
+// largest message; the workers' connections see it, and a value the
+// server cannot take is refused at start.
+func TestMaxPayloadSetting(t *testing.T) {
+	a := startTestAppWith(t, upConfig{maxPayload: 4 << 20})
+	if got := a.nc.MaxPayload(); got != 4<<20 {
+		t.Fatalf("max payload %d, want %d", got, 4<<20)
+	}
+	cmd := &cobra.Command{}
+	cfg := upConfig{}
+	cmd.Flags().Int32Var(&cfg.maxPayload, "max-payload", 0, "")
+	fc, err := loadFileConfig(writeTemp(t, "max_payload: 8388608\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sets []string
+	mergeFile(cmd, &cfg, fc, &sets)
+	if cfg.maxPayload != 8<<20 {
+		t.Fatalf("max_payload from the file: %d", cfg.maxPayload)
+	}
+	bad := upConfig{maxPayload: 100 << 20}
+	bad.home, bad.listen, bad.logger = t.TempDir(), "127.0.0.1:0", slog.New(slog.DiscardHandler)
+	if a, err := startApp(context.Background(), bad); err == nil {
+		_ = a.close(context.Background())
+		t.Fatal("a max payload of 100 MiB was accepted")
+	}
+}
+
+// The recipe docs/OPERATIONS.md gives for long model answers works: with
+// --max-payload 8 MiB and session.max_entry_size 1 MiB a run whose
+// message and answer are 500 KB each ends normally (with the defaults its
+// transcript refuses them and the run fails, saying so).
+func TestLongAnswerRecipe(t *testing.T) {
+	long := strings.Repeat("0123456789abcdef", 500_000/16)
+	for _, c := range []struct {
+		name string
+		cfg  upConfig
+		ok   bool
+	}{
+		{name: "defaults", cfg: upConfig{}, ok: false},
+		{name: "raised", cfg: upConfig{maxPayload: 8 << 20, settings: map[string]map[string]string{"session": {"max_entry_size": "1048576"}}}, ok: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := startTestAppWith(t, c.cfg)
+			out, err := runIII(t, "chat", "--nats", a.url, "-m", long)
+			failed := strings.Contains(out, "could not be stored")
+			if err != nil || failed == c.ok || (c.ok && !strings.Contains(out, long)) {
+				t.Fatalf("chat: %v, failed %v\n%.300s", err, failed, out[max(len(out)-300, 0):])
 			}
 		})
 	}

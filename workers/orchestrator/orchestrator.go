@@ -60,8 +60,8 @@ type Orchestrator struct {
 
 	hookQuiescence time.Duration
 	hookTimeout    time.Duration
-	// maxResult bounds a function call's result (0: the default, a tenth
-	// of the server's max payload).
+	// maxResult bounds a function call's result (0: the default,
+	// DefaultMaxResultBytes or a tenth of the server's max payload).
 	maxResult    int
 	drainTimeout time.Duration
 	modelTimeout time.Duration
@@ -120,8 +120,8 @@ func WithTranscriptContinuation(on bool) Option {
 }
 
 // WithMaxResultBytes bounds what a function call's result may weigh
-// ([agent.FunctionResult.Capped]; default: a tenth of the server's max
-// payload).
+// ([agent.FunctionResult.Capped]; default [DefaultMaxResultBytes], or a
+// tenth of the server's max payload when that is less).
 func WithMaxResultBytes(n int) Option { return func(o *Orchestrator) { o.maxResult = n } }
 
 // WithDefaultMaxTurns bounds runs that set no max_turns (default 50).
@@ -142,6 +142,10 @@ func New(opts ...Option) *Orchestrator {
 // ordered consumer, and nats-server 2.15 limits a stream that sets no
 // limit to 1,000 consumers.
 const DefaultEventMaxConsumers = 10_000
+
+// DefaultMaxResultBytes is a function result's default bound
+// (SettingMaxResultBytes): about 25,000 tokens of text.
+const DefaultMaxResultBytes = 100 << 10
 
 // DefaultDrainTimeout bounds the hand-off of a stopping node's sessions
 // (SettingDrainTimeout).
@@ -169,9 +173,10 @@ const (
 	SettingModelTimeout = "model_timeout"
 	// SettingMaxResultBytes bounds what a function call's result may
 	// weigh before the model, the events and the transcript see it
-	// (default: a tenth of the server's max payload, 104,857 bytes for 1
-	// MiB): the turn record holds a result several times, and must fit one
-	// message.
+	// (default [DefaultMaxResultBytes], or a tenth of the server's max
+	// payload when that is less): the turn record holds a result several
+	// times and must fit one message, and the result's transcript entry
+	// must fit the session tree's limit (256 KiB by default).
 	SettingMaxResultBytes = "max_result_bytes"
 	// SettingTranscriptContinuation, true (default) or false: whether a
 	// model call may send only what is new to a provider that keeps the
@@ -297,7 +302,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	o.spend = newSpend(e, o.logger)
 	maxResult := o.maxResult
 	if maxResult <= 0 {
-		maxResult = int(e.Conn().MaxPayload() / 10)
+		maxResult = min(DefaultMaxResultBytes, int(e.Conn().MaxPayload()/10))
 	}
 	o.fns = functions{e: e, catalog: o.catalog, settings: &kvs[4], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms, maxResult: maxResult}
 	o.stop = make(chan struct{})

@@ -29,8 +29,8 @@ func TestLargeResultCapped(t *testing.T) {
 		limit int // 0: not cut
 	}{
 		{name: "under the default bound", size: 50 << 10},
-		{name: "over the default bound", size: 300 << 10, limit: 1 << 20 / 10},
-		{name: "as large as the bus allows", size: 900 << 10, limit: 1 << 20 / 10},
+		{name: "over the default bound", size: 300 << 10, limit: orchestrator.DefaultMaxResultBytes},
+		{name: "as large as the bus allows", size: 900 << 10, limit: orchestrator.DefaultMaxResultBytes},
 		{name: "a bound of its own", opts: []orchestrator.Option{orchestrator.WithMaxResultBytes(2000)}, size: 10 << 10, limit: 2000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
