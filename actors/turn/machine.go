@@ -191,26 +191,35 @@ func (t *tx) fail(kind agent.ErrorKind, text string, partial *agent.Message) {
 	t.finish(agent.StateFailed, agent.StopError, text, nil, nil)
 }
 
+// endCalls gives every call of the batch that is not done the result
+// result makes (its function_execution_end, and its start if it had none)
+// and returns the calls that were started, to cancel, and parked, to
+// withdraw.
+func (t *tx) endCalls(result func(*Call) agent.FunctionResult) (cancel, withdraw []string) {
+	w := t.rec.Work
+	for i := range w.Prepared {
+		c := &w.Prepared[i]
+		switch {
+		case w.Effects[c.ID].Status == StatusDone:
+			continue
+		case w.Effects[c.ID].Status == StatusStarted:
+			cancel = append(cancel, c.ID)
+		case parked(t.rec, c.ID):
+			withdraw = append(withdraw, c.ID)
+		}
+		t.done(c, result(c))
+	}
+	return cancel, withdraw
+}
+
 // failRun ends the run in failed from any state, keeping only what a
 // finished run needs (see [Fail]).
 func (t *tx) failRun(text string) {
 	var cancel, withdraw []string
-	if w := t.rec.Work; w != nil {
+	if t.rec.Work != nil {
 		// Every call announced gets its end, as an abort's do; the
 		// results go with the record's calls.
-		for i := range w.Prepared {
-			c := &w.Prepared[i]
-			e := w.Effects[c.ID]
-			switch {
-			case e.Status == StatusDone:
-				continue
-			case e.Status == StatusStarted:
-				cancel = append(cancel, c.ID)
-			case parked(t.rec, c.ID):
-				withdraw = append(withdraw, c.ID)
-			}
-			t.done(c, agent.ErrorResult("the run failed: "+text, nil))
-		}
+		cancel, withdraw = t.endCalls(func(*Call) agent.FunctionResult { return agent.ErrorResult("the run failed: "+text, nil) })
 	}
 	t.rec.LastAssistant, t.rec.Work, t.rec.FunctionResults = nil, nil, nil
 	t.rec.Input, t.rec.AwaitingApproval, t.rec.Outbox = nil, nil, nil
@@ -631,20 +640,9 @@ func (t *tx) abort(reason string, partial *agent.Message) {
 		if reason != "" {
 			text += ": " + reason
 		}
-		w := t.rec.Work
-		for i := range w.Prepared {
-			c := &w.Prepared[i]
-			e := w.Effects[c.ID]
-			switch {
-			case e.Status == StatusDone:
-				continue
-			case e.Status == StatusStarted:
-				cancel = append(cancel, c.ID)
-			case parked(t.rec, c.ID):
-				withdraw = append(withdraw, c.ID)
-			}
-			t.done(c, agent.ErrorResult(text, agent.Denial{Status: agent.StatusAborted, FunctionID: c.FunctionID, Reason: reason}))
-		}
+		cancel, withdraw = t.endCalls(func(c *Call) agent.FunctionResult {
+			return agent.ErrorResult(text, agent.Denial{Status: agent.StatusAborted, FunctionID: c.FunctionID, Reason: reason})
+		})
 		t.rec.AwaitingApproval = nil
 		t.completeBatch()
 	}

@@ -30,10 +30,13 @@ func startTestApp(t *testing.T) *app {
 }
 
 // startTestAppWith runs a node configured by cfg, in a temporary home, on
-// a random port, with logs discarded.
+// a random port, with logs discarded unless cfg has a logger.
 func startTestAppWith(t *testing.T, cfg upConfig) *app {
 	t.Helper()
-	cfg.home, cfg.listen, cfg.logger = t.TempDir(), "127.0.0.1:0", slog.New(slog.DiscardHandler)
+	cfg.home, cfg.listen = t.TempDir(), "127.0.0.1:0"
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
 	a, err := startApp(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

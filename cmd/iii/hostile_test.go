@@ -139,19 +139,7 @@ func largeStrings(schema json.RawMessage, n int) []byte {
 // as {} is, and not among them.)
 func TestEveryFunctionRefusesGarbage(t *testing.T) {
 	logs := &errorLog{}
-	cfg := upConfig{httpAddr: "127.0.0.1:0"}
-	cfg.home, cfg.listen, cfg.logger = t.TempDir(), "127.0.0.1:0", slog.New(logs)
-	a, err := startApp(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if err := a.close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	a := startTestAppWith(t, upConfig{httpAddr: "127.0.0.1:0", logger: slog.New(logs)})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fns, err := a.e.FunctionsList(ctx)

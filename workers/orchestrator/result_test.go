@@ -37,18 +37,7 @@ func TestLargeResultCapped(t *testing.T) {
 			t.Parallel()
 			ns := enginetest.RunServer(t)
 			s := startStack(t, ns, c.opts...)
-			w, err := s.e.Worker("big")
-			if err != nil {
-				t.Fatal(err)
-			}
-			type bigReq struct {
-				N int `json:"n"`
-			}
-			if err := w.Register(engine.Function{ID: "test::big", Handler: engine.Typed(func(_ context.Context, r bigReq) (agent.FunctionResult, error) {
-				return agent.TextResult(strings.Repeat("y", r.N)), nil
-			})}); err != nil {
-				t.Fatal(err)
-			}
+			registerBig(t, s.e)
 			sid := "big-" + strings.ReplaceAll(c.name, " ", "-")
 			var res orchestrator.RunStartResult
 			if err := s.e.Trigger(context.Background(), "run::start", agent.RunStart{
@@ -87,6 +76,23 @@ func TestLargeResultCapped(t *testing.T) {
 				t.Fatalf("no function result in the transcript")
 			}
 		})
+	}
+}
+
+// registerBig serves test::big {n} on e: a text result of n bytes.
+func registerBig(t *testing.T, e *engine.Engine) {
+	t.Helper()
+	w, err := e.Worker("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type bigReq struct {
+		N int `json:"n"`
+	}
+	if err := w.Register(engine.Function{ID: "test::big", Handler: engine.Typed(func(_ context.Context, r bigReq) (agent.FunctionResult, error) {
+		return agent.TextResult(strings.Repeat("y", r.N)), nil
+	})}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -135,18 +141,7 @@ func TestRecordTooLargeFailsTheRun(t *testing.T) {
 				scripted.WithScript("big", func(scripted.StreamRequest) (scripted.Reply, error) {
 					return scripted.Reply{Text: strings.Repeat("w", 300<<10)}, nil
 				})})
-			w, err := s.e.Worker("big")
-			if err != nil {
-				t.Fatal(err)
-			}
-			type bigReq struct {
-				N int `json:"n"`
-			}
-			if err := w.Register(engine.Function{ID: "test::big", Handler: engine.Typed(func(_ context.Context, r bigReq) (agent.FunctionResult, error) {
-				return agent.TextResult(strings.Repeat("y", r.N)), nil
-			})}); err != nil {
-				t.Fatal(err)
-			}
+			registerBig(t, s.e)
 			sid := "toolarge-" + strings.ReplaceAll(c.name, " ", "-")
 			start := func(model, text string) {
 				t.Helper()
