@@ -409,6 +409,21 @@ type pendingAbort struct {
 	sender *actor.PID
 }
 
+// stopRunning cancels the model call (or provisioning), the calls and the
+// gates in flight; what they answer later is stale.
+func (g *grain) stopRunning() {
+	if g.stopModel != nil {
+		g.stopModel()
+		g.stopModel = nil
+	}
+	if g.stopCalls != nil {
+		g.stopCalls()
+		g.stopCalls = nil
+	}
+	g.token++
+	g.running, g.gating = false, nil
+}
+
 func (g *grain) onAbort(reason string, partial *agent.Message) any {
 	if err := g.load(); err != nil {
 		if errors.Is(err, ErrNoRecord) {
@@ -419,17 +434,7 @@ func (g *grain) onAbort(reason string, partial *agent.Message) any {
 	if g.rec.State.Terminal() {
 		return AbortResult{Aborted: false, State: string(g.rec.State)}
 	}
-	if g.stopModel != nil {
-		g.stopModel()
-		g.stopModel = nil
-	}
-	if g.stopCalls != nil {
-		g.stopCalls()
-		g.stopCalls = nil
-	}
-	g.token++ // results of what was running are stale now
-	g.running = false
-	g.gating = nil
+	g.stopRunning()
 	if !g.apply(turn.Abort{Reason: reason, Partial: partial}) {
 		return fmt.Errorf("abort of %s could not be recorded", g.sid)
 	}
@@ -648,17 +653,8 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 // hold appends that were never stored. The caller reports false.
 func (g *grain) failUnstorable(cause error) {
 	g.host.opts.logger.WarnContext(g.traced(g.base), "the store refuses the run's checkpoint for good; the run fails", "session_id", g.sid, "error", cause)
-	if g.stopModel != nil {
-		g.stopModel()
-		g.stopModel = nil
-	}
-	if g.stopCalls != nil {
-		g.stopCalls()
-		g.stopCalls = nil
-	}
-	g.token++ // results of what was running are stale now
-	g.running, g.gating, g.unwritten, g.committed = false, nil, false, nil
-	g.reread = true
+	g.stopRunning()
+	g.unwritten, g.committed, g.reread = false, nil, true
 	next, _, err := turn.Apply(g.rec, turn.Fail{Message: "the run could not be stored: " + cause.Error()}, g.host.opts.now().UnixMilli())
 	if err != nil {
 		g.halt("fail an unstorable run", err)
