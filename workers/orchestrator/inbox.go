@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -28,11 +29,48 @@ const (
 // JSON array, changed by compare-and-set. With watch, a steering check of
 // a session whose inboxes are known to be empty reads nothing.
 type inbox struct {
-	kvs   sessionKV
-	watch *inboxWatch
+	kvs    sessionKV
+	watch  *inboxWatch
+	logger *slog.Logger // nil: discard
 }
 
 func inboxKey(sid, name string) string { return sid + "." + name }
+
+// decode reads an inbox's stored value. What another client wrote there
+// that is not a JSON array of user messages (`nats kv put` by hand, an
+// older or foreign writer) is dropped with a warning, never an error: a
+// check that failed on it would halt the session's grain at every
+// redelivery and wedge the session, and push and drain could not repair
+// it. The next write of the inbox replaces the value.
+func (b inbox) decode(key string, value []byte) []agent.Message {
+	if len(value) == 0 {
+		return nil
+	}
+	var items []agent.Message
+	if err := json.Unmarshal(value, &items); err != nil {
+		b.warn("an inbox that does not decode is read as empty; its next write replaces it", key, value, err)
+		return nil
+	}
+	valid := items[:0]
+	for _, m := range items {
+		if m.Role == agent.RoleUser && m.Validate() == nil {
+			valid = append(valid, m)
+		}
+	}
+	if len(valid) < len(items) {
+		b.warn("inbox items that are not valid user messages are skipped; the inbox's next write drops them", key, value,
+			fmt.Errorf("%d of %d items", len(items)-len(valid), len(items)))
+	}
+	return valid
+}
+
+func (b inbox) warn(msg, key string, value []byte, err error) {
+	if b.logger == nil {
+		return
+	}
+	excerpt := value[:min(len(value), 200)]
+	b.logger.Warn(msg, "key", key, "bytes", len(value), "value", string(excerpt), "error", err)
+}
 
 // update applies fn to the inbox under CAS, retrying on conflict.
 func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Message) ([]agent.Message, error)) ([]agent.Message, error) {
@@ -52,11 +90,7 @@ func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Mess
 			return nil, wire.Wrap(wire.CodeUnavailable, err, "inbox")
 		default:
 			rev = ent.Revision()
-			if len(ent.Value()) > 0 {
-				if err := json.Unmarshal(ent.Value(), &cur); err != nil {
-					return nil, wire.Wrap(wire.CodeInternal, err, "inbox %s does not decode", key)
-				}
-			}
+			cur = b.decode(key, ent.Value())
 		}
 		next, err := fn(cur)
 		if err != nil {
@@ -118,13 +152,7 @@ func (b inbox) peek(ctx context.Context, sid, key string) ([]agent.Message, erro
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "inbox")
 	}
-	var cur []agent.Message
-	if len(ent.Value()) > 0 {
-		if err := json.Unmarshal(ent.Value(), &cur); err != nil {
-			return nil, wire.Wrap(wire.CodeInternal, err, "inbox %s does not decode", key)
-		}
-	}
-	return cur, nil
+	return b.decode(key, ent.Value()), nil
 }
 
 // Peek implements session.Inbox. Inboxes the watch knows to be empty

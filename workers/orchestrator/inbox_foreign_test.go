@@ -1,0 +1,78 @@
+package orchestrator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/subjects"
+	"github.com/iii-on-nats/iii/workers/orchestrator"
+)
+
+// An inbox value another client wrote (`nats kv put iii-inbox
+// <sid>.steering …`) that is not a JSON array of user messages does not
+// wedge the session: its runs end, what is valid in it is steered in, and
+// push and drain work and replace it. Before, the steering check failed
+// on it at every redelivery and the run never ended.
+func TestForeignInboxValues(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.InboxBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		name, value string
+		steered     bool // the valid item reached the model
+	}{
+		{name: "not JSON", value: "garbage"},
+		{name: "not an array", value: `{"role":"user"}`},
+		{name: "not user messages", value: `[{"role":"assistant","content":[]},{"role":"user"}]`},
+		{name: "one valid item among others", value: `[{"role":"bogus"},{"role":"user","content":[{"type":"text","text":"steer here"}],"timestamp":1}]`, steered: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sid := "foreign-" + string(rune('a'+i))
+			if _, err := kv.Put(ctx, sid+"."+orchestrator.InboxSteering, []byte(c.value)); err != nil {
+				t.Fatal(err)
+			}
+			var res orchestrator.RunStartResult
+			if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo",
+				Messages: []agent.Message{userText("hello")}}, &res); err != nil || !res.Started {
+				t.Fatalf("run::start = %+v, %v", res, err)
+			}
+			evs := events(t, s.e, sid, 20*time.Second)
+			if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
+				t.Fatalf("agent_end %q: %v", last.StopReason, types(evs))
+			}
+			steered := false
+			for _, ev := range evs {
+				if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.Role == agent.RoleAssistant {
+					for _, b := range ev.Message.Content {
+						steered = steered || strings.Contains(b.Text, "steer here")
+					}
+				}
+			}
+			if steered != c.steered {
+				t.Fatalf("steered %v, want %v: %v", steered, c.steered, types(evs))
+			}
+			var pushed orchestrator.InboxPushResult
+			if err := s.e.Trigger(ctx, "session::inbox_push", orchestrator.InboxPushRequest{SessionID: sid, Name: orchestrator.InboxSteering, Item: userText("later")}, &pushed); err != nil || pushed.Queued != 1 {
+				t.Fatalf("push = %+v, %v", pushed, err)
+			}
+			var drained orchestrator.InboxDrainResult
+			if err := s.e.Trigger(ctx, "session::inbox_drain", orchestrator.InboxDrainRequest{SessionID: sid, Name: orchestrator.InboxSteering}, &drained); err != nil || len(drained.Items) != 1 {
+				t.Fatalf("drain = %+v, %v", drained, err)
+			}
+			if _, err := kv.Get(ctx, sid+"."+orchestrator.InboxSteering); err != jetstream.ErrKeyNotFound {
+				t.Fatalf("the drained inbox is still there: %v", err)
+			}
+		})
+	}
+}
