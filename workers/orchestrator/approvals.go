@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/actors/turn"
@@ -40,7 +41,11 @@ type approvals struct {
 	// tracer records, for each decision applied, a span in the run's trace
 	// linked to the approval::resolve call that decided it.
 	tracer trace.Tracer
+	logger *slog.Logger // nil: discard
 }
+
+// errUndecodable marks an approval record that does not decode.
+var errUndecodable = errors.New("does not decode")
 
 func (a approvals) get(ctx context.Context, sid, key string) (agent.ApprovalRecord, uint64, error) {
 	kv, err := a.kvs.of(ctx, sid)
@@ -53,7 +58,7 @@ func (a approvals) get(ctx context.Context, sid, key string) (agent.ApprovalReco
 	}
 	var rec agent.ApprovalRecord
 	if err := json.Unmarshal(ent.Value(), &rec); err != nil {
-		return agent.ApprovalRecord{}, ent.Revision(), fmt.Errorf("approval %s does not decode: %w", key, err)
+		return agent.ApprovalRecord{}, ent.Revision(), fmt.Errorf("approval %s %w: %w", key, errUndecodable, err)
 	}
 	return rec, ent.Revision(), nil
 }
@@ -108,6 +113,15 @@ func (a approvals) Decisions(ctx context.Context, sid, runID string, parked []ag
 		}
 		rec, _, err := a.get(ctx, sid, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if errors.Is(err, errUndecodable) {
+			// Another client wrote it: no decision. Failing here would
+			// halt the grain at every wake; the call stays parked until a
+			// decision that decodes (or run::abort) replaces it.
+			if a.logger != nil {
+				a.logger.WarnContext(ctx, "an approval record that does not decode is no decision", "session_id", sid, "function_call_id", p.FunctionCallID, "error", err)
+			}
 			continue
 		}
 		if err != nil {

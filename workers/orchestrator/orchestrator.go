@@ -276,7 +276,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		kvs = append(kvs, sessionKV{e: e, bucket: cfg.Bucket})
 	}
 	o.turns, o.runs, o.inbox = kvs[0], kvs[1], inbox{kvs: kvs[2], watch: newInboxWatch(), logger: o.logger}
-	o.approvals = approvals{kvs: kvs[3], now: time.Now, tracer: e.Tracer()}
+	o.approvals = approvals{kvs: kvs[3], now: time.Now, tracer: e.Tracer(), logger: o.logger}
 	for _, s := range []struct {
 		cfg    jetstream.StreamConfig
 		prefix string
