@@ -93,7 +93,7 @@ func (o *Orchestrator) register() error {
 			Handler: engine.Typed(func(ctx context.Context, r SessionRequest) (AbortResult, error) {
 				res, err := o.Host().Abort(ctx, r.SessionID, "aborted by run::abort")
 				if err != nil {
-					return AbortResult{}, wire.Wrap(wire.CodeUnavailable, err, "")
+					return AbortResult{}, recordErr(err, "")
 				}
 				return AbortResult{SessionID: r.SessionID, Aborted: res.Aborted, State: agent.TurnState(res.State)}, nil
 			}),
@@ -109,7 +109,7 @@ func (o *Orchestrator) register() error {
 					return nil, nil
 				}
 				if err != nil {
-					return nil, wire.Wrap(wire.CodeUnavailable, err, "")
+					return nil, recordErr(err, "")
 				}
 				v := turn.View(rec)
 				return &v, nil

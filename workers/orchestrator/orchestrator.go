@@ -638,7 +638,7 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 	case errors.Is(err, session.ErrNoRecord):
 		rev = 0
 	case err != nil:
-		return RunStartResult{}, wire.Wrap(wire.CodeUnavailable, err, "load turn record")
+		return RunStartResult{}, recordErr(err, "load turn record")
 	case rs.IdempotencyKey != "" && cur.Request.IdempotencyKey == rs.IdempotencyKey && cur.State.Terminal():
 		// The run this key started has ended already; its answer was
 		// lost before the key's entry in the runs bucket was written.

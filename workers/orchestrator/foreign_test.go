@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 )
@@ -74,5 +76,50 @@ func TestForeignInboxValues(t *testing.T) {
 				t.Fatalf("the drained inbox is still there: %v", err)
 			}
 		})
+	}
+}
+
+// A turn record that does not decode (another client wrote it) is an
+// internal error that says how to reset it, not a retryable unavailable
+// one: run::start, turn::get_state and run::abort refuse, nothing is
+// overwritten, and once the key is deleted the session runs again.
+func TestForeignTurnRecord(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.TurnStateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "foreign-rec", []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	start := agent.RunStart{SessionID: "foreign-rec", Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("hello")}}
+	for _, c := range []struct {
+		id  string
+		req any
+	}{
+		{"run::start", start},
+		{"turn::get_state", orchestrator.SessionRequest{SessionID: "foreign-rec"}},
+		{"run::abort", orchestrator.SessionRequest{SessionID: "foreign-rec"}},
+	} {
+		err := s.e.Trigger(ctx, c.id, c.req, nil)
+		if !errors.Is(err, wire.ErrInternal) || !strings.Contains(err.Error(), "nats kv del iii-turn-state foreign-rec") {
+			t.Errorf("%s: %v", c.id, err)
+		}
+	}
+	if ent, err := kv.Get(ctx, "foreign-rec"); err != nil || string(ent.Value()) != "garbage" {
+		t.Fatalf("the record was touched: %v", err)
+	}
+	if err := kv.Delete(ctx, "foreign-rec"); err != nil {
+		t.Fatal(err)
+	}
+	var res orchestrator.RunStartResult
+	if err := s.e.Trigger(ctx, "run::start", start, &res); err != nil || !res.Started {
+		t.Fatalf("run::start after the reset = %+v, %v", res, err)
+	}
+	if evs := events(t, s.e, "foreign-rec", 20*time.Second); evs[len(evs)-1].StopReason != agent.StopEnd {
+		t.Fatalf("events %v", types(evs))
 	}
 }
