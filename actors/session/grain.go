@@ -1199,6 +1199,9 @@ func (g *grain) onVerdict(id string, v Verdict) bool {
 
 // dispatch runs one started call; its result comes back as callResult.
 func (g *grain) dispatch(c turn.Call) {
+	if w := g.rec.Work; w != nil {
+		c.Batch = len(w.Prepared)
+	}
 	tok := g.token
 	ctx := g.callCtx()
 	fns, root, self, sid, timeout := g.host.ports.Functions, g.root, g.self, g.sid, g.host.opts.callTimeout

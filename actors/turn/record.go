@@ -84,6 +84,10 @@ type Call struct {
 	// Announced is set once function_execution_start was emitted, so a
 	// call re-run after a crash is not announced twice.
 	Announced bool `json:"announced,omitempty"`
+	// Batch is how many calls the call's assistant message asked for, set
+	// by the grain when it dispatches the call (not stored): the batch's
+	// results share one bound ([agent.FunctionResult.Capped]).
+	Batch int `json:"-"`
 }
 
 // CallStatus is the state of a call's effect record.

@@ -219,8 +219,10 @@ func (f functions) sessionSettings(ctx context.Context, sid string) agent.Approv
 }
 
 // Call runs a call that passed the gate, then the after-call hooks, which
-// may replace (redact) its result, and bounds the result (maxResult): the
-// model, the events and the transcript get the same, cut, result.
+// may replace (redact) its result, and bounds the result (maxResult, shared
+// by the calls of one assistant message, each keeping at least
+// minBatchResult): the model, the events and the transcript get the same,
+// cut, result.
 func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.FunctionResult {
 	ctx = engine.WithSession(ctx, sid, "")
 	// A function that declares a time limit is not waited for longer (a
@@ -245,12 +247,20 @@ func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.Func
 		res = toResult(f.e.Codec(), reply)
 	}
 	res = f.afterHooks(ctx, sid, c, res)
-	if capped, cut := res.Capped(f.maxResult); cut {
-		f.logger.InfoContext(ctx, "function result truncated", "session_id", sid, "function_id", c.FunctionID, "bytes", res.Size(), "limit", f.maxResult)
+	limit := f.maxResult
+	if c.Batch > 1 {
+		// The batch's results share the bound: the record holds them all.
+		limit = max(limit/c.Batch, min(minBatchResult, limit))
+	}
+	if capped, cut := res.Capped(limit); cut {
+		f.logger.InfoContext(ctx, "function result truncated", "session_id", sid, "function_id", c.FunctionID, "bytes", res.Size(), "limit", limit)
 		res = capped
 	}
 	return res
 }
+
+// minBatchResult is the least a result of a large batch may keep.
+const minBatchResult = 2 << 10
 
 func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res agent.FunctionResult) agent.FunctionResult {
 	out, err := hook.PublishCollect(ctx, f.e.Conn(), hook.Request{

@@ -176,7 +176,8 @@ const (
 	// (default [DefaultMaxResultBytes], or a tenth of the server's max
 	// payload when that is less): the turn record holds a result several
 	// times and must fit one message, and the result's transcript entry
-	// must fit the session tree's limit (256 KiB by default).
+	// must fit the session tree's limit (256 KiB by default). The calls of
+	// one assistant message share it, each keeping at least 2 KiB.
 	SettingMaxResultBytes = "max_result_bytes"
 	// SettingTranscriptContinuation, true (default) or false: whether a
 	// model call may send only what is new to a provider that keeps the

@@ -25,6 +25,7 @@ func TestLargeResultCapped(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		opts  []orchestrator.Option
+		calls int // parallel calls (0: one)
 		size  int
 		limit int // 0: not cut
 	}{
@@ -32,6 +33,8 @@ func TestLargeResultCapped(t *testing.T) {
 		{name: "over the default bound", size: 300 << 10, limit: orchestrator.DefaultMaxResultBytes},
 		{name: "as large as the bus allows", size: 900 << 10, limit: orchestrator.DefaultMaxResultBytes},
 		{name: "a bound of its own", opts: []orchestrator.Option{orchestrator.WithMaxResultBytes(2000)}, size: 10 << 10, limit: 2000},
+		{name: "a batch shares the bound", calls: 4, size: 50 << 10, limit: orchestrator.DefaultMaxResultBytes / 4},
+		{name: "a large batch keeps 2 KiB each", calls: 60, size: 10 << 10, limit: 2 << 10},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -42,7 +45,7 @@ func TestLargeResultCapped(t *testing.T) {
 			var res orchestrator.RunStartResult
 			if err := s.e.Trigger(context.Background(), "run::start", agent.RunStart{
 				SessionID: sid, Provider: "scripted", Model: "echo",
-				Messages: []agent.Message{userText(`/call test::big {"n":` + strconv.Itoa(c.size) + `}`)},
+				Messages: []agent.Message{userText(strings.Repeat(`/call test::big {"n":`+strconv.Itoa(c.size)+`}`+"\n", max(c.calls, 1)))},
 			}, &res); err != nil || !res.Started {
 				t.Fatalf("run::start = %+v, %v", res, err)
 			}
@@ -132,7 +135,7 @@ func TestRecordTooLargeFailsTheRun(t *testing.T) {
 	}{
 		{"a message too large for the transcript", "echo", strings.Repeat("z", 400<<10)},
 		{"an answer too large for the transcript", "big", "write a lot"},
-		{"results too large together", "echo", strings.Repeat(`/call test::big {"n":90000}`+"\n", 12)},
+		{"results too large together", "echo", strings.Repeat(`/call test::big {"n":90000}`+"\n", 12)}, // under a bound set too high
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -140,7 +143,7 @@ func TestRecordTooLargeFailsTheRun(t *testing.T) {
 			s := startStackScripted(t, ns, allowAll, []scripted.Option{scripted.WithDeltaSize(64 << 10),
 				scripted.WithScript("big", func(scripted.StreamRequest) (scripted.Reply, error) {
 					return scripted.Reply{Text: strings.Repeat("w", 300<<10)}, nil
-				})})
+				})}, orchestrator.WithMaxResultBytes(1<<20))
 			registerBig(t, s.e)
 			sid := "toolarge-" + strings.ReplaceAll(c.name, " ", "-")
 			start := func(model, text string) {
