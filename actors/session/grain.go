@@ -337,6 +337,14 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	} else {
 		hist, err = g.host.ports.History.Load(ctx, g.sid)
 	}
+	if errors.Is(err, ErrUnstorable) && !rec.State.Terminal() {
+		// The transcript cannot be read for good: the run fails, saying
+		// why, rather than waiting for a transcript that never comes.
+		g.rec, g.rev, g.loaded, g.dirty = rec, rev, true, false
+		g.unconfirmed, g.carried, g.gating = nil, 0, nil
+		g.failUnstorable(err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -644,18 +652,19 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 }
 
 // failUnstorable ends the run when the store refuses a checkpoint for good
-// (ErrUnstorable: its record too large for one message, or a transcript
-// append the session tree refuses): rather than halting, and failing the
+// (ErrUnstorable: its record too large for one message, a transcript
+// append the session tree refuses, a transcript it cannot read): rather
+// than halting, and failing the
 // same way at every redelivery, the grain stops what it started for that
 // checkpoint, fails the run from the record before it ([turn.Fail] keeps
 // only what a finished run needs), writes that and drives it to its end.
 // The transcript is read again before the next run: the grain's copy may
 // hold appends that were never stored. The caller reports false.
 func (g *grain) failUnstorable(cause error) {
-	g.host.opts.logger.WarnContext(g.traced(g.base), "the store refuses the run's checkpoint for good; the run fails", "session_id", g.sid, "error", cause)
+	g.host.opts.logger.WarnContext(g.traced(g.base), "the store refuses the run's checkpoint, or its transcript, for good; the run fails", "session_id", g.sid, "error", cause)
 	g.stopRunning()
 	g.unwritten, g.committed, g.reread = false, nil, true
-	next, _, err := turn.Apply(g.rec, turn.Fail{Message: "the run could not be stored: " + cause.Error()}, g.host.opts.now().UnixMilli())
+	next, _, err := turn.Apply(g.rec, turn.Fail{Message: "the run could not be stored or read: " + cause.Error()}, g.host.opts.now().UnixMilli())
 	if err != nil {
 		g.halt("fail an unstorable run", err)
 		return

@@ -15,9 +15,10 @@ import (
 var ErrFenced = errors.New("session: record written by another activation")
 
 // ErrUnstorable says the store refused something for good: a turn record
-// too large for one message ([Store.Write]), or a transcript append the
+// too large for one message ([Store.Write]), a transcript append the
 // session tree refuses (an entry over its size limit; [History.Flush],
-// [SettledHistory.Settled]). Trying again cannot help, so the grain fails
+// [SettledHistory.Settled]), or a transcript it cannot read
+// ([History.Load]; a meta that does not decode). Trying again cannot help, so the grain fails
 // the run with [turn.Fail] instead of halting, which would try the same
 // checkpoint at every redelivery.
 var ErrUnstorable = errors.New("session: the store refuses it for good")

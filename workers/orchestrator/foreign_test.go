@@ -123,3 +123,56 @@ func TestForeignTurnRecord(t *testing.T) {
 		t.Fatalf("events %v", types(evs))
 	}
 }
+
+// A session meta that does not decode (another client wrote it) fails the
+// session's runs, saying how to repair it, instead of leaving them waiting
+// for a transcript that cannot be read; deleting the meta rebuilds it from
+// the session's newest entry and the transcript is whole again.
+func TestForeignSessionMeta(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	start := func(text string) {
+		t.Helper()
+		var res orchestrator.RunStartResult
+		if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "foreign-meta", Provider: "scripted", Model: "echo",
+			Messages: []agent.Message{userText(text)}}, &res); err != nil || !res.Started {
+			t.Fatalf("run::start = %+v, %v", res, err)
+		}
+	}
+	start("first")
+	events(t, s.e, "foreign-meta", 20*time.Second)
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.SessionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "foreign-meta", []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	start("second")
+	evs := eventsUntil(t, s.e, "foreign-meta", 2, 20*time.Second)
+	var failed *agent.Message
+	for _, ev := range evs {
+		if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.StopReason == agent.StopError {
+			failed = ev.Message
+		}
+	}
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopError || failed == nil ||
+		!strings.Contains(failed.ErrorMessage, "nats kv del iii-sessions foreign-meta") {
+		t.Fatalf("the run on a corrupt meta: %+v: %v", failed, types(evs))
+	}
+	if err := kv.Delete(ctx, "foreign-meta"); err != nil {
+		t.Fatal(err)
+	}
+	start("third")
+	if evs := eventsUntil(t, s.e, "foreign-meta", 3, 20*time.Second); evs[len(evs)-1].StopReason != agent.StopEnd {
+		t.Fatalf("the run after the repair: %v", types(evs))
+	}
+	var msgs struct {
+		Messages []any `json:"messages"`
+	}
+	if err := s.e.Trigger(ctx, "session::messages", map[string]string{"session_id": "foreign-meta"}, &msgs); err != nil || len(msgs.Messages) != 4 {
+		t.Fatalf("transcript after the repair: %d messages, %v", len(msgs.Messages), err)
+	}
+}

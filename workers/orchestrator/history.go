@@ -96,6 +96,18 @@ type pathEntry struct {
 	Message agent.Message `json:"message"`
 }
 
+// forGood marks an error of the session tree that trying again cannot
+// help (session.ErrUnstorable): it refused the request (an entry over its
+// size limit) or failed inside (a meta that does not decode). The grain
+// then fails the run, saying why, instead of trying the same checkpoint at
+// every redelivery.
+func forGood(err error) error {
+	if errors.Is(err, wire.ErrInvalidPayload) || errors.Is(err, wire.ErrInternal) {
+		return fmt.Errorf("%w: %w", session.ErrUnstorable, err)
+	}
+	return err
+}
+
 func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error) {
 	msgs, _, err := h.LoadIdentified(ctx, sid)
 	return msgs, err
@@ -124,7 +136,7 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 		return nil, "", nil // no session yet: nothing said
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("transcript of %s: %w", sid, err)
+		return nil, "", fmt.Errorf("transcript of %s: %w", sid, forGood(err))
 	}
 	h.mu.Lock()
 	if k := h.known[sid]; k != nil && k.count == meta.EntryCount && k.leaf == meta.ActiveLeaf {
@@ -143,7 +155,7 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 		return nil, "", nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("transcript of %s: %w", sid, err)
+		return nil, "", fmt.Errorf("transcript of %s: %w", sid, forGood(err))
 	}
 	msgs := make([]agent.Message, len(out.Messages))
 	for i, pe := range out.Messages {
@@ -249,12 +261,7 @@ func (h *history) append(ctx context.Context, sid, id string, msgs []agent.Messa
 		}
 		if err != nil {
 			h.forget(sid)
-			if errors.Is(err, wire.ErrInvalidPayload) {
-				// Refused for good (an entry over the tree's size limit):
-				// the grain fails the run rather than trying again.
-				err = fmt.Errorf("%w: %w", session.ErrUnstorable, err)
-			}
-			op.err = fmt.Errorf("append to the transcript of %s: %w", sid, err)
+			op.err = fmt.Errorf("append to the transcript of %s: %w", sid, forGood(err))
 			return
 		}
 		if n := len(res.EntryIDs); n == len(msgs) {

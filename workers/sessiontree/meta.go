@@ -90,7 +90,7 @@ func (s *Store) loadMeta(ctx context.Context, sid string) (Meta, uint64, error) 
 	}
 	var m Meta
 	if err := json.Unmarshal(ent.Value(), &m); err != nil || m.SessionID != sid {
-		return Meta{}, 0, wire.Errorf(wire.CodeInternal, "meta of session %s does not decode", sid)
+		return Meta{}, 0, wire.Errorf(wire.CodeInternal, "meta of session %s does not decode (`nats kv del %s %s` rebuilds it from the session's newest entry; a fork loses its link to its parent)", sid, kv.Bucket(), sid)
 	}
 	s.meta.put(m, ent.Revision())
 	return m, ent.Revision(), nil
