@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,42 @@ func TestForeignSessionMeta(t *testing.T) {
 	}
 	if err := s.e.Trigger(ctx, "session::messages", map[string]string{"session_id": "foreign-meta"}, &msgs); err != nil || len(msgs.Messages) != 4 {
 		t.Fatalf("transcript after the repair: %d messages, %v", len(msgs.Messages), err)
+	}
+}
+
+// An entry another client published on a session's subject fails the
+// session's runs, naming the message, instead of leaving them waiting for
+// a transcript that cannot be read. (The stream denies deletes, so the
+// session stays unusable: docs/PROTOCOL.md, the session tree.)
+func TestForeignSessionEntry(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	start := func(text string) {
+		t.Helper()
+		var res orchestrator.RunStartResult
+		if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "foreign-entry", Provider: "scripted", Model: "echo",
+			Messages: []agent.Message{userText(text)}}, &res); err != nil || !res.Started {
+			t.Fatalf("run::start = %+v, %v", res, err)
+		}
+	}
+	start("first")
+	events(t, s.e, "foreign-entry", 20*time.Second)
+	ack, err := s.e.JetStream().Publish(ctx, subjects.SessionEntrySubjectPrefix+"foreign-entry", []byte("garbage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start("second")
+	evs := eventsUntil(t, s.e, "foreign-entry", 2, 20*time.Second)
+	var failed *agent.Message
+	for _, ev := range evs {
+		if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.StopReason == agent.StopError {
+			failed = ev.Message
+		}
+	}
+	where := fmt.Sprintf("sequence %d of %s", ack.Sequence, subjects.SessionEntryStream)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopError || failed == nil || !strings.Contains(failed.ErrorMessage, where) {
+		t.Fatalf("the run on a foreign entry: %+v: %v", failed, types(evs))
 	}
 }

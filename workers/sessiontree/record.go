@@ -5,6 +5,7 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // recordVersion is the version of the stored entry format.
@@ -86,7 +87,8 @@ func decodeRecord(data []byte, seq uint64) (record, error) {
 func decodeRecordInto(r *record, data []byte, seq uint64) error {
 	if err := wire.Msgpack.Unmarshal(data, r); err != nil {
 		*r = record{}
-		return fmt.Errorf("%w: %v", ErrCorruptRecord, err)
+		return fmt.Errorf("%w: entry %s (sequence %d of %s) does not decode; another client may have published it: %v",
+			ErrCorruptRecord, FormatEntryID(seq), seq, subjects.SessionEntryStream, err)
 	}
 	if err := r.check(seq); err != nil {
 		*r = record{}
