@@ -64,11 +64,13 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	// The floor of the turn makes the writes the turn made, stream by
-	// stream (update FloorTurn when the turn's writes change); the
-	// sessions' creation adds a meta write each, half a write a turn here.
+	// stream (update FloorTurn when the turn's writes change). Within one
+	// write a turn: in a run this short the sessions' creation adds half
+	// a meta write a turn, and a meta's compare-and-set lost to a
+	// concurrent repair one more now and then.
 	want := floorWrites(FloorTurn)
 	for stream, n := range want {
-		if got := c.StreamWrites[stream]; math.Abs(got-float64(n)) > 0.6 {
+		if got := c.StreamWrites[stream]; math.Abs(got-float64(n)) > 1 {
 			t.Errorf("%s: the turns wrote %.2f a turn, FloorTurn %d", stream, got, n)
 		}
 	}
