@@ -164,7 +164,17 @@ func TestEveryFunctionRefusesGarbage(t *testing.T) {
 		return nc.RequestMsg(m, 20*time.Second)
 	}
 	js := a.e.JetStream()
+	// What the node writes on its own at start (the skills index, …)
+	// settles first.
 	before := streamHeads(ctx, t, js)
+	for settle := time.Now().Add(10 * time.Second); time.Now().Before(settle); {
+		time.Sleep(300 * time.Millisecond)
+		now := streamHeads(ctx, t, js)
+		if maps.Equal(before, now) {
+			break
+		}
+		before = now
+	}
 	for _, fn := range fns {
 		bodies := hostileBodies()
 		if b := wrongTypes(fn.RequestSchema); b != nil {
