@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
@@ -134,14 +135,7 @@ func TestForeignSessionMeta(t *testing.T) {
 	ns := enginetest.RunServer(t)
 	s := startStack(t, ns)
 	ctx := context.Background()
-	start := func(text string) {
-		t.Helper()
-		var res orchestrator.RunStartResult
-		if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "foreign-meta", Provider: "scripted", Model: "echo",
-			Messages: []agent.Message{userText(text)}}, &res); err != nil || !res.Started {
-			t.Fatalf("run::start = %+v, %v", res, err)
-		}
-	}
+	start := func(text string) { startEcho(t, s.e, "foreign-meta", "echo", text) }
 	start("first")
 	events(t, s.e, "foreign-meta", 20*time.Second)
 	kv, err := s.e.JetStream().KeyValue(ctx, subjects.SessionsBucket)
@@ -153,12 +147,7 @@ func TestForeignSessionMeta(t *testing.T) {
 	}
 	start("second")
 	evs := eventsUntil(t, s.e, "foreign-meta", 2, 20*time.Second)
-	var failed *agent.Message
-	for _, ev := range evs {
-		if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.StopReason == agent.StopError {
-			failed = ev.Message
-		}
-	}
+	failed := failure(evs)
 	if last := evs[len(evs)-1]; last.StopReason != agent.StopError || failed == nil ||
 		!strings.Contains(failed.ErrorMessage, "nats kv del iii-sessions foreign-meta") {
 		t.Fatalf("the run on a corrupt meta: %+v: %v", failed, types(evs))
@@ -187,14 +176,7 @@ func TestForeignSessionEntry(t *testing.T) {
 	ns := enginetest.RunServer(t)
 	s := startStack(t, ns)
 	ctx := context.Background()
-	start := func(text string) {
-		t.Helper()
-		var res orchestrator.RunStartResult
-		if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "foreign-entry", Provider: "scripted", Model: "echo",
-			Messages: []agent.Message{userText(text)}}, &res); err != nil || !res.Started {
-			t.Fatalf("run::start = %+v, %v", res, err)
-		}
-	}
+	start := func(text string) { startEcho(t, s.e, "foreign-entry", "echo", text) }
 	start("first")
 	events(t, s.e, "foreign-entry", 20*time.Second)
 	ack, err := s.e.JetStream().Publish(ctx, subjects.SessionEntrySubjectPrefix+"foreign-entry", []byte("garbage"))
@@ -203,14 +185,32 @@ func TestForeignSessionEntry(t *testing.T) {
 	}
 	start("second")
 	evs := eventsUntil(t, s.e, "foreign-entry", 2, 20*time.Second)
+	failed := failure(evs)
+	where := fmt.Sprintf("sequence %d of %s", ack.Sequence, subjects.SessionEntryStream)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopError || failed == nil || !strings.Contains(failed.ErrorMessage, where) {
+		t.Fatalf("the run on a foreign entry: %+v: %v", failed, types(evs))
+	}
+}
+
+// startEcho starts a run of the scripted model on sid with one user
+// message.
+func startEcho(t *testing.T, e *engine.Engine, sid, model, text string) {
+	t.Helper()
+	var res orchestrator.RunStartResult
+	if err := e.Trigger(context.Background(), "run::start", agent.RunStart{SessionID: sid, Provider: "scripted", Model: model,
+		Messages: []agent.Message{userText(text)}}, &res); err != nil || !res.Started {
+		t.Fatalf("run::start = %+v, %v", res, err)
+	}
+}
+
+// failure is the assistant message a failed run completed with (nil when
+// there is none).
+func failure(evs []agent.Event) *agent.Message {
 	var failed *agent.Message
 	for _, ev := range evs {
 		if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.StopReason == agent.StopError {
 			failed = ev.Message
 		}
 	}
-	where := fmt.Sprintf("sequence %d of %s", ack.Sequence, subjects.SessionEntryStream)
-	if last := evs[len(evs)-1]; last.StopReason != agent.StopError || failed == nil || !strings.Contains(failed.ErrorMessage, where) {
-		t.Fatalf("the run on a foreign entry: %+v: %v", failed, types(evs))
-	}
+	return failed
 }

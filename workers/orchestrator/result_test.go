@@ -146,24 +146,10 @@ func TestRecordTooLargeFailsTheRun(t *testing.T) {
 				})}, orchestrator.WithMaxResultBytes(1<<20))
 			registerBig(t, s.e)
 			sid := "toolarge-" + strings.ReplaceAll(c.name, " ", "-")
-			start := func(model, text string) {
-				t.Helper()
-				var res orchestrator.RunStartResult
-				if err := s.e.Trigger(context.Background(), "run::start", agent.RunStart{
-					SessionID: sid, Provider: "scripted", Model: model, Messages: []agent.Message{userText(text)},
-				}, &res); err != nil || !res.Started {
-					t.Fatalf("run::start = %+v, %v", res, err)
-				}
-			}
+			start := func(model, text string) { startEcho(t, s.e, sid, model, text) }
 			start(c.model, c.prompt)
 			evs := events(t, s.e, sid, 30*time.Second)
-			last := evs[len(evs)-1]
-			var failed *agent.Message
-			for _, ev := range evs {
-				if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.StopReason == agent.StopError {
-					failed = ev.Message
-				}
-			}
+			last, failed := evs[len(evs)-1], failure(evs)
 			if last.StopReason != agent.StopError || failed == nil || !strings.Contains(failed.ErrorMessage, "could not be stored") {
 				t.Fatalf("agent_end %q, failure %+v: %v", last.StopReason, failed, types(evs))
 			}
