@@ -16,6 +16,9 @@
 // exporter) run whatever the environment says. console writes one JSON
 // span per line to the writer of [WithConsole] (stderr by default).
 //
+// [ErrorHandler] routes OpenTelemetry's own errors into a slog.Logger,
+// rate-limited, instead of the standard library's log.
+//
 //	tp, err := telemetry.NewTracerProvider(ctx, telemetry.WithServiceName("iii"))
 //	if err != nil { ... }
 //	defer tp.Shutdown(ctx)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log"
 	"log/slog"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +143,16 @@ func largeStrings(schema json.RawMessage, n int) []byte {
 func TestEveryFunctionRefusesGarbage(t *testing.T) {
 	logs := &errorLog{}
 	a := startTestAppWith(t, upConfig{httpAddr: "127.0.0.1:0", logger: slog.New(logs)})
+	// Nothing goes to the standard library's log (stderr, outside the
+	// node's log): OpenTelemetry's errors about malformed headers used to.
+	var stdlog bytes.Buffer
+	log.SetOutput(&stdlog)
+	defer func() {
+		log.SetOutput(os.Stderr)
+		if stdlog.Len() > 0 {
+			t.Errorf("printed outside the node's log:\n%.500s", stdlog.String())
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fns, err := a.e.FunctionsList(ctx)
@@ -221,6 +234,41 @@ func TestEveryFunctionRefusesGarbage(t *testing.T) {
 		}
 		for _, rec := range logs.take() {
 			t.Errorf("%s, large strings: logged: %s", fn.ID, rec)
+		}
+	}
+	// Hostile headers on an empty object: a time budget that is not a
+	// number, negative or huge; trace context and baggage that are not
+	// W3C; a msgpack content type on JSON. Answered in time, never an
+	// internal error, nothing logged. ({} may be a valid request.)
+	headers := []map[string]string{
+		{"Iii-Timeout-Ms": "abc"},
+		{"Iii-Timeout-Ms": "-5"},
+		{"Iii-Timeout-Ms": "99999999999999999999999"},
+		{"traceparent": "00-zz-yy-01", "tracestate": strings.Repeat("x=", 500), "baggage": strings.Repeat("k=%ZZ,", 1000)},
+		{wire.HeaderContentType: "application/msgpack; charset=latin1"},
+	}
+	for _, fn := range fns {
+		for _, h := range headers {
+			subj, err := subjects.FunctionSubject(fn.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := nats.NewMsg(subj)
+			m.Data = []byte("{}")
+			for k, v := range h {
+				m.Header.Set(k, v)
+			}
+			reply, err := nc.RequestMsg(m, 20*time.Second)
+			if err != nil {
+				t.Errorf("%s, headers %v: no reply: %v", fn.ID, h, err)
+				continue
+			}
+			if we := wire.Decode(reply); we != nil && we.Code == wire.CodeInternal {
+				t.Errorf("%s, headers %.80v: internal error: %v", fn.ID, h, we)
+			}
+		}
+		for _, rec := range logs.take() {
+			t.Errorf("%s, hostile headers: logged: %s", fn.ID, rec)
 		}
 	}
 	// The node still runs a turn with a function call.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -65,7 +66,17 @@ func (g *globals) logger() (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: %w", g.logLevel, err)
 	}
 	// Records logged with a span's context carry trace_id and span_id.
-	return slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))), nil
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
+	routeOtelErrors(logger)
+	return logger, nil
+}
+
+// routeOtelErrors sends OpenTelemetry's own errors (a malformed
+// traceparent or baggage header from a client, an exporter that fails)
+// to logger, at most one record every ten seconds, instead of the
+// standard library's log.
+func routeOtelErrors(logger *slog.Logger) {
+	otel.SetErrorHandler(telemetry.ErrorHandler(logger, 10*time.Second))
 }
 
 // connect opens a client connection and an engine over it.

@@ -116,6 +116,7 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 	if err := os.MkdirAll(cfg.home, 0o700); err != nil {
 		return nil, fmt.Errorf("III_HOME %s: %w", cfg.home, err)
 	}
+	routeOtelErrors(cfg.logger)
 	a := &app{}
 	defer func() {
 		if err != nil {
