@@ -610,11 +610,8 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 		switch {
 		case errors.Is(err, ErrUndelivered):
 			flush = true // carry only what is under way
-		case errors.Is(err, ErrUnstorable) && !g.failingUnstorable:
-			g.failUnstorable(err)
-			return false
 		case err != nil:
-			g.halt("flush effects", err)
+			g.failOrHalt("flush effects", err)
 			return false
 		case done:
 			g.unconfirmed = nil
@@ -625,11 +622,7 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 	}
 	if flush {
 		if err := g.host.ports.History.Flush(ctx, g.sid); err != nil {
-			if errors.Is(err, ErrUnstorable) && !g.failingUnstorable {
-				g.failUnstorable(err)
-				return false
-			}
-			g.halt("flush effects", err)
+			g.failOrHalt("flush effects", err)
 			return false
 		}
 		g.unconfirmed = nil
@@ -639,16 +632,23 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 	}
 	rev, err := g.host.ports.Store.Write(ctx, rec, g.rev)
 	if err != nil {
-		if errors.Is(err, ErrUnstorable) && !g.failingUnstorable {
-			g.failUnstorable(err)
-			return false
-		}
-		g.halt("write record", err)
+		g.failOrHalt("write record", err)
 		return false
 	}
 	g.rec, g.rev, g.dirty, g.carried = rec, rev, false, carried
 	g.unwritten = false
 	return true
+}
+
+// failOrHalt ends a write that failed: the run fails when the store
+// refused the checkpoint for good (failUnstorable, unless that is the
+// write failing), the activation halts otherwise.
+func (g *grain) failOrHalt(reason string, err error) {
+	if errors.Is(err, ErrUnstorable) && !g.failingUnstorable {
+		g.failUnstorable(err)
+		return
+	}
+	g.halt(reason, err)
 }
 
 // failUnstorable ends the run when the store refuses a checkpoint for good

@@ -356,7 +356,7 @@ func (w *Writer) publish(ctx context.Context, seq uint64, h nats.Header, body []
 		w.e.Inject(ctx, h)
 	}
 	if w.local != nil {
-		if limit := w.nc.MaxPayload(); int64(len(body)+headerSize(h)) > limit {
+		if limit := w.nc.MaxPayload(); int64(len(body)+wire.HeaderSize(h)) > limit {
 			return wire.Errorf(wire.CodeInvalidPayload, "channel frame of %d bytes exceeds the server's max payload of %d bytes", len(body), limit)
 		}
 		w.deliver(&nats.Msg{Subject: w.subj, Header: h, Data: body})
@@ -411,16 +411,6 @@ func errorFrame(seq uint64, werr *wire.Error, codec wire.Codec, maxPayload int64
 		h[k] = v
 	}
 	return h, m.Data
-}
-
-func headerSize(h nats.Header) int {
-	n := 0
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
 }
 
 // terminate sends a terminal frame once and releases the writer.

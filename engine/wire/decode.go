@@ -86,7 +86,7 @@ const replyRoom = 1024
 // still reaches its caller, with its code.
 func ReplyWithin(e *Error, codec Codec, limit int64) *nats.Msg {
 	m := Reply(e, codec)
-	if limit <= 0 || int64(len(m.Data)+headerSize(m.Header))+replyRoom <= limit {
+	if limit <= 0 || int64(len(m.Data)+HeaderSize(m.Header))+replyRoom <= limit {
 		return m
 	}
 	short := *e
@@ -102,14 +102,15 @@ func ReplyWithin(e *Error, codec Codec, limit int64) *nats.Msg {
 			short.Message = fmt.Sprintf("%s… (%d bytes in all)", e.Message[:cut], len(e.Message))
 		}
 		m = Reply(&short, codec)
-		if n == 0 || int64(len(m.Data)+headerSize(m.Header))+replyRoom <= limit {
+		if n == 0 || int64(len(m.Data)+HeaderSize(m.Header))+replyRoom <= limit {
 			return m
 		}
 	}
 }
 
-// headerSize is h's size on the wire, about.
-func headerSize(h nats.Header) int {
+// HeaderSize is h's size on the wire, about: what a message's headers add
+// to its payload against a server's max payload.
+func HeaderSize(h nats.Header) int {
 	n := 0
 	for k, vs := range h {
 		for _, v := range vs {
