@@ -64,15 +64,18 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	// The floor of the turn makes the writes the turn made, stream by
-	// stream (update FloorTurn when the turn's writes change). Within one
-	// write a turn: in a run this short the sessions' creation adds half
-	// a meta write a turn, and a meta's compare-and-set lost to a
-	// concurrent repair one more now and then.
+	// stream (update FloorTurn when the turn's writes change), within one
+	// write a turn. The session metas it leaves out: a session's
+	// creation, its first message and one deferred write per burst of
+	// appends, ≈ 1.5 a turn in a run of two turns a session.
 	want := floorWrites(FloorTurn)
 	for stream, n := range want {
 		if got := c.StreamWrites[stream]; math.Abs(got-float64(n)) > 1 {
 			t.Errorf("%s: the turns wrote %.2f a turn, FloorTurn %d", stream, got, n)
 		}
+	}
+	if got := c.StreamWrites["KV_iii-sessions"]; got > 2 {
+		t.Errorf("KV_iii-sessions: the turns wrote %.2f session metas a turn; want ≤ 2 (deferred)", got)
 	}
 	var table strings.Builder
 	if err := res.WriteTable(&table); err != nil {
@@ -98,9 +101,6 @@ func floorWrites(p FloorPlan) map[string]int {
 		w["III_EVENTS"] += st.Events
 		w["III_SESSION_ENTRIES"] += st.Entries
 		w["KV_iii-turn-state"] += st.Records
-		if st.Metas {
-			w["KV_iii-sessions"] += st.Entries
-		}
 		if st.Step {
 			w["III_TURN_STEPS"]++
 		}
@@ -113,7 +113,7 @@ func TestFloorPlans(t *testing.T) {
 		p      FloorPlan
 		writes int
 	}{
-		{FloorTurn, 30},
+		{FloorTurn, 26},
 		{FloorContract, 24},
 		{FloorLean, 14},
 	} {

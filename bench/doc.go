@@ -44,7 +44,7 @@
 //     scratch streams and buckets of node 1 (same replicas, file storage,
 //     the same duplicate windows and message ids): no actors, providers,
 //     bus calls or codecs. [FloorTurn] writes what the harness's turn
-//     writes today (30), [FloorContract] the fewest today's contracts
+//     writes today (26), [FloorContract] the fewest today's contracts
 //     allow (24), [FloorLean] a lean turn (14). Each reports turns/s, CPU
 //     per turn and the turns phase's share of it ([FloorResult]): what
 //     is left for everything a turn does besides storing.

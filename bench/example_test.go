@@ -30,7 +30,7 @@ func Example() {
 	// Output:
 	// turns: 4 failed: 0
 	// stored writes per turn > 0: true
-	// floor turn 30 writes a turn, measured: true
+	// floor turn 26 writes a turn, measured: true
 	// floor contract 24 writes a turn, measured: true
 	// floor lean 14 writes a turn, measured: true
 }

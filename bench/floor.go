@@ -19,10 +19,8 @@ type FloorStage struct {
 	// Events are published asynchronously; their acks are awaited at the
 	// stage's end.
 	Events int
-	// Entries are transcript entries, each published and awaited, each
-	// followed by a compare-and-set of the session's meta when Metas.
+	// Entries are transcript entries, each published and awaited.
 	Entries int
-	Metas   bool
 	// Records are compare-and-sets of the session's turn record, each
 	// awaited.
 	Records int
@@ -43,33 +41,32 @@ func (p FloorPlan) Writes() int {
 		if s.Step {
 			n++
 		}
-		if s.Metas {
-			n += s.Entries
-		}
 	}
 	return n
 }
 
 // The storage floors the bench measures, in the order it runs them.
 var (
-	// FloorTurn is the bench's turn as the harness stores it today (30
+	// FloorTurn is the bench's turn as the harness stores it today (26
 	// writes: the "writes by stream" row): the run's record write and
 	// step; then per message of the turn (the user's, the model's call,
-	// the function's result, the model's answer) its transcript entry
-	// with its session meta, its events, and a record write where the
-	// grain checkpoints; the terminal record write and agent_end.
+	// the function's result, the model's answer) its transcript entry,
+	// its events, and a record write where the grain checkpoints; the
+	// terminal record write and agent_end. The session's meta is written
+	// once per burst of appends (defer_meta), a fraction of a write a
+	// turn, left out.
 	FloorTurn = FloorPlan{Name: "turn", Stages: []FloorStage{
 		{Records: 1, Step: true},
-		{Entries: 1, Metas: true, Events: 3},
-		{Entries: 1, Metas: true, Events: 5, Records: 1},
-		{Entries: 1, Metas: true, Events: 3, Records: 1},
-		{Entries: 1, Metas: true, Events: 4, Records: 1},
+		{Entries: 1, Events: 3},
+		{Entries: 1, Events: 5, Records: 1},
+		{Entries: 1, Events: 3, Records: 1},
+		{Entries: 1, Events: 4, Records: 1},
 		{Records: 1, Events: 1},
 	}}
 	// FloorContract is the fewest writes today's contracts allow (24):
 	// every event one stream message (SPEC §6), an entry per message, and
 	// three record writes (the run's start, the answer with its call's
-	// start, the terminal one); no session meta per entry.
+	// start, the terminal one).
 	FloorContract = FloorPlan{Name: "contract", Stages: []FloorStage{
 		{Records: 1, Step: true},
 		{Entries: 1, Events: 3},
@@ -100,7 +97,6 @@ const (
 	floorEventSize  = 320
 	floorEntrySize  = 320
 	floorRecordSize = 1536
-	floorMetaSize   = 192
 	floorStepSize   = 128
 )
 
@@ -110,7 +106,6 @@ const (
 	floorEntries = "III_BENCH_FLOOR_ENTRIES"
 	floorSteps   = "III_BENCH_FLOOR_STEPS"
 	floorRecords = "iii-bench-floor-records"
-	floorMetas   = "iii-bench-floor-metas"
 	floorSubject = "iii.bench.floor."
 )
 
@@ -133,12 +128,12 @@ type FloorResult struct {
 
 // floorStore is one plan's scratch storage, written through two
 // connections as the harness's are (the orchestrator's: events, steps,
-// records; the session tree's: entries, metas).
+// records; the session tree's: entries).
 type floorStore struct {
-	js, tree         jetstream.JetStream
-	records, metas   jetstream.KeyValue
-	event, entry     []byte
-	record, meta, st []byte
+	js, tree     jetstream.JetStream
+	records      jetstream.KeyValue
+	event, entry []byte
+	record, st   []byte
 }
 
 // runFloors runs every plan of FloorPlans.
@@ -191,31 +186,26 @@ func runFloor(ctx context.Context, s *stack, cfg Config, p FloorPlan) (FloorResu
 		firstErr error
 	)
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
-	// Each session's keys exist before the clock starts, as a session's
-	// record and meta do after its first run.
-	revs := make([][2]uint64, cfg.Sessions)
+	// Each session's record exists before the clock starts, as it does
+	// after the session's first run.
+	revs := make([]uint64, cfg.Sessions)
 	for i := range cfg.Sessions {
-		sid := "s" + strconv.Itoa(i)
-		r, err := fs.records.Put(ctx, sid, fs.record)
+		r, err := fs.records.Put(ctx, "s"+strconv.Itoa(i), fs.record)
 		if err != nil {
 			return f, err
 		}
-		m, err := fs.metas.Put(ctx, sid, fs.meta)
-		if err != nil {
-			return f, err
-		}
-		revs[i] = [2]uint64{r, m}
+		revs[i] = r
 	}
 	cpu0, start := cpuTime(), time.Now()
 	for i := range cfg.Sessions {
 		wg.Go(func() {
 			sid := "s" + strconv.Itoa(i)
-			rev, meta := revs[i][0], revs[i][1]
+			rev := revs[i]
 			for turn := range cfg.Turns {
 				t0 := time.Now()
 				for si, st := range p.Stages {
 					var err error
-					if rev, meta, err = fs.stage(ctx, sid, turn, si, st, rev, meta); err != nil {
+					if rev, err = fs.stage(ctx, sid, turn, si, st, rev); err != nil {
 						fail(err)
 						return
 					}
@@ -254,9 +244,7 @@ func newFloorStore(ctx context.Context, orch, tree *nats.Conn, replicas int) (*f
 		for _, name := range []string{floorEvents, floorEntries, floorSteps} {
 			_ = js.DeleteStream(ctx, name)
 		}
-		for _, b := range []string{floorRecords, floorMetas} {
-			_ = js.DeleteKeyValue(ctx, b)
-		}
+		_ = js.DeleteKeyValue(ctx, floorRecords)
 	}
 	for _, sc := range []jetstream.StreamConfig{
 		{Name: floorEvents, Subjects: []string{floorSubject + "ev.>"}, Duplicates: 30 * time.Second},
@@ -270,26 +258,17 @@ func newFloorStore(ctx context.Context, orch, tree *nats.Conn, replicas int) (*f
 	}
 	fs := &floorStore{js: js, tree: tjs,
 		event: filler(floorEventSize), entry: filler(floorEntrySize),
-		record: filler(floorRecordSize), meta: filler(floorMetaSize), st: filler(floorStepSize)}
-	kv := func(name string) (jetstream.KeyValue, error) {
-		return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, Storage: jetstream.FileStorage, Replicas: replicas})
-	}
-	if fs.records, err = kv(floorRecords); err != nil {
-		return nil, cleanup, err
-	}
-	if fs.metas, err = kv(floorMetas); err != nil {
-		return nil, cleanup, err
-	}
-	// The session tree's writes go through its own connection.
-	if fs.metas, err = tjs.KeyValue(ctx, floorMetas); err != nil {
+		record: filler(floorRecordSize), st: filler(floorStepSize)}
+	fs.records, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: floorRecords, History: 1, Storage: jetstream.FileStorage, Replicas: replicas})
+	if err != nil {
 		return nil, cleanup, err
 	}
 	return fs, cleanup, nil
 }
 
-// stage writes one stage of session sid's turn and waits for it; rev and
-// meta are the record's and the meta's revisions, returned updated.
-func (fs *floorStore) stage(ctx context.Context, sid string, turn, si int, st FloorStage, rev, meta uint64) (uint64, uint64, error) {
+// stage writes one stage of session sid's turn and waits for it; rev is
+// the record's revision, returned updated.
+func (fs *floorStore) stage(ctx context.Context, sid string, turn, si int, st FloorStage, rev uint64) (uint64, error) {
 	id := sid + "." + strconv.Itoa(turn) + "." + strconv.Itoa(si) + "."
 	var acks []jetstream.PubAckFuture
 	publish := func(subj, msgID string, data []byte) error {
@@ -305,12 +284,12 @@ func (fs *floorStore) stage(ctx context.Context, sid string, turn, si int, st Fl
 	}
 	for e := range st.Events {
 		if err := publish(floorSubject+"ev."+sid, id+"ev"+strconv.Itoa(e), fs.event); err != nil {
-			return rev, meta, err
+			return rev, err
 		}
 	}
 	if st.Step {
 		if err := publish(floorSubject+"st."+sid, id+"st", fs.st); err != nil {
-			return rev, meta, err
+			return rev, err
 		}
 	}
 	for e := range st.Entries {
@@ -318,20 +297,13 @@ func (fs *floorStore) stage(ctx context.Context, sid string, turn, si int, st Fl
 		m.Data = fs.entry
 		m.Header.Set(jetstream.MsgIDHeader, id+"en"+strconv.Itoa(e))
 		if _, err := fs.tree.PublishMsg(ctx, m); err != nil {
-			return rev, meta, err
-		}
-		if st.Metas {
-			r, err := fs.metas.Update(ctx, sid, fs.meta, meta)
-			if err != nil {
-				return rev, meta, err
-			}
-			meta = r
+			return rev, err
 		}
 	}
 	for range st.Records {
 		r, err := fs.records.Update(ctx, sid, fs.record, rev)
 		if err != nil {
-			return rev, meta, err
+			return rev, err
 		}
 		rev = r
 	}
@@ -339,12 +311,12 @@ func (fs *floorStore) stage(ctx context.Context, sid string, turn, si int, st Fl
 		select {
 		case <-a.Ok():
 		case err := <-a.Err():
-			return rev, meta, err
+			return rev, err
 		case <-ctx.Done():
-			return rev, meta, ctx.Err()
+			return rev, ctx.Err()
 		}
 	}
-	return rev, meta, nil
+	return rev, nil
 }
 
 // filler is n bytes of text.

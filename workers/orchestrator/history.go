@@ -72,6 +72,32 @@ type knownPath struct {
 	// read of a changed path makes a new knownPath): the grain's history
 	// id, which lets a model call send only what is new.
 	id string
+	// states are the (count, leaf) pairs of the path since it was read,
+	// the newest last and at most maxOwnStates: a meta write the watch
+	// shows with one of them is this process's own, written late (the
+	// tree defers the meta of these appends, defer_meta), not a change.
+	states []pathState
+}
+
+// pathState is a session's entry count and active leaf after one of
+// this process's appends (or its read).
+type pathState struct {
+	count uint64
+	leaf  string
+}
+
+// maxOwnStates bounds knownPath.states: the tree writes a deferred meta
+// within two seconds, a handful of turns.
+const maxOwnStates = 64
+
+// own reports whether count and leaf are one of k's states.
+func (k *knownPath) own(count uint64, leaf string) bool {
+	for i := len(k.states) - 1; i >= 0; i-- {
+		if k.states[i].count == count {
+			return k.states[i].leaf == leaf
+		}
+	}
+	return false
 }
 
 // sessionMeta is the part of session::get's answer used here.
@@ -121,7 +147,7 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 		return nil, "", err
 	}
 	h.mu.Lock()
-	if k := h.known[sid]; k != nil && h.paths.current(sid, k.count, k.leaf) {
+	if k := h.known[sid]; k != nil && h.paths.current(sid, k.own) {
 		msgs := slices.Clip(k.msgs)
 		h.mu.Unlock()
 		return msgs, k.id, nil
@@ -167,7 +193,8 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 		// The count was read before the path: a writer in between makes
 		// it look changed next time (one read more, never one less).
 		id = nuid.Next()
-		h.known[sid] = &knownPath{count: meta.EntryCount, leaf: out.Leaf, msgs: msgs, id: id}
+		h.known[sid] = &knownPath{count: meta.EntryCount, leaf: out.Leaf, msgs: msgs, id: id,
+			states: []pathState{{meta.EntryCount, out.Leaf}}}
 	} else {
 		delete(h.known, sid)
 	}
@@ -200,6 +227,10 @@ func (h *history) appended(sid string, msgs []agent.Message, leaf string) {
 	k.count += uint64(len(msgs))
 	k.leaf = leaf
 	k.msgs = append(k.msgs, msgs...)
+	if len(k.states) == maxOwnStates {
+		k.states = append(k.states[:0], k.states[1:]...)
+	}
+	k.states = append(k.states, pathState{k.count, leaf})
 }
 
 func (h *history) Append(ctx context.Context, sid, id string, msgs []agent.Message) error {
@@ -226,7 +257,10 @@ func (h *history) append(ctx context.Context, sid, id string, msgs []agent.Messa
 	prev := h.tail[sid]
 	h.tail[sid] = op
 	h.mu.Unlock()
-	req := map[string]any{"session_id": sid, "messages": msgs, "dedup_id": dedupID(sid, id)}
+	// defer_meta: this port holds the session's path itself (known), so
+	// the tree may write its meta once per burst of appends; the meta
+	// watch (pathWatch) sees that write match the held path.
+	req := map[string]any{"session_id": sid, "messages": msgs, "dedup_id": dedupID(sid, id), "defer_meta": true}
 	if sinceMs != 0 {
 		req["dedup_since_ms"] = sinceMs
 	}

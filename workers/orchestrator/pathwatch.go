@@ -170,16 +170,18 @@ func (w *pathWatch) untrack(sid string) {
 	w.mu.Unlock()
 }
 
-// current reports whether a path of count entries ending at leaf is
-// still sid's, as far as the watch knows.
-func (w *pathWatch) current(sid string, count uint64, leaf string) bool {
+// current reports whether a held path is still sid's, as far as the
+// watch knows: no write seen since it was tracked, or the newest one
+// seen is own (a count and leaf the path had: this process's own append,
+// its meta written now or late).
+func (w *pathWatch) current(sid string, own func(count uint64, leaf string) bool) bool {
 	if w == nil {
 		return false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.tracked[sid]
-	if !w.running || t == nil || t.seen && (t.count != count || t.leaf != leaf) {
+	if !w.running || t == nil || t.seen && !own(t.count, t.leaf) {
 		return false
 	}
 	w.skipped.Add(1)

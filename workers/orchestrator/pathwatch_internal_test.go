@@ -93,6 +93,26 @@ func TestPathWatch(t *testing.T) {
 	if got := text(first); got != "a;" {
 		t.Fatalf("an earlier answer reads %q after the path grew", got)
 	}
+	// This process's appends let the tree write their meta late
+	// (defer_meta): the held path stays current at once, and after the
+	// late write lands.
+	loadNow := func(want string) {
+		t.Helper()
+		before := paths.skipped.Load()
+		msgs, _, err := h.LoadIdentified(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(msgs); got != want || paths.skipped.Load() == before {
+			t.Fatalf("transcript %q (read from the tree: %v), want %q held", got, paths.skipped.Load() == before, want)
+		}
+	}
+	time.Sleep(2 * sessiontree.DefaultMetaDelay) // b's meta written
+	appendUser("b2")
+	appendUser("b3")
+	loadNow("a;b;b2;b3;") // the watch's newest write is b's: own, older
+	time.Sleep(2 * sessiontree.DefaultMetaDelay)
+	loadNow("a;b;b2;b3;")
 
 	// Another writer appends: the next load reads it.
 	var res sessiontree.AppendResponse
@@ -100,7 +120,7 @@ func TestPathWatch(t *testing.T) {
 	if err := e.Trigger(ctx, sessiontree.AppendFunction, sessiontree.AppendRequest{SessionID: sid, Message: &foreign}, &res); err != nil {
 		t.Fatal(err)
 	}
-	load("a;b;c;")
+	load("a;b;b2;b3;c;")
 
 	// The active leaf moves back to the first entry.
 	var entries struct {

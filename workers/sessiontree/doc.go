@@ -104,7 +104,10 @@
 // another write passes it: the next append to a conversation then reads
 // neither (two round trips). A meta cached in the watch's lag is one read
 // a moment earlier: a missed append fails the publish's expectation and
-// the store reads again. A fork writes
+// the store reads again. An append with defer_meta leaves the meta
+// write for later, one per burst of appends (deferred.go; the store's own
+// reads and appends see it at once, other stores repair it as below),
+// and costs one round trip. A fork writes
 // one meta and no entry: reading its path walks into the session it was
 // forked from.
 //
@@ -175,12 +178,13 @@
 // # Lifecycle
 //
 //  1. New: the registry builds a [Worker]; embedders use [NewWorker].
-//  2. Provision: the setting "max_entry_size" (bytes); any other is an
-//     error.
+//  2. Provision: the settings "max_entry_size" (bytes) and "meta_delay"
+//     (a duration); any other is an error.
 //  3. Start: open (create) the stream and the bucket ([Open]): the
 //     primary copies and, on a node with a region, that region's; then
 //     register the functions on the engine worker "session".
-//  4. Close: stop the endpoints. The stream and the bucket stay.
+//  4. Close: stop the endpoints and write the deferred metas. The stream
+//     and the bucket stay.
 //
 // # Example
 //

@@ -96,13 +96,18 @@ func (s *Store) loadMeta(ctx context.Context, sid string) (Meta, uint64, error) 
 	return m, ent.Revision(), nil
 }
 
-// currentMeta is the meta of sid: the cached one when no write is known
-// to have passed it, else read (loadMeta).
-func (s *Store) currentMeta(ctx context.Context, sid string) (Meta, uint64, error) {
-	if m, rev, ok := s.meta.get(sid); ok {
-		return m, rev, nil
+// currentMeta is the meta of sid as this store knows it (view: with its
+// kept fold applied, see deferred.go) and as stored at revision rev: the
+// cached one when no write is known to have passed it, else read
+// (loadMeta).
+func (s *Store) currentMeta(ctx context.Context, sid string) (view, stored Meta, rev uint64, err error) {
+	stored, rev, ok := s.meta.get(sid)
+	if !ok {
+		if stored, rev, err = s.loadMeta(ctx, sid); err != nil {
+			return Meta{}, Meta{}, 0, err
+		}
 	}
-	return s.loadMeta(ctx, sid)
+	return s.withKept(stored), stored, rev, nil
 }
 
 // maxCASAttempts bounds a compare-and-set loop on one meta key.
@@ -115,12 +120,26 @@ func (s *Store) updateMeta(ctx context.Context, sid string, fn func(*Meta) (bool
 	return s.updateMetaFrom(ctx, sid, nil, 0, fn)
 }
 
-// updateMetaFrom is updateMeta whose first attempt starts from known, read
-// at revision rev, instead of reading the meta (nil: read it).
-func (s *Store) updateMetaFrom(ctx context.Context, sid string, known *Meta, rev uint64, fn func(*Meta) (bool, error)) (Meta, error) {
+// updateMetaFrom is updateMeta whose first attempt starts from known, as
+// stored at revision rev, instead of reading the meta (nil: read it).
+// The write carries sid's kept fold (deferred.go), if any.
+func (s *Store) updateMetaFrom(ctx context.Context, sid string, known *Meta, rev uint64, fn func(*Meta) (bool, error)) (m Meta, err error) {
 	kv, err := s.metaKV(ctx, sid)
 	if err != nil {
 		return Meta{}, err
+	}
+	if k := s.takeKept(sid); k != nil {
+		inner := fn
+		fn = func(m *Meta) (bool, error) {
+			folded := foldInto(m, k.last, k.summary, k.atMs)
+			change, err := inner(m)
+			return folded || change, err
+		}
+		defer func() {
+			if err != nil {
+				s.restoreKept(sid, k)
+			}
+		}()
 	}
 	for range maxCASAttempts {
 		var m Meta
@@ -178,21 +197,7 @@ func (s *Store) fold(ctx context.Context, sid string, n node, summary string) (M
 func (s *Store) foldFrom(ctx context.Context, sid string, known *Meta, rev uint64, n node, summary string) (Meta, error) {
 	now := s.opts.now().UnixMilli()
 	return s.updateMetaFrom(ctx, sid, known, rev, func(m *Meta) (bool, error) {
-		if m.LastSeq >= n.seq {
-			if m.Summary == "" && summary != "" {
-				m.Summary = summary
-				return true, nil
-			}
-			return false, nil
-		}
-		m.LastSeq = n.seq
-		m.EntryCount = n.rec.N
-		m.ActiveLeaf = n.id()
-		m.UpdatedAt = max(now, m.UpdatedAt)
-		if m.Summary == "" {
-			m.Summary = summary
-		}
-		return true, nil
+		return foldInto(m, n, summary, now), nil
 	})
 }
 

@@ -157,6 +157,17 @@ func (c *metaCache) get(sid string) (Meta, uint64, bool) {
 	return cm.m, cm.rev, true
 }
 
+// watching reports whether the watch runs (a write by another store is
+// then noticed).
+func (c *metaCache) watching() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running
+}
+
 // drop forgets sid's cached meta (a compare-and-set on it was lost).
 func (c *metaCache) drop(sid string) {
 	if c == nil {

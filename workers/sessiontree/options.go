@@ -16,10 +16,11 @@ type options struct {
 	logger       *slog.Logger // nil: the engine's
 	maxEntrySize int
 	timeout      time.Duration
+	metaDelay    time.Duration
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{now: time.Now, maxEntrySize: DefaultMaxEntrySize, timeout: DefaultTimeout}
+	o := options{now: time.Now, maxEntrySize: DefaultMaxEntrySize, timeout: DefaultTimeout, metaDelay: DefaultMetaDelay}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -79,6 +80,21 @@ func WithTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: timeout %v", engine.ErrInvalidOption, d)
 		}
 		o.timeout = d
+		return nil
+	}
+}
+
+// WithMetaDelay sets how long an append with defer_meta may leave the
+// session's meta unwritten: it is written once the session has had no such
+// append for d, and at most 2 s after the first (default
+// [DefaultMetaDelay]; 0 writes every meta at once). It must be between 0
+// and 2 s.
+func WithMetaDelay(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > maxMetaDeferral {
+			return fmt.Errorf("%w: meta delay %v not in [0, %v]", engine.ErrInvalidOption, d, maxMetaDeferral)
+		}
+		o.metaDelay = d
 		return nil
 	}
 }

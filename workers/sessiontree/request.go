@@ -152,6 +152,11 @@ type AppendRequest struct {
 	// store looks its dedup id up among the session's entries stored
 	// since instead of relying on the ten-minute window. Needs dedup_id.
 	DedupSinceMs int64 `json:"dedup_since_ms,omitempty"`
+	// DeferMeta lets the store write the session's meta (entry_count,
+	// active_leaf, updated_at) up to its meta delay later, once for a
+	// burst of appends: for a writer that keeps the session's path
+	// itself. Readers see the entry at once either way.
+	DeferMeta bool `json:"defer_meta,omitempty"`
 }
 
 // Validate checks the ids and the entry; exactly one of entry and message
@@ -210,6 +215,8 @@ type AppendBatchRequest struct {
 	// DedupSinceMs: as [AppendRequest.DedupSinceMs], for the whole chain
 	// (a first attempt that stored a prefix of it is completed).
 	DedupSinceMs int64 `json:"dedup_since_ms,omitempty"`
+	// DeferMeta: as [AppendRequest.DeferMeta].
+	DeferMeta bool `json:"defer_meta,omitempty"`
 }
 
 // Validate checks the ids and every entry; exactly one of entries and

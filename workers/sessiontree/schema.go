@@ -57,7 +57,8 @@ const (
 	appendRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
 		`"session_id":` + sessionIDSchema + `,"parent_id":` + entryIDSchema + `,` +
 		`"entry":` + newEntrySchema + `,"message":` + messageSchema + `,` +
-		`"dedup_id":` + idSchema + `,"dedup_since_ms":{"type":"integer","minimum":0}},` +
+		`"dedup_id":` + idSchema + `,"dedup_since_ms":{"type":"integer","minimum":0},` +
+		`"defer_meta":{"type":"boolean","description":"write the session's meta up to the meta delay later, once per burst"}},` +
 		`"oneOf":[{"required":["entry"]},{"required":["message"]}]}`
 
 	appendResponseSchema = `{"type":"object","required":["entry_id"],"properties":{"entry_id":` + entryIDSchema + `}}`
@@ -66,7 +67,8 @@ const (
 		`"session_id":` + sessionIDSchema + `,"parent_id":` + entryIDSchema + `,` +
 		`"entries":{"type":"array","maxItems":1024,"items":` + newEntrySchema + `},` +
 		`"messages":{"type":"array","maxItems":1024,"items":` + messageSchema + `},` +
-		`"dedup_id":` + idSchema + `,"dedup_since_ms":{"type":"integer","minimum":0}},` +
+		`"dedup_id":` + idSchema + `,"dedup_since_ms":{"type":"integer","minimum":0},` +
+		`"defer_meta":{"type":"boolean","description":"write the session's meta up to the meta delay later, once per burst"}},` +
 		`"oneOf":[{"required":["entries"]},{"required":["messages"]}]}`
 
 	appendBatchResponseSchema = `{"type":"object","required":["entry_ids"],"properties":{"entry_ids":{"type":"array","items":` + entryIDSchema + `}}}`

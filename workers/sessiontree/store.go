@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,11 @@ type Store struct {
 	// append to a session needs no meta read while no other write came.
 	meta *metaCache
 
+	// kept are the deferred meta folds, by session (deferred.go).
+	kmu        sync.Mutex
+	kept       map[string]*keptFold
+	keptClosed bool
+
 	// fetched counts the entries read from the stream and trips the
 	// requests that read them (tests check that reads are proportional
 	// to the path).
@@ -57,7 +63,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if o.logger == nil {
 		o.logger = e.Logger().With("worker", WorkerName)
 	}
-	s := &Store{e: e, nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes, meta: newMetaCache()}
+	s := &Store{e: e, nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes, meta: newMetaCache(), kept: map[string]*keptFold{}}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
 	st, err := e.EnsureSessionStream(ctx, EntryStreamConfig(e.Replicas()), EntrySubjectPrefix)
@@ -80,7 +86,12 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 // Close stops the watch on the meta bucket; every meta is read from then
 // on. The stream and the bucket stay. The store's connection closing
 // stops it too.
-func (s *Store) Close() { s.meta.stop() }
+func (s *Store) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.timeout)
+	defer cancel()
+	s.closeKept(ctx)
+	s.meta.stop()
+}
 
 // allowDirect turns direct get on for st (a stream made by an operator or
 // an older version) and refreshes the handle, which the engine caches and
@@ -223,7 +234,7 @@ func (s *Store) Meta(ctx context.Context, sid string) (Meta, error) {
 // and repairs it when its subject holds a newer entry than the meta
 // accounts for.
 func (s *Store) refresh(ctx context.Context, sid string) (Meta, error) {
-	m, _, err := s.currentMeta(ctx, sid)
+	m, _, _, err := s.currentMeta(ctx, sid)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -234,7 +245,9 @@ func (s *Store) refresh(ctx context.Context, sid string) (Meta, error) {
 	if !ok || last.seq <= m.LastSeq {
 		return m, nil
 	}
-	s.opts.logger.Info("session meta repaired", "session_id", sid, "last_seq", m.LastSeq, "newest_seq", last.seq)
+	// Routine for a session another store appends to with defer_meta
+	// (deferred.go), so not logged above debug.
+	s.opts.logger.Debug("session meta repaired", "session_id", sid, "last_seq", m.LastSeq, "newest_seq", last.seq)
 	return s.fold(ctx, sid, last, userSummary(last.rec))
 }
 
@@ -245,7 +258,7 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResponse, 
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
-	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID, req.DedupSinceMs)
+	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID, req.DedupSinceMs, req.DeferMeta)
 	if err != nil {
 		return AppendResponse{}, err
 	}
@@ -263,7 +276,7 @@ func (s *Store) AppendBatch(ctx context.Context, req AppendBatchRequest) (Append
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
-	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID, req.DedupSinceMs)
+	ids, err := s.appendChain(ctx, req.SessionID, req.ParentID, req.entries(), req.DedupID, req.DedupSinceMs, req.DeferMeta)
 	if err != nil {
 		return AppendBatchResponse{}, err
 	}
@@ -287,7 +300,7 @@ const recordSlack = 160
 // With dedupSinceMs (and dedupID), the entries a first attempt stored
 // since then are looked up first and answered, not published again
 // ([Store.storedChain]).
-func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries []Entry, dedupID string, dedupSinceMs int64) ([]string, error) {
+func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries []Entry, dedupID string, dedupSinceMs int64, deferMeta bool) ([]string, error) {
 	now := s.nowMs()
 	recs := make([]record, len(entries))
 	summary := ""
@@ -308,14 +321,14 @@ func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries [
 			summary = userSummary(recs[i])
 		}
 	}
-	m, rev, err := s.currentMeta(ctx, sid)
+	m, read, rev, err := s.currentMeta(ctx, sid)
 	if err != nil {
 		return nil, err
 	}
-	// The meta as read: the final fold tries its compare-and-set on it
-	// first, which saves a read when no other writer came in between (and
-	// costs nothing more when one did: the revision no longer matches).
-	read := m
+	// read is the meta as stored: the final fold tries its
+	// compare-and-set on it first, which saves a read when no other
+	// writer came in between (and costs nothing more when one did: the
+	// revision no longer matches).
 	var base *node
 	if parentID != "" {
 		p, err := s.resolve(ctx, m, parentID, "parent_id")
@@ -372,7 +385,9 @@ func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries [
 		last = n
 		prev = &last
 	}
-	s.foldAfter(ctx, sid, &read, rev, last, summary)
+	if !deferMeta || !s.keep(sid, m, last, summary) {
+		s.foldAfter(ctx, sid, &read, rev, last, summary)
+	}
 	return ids, nil
 }
 

@@ -217,6 +217,9 @@ func (s *Store) List(ctx context.Context, req ListRequest) (ListResponse, error)
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
 	limit := cmp.Or(req.Limit, DefaultListLimit)
+	// The metas this store deferred are written first, so that a list
+	// served here shows its own appends.
+	s.flushAllKept(ctx)
 	all, err := s.allMeta(ctx)
 	if err != nil {
 		return ListResponse{}, err

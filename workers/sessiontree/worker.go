@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/workers"
@@ -46,7 +47,8 @@ type Worker struct {
 func NewWorker(opts ...Option) *Worker { return &Worker{opts: opts} }
 
 // Provision reads the settings: "max_entry_size" (bytes, see
-// [WithMaxEntrySize]); anything else is an error.
+// [WithMaxEntrySize]) and "meta_delay" (a duration, see
+// [WithMetaDelay]); anything else is an error.
 func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	settings := env.Settings[WorkerName]
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
@@ -57,6 +59,12 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 				return fmt.Errorf("%w: %s.max_entry_size %q is not a number", engine.ErrInvalidOption, WorkerName, settings[k])
 			}
 			w.opts = append(w.opts, WithMaxEntrySize(n))
+		case "meta_delay":
+			d, err := time.ParseDuration(settings[k])
+			if err != nil {
+				return fmt.Errorf("%w: %s.meta_delay %q is not a duration", engine.ErrInvalidOption, WorkerName, settings[k])
+			}
+			w.opts = append(w.opts, WithMetaDelay(d))
 		default:
 			return fmt.Errorf("%w: %s has no setting %q", engine.ErrInvalidOption, WorkerName, k)
 		}

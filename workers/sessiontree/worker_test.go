@@ -127,11 +127,12 @@ func TestWorkerLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := m.New().(*sessiontree.Worker)
-	env := workers.Env{Settings: map[string]map[string]string{"session": {"max_entry_size": "65536"}}}
+	env := workers.Env{Settings: map[string]map[string]string{"session": {"max_entry_size": "65536", "meta_delay": "50ms"}}}
 	if err := w.Provision(context.Background(), env); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []map[string]string{{"max_entry_size": "lots"}, {"max_entry_size": "10"}, {"colour": "blue"}} {
+	for _, bad := range []map[string]string{{"max_entry_size": "lots"}, {"max_entry_size": "10"}, {"colour": "blue"},
+		{"meta_delay": "soon"}, {"meta_delay": "-1s"}, {"meta_delay": "1m"}} {
 		env := workers.Env{Settings: map[string]map[string]string{"session": bad}}
 		if err := sessiontree.NewWorker().Provision(context.Background(), env); !errors.Is(err, engine.ErrInvalidOption) {
 			t.Errorf("Provision(%v) = %v", bad, err)
