@@ -175,6 +175,18 @@
 // if empty. A batch interrupted in the middle leaves a shorter chain,
 // folded the same way; a retry with its dedup_id completes it.
 //
+// # Foreign messages
+//
+// A message another client publishes on a session's entry subject that
+// is not an entry (it does not decode, or breaks an entry's rules) is
+// passed over and logged at warn: the next reader or appender that finds
+// it newest on the subject folds in any entry stored before it and sets
+// the meta's last_seq past it, so appends go on under the active leaf;
+// scans (tree, entries, export, dedup lookups) skip it; naming its id
+// as an entry is not_found. Runs never contain one: an entry extends
+// its parent's run only when the parent is the last message on the
+// subject.
+//
 // # Lifecycle
 //
 //  1. New: the registry builds a [Worker]; embedders use [NewWorker].

@@ -23,6 +23,21 @@ var (
 	ErrCorruptRecord = errors.New("sessiontree: corrupt entry record")
 )
 
+// errNotEntry marks a message on a session's entry subject that is not an
+// entry of the tree: it does not decode, or breaks an entry's own rules
+// (another client published it). Reads and appends pass over such a
+// message (see the package doc's "Foreign messages"); a stored id that
+// names one is a corrupt store.
+var errNotEntry = errors.New("sessiontree: not an entry")
+
+// notEntry is the cause of a message that is not an entry: err, which
+// also matches errNotEntry.
+type notEntry struct{ err error }
+
+func (e notEntry) Error() string        { return e.err.Error() }
+func (e notEntry) Unwrap() error        { return e.err }
+func (e notEntry) Is(target error) bool { return target == errNotEntry }
+
 // invalid is the invalid_payload error of a request that fails validation.
 func invalid(format string, args ...any) *wire.Error {
 	return wire.Errorf(wire.CodeInvalidPayload, format, args...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +57,11 @@ func (s *Store) get(ctx context.Context, sid string, seq uint64) (node, error) {
 	if err != nil {
 		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
 	}
-	return toNode(msg.Subject, msg.Sequence, msg.Data)
+	n, err := toNode(msg.Subject, msg.Sequence, msg.Data)
+	if errors.Is(err, errNotEntry) {
+		return node{}, fmt.Errorf("%w: %w", errNoEntry, err)
+	}
+	return n, err
 }
 
 // leaderGet reads the entry stored at seq from the leader of stream.
@@ -69,7 +74,11 @@ func (s *Store) leaderGet(ctx context.Context, stream string, seq uint64) (node,
 	if err != nil {
 		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
 	}
-	return toNode(m.Subject, m.Sequence, m.Data)
+	n, err := toNode(m.Subject, m.Sequence, m.Data)
+	if errors.Is(err, errNotEntry) {
+		return node{}, fmt.Errorf("%w: %w", errNoEntry, err)
+	}
+	return n, err
 }
 
 // getID reads the entry id names, which the store wrote itself (an active
@@ -103,14 +112,36 @@ func (n *node) decode(subj string, seq uint64, data []byte) error {
 	}
 	n.seq, n.sid = seq, sid
 	if err := decodeRecordInto(&n.rec, data, seq); err != nil {
-		return wire.Wrap(wire.CodeInternal, err, "")
+		return wire.Wrap(wire.CodeInternal, notEntry{err}, "")
 	}
 	return nil
 }
 
 // lastOwn reads the newest entry on sid's subject; ok is false when the
-// session has none.
-func (s *Store) lastOwn(ctx context.Context, sid string) (node, bool, error) {
+// session has none. The newest message may not be an entry (another
+// client published it): then the newest entry after after is looked for
+// (none: ok false), and foreign is the sequence of that message.
+func (s *Store) lastOwn(ctx context.Context, sid string, after uint64) (last node, ok bool, foreign uint64, err error) {
+	n, ok, err := s.lastMessage(ctx, sid)
+	if !errors.Is(err, errNotEntry) {
+		return n, ok, 0, err
+	}
+	foreign = n.seq
+	s.opts.logger.Warn("a message on a session's entry subject is not an entry; passed over", "session_id", sid,
+		"sequence", foreign, "stream", subjects.SessionStream(EntryStream, sid), "error", err)
+	if foreign <= after+1 {
+		return node{}, false, foreign, nil
+	}
+	err = s.scan(ctx, sid, after+1, foreign-1, 0, func(e node) (bool, error) {
+		last, ok = e, true
+		return true, nil
+	})
+	return last, ok, foreign, err
+}
+
+// lastMessage decodes the newest message on sid's subject; ok is false
+// when there is none.
+func (s *Store) lastMessage(ctx context.Context, sid string) (node, bool, error) {
 	st, err := s.entries(ctx, sid)
 	if err != nil {
 		return node{}, false, err
@@ -172,7 +203,7 @@ func (s *Store) scan(ctx context.Context, sid string, from, upTo uint64, limit i
 		}
 		n, last, more, err := s.batch(ctx, stream, batchRequest{Seq: from, NextFor: subj, Batch: want, MaxBytes: maxBatchBytes}, each)
 		got += n
-		if err != nil || done || !more || n == 0 {
+		if err != nil || done || !more || last == 0 {
 			return err
 		}
 		from = last + 1
@@ -186,6 +217,11 @@ func (s *Store) scan(ctx context.Context, sid string, from, upTo uint64, limit i
 func (s *Store) batch(ctx context.Context, stream string, req batchRequest, fn func(node) (bool, error)) (n int, last uint64, more bool, err error) {
 	more, err = s.rawBatch(ctx, stream, req, func(msg *nats.Msg) (bool, error) {
 		nd, err := directNode(msg)
+		if errors.Is(err, errNotEntry) {
+			// Another client's message on the subject: passed over.
+			last = nd.seq
+			return true, nil
+		}
 		if err != nil {
 			return false, err
 		}

@@ -238,9 +238,22 @@ func (s *Store) refresh(ctx context.Context, sid string) (Meta, error) {
 	if err != nil {
 		return Meta{}, err
 	}
-	last, ok, err := s.lastOwn(ctx, sid)
+	last, ok, foreign, err := s.lastOwn(ctx, sid, m.LastSeq)
 	if err != nil {
 		return Meta{}, err
+	}
+	if foreign > m.LastSeq {
+		// Another client's message is the newest on the subject: the
+		// meta passes over it (last_seq), so that the next append's
+		// expected sequence holds, after folding in any entry before it.
+		now := s.nowMs()
+		return s.updateMeta(ctx, sid, func(m *Meta) (bool, error) {
+			changed := ok && foldInto(m, last, userSummary(last.rec), now)
+			if m.LastSeq < foreign {
+				m.LastSeq, changed = foreign, true
+			}
+			return changed, nil
+		})
 	}
 	if !ok || last.seq <= m.LastSeq {
 		return m, nil
