@@ -556,11 +556,16 @@ func (t *tx) settle() {
 	case parkedN > 0:
 		t.setState(agent.StateFunctionAwaitingApproval)
 	default:
-		t.completeBatch()
 		var terminate bool
-		for _, r := range t.rec.FunctionResults {
-			terminate = terminate || w.Effects[r.FunctionCallID].Result.Terminate
+		for _, e := range w.Effects {
+			terminate = terminate || e.Result.Terminate
 		}
+		t.completeBatch()
+		// The batch's results are in FunctionResults (and the outbox)
+		// now: the effect records, which hold each result once more,
+		// are done with, and a record that carries large results is
+		// written with one copy less.
+		t.rec.Work = nil
 		switch {
 		case terminate:
 			t.finish(agent.StateStopped, agent.StopEnd, "", nil, nil)
@@ -610,7 +615,7 @@ func (t *tx) steeringDrained(in SteeringDrained) error {
 	case len(t.rec.Followups) > 0:
 		t.inject(t.rec.Followups)
 		t.rec.Followups = nil
-	case t.rec.Work != nil:
+	case len(t.rec.FunctionResults) > 0:
 		// Continue: the model has not seen the function results yet.
 	default:
 		t.finish(agent.StateStopped, agent.StopEnd, "", nil, nil)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/iii-on-nats/iii/agent"
@@ -366,6 +367,48 @@ func TestResultOrder(t *testing.T) {
 	}
 	if !slices.Equal(hist, []string{"a", "b", "c"}) {
 		t.Fatalf("history = %v", hist)
+	}
+}
+
+// TestBatchEndDropsEffectRecords: once a batch's results are in
+// FunctionResults, the effect records that held each result once more
+// are gone, so a record with a large result holds it once fewer; a
+// terminating result still ends the run, and an ordinary one still
+// continues to the model.
+func TestBatchEndDropsEffectRecords(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 50_000)
+	for _, c := range []struct {
+		name      string
+		result    agent.FunctionResult
+		wantState agent.TurnState
+	}{
+		{"continue", agent.TextResult(big), agent.StateSteeringCheck},
+		{"terminate", agent.FunctionResult{Content: []agent.Content{agent.Text(big)}, Terminate: true}, agent.StateStopped},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m := start(t, 0).applyAll(Provisioned{},
+				ModelDone{answer("", call("a", "f", nil))},
+				CallsStarted{IDs: []string{"a"}})
+			rec, _, err := Apply(m.rec, CallDone{ID: "a", Result: c.result}, m.now+10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.State != c.wantState || rec.Work != nil || len(rec.FunctionResults) != 1 {
+				t.Fatalf("after the batch: state %s, work %v, %d results", rec.State, rec.Work, len(rec.FunctionResults))
+			}
+			if n := strings.Count(mustJSON(t, rec), big); n > 4 {
+				t.Fatalf("the record holds the result %d times", n)
+			}
+			if c.wantState == agent.StateSteeringCheck {
+				m.rec = Delivered(rec)
+				m.apply(SteeringDrained{})
+				if m.rec.State != agent.StateAssistantStreaming {
+					t.Fatalf("after the steering check: %s; want the next model call", m.rec.State)
+				}
+			}
+		})
 	}
 }
 

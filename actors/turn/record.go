@@ -31,8 +31,12 @@ type Record struct {
 	// mode, system prompt and ids for every model call of the run.
 	Request       agent.RunStart `json:"request"`
 	LastAssistant *agent.Message `json:"last_assistant,omitempty"`
-	// Work is the batch of function calls of LastAssistant. It stays after
-	// the batch completes, until the next model call starts.
+	// Work is the batch of function calls of LastAssistant while it runs.
+	// It goes once the batch completes: FunctionResults then hold the
+	// results (a record carrying large results holds each once less), and
+	// FunctionResults not empty is what continues the run to the model
+	// after the steering check. (Records written before stop 31 keep Work
+	// until the next model call; both read the same.)
 	Work *Work `json:"work,omitempty"`
 	// AwaitingApproval lists the calls of Work parked for a human decision,
 	// in the order they were parked.
