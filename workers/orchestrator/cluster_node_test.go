@@ -130,9 +130,13 @@ type clusterLoad struct {
 	pause    time.Duration // between the turns of a session
 
 	// ends counts the agent_end events a core subscription saw per
-	// session; a session's channel is poked on each.
+	// session, each once by its message id (a node that takes a session
+	// over delivers a dead activation's outbox again: JetStream drops the
+	// duplicate, a core subscriber sees it); a session's channel is
+	// poked on each.
 	mu   sync.Mutex
 	ends map[string]int
+	seen map[string]bool
 	poke map[string]chan struct{}
 }
 
@@ -152,7 +156,7 @@ func runClusterLoad(t *testing.T, e *engine.Engine, prefix string, sessions, tur
 func runClusterLoadPaced(t *testing.T, e *engine.Engine, prefix string, sessions, turns int, pause time.Duration) *clusterLoad {
 	t.Helper()
 	l := &clusterLoad{e: e, js: e.JetStream(), turns: turns, pause: pause, errs: make(chan error, sessions),
-		ends: map[string]int{}, poke: map[string]chan struct{}{}}
+		ends: map[string]int{}, seen: map[string]bool{}, poke: map[string]chan struct{}{}}
 	for i := range sessions {
 		sid := fmt.Sprintf("%s%02d", prefix, i)
 		l.sessions = append(l.sessions, sid)
@@ -163,7 +167,15 @@ func runClusterLoadPaced(t *testing.T, e *engine.Engine, prefix string, sessions
 			return
 		}
 		sid := strings.TrimPrefix(m.Subject, "iii.events.")
+		id := m.Header.Get(jetstream.MsgIDHeader)
 		l.mu.Lock()
+		if id != "" {
+			if l.seen[id] {
+				l.mu.Unlock()
+				return
+			}
+			l.seen[id] = true
+		}
 		l.ends[sid]++
 		ch := l.poke[sid]
 		l.mu.Unlock()
