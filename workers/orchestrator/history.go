@@ -72,6 +72,13 @@ type knownPath struct {
 	// read of a changed path makes a new knownPath): the grain's history
 	// id, which lets a model call send only what is new.
 	id string
+	// metaWritten is set once an append since the read went out without
+	// defer_meta: the first append after a read writes the session's meta
+	// at once, so that another process holding an older path of the
+	// session sees that someone else appended (its meta watch), even if
+	// this process stops before the tree writes the deferred metas of its
+	// later appends.
+	metaWritten bool
 	// states are the (count, leaf) pairs of the path since it was read,
 	// the newest last and at most maxOwnStates: a meta write the watch
 	// shows with one of them is this process's own, written late (the
@@ -253,14 +260,21 @@ func (h *history) append(ctx context.Context, sid, id string, msgs []agent.Messa
 		return nil
 	}
 	op := &appendOp{done: make(chan struct{})}
+	req := map[string]any{"session_id": sid, "messages": msgs, "dedup_id": dedupID(sid, id)}
 	h.mu.Lock()
 	prev := h.tail[sid]
 	h.tail[sid] = op
-	h.mu.Unlock()
 	// defer_meta: this port holds the session's path itself (known), so
 	// the tree may write its meta once per burst of appends; the meta
-	// watch (pathWatch) sees that write match the held path.
-	req := map[string]any{"session_id": sid, "messages": msgs, "dedup_id": dedupID(sid, id), "defer_meta": true}
+	// watch (pathWatch) sees that write match the held path. The first
+	// append after a read of the path is written at once (metaWritten).
+	if k := h.known[sid]; k != nil {
+		if k.metaWritten {
+			req["defer_meta"] = true
+		}
+		k.metaWritten = true
+	}
+	h.mu.Unlock()
 	if sinceMs != 0 {
 		req["dedup_since_ms"] = sinceMs
 	}

@@ -143,3 +143,87 @@ func TestPathWatch(t *testing.T) {
 		t.Fatal("a forgotten session is still tracked")
 	}
 }
+
+// Two processes take turns on one session (a session that moved between
+// nodes): the first append of a process after it read the path writes the
+// session's meta at once, so the other process's watch sees that someone
+// else appended and reads the path again, although the tree defers the
+// metas of the later appends (here for longer than the test).
+func TestPathWatchSeesAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	tree := sessiontree.NewWorker(sessiontree.WithMetaDelay(2 * time.Second))
+	if err := tree.Start(context.Background(), enginetest.NewEngine(t, ns)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tree.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type process struct {
+		h     *history
+		paths *pathWatch
+	}
+	newProcess := func() process {
+		e := enginetest.NewEngine(t, ns)
+		paths := newPathWatch(e, slog.New(slog.DiscardHandler))
+		t.Cleanup(paths.stop)
+		return process{newHistory(e, newPublisher(e), paths), paths}
+	}
+	a, b := newProcess(), newProcess()
+	const sid = "pathwatch2"
+	if err := a.h.ensure(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	appendUser := func(p process, s string) {
+		t.Helper()
+		n++
+		msg := agent.Message{Role: agent.RoleUser, Content: []agent.Content{agent.Text(s)}, Timestamp: int64(n)}
+		if err := p.h.Append(ctx, sid, fmt.Sprintf("r:%d:0", n), []agent.Message{msg}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.h.Flush(ctx, sid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(p process) string {
+		t.Helper()
+		msgs, _, err := p.h.LoadIdentified(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := ""
+		for _, m := range msgs {
+			s += m.Content[0].Text + ";"
+		}
+		return s
+	}
+	// a holds the path, with appends of its own; the watch runs.
+	text(a)
+	appendUser(a, "a1")
+	appendUser(a, "a2")
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		before := a.paths.skipped.Load()
+		if got := text(a); got != "a1;a2;" || a.paths.skipped.Load() == before {
+			return fmt.Errorf("a: %q, not held yet", got)
+		}
+		return nil
+	})
+	// b reads and appends twice: its first append writes the meta.
+	if got := text(b); got != "a1;a2;" {
+		t.Fatalf("b reads %q", got)
+	}
+	appendUser(b, "b1")
+	appendUser(b, "b2")
+	time.Sleep(100 * time.Millisecond) // a's watch passes the write on
+	if got := text(a); got != "a1;a2;b1;b2;" {
+		t.Fatalf("a after b's appends: %q (a held its older path)", got)
+	}
+	// And back: a's first append after its read is seen by b.
+	appendUser(a, "a3")
+	appendUser(a, "a4")
+	time.Sleep(100 * time.Millisecond)
+	if got := text(b); got != "a1;a2;b1;b2;a3;a4;" {
+		t.Fatalf("b after a's appends: %q", got)
+	}
+}
