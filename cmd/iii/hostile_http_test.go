@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -31,16 +28,7 @@ import (
 // level or printed outside the node's log; the node still serves its
 // routes and runs a turn.
 func TestHTTPGatewayRefusesGarbage(t *testing.T) {
-	logs := &errorLog{}
-	a := startTestAppWith(t, upConfig{httpAddr: "127.0.0.1:0", logger: slog.New(logs)})
-	var stdlog bytes.Buffer
-	log.SetOutput(&stdlog)
-	defer func() {
-		log.SetOutput(os.Stderr)
-		if stdlog.Len() > 0 {
-			t.Errorf("printed outside the node's log:\n%.500s", stdlog.String())
-		}
-	}()
+	a, logs := startWatchedNode(t)
 	w, err := a.e.Worker("hostile")
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,25 @@ func (l *errorLog) take() []string {
 	return out
 }
 
+// startWatchedNode starts a node whose error-level log records are kept,
+// and fails the test when anything is printed to the standard library's
+// log meanwhile (stderr, outside the node's log: OpenTelemetry's errors
+// about malformed headers used to be).
+func startWatchedNode(t *testing.T) (*app, *errorLog) {
+	t.Helper()
+	logs := &errorLog{}
+	a := startTestAppWith(t, upConfig{httpAddr: "127.0.0.1:0", logger: slog.New(logs)})
+	var stdlog bytes.Buffer
+	log.SetOutput(&stdlog)
+	t.Cleanup(func() {
+		log.SetOutput(os.Stderr)
+		if stdlog.Len() > 0 {
+			t.Errorf("printed outside the node's log:\n%.500s", stdlog.String())
+		}
+	})
+	return a, logs
+}
+
 // garbage is one malformed request body.
 type garbage struct {
 	name    string
@@ -141,18 +160,7 @@ func largeStrings(schema json.RawMessage, n int) []byte {
 // logs an error, no stream is written, and the node runs a turn after. (A JSON null is "no arguments",
 // as {} is, and not among them.)
 func TestEveryFunctionRefusesGarbage(t *testing.T) {
-	logs := &errorLog{}
-	a := startTestAppWith(t, upConfig{httpAddr: "127.0.0.1:0", logger: slog.New(logs)})
-	// Nothing goes to the standard library's log (stderr, outside the
-	// node's log): OpenTelemetry's errors about malformed headers used to.
-	var stdlog bytes.Buffer
-	log.SetOutput(&stdlog)
-	defer func() {
-		log.SetOutput(os.Stderr)
-		if stdlog.Len() > 0 {
-			t.Errorf("printed outside the node's log:\n%.500s", stdlog.String())
-		}
-	}()
+	a, logs := startWatchedNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fns, err := a.e.FunctionsList(ctx)
