@@ -15,6 +15,7 @@ type options struct {
 	now          func() time.Time
 	logger       *slog.Logger // nil: the engine's
 	maxEntrySize int
+	maxEntrySet  bool // set by WithMaxEntrySize
 	timeout      time.Duration
 	metaDelay    time.Duration
 }
@@ -61,13 +62,15 @@ func WithLogger(l *slog.Logger) Option {
 // WithMaxEntrySize bounds one stored entry, encoded (default
 // [DefaultMaxEntrySize], 256 KiB); a larger entry is refused with
 // invalid_payload. It must be between 1 KiB and 1 MiB (the server's
-// default max payload).
+// default max payload), and leave 1 KiB of the server's max payload for
+// the message's subject and headers: [Open] fails otherwise. The default
+// shrinks to fit a server whose max payload is smaller.
 func WithMaxEntrySize(n int) Option {
 	return func(o *options) error {
 		if n < 1<<10 || n > 1<<20 {
 			return fmt.Errorf("%w: max entry size %d not in [1 KiB, 1 MiB]", engine.ErrInvalidOption, n)
 		}
-		o.maxEntrySize = n
+		o.maxEntrySize, o.maxEntrySet = n, true
 		return nil
 	}
 }

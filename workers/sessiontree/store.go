@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,16 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	}
 	if o.logger == nil {
 		o.logger = e.Logger().With("worker", WorkerName)
+	}
+	// An entry the server would refuse for its size is refused here first
+	// (invalid_payload, for good), not sent and answered "unavailable".
+	if room := int(e.Conn().MaxPayload()) - entryHeadroom; o.maxEntrySize > room {
+		if o.maxEntrySet {
+			return nil, fmt.Errorf("%w: %s.max_entry_size %d leaves too little of the server's max payload (%d) for the subject and headers (%d bytes); set it to at most %d",
+				engine.ErrInvalidOption, WorkerName, o.maxEntrySize, e.Conn().MaxPayload(), entryHeadroom, room)
+		}
+		o.logger.Info("entry limit lowered to fit the server's max payload", "max_entry_size", room, "max_payload", e.Conn().MaxPayload())
+		o.maxEntrySize = room
 	}
 	s := &Store{e: e, nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes, meta: newMetaCache(), kept: map[string]*keptFold{}}
 	ctx, cancel := s.withDeadline(ctx)
@@ -300,6 +311,11 @@ func (s *Store) AppendBatch(ctx context.Context, req AppendBatchRequest) (Append
 // record, so sizes are checked before anything is written.
 const recordSlack = 160
 
+// entryHeadroom is what an entry's publish needs of the server's max
+// payload besides the entry: its subject and headers (expected sequence,
+// message id).
+const entryHeadroom = 1024
+
 // appendChain stores entries as a chain under parentID (or the active
 // leaf), one publish each, then folds the last into the meta.
 //
@@ -474,6 +490,11 @@ func (s *Store) publish(ctx context.Context, subj, sid string, m *Meta, prev *no
 			}
 			s.leaves.put(n)
 			return n, nil
+		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// A server of the cluster with a smaller max payload than the
+			// one Open saw: no retry can help.
+			return node{}, invalid("entry is %d bytes encoded, over the server's max payload", len(data))
 		}
 		if !isCASConflict(err) {
 			return node{}, storeErr(ctx, err, "append to session %s", sid)
