@@ -156,11 +156,35 @@ type jsonCodec struct{}
 func (jsonCodec) ContentType() string { return ContentJSON }
 
 func (jsonCodec) Marshal(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := MarshalJSON(v)
 	if err != nil {
 		return nil, fmt.Errorf("json encode: %w", err)
 	}
 	return b, nil
+}
+
+// jsonBuffers are MarshalJSON's scratch buffers.
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// MarshalJSON is json.Marshal without HTML escaping: "<", ">" and "&" stay
+// as they are instead of six-byte \u escapes. Nothing iii stores or sends
+// is embedded in HTML, and a model's HTML or code would otherwise grow
+// up to six times in every JSON record, event and reply that carries it
+// (a 150 KiB answer of markup made a turn record over the max payload).
+func MarshalJSON(v any) ([]byte, error) {
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			buf.Reset()
+			jsonBuffers.Put(buf)
+		}
+	}()
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
 func (jsonCodec) Unmarshal(data []byte, v any) error {

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -255,6 +256,60 @@ func FuzzReplyWithin(f *testing.F) {
 		}
 		if utf8.ValidString(message) && !utf8.ValidString(got.Message) {
 			t.Fatalf("message %q is not UTF-8", got.Message)
+		}
+	})
+}
+
+// MarshalJSON leaves "<", ">" and "&" as they are, and otherwise writes
+// what json.Marshal does: the same value back, no trailing newline.
+func TestMarshalJSON(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"markup", map[string]string{"text": "<p>a&b</p>"}, `{"text":"<p>a&b</p>"}`},
+		{"control characters", "a\u0000\n\u2028", `"a\u0000\n\u2028"`},
+		{"nil", nil, "null"},
+		{"struct", struct {
+			A int    `json:"a"`
+			B string `json:"b,omitempty"`
+		}{A: 1}, `{"a":1}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := wire.MarshalJSON(c.v)
+			if err != nil || string(got) != c.want {
+				t.Fatalf("MarshalJSON = %s, %v; want %s", got, err, c.want)
+			}
+		})
+	}
+	if _, err := wire.MarshalJSON(func() {}); err == nil {
+		t.Fatal("a func encoded")
+	}
+}
+
+func FuzzMarshalJSON(f *testing.F) {
+	for _, s := range []string{"", "<script>&amp;</script>", "\xff\xfe", "\u2028\u2029", `"\`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := wire.MarshalJSON(map[string]any{"s": s, "n": []string{s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		std, err := json.Marshal(map[string]any{"s": s, "n": []string{s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatalf("%q does not decode: %v", got, err)
+		}
+		if err := json.Unmarshal(std, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) || len(got) > len(std) {
+			t.Fatalf("MarshalJSON %q, json.Marshal %q", got, std)
 		}
 	})
 }

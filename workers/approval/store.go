@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -181,13 +180,11 @@ func decide(value []byte, req ResolveRequest, nowMs int64, trace map[string]stri
 		delete(raw, "decided_trace")
 	}
 	// No HTML escaping: the kept fields stay as written, only compacted.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(raw); err != nil {
+	data, err := wire.MarshalJSON(raw)
+	if err != nil {
 		return nil, wire.Wrap(wire.CodeInternal, err, "encode decided record")
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return data, nil
 }
 
 // ListPending lists the calls waiting for a decision, oldest first

@@ -70,7 +70,7 @@ func (a approvals) Request(ctx context.Context, sid, runID string, p agent.Pendi
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(agent.ApprovalRecord{
+	data, err := wire.MarshalJSON(agent.ApprovalRecord{
 		SessionID: sid, RunID: runID, FunctionCallID: p.FunctionCallID, FunctionID: p.FunctionID,
 		Args: args(p.Args), ArgsHash: p.ArgsHash, RequestedAt: p.RequestedAt, Status: agent.ApprovalPending,
 	})

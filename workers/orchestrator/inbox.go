@@ -99,7 +99,7 @@ func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Mess
 		if rev == 0 && len(next) == 0 {
 			return cur, nil
 		}
-		data, _ := json.Marshal(next)
+		data, _ := wire.MarshalJSON(next)
 		var wrote uint64
 		if rev == 0 {
 			wrote, err = kv.Create(ctx, key, data)

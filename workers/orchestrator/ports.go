@@ -125,7 +125,7 @@ func (s store) leaderGet(ctx context.Context, bucket, key string) ([]byte, uint6
 const recordRoom = 1024
 
 func (s store) Write(ctx context.Context, rec turn.Record, rev uint64) (uint64, error) {
-	data, err := json.Marshal(rec)
+	data, err := wire.MarshalJSON(rec)
 	if err != nil {
 		return 0, err
 	}
@@ -434,7 +434,7 @@ func (p *publisher) Emit(ctx context.Context, ev agent.Event, id string) error {
 	if ev.TS == 0 {
 		ev.TS = time.Now().UnixMilli()
 	}
-	data, err := json.Marshal(ev)
+	data, err := wire.MarshalJSON(ev)
 	if err != nil {
 		return err
 	}

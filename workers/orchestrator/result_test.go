@@ -166,3 +166,30 @@ func TestRecordTooLargeFailsTheRun(t *testing.T) {
 		})
 	}
 }
+
+// A model answer of markup (HTML, code with "<", ">" and "&") costs its
+// own size in the turn record and the events, not six times that: a
+// 150 KiB answer of tags ends its run normally.
+func TestMarkupAnswerFits(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	markup := strings.Repeat("<p>a&b</p>", 15<<10) // 150 KiB, ×4.4 HTML-escaped
+	s := startStackScripted(t, ns, allowAll, []scripted.Option{scripted.WithDeltaSize(64 << 10),
+		scripted.WithScript("markup", func(scripted.StreamRequest) (scripted.Reply, error) {
+			return scripted.Reply{Text: markup}, nil
+		})})
+	startEcho(t, s.e, "markup", "markup", "write the page")
+	evs := events(t, s.e, "markup", 30*time.Second)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd || failure(evs) != nil {
+		t.Fatalf("agent_end %q, failure %+v: %v", last.StopReason, failure(evs), types(evs))
+	}
+	var answer string
+	for _, ev := range evs {
+		if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.Role == agent.RoleAssistant {
+			answer = ev.Message.Content[0].Text
+		}
+	}
+	if answer != markup {
+		t.Fatalf("the answer's event carries %d bytes, want the %d of the markup", len(answer), len(markup))
+	}
+}
