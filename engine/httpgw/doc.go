@@ -25,7 +25,10 @@
 //
 // where a textual body (JSON, text/*, form, XML, or no Content-Type) that
 // is UTF-8 is a string and any other body is base64 with "body_base64":
-// true. The function answers a [Response] {status_code, headers, body}.
+// true. Path parameters are decoded but not cleaned: a "*rest" route
+// passes "../../etc/passwd" as it came, and a function that maps them
+// onto files confines them itself. The function answers a [Response]
+// {status_code, headers, body}.
 //
 // Status codes the gateway produces itself, each with the JSON error
 // envelope {"error":{"code",...}} as body:
