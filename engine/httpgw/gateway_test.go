@@ -587,3 +587,21 @@ func BenchmarkGateway(b *testing.B) {
 		})
 	}
 }
+
+// Path parameters reach the function decoded but not cleaned: dot
+// segments and encoded slashes are the function's to confine (doc.go).
+func TestPathParamsNotCleaned(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.route(t, "GET", "/files/*rest", "test::echo")
+	for _, c := range []struct{ path, want string }{
+		{"/files/a/b", "a/b"},
+		{"/files/../../etc/passwd", "../../etc/passwd"},
+		{"/files/..%2f..%2fetc%2fpasswd", "../../etc/passwd"},
+	} {
+		resp, b := do(t, "GET", f.srv.URL+c.path, "", nil)
+		if r := decodeEcho(t, b); resp.StatusCode != 200 || r.PathParams["rest"] != c.want {
+			t.Errorf("%s: %d, rest %q; want %q", c.path, resp.StatusCode, r.PathParams["rest"], c.want)
+		}
+	}
+}
