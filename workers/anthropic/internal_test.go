@@ -347,3 +347,12 @@ func TestTranslatorEdges(t *testing.T) {
 		})
 	}
 }
+
+// A call written out as text keeps markup in its arguments as it is.
+func TestCallAsTextKeepsMarkup(t *testing.T) {
+	got := callAsText(agent.Content{Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "fs::write",
+		Arguments: map[string]any{"text": "<b>&</b>"}})
+	if want := `[called fs::write (call c1) with {"text":"<b>&</b>"}]`; got != want {
+		t.Fatalf("callAsText = %s, want %s", got, want)
+	}
+}

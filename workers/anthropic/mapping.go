@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -10,6 +9,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // InterruptedResult is the text of the synthetic tool_result that answers a
@@ -438,7 +438,7 @@ func resultBlocks(content []agent.Content) []sdk.ToolResultBlockParamContentUnio
 func callAsText(c agent.Content) string {
 	args := "{}"
 	if len(c.Arguments) > 0 {
-		if b, err := json.Marshal(c.Arguments); err == nil {
+		if b, err := wire.MarshalJSON(c.Arguments); err == nil {
 			args = string(b)
 		}
 	}

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"encoding/json"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -9,6 +8,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // InterruptedResult is the content of the tool message sent for a call of
@@ -257,7 +257,8 @@ func argumentsJSON(args map[string]any) string {
 	if len(args) == 0 {
 		return "{}"
 	}
-	b, err := json.Marshal(args)
+	// Without HTML escaping: the model reads its own earlier arguments.
+	b, err := wire.MarshalJSON(args)
 	if err != nil {
 		return "{}" // unreachable for a validated request
 	}

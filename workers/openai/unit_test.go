@@ -290,3 +290,19 @@ func TestAnswerFailures(t *testing.T) {
 		t.Fatalf("message %+v", msg)
 	}
 }
+
+// The arguments of the model's earlier calls go back as the JSON string
+// the API wants, markup in them as it is (no "\u003c" escapes).
+func TestArgumentsJSONKeepsMarkup(t *testing.T) {
+	for _, c := range []struct {
+		args map[string]any
+		want string
+	}{
+		{nil, "{}"},
+		{map[string]any{"html": "<p>a & b</p>"}, `{"html":"<p>a & b</p>"}`},
+	} {
+		if got := argumentsJSON(c.args); got != c.want {
+			t.Errorf("argumentsJSON(%v) = %s, want %s", c.args, got, c.want)
+		}
+	}
+}

@@ -873,7 +873,9 @@ func toResult(codec wire.Codec, reply []byte) agent.FunctionResult {
 			}
 		}
 	}
-	text, _ := json.Marshal(v)
+	// The model reads the text: markup and code in a reply stay as they
+	// are, not "\u003c" escapes.
+	text, _ := wire.MarshalJSON(v)
 	details, _ := v.(map[string]any)
 	if details == nil {
 		details = map[string]any{"value": v}

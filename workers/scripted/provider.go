@@ -479,7 +479,7 @@ func (p *Provider) calls(req StreamRequest, calls []Call) ([]agent.Content, []st
 		seen[id] = true
 		args[i] = "{}"
 		if len(c.Arguments) > 0 {
-			js, err := json.Marshal(c.Arguments)
+			js, err := wire.MarshalJSON(c.Arguments)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: calls[%d]: arguments do not encode as JSON: %v", ErrInvalidReply, i, err)
 			}
