@@ -1,12 +1,12 @@
 package compaction
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // renderMessage writes m as the summarizer reads it: a header line naming
@@ -75,7 +75,7 @@ func renderMessage(b *strings.Builder, m agent.Message, pruneBytes int) {
 			b.WriteString(" (")
 			b.WriteString(c.ID)
 			b.WriteString(")] ")
-			args, err := json.Marshal(c.Arguments)
+			args, err := wire.MarshalJSON(c.Arguments) // the summarizing model reads it: markup as it is
 			switch {
 			case err != nil:
 				b.WriteString("(arguments not encodable)")

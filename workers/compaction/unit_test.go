@@ -87,7 +87,7 @@ func TestRender(t *testing.T) {
 		agent.UserText("hello", 0),
 		{Role: agent.RoleAssistant, Content: []agent.Content{
 			{Type: agent.ContentThinking, Text: "hmm"}, agent.Text("let me look"),
-			{Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "fs::read", Arguments: map[string]any{"path": "/a"}},
+			{Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "fs::read", Arguments: map[string]any{"path": "/a<b>&"}},
 			{Type: agent.ContentFunctionCall, ID: "c2", FunctionID: "fs::write", Arguments: map[string]any{"data": strings.Repeat("d", 100)}},
 		}},
 		{Role: agent.RoleFunctionResult, FunctionCallID: "c1", FunctionID: "fs::read", Content: []agent.Content{agent.Text(strings.Repeat("o", 100))}},
@@ -96,7 +96,7 @@ func TestRender(t *testing.T) {
 	}
 	got := strings.Join(renderMessages(msgs, 64), "")
 	want := "[user]\nhello\n\n" +
-		"[assistant]\n(thinking) hmm\nlet me look\n[call fs::read (c1)] {\"path\":\"/a\"}\n[call fs::write (c2)] [arguments of fs::write pruned: 111 bytes]\n\n" +
+		"[assistant]\n(thinking) hmm\nlet me look\n[call fs::read (c1)] {\"path\":\"/a<b>&\"}\n[call fs::write (c2)] [arguments of fs::write pruned: 111 bytes]\n\n" +
 		"[function_result fs::read (c1)]\n[output of fs::read pruned: 100 bytes]\n\n" +
 		"[function_result fs::write (c2) error]\ndenied\n\n" +
 		"[user]\n[image image/png]\n\n"
