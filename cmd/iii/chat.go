@@ -18,6 +18,7 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 )
@@ -251,7 +252,7 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			// No arguments travel as none (omitempty); the function gets {}.
 			args := []byte("{}")
 			if len(ev.Args) > 0 {
-				args, _ = json.Marshal(ev.Args)
+				args, _ = wire.MarshalJSON(ev.Args)
 			}
 			fmt.Fprintf(out, "→ %s %s\n", ev.FunctionID, args)
 		case agent.EventFunctionExecutionEnd:
@@ -268,7 +269,7 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			fmt.Fprintf(out, "← %s (%s, %d ms) %s\n", ev.FunctionCallID, status, ev.DurationMs, clip(text, 200))
 		case agent.EventApprovalRequested:
 			parked++
-			args, _ := json.Marshal(ev.Args)
+			args, _ := wire.MarshalJSON(ev.Args)
 			if ask == nil {
 				req, _ := json.Marshal(map[string]string{"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": "allow"})
 				fmt.Fprintf(out, "? %s %s needs approval; waiting. Allow it with (decision deny or aborted to refuse):\n  iii trigger approval::resolve '%s'\n",
