@@ -201,8 +201,7 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 	}
 	var ar agent.ApprovalRecord
 	if err := json.Unmarshal(m.Data(), &ar); err != nil {
-		o.logger.Warn("approval record does not decode; ignored", "subject", m.Subject(), "error", err)
-		return nil
+		return o.repairApproval(ctx, m.Subject(), err)
 	}
 	if ar.Status != agent.ApprovalDecided || agent.ValidateSessionID(ar.SessionID) != nil {
 		return nil
@@ -232,6 +231,40 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 		return nil
 	}
 	return o.enqueueWake(ctx, rec, fmt.Sprintf("approval:%s:%d", ar.FunctionCallID, ar.DecidedAt))
+}
+
+// repairApproval handles a write of the approvals bucket that does not
+// decode (another client's): when it hides the pending record of a call
+// still parked, the pending record is written again from the turn record,
+// so that approval::resolve and the lists of pending calls find the call
+// again; anything else is ignored. Either way it is logged.
+func (o *Orchestrator) repairApproval(ctx context.Context, subject string, cause error) error {
+	_, key, _ := strings.Cut(strings.TrimPrefix(subject, "$KV."), ".")
+	sid, callID, err := subjects.SplitApprovalKey(key)
+	if err != nil {
+		o.logger.Warn("approval record does not decode; ignored", "subject", subject, "error", cause)
+		return nil
+	}
+	rec, _, err := o.store().Load(ctx, sid)
+	if errors.Is(err, session.ErrNoRecord) {
+		err, rec = nil, turn.Record{}
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range rec.AwaitingApproval {
+		if p.FunctionCallID != callID {
+			continue
+		}
+		if err := o.approvals.Request(ctx, sid, rec.RunID, p); err != nil {
+			return err
+		}
+		o.logger.Warn("approval record does not decode; the parked call's pending record is written again",
+			"session_id", sid, "function_call_id", callID, "error", cause)
+		return nil
+	}
+	o.logger.Warn("approval record does not decode; ignored (no call waits on it)", "session_id", sid, "function_call_id", callID, "error", cause)
+	return nil
 }
 
 // mayPark says whether the call is of the current batch and has neither

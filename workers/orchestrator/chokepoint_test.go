@@ -552,3 +552,39 @@ func TestApprovalRecordRestoredAtStart(t *testing.T) {
 		t.Fatalf("result %+v", r.Result)
 	}
 }
+
+// Another client overwrites a parked call's approval record with bytes
+// that are no record: the orchestrators' approvals watcher writes the
+// pending record again from the turn record, so the call is listed and
+// can be decided, and the run ends normally.
+func TestApprovalRecordOverwrittenWithGarbage(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startGated(t, ns, noRules)
+	ctx := context.Background()
+	startRun(t, s.e, "garbled", `/call math::add {"a":20,"b":22}`)
+	p := waitState(t, s.e, "garbled", agent.StateFunctionAwaitingApproval).AwaitingApproval[0]
+	kv, err := s.e.JetStream().KeyValue(ctx, "iii-approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "garbled."+p.FunctionCallID, []byte("\x00garbage")); err != nil {
+		t.Fatal(err)
+	}
+	var list approval.ListPendingResponse
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if err := s.e.Trigger(ctx, "approval::list_pending", map[string]any{"session_id": "garbled"}, &list); err != nil {
+			return err
+		}
+		if len(list.Pending) != 1 || list.Pending[0].ArgsHash != p.ArgsHash {
+			return fmt.Errorf("pending %+v", list.Pending)
+		}
+		return nil
+	})
+	if _, err := resolve(ctx, s.e.Conn(), map[string]any{"session_id": "garbled", "function_call_id": p.FunctionCallID, "decision": "allow", "args_hash": p.ArgsHash}); err != nil {
+		t.Fatal(err)
+	}
+	if r := onlyResult(t, events(t, s.e, "garbled", 20*time.Second)); r.Result == nil || r.Result.IsError || !strings.Contains(r.Result.Content[0].Text, "42") {
+		t.Fatalf("result %+v", r.Result)
+	}
+}
