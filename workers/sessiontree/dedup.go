@@ -2,6 +2,7 @@ package sessiontree
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,12 @@ func (s *Store) storedChain(ctx context.Context, sid, dedupID string, sinceMs in
 		)
 		more, err := s.rawBatch(ctx, stream, req, func(msg *nats.Msg) (bool, error) {
 			nd, err := directNode(msg)
+			if errors.Is(err, errNotEntry) {
+				// Another client's message on the subject: passed over.
+				got++
+				last = nd.seq
+				return true, nil
+			}
 			if err != nil {
 				return false, err
 			}

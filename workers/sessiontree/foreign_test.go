@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -85,6 +86,18 @@ func TestForeignMessagesPassedOver(t *testing.T) {
 				if mm, err := s.Meta(ctx, sid); err != nil || mm.EntryCount != 4 || mm.ActiveLeaf != x4 {
 					t.Fatalf("meta %+v (%v); want 4 entries at %s", mm, err, x4)
 				}
+			}
+			// A deduplicated append looked up among the entries stored
+			// since a time before the foreign messages: stored once.
+			since := time.Now().Add(-time.Minute).UnixMilli()
+			req := AppendRequest{SessionID: sid, Message: new(agent.UserText("once", 1)), DedupID: "d1", DedupSinceMs: since}
+			first, err := a.Append(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := b.Append(ctx, req)
+			if err != nil || again.EntryID != first.EntryID {
+				t.Fatalf("the retry answered %+v, %v; want %s", again, err, first.EntryID)
 			}
 			// Naming the foreign message as an entry.
 			_, err = a.Append(ctx, AppendRequest{SessionID: sid, ParentID: FormatEntryID(f1), Message: new(agent.UserText("under it", 1))})
