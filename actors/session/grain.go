@@ -115,7 +115,11 @@ type grain struct {
 	// unwritten: rec holds the model's answer asking for calls, not
 	// written yet: it is written with the first verdict of its calls'
 	// gate (foldAnswer), and its outbox delivered after that write.
-	unwritten bool
+	// beforeAnswer is rec as it was before that answer: a run that fails
+	// because the answer cannot be stored fails from there
+	// (failUnstorable), as nothing of the answer went out.
+	unwritten    bool
+	beforeAnswer *turn.Record
 	// failingUnstorable: the grain is writing the failure of a run whose
 	// checkpoint the store refused for good (failUnstorable).
 	failingUnstorable bool
@@ -319,7 +323,7 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	}
 	// A new run (or another writer) replaced the finished run's record:
 	// its settled write is not needed any more.
-	g.settleDue, g.unwritten = false, false
+	g.settleDue, g.unwritten, g.beforeAnswer = false, false, nil
 	// The record moved: another activation wrote it, or a new run
 	// started. Either way the transcript is read again, so what others
 	// appended meanwhile (a compaction between runs) is seen; and unless
@@ -548,7 +552,8 @@ func (g *grain) foldAnswer(rec turn.Record) bool {
 	if act.Kind != turn.ActionExecuteCalls || len(act.Calls) == 0 {
 		return false
 	}
-	g.rec, g.dirty, g.unwritten = rec, true, true
+	before := g.rec
+	g.rec, g.dirty, g.unwritten, g.beforeAnswer = rec, true, true, &before
 	g.startGates(act.Calls)
 	return true
 }
@@ -636,7 +641,7 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 		return false
 	}
 	g.rec, g.rev, g.dirty, g.carried = rec, rev, false, carried
-	g.unwritten = false
+	g.unwritten, g.beforeAnswer = false, nil
 	return true
 }
 
@@ -663,8 +668,17 @@ func (g *grain) failOrHalt(reason string, err error) {
 func (g *grain) failUnstorable(cause error) {
 	g.host.opts.logger.WarnContext(g.traced(g.base), "the store refuses the run's checkpoint, or its transcript, for good; the run fails", "session_id", g.sid, "error", cause)
 	g.stopRunning()
-	g.unwritten, g.committed, g.reread = false, nil, true
-	next, _, err := turn.Apply(g.rec, turn.Fail{Message: "the run could not be stored or read: " + cause.Error()}, g.host.opts.now().UnixMilli())
+	base := g.rec
+	if g.unwritten && g.beforeAnswer != nil {
+		// The answer asking for calls was never written, so nothing of
+		// it went out (no call ran, no event was sent): the run fails
+		// from before it. Failing from the answer would give every call
+		// an end of its own, a record as large as the refused one when
+		// the batch is what made it too large.
+		base = *g.beforeAnswer
+	}
+	g.unwritten, g.beforeAnswer, g.committed, g.reread = false, nil, nil, true
+	next, _, err := turn.Apply(base, turn.Fail{Message: "the run could not be stored or read: " + cause.Error()}, g.host.opts.now().UnixMilli())
 	if err != nil {
 		g.halt("fail an unstorable run", err)
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,5 +192,52 @@ func TestMarkupAnswerFits(t *testing.T) {
 	}
 	if answer != markup {
 		t.Fatalf("the answer's event carries %d bytes, want the %d of the markup", len(answer), len(markup))
+	}
+}
+
+// A model answer with more calls than one turn record can hold (here on
+// a server with a 64 KiB max payload): the answer cannot be written with
+// its calls' start, so the run fails from the record before the answer —
+// saying why, no call run — instead of from the answer, whose every call
+// would need an end of its own and outgrow the record again (the grain
+// halted at every redelivery). The session's next run runs.
+func TestBatchTooLargeForTheRecordFailsTheRun(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(64<<10))
+	calls := make([]scripted.Call, 300)
+	for i := range calls {
+		calls[i] = scripted.Call{FunctionID: "test::big", Arguments: map[string]any{"n": i}}
+	}
+	s := startStackScripted(t, ns, allowAll, []scripted.Option{
+		scripted.WithScript("many", func(scripted.StreamRequest) (scripted.Reply, error) {
+			return scripted.Reply{Calls: calls}, nil
+		})})
+	var ran atomic.Int64
+	w, err := s.e.Worker("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type bigReq struct {
+		N int `json:"n"`
+	}
+	if err := w.Register(engine.Function{ID: "test::big", Handler: engine.Typed(func(_ context.Context, r bigReq) (agent.FunctionResult, error) {
+		ran.Add(1)
+		return agent.TextResult("ok"), nil
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	startEcho(t, s.e, "manycalls", "many", "do it all")
+	evs := events(t, s.e, "manycalls", 30*time.Second)
+	last, failed := evs[len(evs)-1], failure(evs)
+	if last.StopReason != agent.StopError || failed == nil || !strings.Contains(failed.ErrorMessage, "could not be stored") {
+		t.Fatalf("agent_end %q, failure %+v: %v", last.StopReason, failed, types(evs))
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("%d calls ran of an answer never recorded", n)
+	}
+	startEcho(t, s.e, "manycalls", "echo", "hello again")
+	evs = eventsUntil(t, s.e, "manycalls", 2, 30*time.Second)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
+		t.Fatalf("the next run: agent_end %q: %v", last.StopReason, types(evs))
 	}
 }
