@@ -121,8 +121,11 @@ type grain struct {
 	unwritten    bool
 	beforeAnswer *turn.Record
 	// failingUnstorable: the grain is writing the failure of a run whose
-	// checkpoint the store refused for good (failUnstorable).
-	failingUnstorable bool
+	// checkpoint the store refused for good (failUnstorable). failLean:
+	// that failure is the lean one, the last try; failRefused: the store
+	// refused the failure too (failOrHalt), which failUnstorable tries
+	// again lean.
+	failingUnstorable, failLean, failRefused bool
 }
 
 // settleDelay is how long a grain leaves a finished run's record with
@@ -649,9 +652,15 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 // refused the checkpoint for good (failUnstorable, unless that is the
 // write failing), the activation halts otherwise.
 func (g *grain) failOrHalt(reason string, err error) {
-	if errors.Is(err, ErrUnstorable) && !g.failingUnstorable {
-		g.failUnstorable(err)
-		return
+	if errors.Is(err, ErrUnstorable) {
+		switch {
+		case !g.failingUnstorable:
+			g.failUnstorable(err)
+			return
+		case !g.failLean:
+			g.failRefused = true // failUnstorable tries the lean failure
+			return
+		}
 	}
 	g.halt(reason, err)
 }
@@ -678,21 +687,31 @@ func (g *grain) failUnstorable(cause error) {
 		base = *g.beforeAnswer
 	}
 	g.unwritten, g.beforeAnswer, g.committed, g.reread = false, nil, nil, true
-	next, _, err := turn.Apply(base, turn.Fail{Message: "the run could not be stored or read: " + cause.Error()}, g.host.opts.now().UnixMilli())
-	if err != nil {
-		g.halt("fail an unstorable run", err)
-		return
-	}
+	fail := turn.Fail{Message: "the run could not be stored or read: " + cause.Error()}
 	// The outbox Fail dropped is not carried: write flushes what is
 	// under way before a terminal record. Should even that record be
-	// refused, write halts.
+	// refused (a batch of thousands of calls, each with its end event),
+	// the lean failure is written instead, and should that be refused
+	// too, write halts.
 	g.carried = 0
 	g.failingUnstorable = true
-	ok := g.write(next, false)
-	g.failingUnstorable = false
-	if ok {
-		g.drive()
+	defer func() { g.failingUnstorable, g.failLean, g.failRefused = false, false, false }()
+	for {
+		next, _, err := turn.Apply(base, fail, g.host.opts.now().UnixMilli())
+		if err != nil {
+			g.halt("fail an unstorable run", err)
+			return
+		}
+		if g.write(next, false) {
+			break
+		}
+		if !g.failRefused || g.failLean {
+			return // halted
+		}
+		g.failRefused, g.failLean, fail.Lean = false, true, true
 	}
+	g.failingUnstorable, g.failLean = false, false
+	g.drive()
 }
 
 // abortRequest serves run::abort: mid-stream it stops the provider and

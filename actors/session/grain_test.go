@@ -32,6 +32,9 @@ type memStore struct {
 	next    uint64
 	written []turn.Record
 	loads   int
+	// refuse, when set, says which records the store refuses for good
+	// (too large, as the real one would say).
+	refuse func(turn.Record) bool
 }
 
 func newMemStore() *memStore {
@@ -54,6 +57,9 @@ func (s *memStore) Write(_ context.Context, rec turn.Record, rev uint64) (uint64
 	defer s.mu.Unlock()
 	if s.rev[rec.SessionID] != rev {
 		return 0, session.ErrFenced
+	}
+	if s.refuse != nil && s.refuse(rec) {
+		return 0, fmt.Errorf("%w: the turn record is too large", session.ErrUnstorable)
 	}
 	s.next++
 	rec.Outbox = slices.Clone(rec.Outbox)
@@ -1200,4 +1206,49 @@ func TestModelCallOverlapsTheWrite(t *testing.T) {
 			t.Fatalf("calls: %v, want one, cancelled", calls)
 		}
 	})
+}
+
+// TestFailureTooLargeIsLean: the store refuses a run's checkpoint for
+// good, and then the failure written instead too (a batch whose calls
+// each need an end event): the grain writes the lean failure, which names
+// the calls to cancel without an event each, and the run ends instead of
+// the grain halting at every redelivery.
+func TestFailureTooLargeIsLean(t *testing.T) {
+	st, hist := newMemStore(), newMemHistory(true)
+	st.refuse = func(rec turn.Record) bool {
+		if rec.TurnCount >= 2 && rec.State != agent.StateFailed {
+			return true // the results' checkpoint (the next model call's): too large
+		}
+		return rec.State == agent.StateFailed && slices.ContainsFunc(rec.Outbox, func(e turn.Effect) bool {
+			return e.Event != nil && e.Event.Type == agent.EventFunctionExecutionEnd
+		})
+	}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	seed(t, st, "lean1")
+	select {
+	case <-wake(t, h, "lean1", 1):
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the run did not end; record %s", st.current("lean1").State)
+	}
+	cur := st.current("lean1")
+	if cur.State != agent.StateFailed || cur.Error == nil || !strings.Contains(cur.Error.Message, "could not be stored") {
+		t.Fatalf("record %s, error %+v", cur.State, cur.Error)
+	}
+	var finish *turn.Finish
+	for _, e := range cur.Outbox {
+		if e.Event != nil && e.Event.Type == agent.EventFunctionExecutionEnd {
+			t.Fatal("the lean failure holds a call's end")
+		}
+		if e.Finish != nil {
+			finish = e.Finish
+		}
+	}
+	if finish == nil || !slices.Equal(finish.Cancel, []string{"c1"}) {
+		t.Fatalf("finish %+v; want c1 cancelled", finish)
+	}
 }

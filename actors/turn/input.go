@@ -128,6 +128,11 @@ type Abort struct {
 // stop_reason error is completed, and agent_end.
 type Fail struct {
 	Message string
+	// Lean leaves out the function_execution_end of each call not done:
+	// for a failure whose record would otherwise be too large itself (a
+	// batch of thousands of calls). Started calls are still cancelled and
+	// parked ones withdrawn (the Finish effect names them).
+	Lean bool
 }
 
 // Recover: a fresh activation found calls started by an earlier one that

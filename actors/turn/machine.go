@@ -59,7 +59,7 @@ func Apply(rec Record, in Input, nowMs int64) (Record, []Effect, error) {
 	case Abort:
 		t.abort(in.Reason, in.Partial)
 	case Fail:
-		t.failRun(in.Message)
+		t.failRun(in.Message, in.Lean)
 	case Recover:
 		err = t.recover(in)
 	default:
@@ -214,9 +214,21 @@ func (t *tx) endCalls(result func(*Call) agent.FunctionResult) (cancel, withdraw
 
 // failRun ends the run in failed from any state, keeping only what a
 // finished run needs (see [Fail]).
-func (t *tx) failRun(text string) {
+func (t *tx) failRun(text string, lean bool) {
 	var cancel, withdraw []string
-	if t.rec.Work != nil {
+	switch {
+	case t.rec.Work != nil && lean:
+		// Only what the run's end must act on: the calls to cancel and
+		// to withdraw, by id.
+		for _, c := range t.rec.Work.Prepared {
+			switch {
+			case t.rec.Work.Effects[c.ID].Status == StatusStarted:
+				cancel = append(cancel, c.ID)
+			case parked(t.rec, c.ID):
+				withdraw = append(withdraw, c.ID)
+			}
+		}
+	case t.rec.Work != nil:
 		// Every call announced gets its end, as an abort's do; the
 		// results go with the record's calls.
 		cancel, withdraw = t.endCalls(func(*Call) agent.FunctionResult { return agent.ErrorResult("the run failed: "+text, nil) })

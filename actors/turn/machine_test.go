@@ -2,6 +2,7 @@ package turn
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -592,38 +593,52 @@ func TestFail(t *testing.T) {
 		{state: "steering_check"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.state, func(t *testing.T) {
-			t.Parallel()
-			rec := fixtures[tt.state](t)
-			rec.Outbox = []Effect{{Kind: EffectEmit, ID: "undelivered", Event: &agent.Event{Type: agent.EventMessageUpdate}}}
-			got, effects, err := Apply(rec, Fail{Message: "too large"}, 7000)
-			if err != nil {
-				t.Fatal(err)
+		for _, lean := range []bool{false, true} {
+			ends := tt.ends
+			if lean {
+				ends = 0 // a lean failure names the calls in Finish only
 			}
-			if got.State != agent.StateFailed || got.StopReason != agent.StopError || got.Error == nil ||
-				got.Error.Kind != agent.ErrorPermanent || got.Error.Message != "too large" {
-				t.Fatalf("record %s", mustJSON(t, got))
-			}
-			if got.LastAssistant != nil || got.Work != nil || got.FunctionResults != nil || got.Input != nil || got.AwaitingApproval != nil {
-				t.Fatalf("the failed record kept the run's messages or calls: %s", mustJSON(t, got))
-			}
-			if !reflect.DeepEqual(got.Outbox, effects) {
-				t.Fatalf("the undelivered outbox was kept: %v", eventTypes(got.Outbox))
-			}
-			types := eventTypes(effects)
-			if len(types) < 3 || !slices.Equal(types[len(types)-3:], []agent.EventType{agent.EventMessageComplete, agent.EventTurnStateChanged, agent.EventAgentEnd}) ||
-				count(types, agent.EventFunctionExecutionEnd) != tt.ends {
-				t.Fatalf("effects %v", types)
-			}
-			mc := effects[len(effects)-4].Event.Message
-			if mc.StopReason != agent.StopError || mc.ErrorMessage != "too large" {
-				t.Fatalf("message_complete %+v", mc)
-			}
-			f := effects[len(effects)-1].Finish
-			if f == nil || f.StopReason != agent.StopError || !slices.Equal(f.Cancel, tt.cancel) || !slices.Equal(f.Withdraw, tt.withdraw) {
-				t.Fatalf("finish %+v", f)
-			}
-		})
+			t.Run(fmt.Sprintf("%s/lean=%v", tt.state, lean), func(t *testing.T) {
+				t.Parallel()
+				failOne(t, tt.state, lean, ends, tt.cancel, tt.withdraw)
+			})
+		}
+	}
+}
+
+// failOne applies Fail (lean or not) to the fixture of state and checks
+// the failed record and its effects: ends function_execution_end events,
+// the calls to cancel and to withdraw.
+func failOne(t *testing.T, state string, lean bool, ends int, cancel, withdraw []string) {
+	t.Helper()
+	rec := fixtures[state](t)
+	rec.Outbox = []Effect{{Kind: EffectEmit, ID: "undelivered", Event: &agent.Event{Type: agent.EventMessageUpdate}}}
+	got, effects, err := Apply(rec, Fail{Message: "too large", Lean: lean}, 7000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != agent.StateFailed || got.StopReason != agent.StopError || got.Error == nil ||
+		got.Error.Kind != agent.ErrorPermanent || got.Error.Message != "too large" {
+		t.Fatalf("record %s", mustJSON(t, got))
+	}
+	if got.LastAssistant != nil || got.Work != nil || got.FunctionResults != nil || got.Input != nil || got.AwaitingApproval != nil {
+		t.Fatalf("the failed record kept the run's messages or calls: %s", mustJSON(t, got))
+	}
+	if !reflect.DeepEqual(got.Outbox, effects) {
+		t.Fatalf("the undelivered outbox was kept: %v", eventTypes(got.Outbox))
+	}
+	types := eventTypes(effects)
+	if len(types) < 3 || !slices.Equal(types[len(types)-3:], []agent.EventType{agent.EventMessageComplete, agent.EventTurnStateChanged, agent.EventAgentEnd}) ||
+		count(types, agent.EventFunctionExecutionEnd) != ends {
+		t.Fatalf("effects %v", types)
+	}
+	mc := effects[len(effects)-4].Event.Message
+	if mc.StopReason != agent.StopError || mc.ErrorMessage != "too large" {
+		t.Fatalf("message_complete %+v", mc)
+	}
+	f := effects[len(effects)-1].Finish
+	if f == nil || f.StopReason != agent.StopError || !slices.Equal(f.Cancel, cancel) || !slices.Equal(f.Withdraw, withdraw) {
+		t.Fatalf("finish %+v", f)
 	}
 }
 
