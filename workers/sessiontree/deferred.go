@@ -70,9 +70,8 @@ func foldInto(m *Meta, n node, summary string, nowMs int64) bool {
 // withKept is m with sid's kept fold applied, if any.
 func (s *Store) withKept(m Meta) Meta {
 	s.kmu.Lock()
-	k := s.kept[m.SessionID]
-	s.kmu.Unlock()
-	if k != nil {
+	defer s.kmu.Unlock()
+	if k := s.kept[m.SessionID]; k != nil {
 		foldInto(&m, k.last, k.summary, k.atMs)
 	}
 	return m
