@@ -254,3 +254,44 @@ func TestDeferredMetaOff(t *testing.T) {
 		t.Fatal("a fold was kept with a meta delay of 0")
 	}
 }
+
+// TestDeferredMetaConcurrentReads: reads of a session while its deferred
+// appends go on see a meta that only grows (run with -race).
+func TestDeferredMetaConcurrentReads(t *testing.T) {
+	t.Parallel()
+	a, _, _ := deferredStores(t, 20*time.Millisecond)
+	ctx := context.Background()
+	if _, err := a.Create(ctx, CreateRequest{SessionID: "d7"}); err != nil {
+		t.Fatal(err)
+	}
+	appendDeferred(t, a, "d7", "first")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 40 {
+			if _, err := a.Append(ctx, AppendRequest{SessionID: "d7", Message: new(agent.UserText(fmt.Sprint("m", i), 1)), DeferMeta: true}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var seen uint64
+	for reading := true; reading; {
+		select {
+		case <-done:
+			reading = false
+		default:
+		}
+		m, err := a.Meta(ctx, "d7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.EntryCount < seen {
+			t.Fatalf("meta went back from %d to %d entries", seen, m.EntryCount)
+		}
+		seen = m.EntryCount
+	}
+	if m, err := a.Meta(ctx, "d7"); err != nil || m.EntryCount != 41 {
+		t.Fatalf("meta %+v (%v); want 41 entries", m, err)
+	}
+}
