@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
@@ -24,8 +25,14 @@ type TruncatedDetails struct {
 func (r FunctionResult) Size() int {
 	n := contentSize(r.Content)
 	if r.Details != nil {
-		if b, err := json.Marshal(r.Details); err == nil {
-			n += len(b)
+		// Measured as stored and sent: without HTML escaping, which
+		// would count a tag-dense value up to six times its size
+		// (engine/wire.MarshalJSON).
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(r.Details); err == nil {
+			n += b.Len() - 1 // less the newline Encode ends with
 		}
 	}
 	return n

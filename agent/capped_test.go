@@ -23,6 +23,9 @@ func TestCapped(t *testing.T) {
 		{"no limit", agent.TextResult(big), 0, false, []string{big}, false},
 		{"one long text", agent.TextResult(big), 1000, true, []string{strings.Repeat("x", 840), "\n[result truncated by the harness: 5000 bytes, the first 840 kept]"}, true},
 		{"details alone too large", agent.FunctionResult{Content: []agent.Content{agent.Text("ok")}, Details: map[string]any{"v": big}}, 1000, true, []string{"ok"}, true},
+		// Markup in details weighs its own size, not that of six-byte
+		// escapes (150 tags: 600 bytes, 2,700 escaped).
+		{"markup details under the limit", agent.FunctionResult{Content: []agent.Content{agent.Text("ok")}, Details: map[string]any{"v": strings.Repeat("<br>", 150)}}, 1000, false, []string{"ok"}, false},
 		{"a second text block dropped", agent.FunctionResult{Content: []agent.Content{agent.Text("first"), agent.Text(big)}}, 1000, true,
 			[]string{"first", strings.Repeat("x", 835), "\n[result truncated by the harness: 5005 bytes, the first 840 kept]"}, true},
 		{"an image that does not fit", agent.FunctionResult{Content: []agent.Content{agent.Text("see"), img}}, 1000, true,
