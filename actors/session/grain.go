@@ -695,23 +695,22 @@ func (g *grain) failUnstorable(cause error) {
 	// too, write halts.
 	g.carried = 0
 	g.failingUnstorable = true
-	defer func() { g.failingUnstorable, g.failLean, g.failRefused = false, false, false }()
+	ok := false
 	for {
 		next, _, err := turn.Apply(base, fail, g.host.opts.now().UnixMilli())
 		if err != nil {
 			g.halt("fail an unstorable run", err)
-			return
-		}
-		if g.write(next, false) {
 			break
 		}
-		if !g.failRefused || g.failLean {
-			return // halted
+		if ok = g.write(next, false); ok || !g.failRefused || g.failLean {
+			break // written, or halted
 		}
 		g.failRefused, g.failLean, fail.Lean = false, true, true
 	}
-	g.failingUnstorable, g.failLean = false, false
-	g.drive()
+	g.failingUnstorable, g.failLean, g.failRefused = false, false, false
+	if ok {
+		g.drive()
+	}
 }
 
 // abortRequest serves run::abort: mid-stream it stops the provider and

@@ -57,7 +57,13 @@ func (s *Store) get(ctx context.Context, sid string, seq uint64) (node, error) {
 	if err != nil {
 		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
 	}
-	n, err := toNode(msg.Subject, msg.Sequence, msg.Data)
+	return storedNode(msg.Subject, msg.Sequence, msg.Data)
+}
+
+// storedNode is the entry a read by sequence found: a message there that
+// is not an entry (another client's) is no entry (errNoEntry).
+func storedNode(subj string, seq uint64, data []byte) (node, error) {
+	n, err := toNode(subj, seq, data)
 	if errors.Is(err, errNotEntry) {
 		return node{}, fmt.Errorf("%w: %w", errNoEntry, err)
 	}
@@ -74,11 +80,7 @@ func (s *Store) leaderGet(ctx context.Context, stream string, seq uint64) (node,
 	if err != nil {
 		return node{}, storeErr(ctx, err, "read entry %s", FormatEntryID(seq))
 	}
-	n, err := toNode(m.Subject, m.Sequence, m.Data)
-	if errors.Is(err, errNotEntry) {
-		return node{}, fmt.Errorf("%w: %w", errNoEntry, err)
-	}
-	return n, err
+	return storedNode(m.Subject, m.Sequence, m.Data)
 }
 
 // getID reads the entry id names, which the store wrote itself (an active
