@@ -126,6 +126,11 @@ type grain struct {
 	// refused the failure too (failOrHalt), which failUnstorable tries
 	// again lean.
 	failingUnstorable, failLean, failRefused bool
+	// parking is the call whose approval was just requested while the
+	// record that parks it is being written (onVerdict): should the
+	// store refuse that record for good, the run's failure withdraws the
+	// request, which no record names.
+	parking string
 }
 
 // settleDelay is how long a grain leaves a finished run's record with
@@ -702,6 +707,9 @@ func (g *grain) failUnstorable(cause error) {
 			g.halt("fail an unstorable run", err)
 			break
 		}
+		if g.parking != "" {
+			withdrawToo(next.Outbox, g.parking)
+		}
 		if ok = g.write(next, false); ok || !g.failRefused || g.failLean {
 			break // written, or halted
 		}
@@ -710,6 +718,17 @@ func (g *grain) failUnstorable(cause error) {
 	g.failingUnstorable, g.failLean, g.failRefused = false, false, false
 	if ok {
 		g.drive()
+	}
+}
+
+// withdrawToo adds id to the approvals the Finish in outbox withdraws.
+func withdrawToo(outbox []turn.Effect, id string) {
+	for i, e := range outbox {
+		if e.Kind == turn.EffectFinish && e.Finish != nil && !slices.Contains(e.Finish.Withdraw, id) {
+			f := *e.Finish
+			f.Withdraw = append(slices.Clip(f.Withdraw), id)
+			outbox[i].Finish = &f
+		}
 	}
 }
 
@@ -1228,7 +1247,10 @@ func (g *grain) onVerdict(id string, v Verdict) bool {
 				return false
 			}
 		}
-		return g.write(next, true)
+		g.parking = id
+		ok := g.write(next, true)
+		g.parking = ""
+		return ok
 	default:
 		if !g.apply(turn.CallsStarted{IDs: []string{id}}) {
 			return false

@@ -1252,3 +1252,75 @@ func TestFailureTooLargeIsLean(t *testing.T) {
 		t.Fatalf("finish %+v; want c1 cancelled", finish)
 	}
 }
+
+// parkingFunctions parks every call for a human's approval.
+type parkingFunctions struct{ countingFunctions }
+
+func (*parkingFunctions) Gate(_ context.Context, _ string, c turn.Call) session.Verdict {
+	return session.Verdict{Kind: session.VerdictPark, ArgsHash: "h-" + c.ID}
+}
+
+// recordingApprovals keeps the pending approval records: requested, less
+// withdrawn.
+type recordingApprovals struct {
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+func (a *recordingApprovals) Request(_ context.Context, _, _ string, p agent.PendingApproval) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pending[p.FunctionCallID] = true
+	return nil
+}
+
+func (a *recordingApprovals) Decisions(context.Context, string, string, []agent.PendingApproval) ([]turn.ApprovalResolved, error) {
+	return nil, nil
+}
+
+func (a *recordingApprovals) Withdraw(_ context.Context, _ string, ids []string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		delete(a.pending, id)
+	}
+	return nil
+}
+
+func (a *recordingApprovals) left() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ids []string
+	for id := range a.pending {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestParkRefusedWithdrawsApproval: the gate parks a call and its approval
+// is requested, but the store refuses the record that parks it for good.
+// The run fails, and its failure withdraws the request: no pending
+// approval is left for a call that no record parks.
+func TestParkRefusedWithdrawsApproval(t *testing.T) {
+	st, hist := newMemStore(), newMemHistory(true)
+	st.refuse = func(rec turn.Record) bool { return len(rec.AwaitingApproval) > 0 }
+	apr := &recordingApprovals{pending: map[string]bool{}}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: &parkingFunctions{}, Inbox: emptyInbox{}, Approvals: apr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	seed(t, st, "park1")
+	select {
+	case <-wake(t, h, "park1", 1):
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the run did not end; record %s", st.current("park1").State)
+	}
+	if cur := st.current("park1"); cur.State != agent.StateFailed {
+		t.Fatalf("record %s, want failed", cur.State)
+	}
+	if left := apr.left(); len(left) > 0 {
+		t.Fatalf("pending approvals left for %v", left)
+	}
+}

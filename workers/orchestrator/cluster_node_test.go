@@ -323,11 +323,20 @@ func (l *clusterLoad) waitEnds(sid string, ends int, timeout time.Duration) erro
 // number of interrupted calls.
 func (l *clusterLoad) check(t *testing.T, tl *crashTools) int {
 	t.Helper()
-	interrupted := 0
+	interrupted, dumped := 0, 0
 	for _, sid := range l.sessions {
 		// Reading right after a node died may meet a consumer placed on
 		// it: try again.
 		var evs []crashEvent
+		failed := t.Failed()
+		defer func() {
+			// The first sessions that fail are dumped whole: what a replay
+			// or a lost write looks like is in the ids and the times.
+			if !failed && t.Failed() && dumped < 4 {
+				dumped++
+				t.Logf("%s: events as stored:\n%s", sid, crashDump(evs))
+			}
+		}()
 		enginetest.Eventually(t, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

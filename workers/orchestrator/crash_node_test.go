@@ -523,6 +523,23 @@ func crashTypes(evs []crashEvent) string {
 	return strings.Join(s, " ")
 }
 
+// crashDump is one line per event: stream sequence, message id, seq,
+// type (and state, call), time.
+func crashDump(evs []crashEvent) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&b, "  #%d id=%s seq=%d %s", ev.streamSeq, ev.msgID, ev.Seq, ev.Type)
+		if ev.Type == agent.EventTurnStateChanged {
+			fmt.Fprintf(&b, ":%s", ev.State)
+		}
+		if ev.FunctionCallID != "" {
+			fmt.Fprintf(&b, " call=%s", ev.FunctionCallID)
+		}
+		fmt.Fprintf(&b, " at=%s\n", time.UnixMilli(ev.TS).UTC().Format("15:04:05.000"))
+	}
+	return b.String()
+}
+
 // crashCheckEvents checks one session's stored events, which may span several
 // runs: seq strictly increasing, no message id twice, per run exactly one
 // agent_end (the run's last event), and within a run per call id one
