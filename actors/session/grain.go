@@ -61,8 +61,10 @@ type grain struct {
 	// were delivered already.
 	unconfirmed []turn.Effect
 	carried     int
-	history     []agent.Message
-	histID      string // names history; new whenever history is replaced, not appended to
+	// unconfirmedAt is when the first of unconfirmed was delivered.
+	unconfirmedAt time.Time
+	history       []agent.Message
+	histID        string // names history; new whenever history is replaced, not appended to
 	// reread is set when an activation loaded a record whose outbox
 	// appends to the transcript something the transcript it read does
 	// not end with: a dead activation may still have delivered it (after
@@ -604,6 +606,14 @@ func (g *grain) ackInbox(mark InboxMark) {
 // it (a transcript store that lags far behind) the grain waits for them.
 const maxCarried = 64
 
+// MaxCarryAge bounds how long before a checkpoint the effects it carries
+// were delivered: older ones (a transcript append that has waited that
+// long, say in a stream leader election) are waited for instead. A
+// replay of the record ([StoredEvents]) finds the carried events it must
+// not publish again by looking this far back before the record's
+// UpdatedAtMs, plus the clocks' skew.
+const MaxCarryAge = 5 * time.Second
+
 // write CAS-writes rec once the effects delivered so far are safe: their
 // outbox is about to be replaced. A mid-run checkpoint (mayCarry, rec not
 // terminal) does not wait for them when the History port can tell what
@@ -628,6 +638,11 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 			return false
 		case done:
 			g.unconfirmed = nil
+		case len(g.unconfirmed) > 0 && g.host.opts.now().Sub(g.unconfirmedAt) > MaxCarryAge:
+			// A replay of this record looks for its carried events only
+			// so far back before the record's time: older ones it would
+			// publish again, past the event stream's duplicate window.
+			flush = true
 		case carried == 0 && len(g.unconfirmed) > 0:
 			rec.Outbox = append(slices.Clip(g.unconfirmed), rec.Outbox...)
 			carried = len(g.unconfirmed)
@@ -911,6 +926,9 @@ func (g *grain) deliver() bool {
 			g.halt("deliver "+string(eff.Kind), err)
 			return false
 		}
+	}
+	if len(g.unconfirmed) == 0 && len(fresh) > 0 {
+		g.unconfirmedAt = g.host.opts.now()
 	}
 	g.unconfirmed = append(g.unconfirmed, fresh...)
 	g.rec, g.carried, g.stored, g.replayedMs = turn.Delivered(g.rec), 0, nil, 0

@@ -1324,3 +1324,45 @@ func TestParkRefusedWithdrawsApproval(t *testing.T) {
 		t.Fatalf("pending approvals left for %v", left)
 	}
 }
+
+// TestCarriedEffectsAreRecent: a checkpoint carries unconfirmed effects
+// only while they were delivered less than session.MaxCarryAge before it;
+// older ones it waits for. A replay looks for carried events that far
+// back before the record's time, and would publish older ones again. A
+// clock that moves 3 s at every reading makes every unconfirmed effect
+// too old by the next checkpoint: with the appends held, no checkpoint
+// carries the user's message appended at provisioning.
+func TestCarriedEffectsAreRecent(t *testing.T) {
+	st, hist, fns := newMemStore(), newMemHistory(true), &countingFunctions{}
+	var ticks atomic.Int64
+	clock := func() time.Time { return time.UnixMilli(1_000_000).Add(time.Duration(ticks.Add(1)) * 3 * time.Second) }
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}}, session.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	const sid = "old1"
+	seed(t, st, sid)
+	hist.hold(true)
+	acked := wake(t, h, sid, 0)
+	time.AfterFunc(200*time.Millisecond, func() { hist.hold(false) })
+	select {
+	case <-acked:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the run did not end; record %s", st.current(sid).State)
+	}
+	recs := st.records()
+	if len(recs) < 2 || len(recs[1].Outbox) == 0 || recs[1].Outbox[0].Kind != turn.EffectAppendHistory {
+		t.Fatalf("provisioning did not append the user's message first: %v", outboxes(recs))
+	}
+	userAppend := recs[1].Outbox[0].ID
+	for i, r := range recs[2:] {
+		if slices.ContainsFunc(r.Outbox, func(e turn.Effect) bool { return e.ID == userAppend }) {
+			t.Fatalf("checkpoint %d carries the user's message delivered long before: %v", i+2, outboxes(recs))
+		}
+	}
+	if n := fns.count(); n != 1 {
+		t.Fatalf("the function ran %d times", n)
+	}
+}

@@ -122,10 +122,12 @@ type StoredEvents interface {
 	// StoredEvents returns those of ids (the outbox's event effect ids)
 	// the stream holds already, whichever they are: events are published
 	// asynchronously, so one that failed may sit before one that was
-	// stored. writtenMs is when the record that carries them was written.
-	// A port answers none while the stream's duplicate window still
-	// covers everything published since writtenMs: the message ids then
-	// drop the stored ones exactly.
+	// stored. writtenMs is when the record that carries them was written;
+	// the events it carries were published at most [MaxCarryAge] before
+	// (a port looks that far back, plus the clocks' skew). A port answers
+	// none while the stream's duplicate window still covers everything
+	// published since then: the message ids then drop the stored ones
+	// exactly.
 	StoredEvents(ctx context.Context, sid string, ids []string, writtenMs int64) ([]string, error)
 }
 

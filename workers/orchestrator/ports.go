@@ -250,12 +250,12 @@ func (p *publisher) nextSeq(ctx context.Context, sid string) (uint64, error) {
 // replayMargin is how long before the event stream's duplicate window
 // ends a replay stops trusting it, and how far before a record's write a
 // replay looks for what it stored: the outbox's carried events were
-// published before the record was written, at most publishAsyncTimeout
-// (5 s) before (a publish unanswered that long fails, and the grain
-// flushes a failed one before it writes rather than carrying it:
-// session.ErrUndelivered), and the clocks of the node that wrote it and
-// of the server may differ. A minute until stop 28.
-const replayMargin = 10 * time.Second
+// published before the record was written, at most session.MaxCarryAge
+// (5 s) before (the grain waits for older ones rather than carrying
+// them, as it does for a publish that failed: session.ErrUndelivered),
+// and the clocks of the node that wrote it and of the server may differ.
+// A minute until stop 28.
+const replayMargin = 2 * session.MaxCarryAge
 
 // StoredEvents implements [session.StoredEvents]. While the stream's
 // duplicate window covers the record's write (less replayMargin) it
