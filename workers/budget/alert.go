@@ -2,7 +2,6 @@ package budget
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -75,7 +74,7 @@ func (l *Ledger) publishAlerts(ctx context.Context, b Budget, start time.Time, s
 			Type: AlertType, BudgetID: b.BudgetID, Threshold: t, SpentUSD: round(spent), CeilingUSD: b.CeilingUSD,
 			PeriodStart: start.UnixMilli(), Period: b.Period, WorkspaceID: b.WorkspaceID, AgentID: b.AgentID,
 		}
-		data, err := json.Marshal(a)
+		data, err := wire.MarshalJSON(a)
 		if err != nil {
 			l.logger.Error("budget alert does not encode", "budget_id", b.BudgetID, "error", err)
 			continue

@@ -159,7 +159,7 @@ func (l *Ledger) Create(ctx context.Context, req CreateRequest) (Budget, error) 
 		BudgetID: id, CeilingUSD: req.CeilingUSD, Period: req.Period, WorkspaceID: req.WorkspaceID,
 		AgentID: req.AgentID, AlertThresholds: req.thresholds(), CreatedAt: l.o.now().UnixMilli(),
 	}
-	data, err := json.Marshal(b)
+	data, err := wire.MarshalJSON(b)
 	if err != nil {
 		return Budget{}, wire.Wrap(wire.CodeInternal, err, "encode budget")
 	}
@@ -673,7 +673,7 @@ func (l *Ledger) casState(ctx context.Context, key string, fn func(st *periodSta
 		if !fn(&st, exists) {
 			return st, nil
 		}
-		data, err := json.Marshal(st)
+		data, err := wire.MarshalJSON(st)
 		if err != nil {
 			return periodState{}, wire.Wrap(wire.CodeInternal, err, "encode %s", key)
 		}
@@ -728,7 +728,7 @@ func (l *Ledger) readRecord(ctx context.Context, key string) (reservation, uint6
 // 0, else a compare-and-set on rev (a raw publish, since KeyValue.Update
 // cannot carry a TTL).
 func (l *Ledger) putRecord(ctx context.Context, key string, rec reservation, rev uint64, ttl time.Duration) (uint64, error) {
-	data, err := json.Marshal(rec)
+	data, err := wire.MarshalJSON(rec)
 	if err != nil {
 		return 0, wire.Wrap(wire.CodeInternal, err, "encode %s", key)
 	}

@@ -155,7 +155,7 @@ func (s *Store) updateMetaFrom(ctx context.Context, sid string, known *Meta, rev
 		if err != nil || !change {
 			return m, err
 		}
-		data, err := json.Marshal(m)
+		data, err := wire.MarshalJSON(m)
 		if err != nil {
 			return Meta{}, wire.Wrap(wire.CodeInternal, err, "encode meta")
 		}

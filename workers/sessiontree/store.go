@@ -2,7 +2,6 @@ package sessiontree
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -171,7 +170,7 @@ func newSessionID(region string) string {
 
 // createMeta writes m as a new session: conflict when the id exists.
 func (s *Store) createMeta(ctx context.Context, m Meta) error {
-	data, err := json.Marshal(m)
+	data, err := wire.MarshalJSON(m)
 	if err != nil {
 		return wire.Wrap(wire.CodeInternal, err, "encode meta")
 	}

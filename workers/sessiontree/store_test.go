@@ -520,3 +520,29 @@ func TestDedupSince(t *testing.T) {
 		wantTexts(t, f.texts(t, sid, ""))
 	})
 }
+
+// TestMetaKeepsMarkup: a session's meta is stored as JSON without HTML
+// escaping, as everything iii writes: a summary of markup reads as
+// written with `nats kv get`.
+func TestMetaKeepsMarkup(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if _, err := f.s.Create(ctxT(t), sessiontree.CreateRequest{SessionID: "m1", DisplayName: "<b>bold</b> & co"}); err != nil {
+		t.Fatal(err)
+	}
+	f.add(t, "m1", "", "<div>hi</div>")
+	f.s.Close() // writes a deferred meta, if any
+	kv, err := f.e.JetStream().KeyValue(ctxT(t), sessiontree.MetaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, err := kv.Get(ctxT(t), "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"<b>bold</b> & co"`, `"<div>hi</div>"`} {
+		if !strings.Contains(string(ent.Value()), want) {
+			t.Fatalf("meta %s does not hold %s", ent.Value(), want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // stallWait is the longest one span may wait for a slot when the window
@@ -104,7 +105,7 @@ func (x *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	byTrace := map[string][]json.RawMessage{}
 	for _, ro := range spans {
 		sp := fromReadOnly(ro, x.resource(ro.Resource()))
-		data, err := json.Marshal(&sp)
+		data, err := wire.MarshalJSON(&sp)
 		if err != nil {
 			x.failed.Add(1)
 			continue
@@ -135,7 +136,7 @@ func (x *Exporter) publish(traceID string, spans []json.RawMessage) {
 		x.dropped.Add(n)
 		return
 	}
-	data, err := json.Marshal(spans)
+	data, err := wire.MarshalJSON(spans)
 	if err != nil {
 		x.failed.Add(n)
 		return
