@@ -892,6 +892,15 @@ func (g *grain) deliver() bool {
 			if eff.Event != nil {
 				err = g.host.ports.Events.Emit(ctx, *eff.Event, eff.ID)
 			}
+		case turn.EffectEndCalls:
+			for id, ev := range eff.EndEvents() {
+				if g.stored[id] {
+					continue
+				}
+				if err = g.host.ports.Events.Emit(ctx, ev, id); err != nil {
+					break
+				}
+			}
 		case turn.EffectAppendHistory:
 			if !g.reread && g.committed == nil {
 				g.history = append(g.history, eff.Messages...)

@@ -1251,6 +1251,17 @@ func TestFailureTooLargeIsLean(t *testing.T) {
 	if finish == nil || !slices.Equal(finish.Cancel, []string{"c1"}) {
 		t.Fatalf("finish %+v; want c1 cancelled", finish)
 	}
+	// The started call still gets its end, built at delivery.
+	i := slices.IndexFunc(cur.Outbox, func(e turn.Effect) bool { return e.Kind == turn.EffectEndCalls })
+	if i < 0 || !slices.Equal(cur.Outbox[i].Ends.Calls, []string{"c1"}) {
+		t.Fatalf("no end for c1 in %v", outboxes([]turn.Record{cur}))
+	}
+	hist.mu.Lock()
+	n := hist.events[cur.Outbox[i].ID+":0"]
+	hist.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("c1's end emitted %d times", n)
+	}
 }
 
 // parkingFunctions parks every call for a human's approval.

@@ -27,6 +27,10 @@ func (g *grain) storedEffects(ctx context.Context, rec turn.Record, hist []agent
 			appends = append(appends, e)
 		case e.Kind == turn.EffectEmit && e.Event != nil:
 			events = append(events, e.ID)
+		case e.Kind == turn.EffectEndCalls:
+			for id := range e.EndEvents() {
+				events = append(events, id)
+			}
 		}
 	}
 	var stored map[string]bool

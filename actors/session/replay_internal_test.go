@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -74,5 +75,45 @@ func TestKeepHistory(t *testing.T) {
 				t.Fatalf("kept own = %v, want %v", kept, tc.keep)
 			}
 		})
+	}
+}
+
+// storedEvents is an Events port that says which ids its stream holds.
+type storedEvents struct {
+	Events
+	have  map[string]bool
+	asked []string
+}
+
+func (s *storedEvents) StoredEvents(_ context.Context, _ string, ids []string, _ int64) ([]string, error) {
+	s.asked = ids
+	var out []string
+	for _, id := range ids {
+		if s.have[id] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// TestStoredEffectsOfEndCalls: a replayed lean failure asks for the ids of
+// the ends it builds at delivery, one per call, and skips the stored ones.
+func TestStoredEffectsOfEndCalls(t *testing.T) {
+	ev := &storedEvents{have: map[string]bool{"r:5:0": true, "r:5:1:0": true}}
+	g := &grain{sid: "s", host: &Host{ports: Ports{Events: ev}}}
+	rec := turn.Record{SessionID: "s", Outbox: []turn.Effect{
+		{Kind: turn.EffectEmit, ID: "r:5:0", Event: &agent.Event{Type: agent.EventTurnStateChanged}},
+		{Kind: turn.EffectEndCalls, ID: "r:5:1", Ends: &turn.CallEnds{SessionID: "s", Calls: []string{"c1", "c2"}, Text: "failed"}},
+		{Kind: turn.EffectEmit, ID: "r:5:2", Event: &agent.Event{Type: agent.EventMessageComplete}},
+	}}
+	stored, err := g.storedEffects(context.Background(), rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"r:5:0", "r:5:1:0", "r:5:1:1", "r:5:2"}; !slices.Equal(ev.asked, want) {
+		t.Fatalf("asked for %v, want %v", ev.asked, want)
+	}
+	if !stored["r:5:0"] || !stored["r:5:1:0"] || stored["r:5:1:1"] || stored["r:5:2"] {
+		t.Fatalf("stored = %v", stored)
 	}
 }

@@ -1,6 +1,11 @@
 package turn
 
-import "github.com/iii-on-nats/iii/agent"
+import (
+	"iter"
+	"strconv"
+
+	"github.com/iii-on-nats/iii/agent"
+)
 
 // EffectKind names what an [Effect] asks the grain to do.
 type EffectKind string
@@ -15,6 +20,10 @@ const (
 	EffectAppendHistory EffectKind = "append_history"
 	// EffectFinish: the run ended; release what it holds (see [Finish]).
 	EffectFinish EffectKind = "finish"
+	// EffectEndCalls: publish a function_execution_end for each call of
+	// Ends ([Effect.EndEvents]): a lean failure's ends, built at delivery
+	// so that the record holds only the calls' ids.
+	EffectEndCalls EffectKind = "end_calls"
 )
 
 // Effect is one thing the grain must do after writing the record that
@@ -31,6 +40,35 @@ type Effect struct {
 	Event    *agent.Event    `json:"event,omitempty"`
 	Messages []agent.Message `json:"messages,omitempty"`
 	Finish   *Finish         `json:"finish,omitempty"`
+	Ends     *CallEnds       `json:"ends,omitempty"`
+}
+
+// CallEnds is what an [EffectEndCalls] ends: calls that were announced
+// (function_execution_start went out), each with the error result Text.
+type CallEnds struct {
+	SessionID string   `json:"session_id"`
+	Calls     []string `json:"calls"`
+	Text      string   `json:"text"`
+	TS        int64    `json:"ts"`
+}
+
+// EndEvents yields the events an [EffectEndCalls] publishes, each with
+// its message id: the effect's ID, ":", the call's index in Ends.Calls.
+// Any other effect yields none.
+func (e Effect) EndEvents() iter.Seq2[string, agent.Event] {
+	return func(yield func(string, agent.Event) bool) {
+		if e.Kind != EffectEndCalls || e.Ends == nil {
+			return
+		}
+		for i, id := range e.Ends.Calls {
+			r := agent.ErrorResult(e.Ends.Text, nil)
+			ev := agent.Event{Type: agent.EventFunctionExecutionEnd, SessionID: e.Ends.SessionID, TS: e.Ends.TS,
+				FunctionCallID: id, Result: &r, IsError: true}
+			if !yield(e.ID+":"+strconv.Itoa(i), ev) {
+				return
+			}
+		}
+	}
 }
 
 // Finish tells the grain that the run ended and what to clean up: cancel

@@ -76,11 +76,16 @@ func (m *machine) applyAll(ins ...Input) *machine {
 }
 
 // events returns the events of effects.
+// events are the events effects publish, in order (an end_calls effect's
+// as the grain builds them).
 func events(effects []Effect) []agent.Event {
 	var evs []agent.Event
 	for _, e := range effects {
 		if e.Kind == EffectEmit {
 			evs = append(evs, *e.Event)
+		}
+		for _, ev := range e.EndEvents() {
+			evs = append(evs, ev)
 		}
 	}
 	return evs

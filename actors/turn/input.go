@@ -131,7 +131,10 @@ type Fail struct {
 	// Lean leaves out the function_execution_end of each call not done:
 	// for a failure whose record would otherwise be too large itself (a
 	// batch of thousands of calls). Started calls are still cancelled and
-	// parked ones withdrawn (the Finish effect names them).
+	// parked ones withdrawn (the Finish effect names them), and the calls
+	// whose function_execution_start went out still get their end, built
+	// at delivery from their ids ([EffectEndCalls]); calls never
+	// announced get neither.
 	Lean bool
 }
 

@@ -215,17 +215,22 @@ func (t *tx) endCalls(result func(*Call) agent.FunctionResult) (cancel, withdraw
 // failRun ends the run in failed from any state, keeping only what a
 // finished run needs (see [Fail]).
 func (t *tx) failRun(text string, lean bool) {
-	var cancel, withdraw []string
+	var cancel, withdraw, ended []string
 	switch {
 	case t.rec.Work != nil && lean:
 		// Only what the run's end must act on: the calls to cancel and
-		// to withdraw, by id.
+		// to withdraw, by id, and the calls whose start went out, which
+		// get their end at delivery (EffectEndCalls).
 		for _, c := range t.rec.Work.Prepared {
+			st := t.rec.Work.Effects[c.ID].Status
 			switch {
-			case t.rec.Work.Effects[c.ID].Status == StatusStarted:
+			case st == StatusStarted:
 				cancel = append(cancel, c.ID)
 			case parked(t.rec, c.ID):
 				withdraw = append(withdraw, c.ID)
+			}
+			if c.Announced && st != StatusDone {
+				ended = append(ended, c.ID)
 			}
 		}
 	case t.rec.Work != nil:
@@ -235,6 +240,10 @@ func (t *tx) failRun(text string, lean bool) {
 	}
 	t.rec.LastAssistant, t.rec.Work, t.rec.FunctionResults = nil, nil, nil
 	t.rec.Input, t.rec.AwaitingApproval, t.rec.Outbox = nil, nil, nil
+	if len(ended) > 0 {
+		t.effects = append(t.effects, Effect{Kind: EffectEndCalls,
+			Ends: &CallEnds{SessionID: t.rec.SessionID, Calls: ended, Text: "the run failed: " + text, TS: t.now}})
+	}
 	msg := t.assistant(nil, agent.StopError)
 	msg.ErrorMessage = text
 	t.emit(agent.Event{Type: agent.EventMessageComplete, Message: &msg})

@@ -584,19 +584,20 @@ func TestFail(t *testing.T) {
 		state            string
 		cancel, withdraw []string
 		ends             int // calls not done, each ended with an error result
+		leanEnds         int // of them, calls announced (their start went out)
 	}{
 		{state: "provisioning"},
 		{state: "assistant_streaming"},
 		{state: "function_execute", ends: 2},
-		{state: "function_execute/started", cancel: []string{"c1"}, ends: 2},
-		{state: "function_awaiting_approval", withdraw: []string{"c1"}, ends: 1},
+		{state: "function_execute/started", cancel: []string{"c1"}, ends: 2, leanEnds: 1},
+		{state: "function_awaiting_approval", withdraw: []string{"c1"}, ends: 1, leanEnds: 1},
 		{state: "steering_check"},
 	}
 	for _, tt := range tests {
 		for _, lean := range []bool{false, true} {
 			ends := tt.ends
 			if lean {
-				ends = 0 // a lean failure names the calls in Finish only
+				ends = tt.leanEnds // the record names the calls; the ends are built at delivery
 			}
 			t.Run(fmt.Sprintf("%s/lean=%v", tt.state, lean), func(t *testing.T) {
 				t.Parallel()
@@ -631,6 +632,13 @@ func failOne(t *testing.T, state string, lean bool, ends int, cancel, withdraw [
 	if len(types) < 3 || !slices.Equal(types[len(types)-3:], []agent.EventType{agent.EventMessageComplete, agent.EventTurnStateChanged, agent.EventAgentEnd}) ||
 		count(types, agent.EventFunctionExecutionEnd) != ends {
 		t.Fatalf("effects %v", types)
+	}
+	if lean {
+		for _, e := range effects {
+			if e.Kind == EffectEmit && e.Event.Type == agent.EventFunctionExecutionEnd {
+				t.Fatalf("a lean failure stores an end event: %v", types)
+			}
+		}
 	}
 	mc := effects[len(effects)-4].Event.Message
 	if mc.StopReason != agent.StopError || mc.ErrorMessage != "too large" {
