@@ -329,14 +329,6 @@ func (l *clusterLoad) check(t *testing.T, tl *crashTools) int {
 		// it: try again.
 		var evs []crashEvent
 		failed := t.Failed()
-		defer func() {
-			// The first sessions that fail are dumped whole: what a replay
-			// or a lost write looks like is in the ids and the times.
-			if !failed && t.Failed() && dumped < 4 {
-				dumped++
-				t.Logf("%s: events as stored:\n%s", sid, crashDump(evs))
-			}
-		}()
 		enginetest.Eventually(t, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -379,6 +371,12 @@ func (l *clusterLoad) check(t *testing.T, tl *crashTools) int {
 			roles = append(roles, agent.RoleUser, agent.RoleAssistant, agent.RoleFunctionResult, agent.RoleAssistant)
 		}
 		crashCheckTranscript(t, l.e, sid, roles...)
+		if !failed && t.Failed() && dumped < 4 {
+			// The first sessions that fail are dumped whole: what a replay
+			// or a lost write looks like is in the ids and the times.
+			dumped++
+			t.Logf("%s: events as stored:\n%s", sid, crashDump(evs))
+		}
 	}
 	return interrupted
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -898,4 +899,83 @@ func stoppedRun(t *testing.T, sid, runID, ask, answer string, now int64) turn.Re
 		t.Fatalf("built record: state %s", rec.State)
 	}
 	return rec
+}
+
+// TestRunStartDeliversTheLastRunsEvents: the previous run's grain died
+// after its terminal write, having stored only some of its events (its
+// agent_end not among them), and a client starts the next run: run::start
+// carries the events the stream does not hold into the new run, whose
+// grain publishes them first. Every run ends in the stream, and no event
+// is stored twice, though the duplicate window is long past.
+func TestRunStartDeliversTheLastRunsEvents(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := s.e.JetStream()
+	const sid = "leftevents1"
+	now := time.Now().UnixMilli()
+	rec := stoppedRun(t, sid, "run1", "hi", "hello", now)
+	var emits []turn.Effect
+	for _, eff := range rec.Outbox {
+		if eff.Kind == turn.EffectEmit {
+			emits = append(emits, eff)
+		}
+	}
+	// The dead grain stored the first half of its events.
+	for _, eff := range emits[:len(emits)/2] {
+		ev := *eff.Event
+		ev.Seq = uint64(len(emits)) // any; the check orders by seq
+		data, _ := json.Marshal(ev)
+		if _, err := js.Publish(ctx, "iii.events."+sid, data, jetstream.WithMsgID("ev:"+sid+":"+eff.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An hour ago, as far as the record and the windows can tell.
+	rec.UpdatedAtMs = now - time.Hour.Milliseconds()
+	if err := shrinkDuplicateWindows(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	kv, err := js.KeyValue(ctx, "iii-turn-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(rec)
+	if _, err := kv.Create(ctx, sid, data); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, s.e, sid, "again")
+	enginetest.Eventually(t, 15*time.Second, func() error {
+		evs, err := crashReadEvents(ctx, js, sid)
+		if err != nil {
+			return err
+		}
+		if n := crashCount(evs, agent.EventAgentEnd); n != 2 {
+			return fmt.Errorf("%d runs ended in the stream: %s", n, crashTypes(evs))
+		}
+		return nil
+	})
+	crashQuiesce(t, js, 10*time.Second)
+	evs, err := crashReadEvents(ctx, js, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, ev := range evs {
+		ids[ev.msgID]++
+	}
+	for _, eff := range emits {
+		if n := ids["ev:"+sid+":"+eff.ID]; n != 1 {
+			t.Errorf("run1's event %s (%s) stored %d times", eff.ID, eff.Event.Type, n)
+		}
+	}
+	// In the stream, run1 ends before anything of run2.
+	run1 := "ev:" + sid + ":run1:"
+	end1 := slices.IndexFunc(evs, func(ev crashEvent) bool { return ev.msgID == "ev:"+sid+":"+emits[len(emits)-1].ID })
+	first2 := slices.IndexFunc(evs, func(ev crashEvent) bool { return !strings.HasPrefix(ev.msgID, run1) })
+	if end1 < 0 || evs[end1].Type != agent.EventAgentEnd || first2 < end1 {
+		t.Fatalf("run1's end at %d, run2's first event at %d: %s", end1, first2, crashTypes(evs))
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -673,14 +674,13 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 	// after the terminal write, or has not checkpointed their delivery
 	// yet. Its transcript appends and its Finish (requeue follow-ups,
 	// withdraw approvals, release the sandbox) may never have been
-	// performed: the new run performs them first. Each is idempotent, so
-	// a repeat is harmless. Its events are left: the run they tell of is
-	// over, and this client has moved on.
-	var left []turn.Effect
-	for _, eff := range cur.Outbox {
-		if eff.Kind == turn.EffectAppendHistory || eff.Kind == turn.EffectFinish {
-			left = append(left, eff)
-		}
+	// performed, nor its events stored (its agent_end among them): the
+	// new run performs them first. Each is idempotent, so a repeat is
+	// harmless: an event goes out under its own message id, and one the
+	// stream holds already is left out (leftEffects).
+	left, err := o.leftEffects(ctx, cur)
+	if err != nil {
+		return RunStartResult{}, err
 	}
 	if len(left) > 0 {
 		rec.Outbox = append(left, rec.Outbox...)
@@ -727,6 +727,65 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 	}
 	o.metrics.turnsStarted.Add(ctx, 1)
 	return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: runID}, nil
+}
+
+// leftEffects returns what of the previous run's outbox the next run
+// performs first: its transcript appends, its Finish, and the events the
+// event stream does not hold yet. Until stop 32 the events were dropped
+// ("the client has moved on"), and a run whose grain died after its
+// terminal write, before its events were stored, was left without its
+// end in the stream once the next run started: a client that saw the
+// agent_end go by on a core subscription did start it, and one reading
+// the stream waited for that end forever. Which events are stored is
+// asked as a replay of that record asks it (publisher.StoredEvents):
+// nothing is read while the duplicate window covers them.
+func (o *Orchestrator) leftEffects(ctx context.Context, cur turn.Record) ([]turn.Effect, error) {
+	var (
+		left []turn.Effect
+		ids  []string
+	)
+	for _, eff := range cur.Outbox {
+		switch eff.Kind {
+		case turn.EffectAppendHistory, turn.EffectFinish:
+			left = append(left, eff)
+		case turn.EffectEmit:
+			left = append(left, eff)
+			ids = append(ids, eff.ID)
+		case turn.EffectEndCalls:
+			left = append(left, eff)
+			for id := range eff.EndEvents() {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return left, nil
+	}
+	stored, err := o.pub.StoredEvents(ctx, cur.SessionID, ids, cur.UpdatedAtMs)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "read which events of the previous run are stored")
+	}
+	if len(stored) == 0 {
+		return left, nil
+	}
+	have := make(map[string]bool, len(stored))
+	for _, id := range stored {
+		have[id] = true
+	}
+	return slices.DeleteFunc(left, func(eff turn.Effect) bool {
+		switch eff.Kind {
+		case turn.EffectEmit:
+			return have[eff.ID]
+		case turn.EffectEndCalls:
+			for id := range eff.EndEvents() {
+				if !have[id] {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	}), nil
 }
 
 func (o *Orchestrator) providerKnown(ctx context.Context, provider string) bool {
