@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,20 +20,47 @@ type LeaderGet struct {
 	LastBySubject string `json:"last_by_subj,omitempty"`
 }
 
+// leaderAttempt bounds one request of [Engine.LeaderGet]. While a
+// stream has no leader (an election after a server died), a request is
+// not answered at all: only the next one reaches the new leader.
+var leaderAttempt = 5 * time.Second
+
 // LeaderGet reads one message of stream from the stream's leader (the
 // JetStream API, not a direct get). A direct get — what nats.go's KV Get
 // and Stream.GetMsg use when the stream allows it — may be answered by a
 // replica that has not applied the newest writes yet; a compare-and-set
 // based on such a read fails. A message that is not there is
-// [jetstream.ErrMsgNotFound].
+// [jetstream.ErrMsgNotFound]. A request nobody answers within 5 s (the
+// stream is electing a leader) or that the server answers unavailable is
+// sent again, until ctx ends: a read is safe to repeat, and a caller
+// with a long deadline would otherwise wait it out whole.
 func (e *Engine) LeaderGet(ctx context.Context, stream string, which LeaderGet) (*jetstream.RawStreamMsg, error) {
 	body, err := json.Marshal(which)
 	if err != nil {
 		return nil, err
 	}
-	reply, err := e.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	var m *jetstream.RawStreamMsg
+	err = Retry(ctx, leaderAttempt, func(ctx context.Context) error {
+		m, err = e.leaderGetOnce(ctx, stream, body)
+		return err
+	}, func(err error) bool { return errors.Is(err, errLeaderUnanswered) })
 	if err != nil {
-		return nil, wire.Wrap(wire.CodeUnavailable, err, "read %s from its leader", stream)
+		return nil, err
+	}
+	return m, nil
+}
+
+// errLeaderUnanswered marks a leader read to send again: no answer, or
+// the server said the stream is unavailable.
+var errLeaderUnanswered = errors.New("no answer from the stream leader")
+
+func (e *Engine) leaderGetOnce(ctx context.Context, stream string, body []byte) (*jetstream.RawStreamMsg, error) {
+	reply, err := e.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "read %s from its leader (is JetStream enabled?)", stream)
+	}
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeUnavailable, fmt.Errorf("%w: %w", errLeaderUnanswered, err), "read %s from its leader", stream)
 	}
 	var resp struct {
 		Error *struct {
@@ -56,6 +84,8 @@ func (e *Engine) LeaderGet(ctx context.Context, stream string, which LeaderGet) 
 		return nil, jetstream.ErrMsgNotFound
 	case resp.Error != nil && resp.Error.ErrorCode == int(jetstream.JSErrCodeStreamNotFound):
 		return nil, jetstream.ErrStreamNotFound
+	case resp.Error != nil && resp.Error.Code == 503:
+		return nil, wire.Wrap(wire.CodeUnavailable, fmt.Errorf("%w: %s", errLeaderUnanswered, resp.Error.Description), "read %s from its leader", stream)
 	case resp.Error != nil || resp.Message == nil:
 		return nil, wire.Errorf(wire.CodeUnavailable, "read %s from its leader: %s", stream, reply.Data)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Retry runs op until it succeeds, fails for good (retryable says no), or
@@ -34,4 +36,21 @@ func Retry(ctx context.Context, attempt time.Duration, op func(ctx context.Conte
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// readAttempt bounds one attempt of a read that [RetryRead] sends again.
+var readAttempt = 5 * time.Second
+
+// RetryRead runs read in attempts of 5 s until it is answered or
+// ctx ends: a direct get or a KV get sent to a replica that died, or to a
+// stream electing a leader, is never answered, and a caller with a long
+// deadline would wait it out whole. Only a read unanswered in its attempt
+// (a timeout) is sent again; any answer, an error included, is returned.
+func RetryRead(ctx context.Context, read func(ctx context.Context) error) error {
+	return Retry(ctx, readAttempt, read, Unanswered)
+}
+
+// Unanswered reports whether err is a request that got no answer in time.
+func Unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/iii-on-nats/iii/engine"
 )
 
@@ -48,6 +50,47 @@ func TestRetry(t *testing.T) {
 			}
 			if tc.want == context.DeadlineExceeded && !errors.Is(err, errFlaky) {
 				t.Fatalf("the last attempt's error is lost: %v", err)
+			}
+		})
+	}
+}
+
+// TestRetryRead: a read unanswered in its attempt is sent again; an
+// answer, even an error, is not.
+func TestRetryRead(t *testing.T) {
+	defer engine.SetReadAttempt(50 * time.Millisecond)()
+	errNotFound := errors.New("not found")
+	for _, tc := range []struct {
+		name       string
+		unanswered int   // attempts that get no answer
+		answer     error // then
+		want       error
+		attempts   int
+	}{
+		{"answered", 0, nil, nil, 1},
+		{"unanswered twice", 2, nil, nil, 3},
+		{"an error answer is final", 1, errNotFound, errNotFound, 2},
+		{"timeout error", 0, nats.ErrTimeout, nil, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			n := 0
+			err := engine.RetryRead(ctx, func(actx context.Context) error {
+				n++
+				switch {
+				case n <= tc.unanswered:
+					<-actx.Done()
+					return actx.Err()
+				case n == tc.unanswered+1 && tc.answer == nats.ErrTimeout:
+					return nats.ErrTimeout
+				case n == tc.unanswered+1:
+					return tc.answer
+				}
+				return nil
+			})
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) || n != tc.attempts {
+				t.Fatalf("err %v after %d attempts; want %v after %d", err, n, tc.want, tc.attempts)
 			}
 		})
 	}

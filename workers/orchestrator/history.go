@@ -146,6 +146,19 @@ func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error)
 	return msgs, err
 }
 
+// readAttempt bounds one attempt of a transcript read (read).
+const readAttempt = 10 * time.Second
+
+// read calls the session tree's read function fn, asking again when an
+// attempt times out: a request taken by a worker whose node then died is
+// never answered, and the grain's load would wait out its whole deadline
+// (30 s), then for its step's redelivery. A read is safe to repeat.
+func (h *history) read(ctx context.Context, fn string, req, out any) error {
+	return engine.Retry(ctx, readAttempt, func(ctx context.Context) error {
+		return h.e.Trigger(ctx, fn, req, out)
+	}, func(err error) bool { return wire.From(err).Code == wire.CodeTimeout })
+}
+
 // LoadIdentified is Load with the transcript's id: the same id as an
 // earlier load means the transcript only grew since, by this process's
 // appends ([session.IdentifiedHistory]).
@@ -163,7 +176,7 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 	h.paths.maybeStart()
 	h.paths.track(sid)
 	var meta sessionMeta
-	err := h.e.Trigger(ctx, sessionGet, map[string]string{"session_id": sid}, &meta)
+	err := h.read(ctx, sessionGet, map[string]string{"session_id": sid}, &meta)
 	if errors.Is(err, wire.ErrNotFound) {
 		h.forget(sid)
 		return nil, "", nil // no session yet: nothing said
@@ -182,7 +195,7 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 		Leaf     string      `json:"leaf"`
 		Messages []pathEntry `json:"messages"`
 	}
-	err = h.e.Trigger(ctx, sessionMessages, map[string]string{"session_id": sid}, &out)
+	err = h.read(ctx, sessionMessages, map[string]string{"session_id": sid}, &out)
 	if errors.Is(err, wire.ErrNotFound) {
 		h.forget(sid)
 		return nil, "", nil

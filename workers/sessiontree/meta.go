@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
@@ -81,7 +82,11 @@ func (s *Store) loadMeta(ctx context.Context, sid string) (Meta, uint64, error) 
 	if err != nil {
 		return Meta{}, 0, err
 	}
-	ent, err := kv.Get(ctx, sid)
+	var ent jetstream.KeyValueEntry
+	err = engine.RetryRead(ctx, func(ctx context.Context) (err error) {
+		ent, err = kv.Get(ctx, sid)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Meta{}, 0, notFound("session %s does not exist", sid)
 	}

@@ -50,7 +50,11 @@ func (s *Store) get(ctx context.Context, sid string, seq uint64) (node, error) {
 	}
 	s.fetched.Add(1)
 	s.trips.Add(1)
-	msg, err := st.GetMsg(ctx, seq)
+	var msg *jetstream.RawStreamMsg
+	err = engine.RetryRead(ctx, func(ctx context.Context) (err error) {
+		msg, err = st.GetMsg(ctx, seq)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return s.leaderGet(ctx, subjects.SessionStream(EntryStream, sid), seq)
 	}
@@ -150,7 +154,11 @@ func (s *Store) lastMessage(ctx context.Context, sid string) (node, bool, error)
 	}
 	s.fetched.Add(1)
 	s.trips.Add(1)
-	msg, err := st.GetLastMsgForSubject(ctx, EntrySubjectPrefix+sid)
+	var msg *jetstream.RawStreamMsg
+	err = engine.RetryRead(ctx, func(ctx context.Context) (err error) {
+		msg, err = st.GetLastMsgForSubject(ctx, EntrySubjectPrefix+sid)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return node{}, false, nil
 	}
