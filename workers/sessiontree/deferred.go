@@ -2,6 +2,7 @@ package sessiontree
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/iii-on-nats/iii/subjects"
@@ -45,6 +46,23 @@ type keptFold struct {
 	atMs    int64 // when last was appended
 	since   time.Time
 	timer   *time.Timer
+	// failed counts the writes of this fold that failed (restoreKept).
+	failed int
+}
+
+// warnEvery is how often a deferred meta that keeps failing is logged
+// at warn level: its first failure, then every warnEvery-th (a write is
+// tried every 2 s, so about once a minute); the others at debug level.
+// A stream without a leader fails every session's write at once.
+const warnEvery = 30
+
+// keptFailureLevel is the level a fold's failed-th failed write is logged
+// at (warnEvery).
+func keptFailureLevel(failed int) slog.Level {
+	if failed <= 1 || failed%warnEvery == 0 {
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
 }
 
 // foldInto accounts for n, an own entry of the session, in m (see
@@ -134,8 +152,10 @@ func (s *Store) restoreKept(sid string, k *keptFold) {
 		if cur.last.seq < k.last.seq {
 			cur.last, cur.atMs = k.last, k.atMs
 		}
+		cur.failed = max(cur.failed, k.failed+1)
 		return
 	}
+	k.failed++
 	k.since = s.opts.now()
 	k.timer = time.AfterFunc(maxMetaDeferral, func() { s.flushKept(sid) })
 	s.kept[sid] = k
@@ -163,7 +183,13 @@ func (s *Store) writeKept(ctx context.Context, sid string) {
 		known = &m
 	}
 	if _, err := s.updateMetaFrom(ctx, sid, known, rev, func(*Meta) (bool, error) { return false, nil }); err != nil {
-		s.opts.logger.Warn("deferred session meta not written; kept for a later write", "session_id", sid, "error", err)
+		s.kmu.Lock()
+		failed := 0
+		if k := s.kept[sid]; k != nil {
+			failed = k.failed
+		}
+		s.kmu.Unlock()
+		s.opts.logger.Log(ctx, keptFailureLevel(failed), "deferred session meta not written; kept for a later write", "session_id", sid, "failures", failed, "error", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -155,5 +156,32 @@ func TestSlowPaths(t *testing.T) {
 	}
 	if _, err := s.leaderGet(ctx, EntryStream, 1<<40); !errors.Is(err, errNoEntry) {
 		t.Fatalf("leaderGet of nothing = %v", err)
+	}
+}
+
+// TestKeptFailures: a deferred meta whose write keeps failing (a stream
+// without a leader fails every session's write at once) is counted, and
+// logged at warn level at its first failure and about once a minute, at
+// debug level otherwise.
+func TestKeptFailures(t *testing.T) {
+	for _, tc := range []struct {
+		failed int
+		want   slog.Level
+	}{
+		{0, slog.LevelWarn}, {1, slog.LevelWarn}, {2, slog.LevelDebug}, {29, slog.LevelDebug},
+		{warnEvery, slog.LevelWarn}, {warnEvery + 1, slog.LevelDebug}, {2 * warnEvery, slog.LevelWarn},
+	} {
+		if got := keptFailureLevel(tc.failed); got != tc.want {
+			t.Errorf("failure %d logged at %v, want %v", tc.failed, got, tc.want)
+		}
+	}
+	s := &Store{kept: map[string]*keptFold{}, opts: options{now: time.Now}}
+	k := &keptFold{last: node{seq: 5}}
+	s.restoreKept("s1", k)
+	s.restoreKept("s1", &keptFold{last: node{seq: 4}, failed: 1}) // an older fold's second failure, a newer one kept
+	got := s.kept["s1"]
+	got.timer.Stop()
+	if got != k || got.failed != 2 || got.last.seq != 5 {
+		t.Fatalf("kept %+v, want the first fold, failed twice, at seq 5", got)
 	}
 }
