@@ -56,6 +56,7 @@ const (
 	codeClusterNA    jetstream.ErrorCode = 10008 // meta group without leader
 	codeInsufficient jetstream.ErrorCode = 10023
 	codeStreamOff    jetstream.ErrorCode = 10118 // all peers offline
+	codeNameInUse    jetstream.ErrorCode = 10058 // stream name already in use
 )
 
 // pollInterval paces the wait for a stream to catch up.

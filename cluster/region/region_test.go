@@ -199,6 +199,22 @@ func testMirrorTakeover(t *testing.T, leader string, delay time.Duration) {
 		t.Fatalf("read from mirror with A down: %v", err)
 	}
 
+	if leader == "B" {
+		// A live client in B creates the (empty) leases bucket again the
+		// moment its lost origin is deleted, as a member's membership
+		// heartbeat does: the takeover adopts it.
+		enginetest.Eventually(t, 20*time.Second, func() error {
+			err := jsB.DeleteStream(ctx, "KV_"+subjects.CompactionLeasesBucket)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil
+			}
+			return err
+		})
+		if _, err := jsB.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: subjects.CompactionLeasesBucket,
+			LimitMarkerTTL: time.Second, Placement: &jetstream.Placement{Cluster: "B"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rep, err = region.Takeover(ctx, jsB, "A", "B")
 	if err != nil {
 		t.Fatalf("takeover: %v", err)

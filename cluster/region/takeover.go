@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -143,9 +144,21 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 	oi := origin.info
 	copying := oi != nil && oi.Config.Mirror != nil && oi.Config.Mirror.Name == m.Config.Name
 	done := oi != nil && oi.Config.Mirror == nil && oi.Config.Metadata[MetaTakenOver] != "" && clusterOf(oi) == region
+	replicas := o.replicas
+	if replicas == 0 {
+		replicas = max(m.Config.Replicas, 1)
+	}
+	final := finalConfig(ocfg, lost, region, replicas)
 	switch {
 	case !assigned, copying, done:
 		// Gone, or an earlier run got this far.
+	case reborn(oi, region):
+		// A live client re-created the name in region after a run
+		// deleted the lost origin.
+		if err := adopt(ctx, js, log, oi, m, kind, final); err != nil {
+			return fail(err)
+		}
+		done = true
 	case origin.lost():
 		log.Info("region: origin lost", "why", origin.err)
 	case oi != nil:
@@ -153,11 +166,6 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 	default:
 		return fail(origin.err)
 	}
-	replicas := o.replicas
-	if replicas == 0 {
-		replicas = max(m.Config.Replicas, 1)
-	}
-	final := finalConfig(ocfg, lost, region, replicas)
 	if !done {
 		if kind == KindMirror && m.Config.Mirror != nil {
 			cfg := m.Config
@@ -190,7 +198,17 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 				empty.FirstSeq = frozen.LastSeq + 1
 			}
 			if _, err := js.CreateStream(ctx, empty); err != nil {
-				return fail(mutate(fmt.Sprintf("create %q in %q", name, region), err))
+				// A live client (a member's membership heartbeat, say)
+				// may re-create the name in region the moment the lost
+				// origin is deleted: nothing was to be copied, so that
+				// stream can be the new home.
+				ex, ierr := js.Stream(ctx, name)
+				if apiCode(err) != codeNameInUse || ierr != nil || !reborn(ex.CachedInfo(), region) {
+					return fail(mutate(fmt.Sprintf("create %q in %q", name, region), err))
+				}
+				if err := adopt(ctx, js, log, ex.CachedInfo(), m, kind, final); err != nil {
+					return fail(err)
+				}
 			}
 		default:
 			if _, err := js.CreateStream(ctx, copyConfig(final, m.Config.Name)); err != nil {
@@ -220,6 +238,30 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 		sr.Action, sr.Reason = ActionRecreated, "not mirrored: re-created empty in the new home"
 	}
 	return sr, nil
+}
+
+// reborn reports an origin name that lives in region as a stream of its
+// own (not a mirror, not re-created by a takeover): a live client created
+// it after the lost origin was deleted.
+func reborn(oi *jetstream.StreamInfo, region string) bool {
+	return oi != nil && oi.Config.Mirror == nil && oi.Config.Metadata[MetaTakenOver] == "" && clusterOf(oi) == region
+}
+
+// adopt makes a reborn origin (oi) the new home when its mirror m holds
+// nothing to copy (a placeholder's never does): it takes the origin's
+// config. Otherwise the copy would be lost, and the takeover fails saying
+// what to do.
+func adopt(ctx context.Context, js jetstream.JetStream, log *slog.Logger, oi, m *jetstream.StreamInfo, kind string, final jetstream.StreamConfig) error {
+	name := oi.Config.Name
+	if kind != KindPlaceholder && m.State.Msgs > 0 {
+		return fmt.Errorf("region: %q was created again in %q by a live client after its lost origin was deleted, and the mirror %q holds %d messages: stop the clients that write it, delete %q and run the takeover again",
+			name, clusterOf(oi), m.Config.Name, m.State.Msgs, name)
+	}
+	if _, err := js.UpdateStream(ctx, final); err != nil {
+		return mutate(fmt.Sprintf("adopt %q, created again in %q", name, clusterOf(oi)), err)
+	}
+	log.Info("region: origin created again by a live client; adopted", "messages", oi.State.Msgs)
+	return nil
 }
 
 // finalConfig is the origin's config homed in region.
