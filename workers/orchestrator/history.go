@@ -147,7 +147,7 @@ func (h *history) Load(ctx context.Context, sid string) ([]agent.Message, error)
 }
 
 // readAttempt bounds one attempt of a transcript read (read).
-const readAttempt = 10 * time.Second
+var readAttempt = 10 * time.Second
 
 // read calls the session tree's read function fn, asking again when an
 // attempt times out: a request taken by a worker whose node then died is
