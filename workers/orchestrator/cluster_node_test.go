@@ -326,16 +326,28 @@ func (l *clusterLoad) check(t *testing.T, tl *crashTools) int {
 	interrupted, dumped := 0, 0
 	for _, sid := range l.sessions {
 		// Reading right after a node died may meet a consumer placed on
-		// it: try again.
+		// it: try again. The load saw each run's agent_end on a core
+		// subscription, which may be a moment before the stream stores
+		// it: read until the stream holds every run's end, or for 30 s.
 		var evs []crashEvent
 		failed := t.Failed()
-		enginetest.Eventually(t, 30*time.Second, func() error {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			var err error
-			evs, err = crashReadEvents(ctx, l.js, sid)
-			return err
-		})
+			read, err := crashReadEvents(ctx, l.js, sid)
+			cancel()
+			if err == nil {
+				evs = read
+			}
+			if err == nil && crashCount(evs, agent.EventAgentEnd) >= l.turns {
+				break
+			}
+			if time.Now().After(deadline) {
+				if evs == nil {
+					t.Fatalf("%s: events not read in 30 s: %v", sid, err)
+				}
+				break // the checks below say what is missing
+			}
+		}
 		// A publish whose ack was lost in a stream leader election is
 		// published again after the ones behind it landed: the stream may
 		// hold a session's events out of order there. Events carry seq for
