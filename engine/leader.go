@@ -20,11 +20,6 @@ type LeaderGet struct {
 	LastBySubject string `json:"last_by_subj,omitempty"`
 }
 
-// leaderAttempt bounds one request of [Engine.LeaderGet]. While a
-// stream has no leader (an election after a server died), a request is
-// not answered at all: only the next one reaches the new leader.
-var leaderAttempt = 5 * time.Second
-
 // LeaderGet reads one message of stream from the stream's leader (the
 // JetStream API, not a direct get). A direct get — what nats.go's KV Get
 // and Stream.GetMsg use when the stream allows it — may be answered by a
@@ -39,20 +34,23 @@ func (e *Engine) LeaderGet(ctx context.Context, stream string, which LeaderGet) 
 	if err != nil {
 		return nil, err
 	}
+	// While a stream has no leader (an election after a server died), a
+	// request is not answered at all: only the next one reaches the new
+	// leader. Attempts are RetryRead's.
 	var m *jetstream.RawStreamMsg
-	err = Retry(ctx, leaderAttempt, func(ctx context.Context) error {
+	err = Retry(ctx, readAttempt, func(ctx context.Context) error {
 		m, err = e.leaderGetOnce(ctx, stream, body)
 		return err
-	}, func(err error) bool { return errors.Is(err, errLeaderUnanswered) })
+	}, func(err error) bool { return Unanswered(err) || errors.Is(err, errStreamUnavailable) })
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// errLeaderUnanswered marks a leader read to send again: no answer, or
-// the server said the stream is unavailable.
-var errLeaderUnanswered = errors.New("no answer from the stream leader")
+// errStreamUnavailable marks a leader read the server answered with 503
+// (no leader yet): it is sent again.
+var errStreamUnavailable = errors.New("stream unavailable")
 
 func (e *Engine) leaderGetOnce(ctx context.Context, stream string, body []byte) (*jetstream.RawStreamMsg, error) {
 	reply, err := e.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
@@ -60,7 +58,7 @@ func (e *Engine) leaderGetOnce(ctx context.Context, stream string, body []byte) 
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "read %s from its leader (is JetStream enabled?)", stream)
 	}
 	if err != nil {
-		return nil, wire.Wrap(wire.CodeUnavailable, fmt.Errorf("%w: %w", errLeaderUnanswered, err), "read %s from its leader", stream)
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "read %s from its leader", stream)
 	}
 	var resp struct {
 		Error *struct {
@@ -85,7 +83,7 @@ func (e *Engine) leaderGetOnce(ctx context.Context, stream string, body []byte) 
 	case resp.Error != nil && resp.Error.ErrorCode == int(jetstream.JSErrCodeStreamNotFound):
 		return nil, jetstream.ErrStreamNotFound
 	case resp.Error != nil && resp.Error.Code == 503:
-		return nil, wire.Wrap(wire.CodeUnavailable, fmt.Errorf("%w: %s", errLeaderUnanswered, resp.Error.Description), "read %s from its leader", stream)
+		return nil, wire.Wrap(wire.CodeUnavailable, fmt.Errorf("%w: %s", errStreamUnavailable, resp.Error.Description), "read %s from its leader", stream)
 	case resp.Error != nil || resp.Message == nil:
 		return nil, wire.Errorf(wire.CodeUnavailable, "read %s from its leader: %s", stream, reply.Data)
 	}

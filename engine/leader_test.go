@@ -77,7 +77,7 @@ func TestLeaderGet(t *testing.T) {
 // for again. (A server without JetStream, and a responder that plays the
 // stream's leader.)
 func TestLeaderGetAsksAgain(t *testing.T) {
-	defer engine.SetLeaderAttempt(200 * time.Millisecond)()
+	defer engine.SetReadAttempt(200 * time.Millisecond)()
 	ns := enginetest.RunServer(t, func(o *server.Options) { o.JetStream = false })
 	e := enginetest.NewEngine(t, ns)
 	nc := enginetest.Connect(t, ns)

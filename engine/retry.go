@@ -38,7 +38,8 @@ func Retry(ctx context.Context, attempt time.Duration, op func(ctx context.Conte
 	}
 }
 
-// readAttempt bounds one attempt of a read that [RetryRead] sends again.
+// readAttempt bounds one attempt of a read that [RetryRead] or
+// [Engine.LeaderGet] sends again.
 var readAttempt = 5 * time.Second
 
 // RetryRead runs read in attempts of 5 s until it is answered or
