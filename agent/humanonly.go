@@ -57,21 +57,26 @@ func ValidatePattern(p string) error {
 // matching any run of characters (including "::"), and the match is
 // anchored at both ends.
 func MatchPattern(p, functionID string) bool {
-	parts := strings.Split(p, "*")
-	if len(parts) == 1 {
+	// Walks p's '*'-separated parts without splitting it (this runs for
+	// every pattern at every call of a run).
+	first, rest, glob := strings.Cut(p, "*")
+	if !glob {
 		return p == functionID
 	}
-	if !strings.HasPrefix(functionID, parts[0]) {
+	if !strings.HasPrefix(functionID, first) {
 		return false
 	}
-	s := functionID[len(parts[0]):]
-	last := parts[len(parts)-1]
-	for _, mid := range parts[1 : len(parts)-1] {
+	s := functionID[len(first):]
+	for {
+		mid, more, ok := strings.Cut(rest, "*")
+		if !ok {
+			// mid is the last part: anchored at the end.
+			return len(s) >= len(mid) && strings.HasSuffix(s, mid)
+		}
 		i := strings.Index(s, mid)
 		if i < 0 {
 			return false
 		}
-		s = s[i+len(mid):]
+		s, rest = s[i+len(mid):], more
 	}
-	return len(s) >= len(last) && strings.HasSuffix(s, last)
 }

@@ -1,6 +1,11 @@
 package agent
 
-import "testing"
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestMatchPattern(t *testing.T) {
 	t.Parallel()
@@ -22,6 +27,11 @@ func TestMatchPattern(t *testing.T) {
 		{"a*a", "a", false},
 		{"a*a", "aa", true},
 		{"**", "anything", true},
+		{"a**b", "ab", true},
+		{"*a*", "xax", true},
+		{"*a*", "xyz", false},
+		{"ab*ba", "aba", false},
+		{"ab*ba", "abba", true},
 	}
 	for _, tt := range tests {
 		if got := MatchPattern(tt.p, tt.id); got != tt.want {
@@ -55,5 +65,27 @@ func FuzzMatchPattern(f *testing.F) {
 		if p == id && !got {
 			t.Fatalf("%q does not match itself", p)
 		}
+		if !utf8.ValidString(p) || !utf8.ValidString(id) {
+			return // the reference below takes UTF-8 only
+		}
+		if want := matchByRegexp(p, id); got != want {
+			t.Fatalf("MatchPattern(%q, %q) = %v, the regexp of the pattern says %v", p, id, got, want)
+		}
 	})
+}
+
+// matchByRegexp is MatchPattern's meaning written as a regular expression:
+// the parts between '*' literal, '*' any run of bytes, anchored.
+func matchByRegexp(p, id string) bool {
+	parts := strings.Split(p, "*")
+	for i, q := range parts {
+		parts[i] = regexp.QuoteMeta(q)
+	}
+	return regexp.MustCompile(`(?s)\A` + strings.Join(parts, ".*") + `\z`).MatchString(id)
+}
+
+func TestMatchPatternAllocatesNothing(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { MatchPattern("fs::*::x*y", "fs::read::xzy") }); n != 0 {
+		t.Errorf("MatchPattern allocates %v times a call", n)
+	}
 }

@@ -44,7 +44,7 @@ func ValidateFunctionID(id string) error {
 			return fmt.Errorf("%w: %q contains whitespace or a control character", ErrInvalidFunctionID, id)
 		}
 	}
-	for _, seg := range strings.Split(id, SegmentSep) {
+	for seg := range strings.SplitSeq(id, SegmentSep) {
 		if seg == "" {
 			return fmt.Errorf("%w: %q has an empty segment", ErrInvalidFunctionID, id)
 		}
@@ -61,10 +61,12 @@ func FunctionSubject(id string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(FunctionPrefix) + len(id) + 8)
 	b.WriteString(FunctionPrefix)
-	for i, seg := range strings.Split(id, SegmentSep) {
-		if i > 0 {
+	first := true
+	for seg := range strings.SplitSeq(id, SegmentSep) {
+		if !first {
 			b.WriteByte('.')
 		}
+		first = false
 		escapeInto(&b, seg, fnEscape)
 	}
 	return b.String(), nil
