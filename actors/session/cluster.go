@@ -114,7 +114,28 @@ type answer struct {
 	Aborted  bool   `msgpack:"aborted,omitempty"`
 	State    string `msgpack:"state,omitempty"`
 	Error    string `msgpack:"error,omitempty"`
+	// Corrupt: Error wraps ErrCorruptRecord.
+	Corrupt bool `msgpack:"corrupt,omitempty"`
 }
+
+// err is a's error, nil when it has none: a remote grain's error keeps
+// its text and whether it wraps ErrCorruptRecord.
+func (a answer) err() error {
+	if a.Error == "" {
+		return nil
+	}
+	return remoteError{msg: a.Error, corrupt: a.Corrupt}
+}
+
+// remoteError is an error a grain on another member answered.
+type remoteError struct {
+	msg     string
+	corrupt bool
+}
+
+func (e remoteError) Error() string { return e.msg }
+
+func (e remoteError) Is(target error) bool { return e.corrupt && target == ErrCorruptRecord }
 
 const (
 	opWake  = "wake"
@@ -196,10 +217,7 @@ func (h *Host) clusterRequest(ctx context.Context, sid string, env envelope) (an
 	if err := msgpack.Unmarshal(bv.Value, &a); err != nil {
 		return answer{}, fmt.Errorf("session: grain %s answer: %w", sid, err)
 	}
-	if a.Error != "" {
-		return a, errors.New(a.Error)
-	}
-	return a, nil
+	return a, a.err()
 }
 
 // clusterWake hands w to sid's grain on a forwarder goroutine; a wake no
@@ -281,7 +299,7 @@ func (g *grain) reply(res any) any {
 	case AbortResult:
 		return pack(answer{Aborted: r.Aborted, State: r.State})
 	case error:
-		return pack(answer{Error: r.Error()})
+		return pack(answer{Error: r.Error(), Corrupt: errors.Is(r, ErrCorruptRecord)})
 	}
 	return pack(answer{Error: fmt.Sprintf("session: unexpected result %T", res)})
 }

@@ -26,9 +26,16 @@ var ErrUnstorable = errors.New("session: the store refuses it for good")
 // ErrNoRecord is returned by [Store.Load] when the session has no record.
 var ErrNoRecord = errors.New("session: no turn record")
 
+// ErrCorruptRecord marks a [Store.Load] error for a record that does not
+// decode (another client wrote it): trying again cannot help. It keeps its
+// identity across the members of a grain cluster, so a caller can answer
+// such an error as internal wherever the grain ran.
+var ErrCorruptRecord = errors.New("session: corrupt turn record")
+
 // Store keeps the turn record in KV.
 type Store interface {
-	// Load returns the record and its revision.
+	// Load returns the record and its revision, ErrNoRecord, or an error
+	// wrapping ErrCorruptRecord for a record that does not decode.
 	Load(ctx context.Context, sid string) (turn.Record, uint64, error)
 	// Write replaces the record if its revision is still rev, returning the
 	// new revision, or ErrFenced, or ErrUnstorable (nothing written).

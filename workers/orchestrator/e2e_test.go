@@ -21,6 +21,7 @@ import (
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
+	"github.com/iii-on-nats/iii/workers"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 	"github.com/iii-on-nats/iii/workers/policy"
 	"github.com/iii-on-nats/iii/workers/scripted"
@@ -82,6 +83,22 @@ func startStackScripted(t *testing.T, ns *server.Server, policyYAML string, sopt
 // startStackOn is startStackScripted on engine e.
 func startStackOn(t *testing.T, e *engine.Engine, policyYAML string, sopts []scripted.Option, opts ...orchestrator.Option) *stack {
 	t.Helper()
+	return startStackEnv(t, e, policyYAML, sopts, nil, opts...)
+}
+
+// startClusteredStack is startStack with its orchestrator in a grain
+// cluster of its own (one member), as `iii up --cluster` runs it: grain
+// requests then go through the cluster's remote.
+func startClusteredStack(t *testing.T, ns *server.Server, cluster string) *stack {
+	t.Helper()
+	env := map[string]map[string]string{"orchestrator": {orchestrator.SettingCluster: cluster, orchestrator.SettingNode: "n1"}}
+	return startStackEnv(t, enginetest.NewEngine(t, ns), allowAll, nil, env)
+}
+
+// startStackEnv is startStackOn with settings for the orchestrator's
+// Provision (nil: not provisioned).
+func startStackEnv(t *testing.T, e *engine.Engine, policyYAML string, sopts []scripted.Option, settings map[string]map[string]string, opts ...orchestrator.Option) *stack {
+	t.Helper()
 	ctx := context.Background()
 	s := &stack{e: e}
 	if policyYAML != "" {
@@ -113,6 +130,11 @@ func startStackOn(t *testing.T, e *engine.Engine, policyYAML string, sopts []scr
 		t.Fatal(err)
 	}
 	s.orch = orchestrator.New(opts...)
+	if settings != nil {
+		if err := s.orch.Provision(ctx, workers.Env{Settings: settings}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := s.orch.Start(ctx, s.e); err != nil {
 		t.Fatal(err)
 	}

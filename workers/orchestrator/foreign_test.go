@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,11 +84,27 @@ func TestForeignInboxValues(t *testing.T) {
 // A turn record that does not decode (another client wrote it) is an
 // internal error that says how to reset it, not a retryable unavailable
 // one: run::start, turn::get_state and run::abort refuse, nothing is
-// overwritten, and once the key is deleted the session runs again.
+// overwritten, and once the key is deleted the session runs again. So on
+// a clustered node too, where run::abort's error comes back from the
+// grain over the cluster's remote.
 func TestForeignTurnRecord(t *testing.T) {
 	t.Parallel()
-	ns := enginetest.RunServer(t)
-	s := startStack(t, ns)
+	for _, clustered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clustered=%v", clustered), func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t)
+			var s *stack
+			if clustered {
+				s = startClusteredStack(t, ns, "foreign")
+			} else {
+				s = startStack(t, ns)
+			}
+			foreignTurnRecord(t, s)
+		})
+	}
+}
+
+func foreignTurnRecord(t *testing.T, s *stack) {
 	ctx := context.Background()
 	kv, err := s.e.JetStream().KeyValue(ctx, subjects.TurnStateBucket)
 	if err != nil {

@@ -66,20 +66,17 @@ func (s store) Load(ctx context.Context, sid string) (turn.Record, uint64, error
 	}
 	var rec turn.Record
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return turn.Record{}, 0, fmt.Errorf("turn record of %s %w (another client wrote it, or a newer version; `nats kv del %s %s` resets the session's turn state): %w",
-			sid, errCorruptRecord, kv.Bucket(), sid, err)
+		return turn.Record{}, 0, fmt.Errorf("turn record of %s does not decode (another client wrote it, or a newer version; `nats kv del %s %s` resets the session's turn state): %w: %w",
+			sid, kv.Bucket(), sid, session.ErrCorruptRecord, err)
 	}
 	return rec, rev, nil
 }
-
-// errCorruptRecord marks a turn record that does not decode.
-var errCorruptRecord = errors.New("does not decode")
 
 // recordErr codes an error of reading or writing a turn record: a record
 // that does not decode is internal (trying again cannot help; the error
 // says how to reset it), anything else unavailable.
 func recordErr(err error, format string, args ...any) error {
-	if errors.Is(err, errCorruptRecord) {
+	if errors.Is(err, session.ErrCorruptRecord) {
 		return wire.Wrap(wire.CodeInternal, err, format, args...)
 	}
 	return wire.Wrap(wire.CodeUnavailable, err, format, args...)
