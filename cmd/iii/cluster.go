@@ -51,7 +51,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	members.Flags().StringVar(&name, "cluster", "iii", "grain cluster name (iii up's --cluster or --region)")
+	members.Flags().StringVar(&name, "cluster", "iii", "grain cluster name (iii up's nodes always form the one named iii, whatever their --cluster or --region)")
 	members.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(members)
 	return cmd

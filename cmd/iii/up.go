@@ -319,7 +319,7 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&localCalls, "local-calls", true, "calls between this node's own workers skip the bus (faster); =false sends them over it, where nats sub and $SRV.STATS see them")
 	cmd.Flags().BoolVar(&cfg.sharedConn, "shared-conn", false, "run every worker module on the node's one NATS connection (default: one connection per module)")
 	addHeapFloorFlag(cmd.Flags(), &cfg.heapFloorMiB)
-	cmd.Flags().Int32Var(&cfg.maxPayload, "max-payload", 0, "the embedded server's largest message in bytes, at most 64 MiB (0: 1 MiB); it bounds requests, transcript entries (a quarter of it) and turn records, so raise it for longer model answers")
+	cmd.Flags().Int32Var(&cfg.maxPayload, "max-payload", 0, "the embedded server's largest message in bytes, at most 64 MiB (0: 1 MiB); it bounds requests, turn records and transcript entries (session.max_entry_size, 256 KiB by default, at most this less 1 KiB), so raise both for longer model answers")
 	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, `iii traces`)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
 	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (see `iii worker list`); run others with `iii worker run`")
