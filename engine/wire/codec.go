@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -135,6 +136,9 @@ func (msgpackCodec) Unmarshal(data []byte, v any) error {
 	if err := checkMsgpack(data); err != nil {
 		return fmt.Errorf("msgpack decode: %w", err)
 	}
+	if arrayForStruct(data, v) {
+		return fmt.Errorf("msgpack decode: an array does not decode into %T, which wants a map", v)
+	}
 	pd := decPool.Get().(*pooledDecoder)
 	// The decoder reads pd.r directly (a bytes.Reader is a ByteScanner);
 	// Decoder.Reset would also drop the struct tag and map decoder.
@@ -149,6 +153,32 @@ func (msgpackCodec) Unmarshal(data []byte, v any) error {
 		return fmt.Errorf("msgpack decode: %w", err)
 	}
 	return nil
+}
+
+var (
+	customDecoder = reflect.TypeFor[msgpack.CustomDecoder]()
+	unmarshaler   = reflect.TypeFor[msgpack.Unmarshaler]()
+)
+
+// arrayForStruct reports whether data is a msgpack array and v a struct
+// without a decoder of its own. The library fills such a struct from an
+// array by position, and from an empty array as the zero value: a caller's
+// [] would read as {}, where JSON refuses an array for an object.
+func arrayForStruct(data []byte, v any) bool {
+	if len(data) == 0 {
+		return false
+	}
+	if c := data[0]; !(c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd) {
+		return false
+	}
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		if t.Implements(customDecoder) || t.Implements(unmarshaler) {
+			return false
+		}
+		t = t.Elem()
+	}
+	return t != nil && t.Kind() == reflect.Struct
 }
 
 type jsonCodec struct{}

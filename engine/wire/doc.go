@@ -4,7 +4,9 @@
 //
 // Go workers send msgpack; any other client may send JSON, and a message
 // without a Content-Type is JSON, so `nats req iii.fn.models.list '{}'`
-// works. A reply uses the request's codec.
+// works. A reply uses the request's codec. A msgpack array is refused for
+// a struct, as a JSON array is (the msgpack library would fill the fields
+// by position, and read [] as {}); only the top-level value is checked.
 //
 // Errors travel as the NATS services convention (headers
 // Nats-Service-Error and Nats-Service-Error-Code) plus a body

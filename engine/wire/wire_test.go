@@ -69,6 +69,55 @@ func TestCodecRejectsTrailingAndGarbage(t *testing.T) {
 	}
 }
 
+// A msgpack array never decodes into a struct, as a JSON array does not:
+// the library would fill the fields by position, and read [] as {}. Types
+// with a decoder of their own and non-struct targets keep their reading.
+func TestMsgpackArrayIsNoObject(t *testing.T) {
+	t.Parallel()
+	enc := func(v any) []byte {
+		b, err := wire.Msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var (
+		st      sample
+		stp     *sample
+		list    []any
+		untyped any
+		m       map[string]any
+		custom  customArray
+	)
+	for _, tt := range []struct {
+		name string
+		data []byte
+		into any
+		ok   bool
+	}{
+		{"empty array into a struct", enc([]any{}), &st, false},
+		{"array of the fields into a struct", enc([]any{"x", 1, []string{}, map[string]any{}}), &st, false},
+		{"empty array into a struct pointer", enc([]any{}), &stp, false},
+		{"array16 into a struct", []byte{0xdc, 0x00, 0x00}, &st, false},
+		{"map into a struct", enc(map[string]any{"a": "x"}), &st, true},
+		{"nil into a struct", enc(nil), &st, true},
+		{"array into a slice", enc([]any{1}), &list, true},
+		{"array into any", enc([]any{1}), &untyped, true},
+		{"array into a map", enc([]any{}), &m, false},
+		{"array into a type with its own decoder", enc([]any{}), &custom, true},
+	} {
+		err := wire.Msgpack.Unmarshal(tt.data, tt.into)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: err = %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// customArray decodes itself from any msgpack value.
+type customArray struct{ n int }
+
+func (c *customArray) UnmarshalMsgpack(b []byte) error { c.n = len(b); return nil }
+
 func TestForContentType(t *testing.T) {
 	t.Parallel()
 	for ct, want := range map[string]wire.Codec{
