@@ -116,8 +116,9 @@ func (o *Orchestrator) register() error {
 			}),
 		},
 		{
-			ID:          "harness::trigger",
-			Description: "Entry point: seeds trace baggage (iii.session.id, iii.message.id) and starts a run; status_code 409 when the session is busy.",
+			ID:            "harness::trigger",
+			Description:   "Entry point: seeds trace baggage (iii.session.id, iii.message.id) and starts a run; status_code 409 when the session is busy.",
+			RequestSchema: harnessTriggerSchema,
 			Handler: engine.Typed(func(ctx context.Context, r HarnessTrigger) (HarnessResult, error) {
 				rs := r.Payload
 				if rs.SessionID == "" {
@@ -145,15 +146,17 @@ func (o *Orchestrator) register() error {
 			}),
 		},
 		{
-			ID:          "agent::trigger",
-			Description: "Call a function through the same chokepoint the model's calls go through; returns a FunctionResult.",
+			ID:            "agent::trigger",
+			Description:   "Call a function through the same chokepoint the model's calls go through; returns a FunctionResult.",
+			RequestSchema: agentTriggerSchema,
 			Handler: engine.Typed(func(ctx context.Context, r AgentTrigger) (agent.FunctionResult, error) {
 				return o.AgentTrigger(ctx, r.SessionID, r.Function, r.Payload), nil
 			}),
 		},
 		{
-			ID:          "session::inbox_push",
-			Description: "Queue a user message for a running session: name steering (read at the next steering check) or followup (after the run would end).",
+			ID:            "session::inbox_push",
+			Description:   "Queue a user message for a running session: name steering (read at the next steering check) or followup (after the run would end).",
+			RequestSchema: inboxPushSchema,
 			Handler: engine.Typed(func(ctx context.Context, r InboxPushRequest) (InboxPushResult, error) {
 				if r.Item.Timestamp == 0 {
 					r.Item.Timestamp = time.Now().UnixMilli()
@@ -163,8 +166,9 @@ func (o *Orchestrator) register() error {
 			}),
 		},
 		{
-			ID:          "session::inbox_drain",
-			Description: "Remove and return every item of a session inbox (steering or followup).",
+			ID:            "session::inbox_drain",
+			Description:   "Remove and return every item of a session inbox (steering or followup).",
+			RequestSchema: inboxDrainSchema,
 			Handler: engine.Typed(func(ctx context.Context, r InboxDrainRequest) (InboxDrainResult, error) {
 				items, err := o.inbox.drain(ctx, r.SessionID, r.Name)
 				if items == nil {
@@ -184,11 +188,29 @@ func (o *Orchestrator) register() error {
 
 const sessionSchema = `{"type":"object","properties":{"session_id":` + subjects.SessionIDSchema + `},"required":["session_id"]}`
 
-const runStartSchema = `{"type":"object","required":["session_id","provider","model","messages"],"properties":{` +
-	`"session_id":` + subjects.SessionIDSchema + `,"message_id":{"type":"string"},` +
+const runStartSchema = `{"type":"object","required":["session_id","provider","model","messages"],"properties":` + runStartProperties + `}`
+
+const runStartProperties = `{"session_id":` + subjects.SessionIDSchema + `,"message_id":{"type":"string"},` +
 	`"provider":{"type":"string"},"model":{"type":"string"},"mode":{"enum":["plan","ask","agent"]},` +
 	`"messages":{"type":"array","minItems":1},"max_turns":{"type":"integer","minimum":0},"system_prompt":{"type":"string"},` +
-	`"workspace_id":{"type":"string"},"agent_id":{"type":"string"},"idempotency_key":{"type":"string"}}}`
+	`"workspace_id":{"type":"string"},"agent_id":{"type":"string"},"idempotency_key":{"type":"string"}}`
+
+// harnessTriggerSchema: the run's session id may be given outside the
+// payload, or left out for a fresh one.
+const harnessTriggerSchema = `{"type":"object","required":["payload"],"properties":{` +
+	`"session_id":` + subjects.SessionIDSchema + `,"message_id":{"type":"string"},` +
+	`"payload":{"type":"object","required":["provider","model","messages"],"properties":` + runStartProperties + `}}}`
+
+const agentTriggerSchema = `{"type":"object","required":["session_id","function"],"properties":{` +
+	`"session_id":` + subjects.SessionIDSchema + `,"function":{"type":"string","minLength":1},"payload":{"type":"object"}}}`
+
+const inboxNameSchema = `{"enum":["` + InboxSteering + `","` + InboxFollowup + `"]}`
+
+const inboxPushSchema = `{"type":"object","required":["session_id","name","item"],"properties":{` +
+	`"session_id":` + subjects.SessionIDSchema + `,"name":` + inboxNameSchema + `,"item":{"type":"object","description":"a user message"}}}`
+
+const inboxDrainSchema = `{"type":"object","required":["session_id","name"],"properties":{` +
+	`"session_id":` + subjects.SessionIDSchema + `,"name":` + inboxNameSchema + `}}`
 
 // AgentTrigger runs one call of fn with args for session sid through the
 // chokepoint outside a turn: what agent::trigger does, in process (the
