@@ -18,12 +18,8 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
-	"github.com/iii-on-nats/iii/engine/cron"
 	"github.com/iii-on-nats/iii/engine/enginetest"
-	"github.com/iii-on-nats/iii/engine/httpgw"
-	"github.com/iii-on-nats/iii/engine/queue"
-	"github.com/iii-on-nats/iii/engine/state"
-	"github.com/iii-on-nats/iii/engine/topic"
+	"github.com/iii-on-nats/iii/engine/services"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers"
@@ -306,9 +302,10 @@ type outcome struct {
 }
 
 // startUpNode starts on ns what `iii up` starts on one node (cmd/iii
-// startApp and startServices): the catalog, the engine's state, queue,
-// topic, cron and HTTP route functions, and every module of std.Default,
-// each on its own connection with local calls on.
+// startApp and startServices): the catalog, the engine's services
+// (engine/services, the same call as cmd/iii's, with the HTTP route
+// functions) and every module of std.Default, each on its own connection
+// with local calls on.
 func startUpNode(t *testing.T, ns *server.Server) {
 	t.Helper()
 	ctx := context.Background()
@@ -316,40 +313,11 @@ func startUpNode(t *testing.T, ns *server.Server) {
 	if _, err := e.ServeCatalog(); err != nil {
 		t.Fatal(err)
 	}
-	store, err := state.New(ctx, e)
+	svc, err := services.Start(ctx, e, services.WithGateway())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := state.Serve(ctx, e, store); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := queue.Serve(ctx, e); err != nil {
-		t.Fatal(err)
-	}
-	q, err := queue.Consume(ctx, e, "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
-	if _, err := topic.Serve(ctx, e); err != nil {
-		t.Fatal(err)
-	}
-	sched, err := cron.Start(ctx, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sched.Close(context.Background()) })
-	if _, err := cron.Serve(ctx, e, sched); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := httpgw.New(ctx, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gw.Close(context.Background()) })
-	if _, err := httpgw.Serve(ctx, e, gw); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
 	env := workers.Env{Home: reachableHome(t), Engine: func(context.Context, string) (*engine.Engine, error) {
 		return enginetest.NewEngine(t, ns, engine.WithLocalCalls(true)), nil
 	}}

@@ -4,53 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/iii-on-nats/iii/workers/std"
 	"net"
 	"net/http"
 	"time"
 
-	"github.com/iii-on-nats/iii/engine/cron"
-	"github.com/iii-on-nats/iii/engine/httpgw"
-	"github.com/iii-on-nats/iii/engine/queue"
-	"github.com/iii-on-nats/iii/engine/state"
-	"github.com/iii-on-nats/iii/engine/topic"
+	"github.com/iii-on-nats/iii/engine/services"
 	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/std"
 )
-
-// DefaultQueue is the durable queue every `iii up` node consumes, so that
-// `queue::enqueue {queue:"default", ...}` runs without extra set-up.
-const DefaultQueue = "default"
 
 // startServices starts the engine's functions and the worker stack on a.e.
 func (a *app) startServices(ctx context.Context, cfg upConfig) error {
-	store, err := state.New(ctx, a.e)
-	if err != nil {
-		return err
-	}
-	if _, err := state.Serve(ctx, a.e, store); err != nil {
-		return err
-	}
-	if _, err := queue.Serve(ctx, a.e); err != nil {
-		return err
-	}
-	q, err := queue.Consume(ctx, a.e, DefaultQueue)
-	if err != nil {
-		return err
-	}
-	a.closers = append(a.closers, q.Close)
-	if _, err := topic.Serve(ctx, a.e); err != nil {
-		return err
-	}
-	sched, err := cron.Start(ctx, a.e)
-	if err != nil {
-		return err
-	}
-	a.closers = append(a.closers, sched.Close)
-	if _, err := cron.Serve(ctx, a.e, sched); err != nil {
-		return err
-	}
+	var opts []services.Option
 	if cfg.httpAddr != "" {
-		if err := a.startGateway(ctx, cfg.httpAddr); err != nil {
+		opts = append(opts, services.WithGateway())
+	}
+	svc, err := services.Start(ctx, a.e, opts...)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, svc.Close)
+	if cfg.httpAddr != "" {
+		if err := a.serveGateway(svc.Gateway(), cfg.httpAddr); err != nil {
 			return err
 		}
 	}
@@ -66,16 +41,8 @@ func (a *app) startServices(ctx context.Context, cfg upConfig) error {
 	return nil
 }
 
-// startGateway serves the HTTP trigger gateway on addr.
-func (a *app) startGateway(ctx context.Context, addr string) error {
-	gw, err := httpgw.New(ctx, a.e)
-	if err != nil {
-		return err
-	}
-	a.closers = append(a.closers, gw.Close)
-	if _, err := httpgw.Serve(ctx, a.e, gw); err != nil {
-		return err
-	}
+// serveGateway serves the HTTP trigger gateway gw on addr.
+func (a *app) serveGateway(gw http.Handler, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", addr, err)
