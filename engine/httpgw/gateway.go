@@ -206,10 +206,10 @@ func sortRoutes(rs []Route) {
 // already there is a no-op. Errors are *wire.Error: invalid_payload
 // ([ErrInvalidRoute]), conflict ([ErrRouteConflict]) when a route that
 // matches the same requests exists with another function or parameter
-// names, unavailable when JetStream does not answer.
+// names, unavailable when JetStream does not answer or the gateway is closed.
 func (g *Gateway) AddRoute(ctx context.Context, r Route) error {
 	if g.closed.Load() {
-		return ErrClosed
+		return closedErr()
 	}
 	c, err := compileRoute(r)
 	if err != nil {
@@ -253,7 +253,7 @@ func (g *Gateway) AddRoute(ctx context.Context, r Route) error {
 // (after normalization); removed is false when there was none.
 func (g *Gateway) RemoveRoute(ctx context.Context, method, path string) (removed bool, err error) {
 	if g.closed.Load() {
-		return false, ErrClosed
+		return false, closedErr()
 	}
 	c, err := compilePattern(method, path, "")
 	if err != nil {

@@ -605,3 +605,33 @@ func TestPathParamsNotCleaned(t *testing.T) {
 		}
 	}
 }
+
+// TestClosedGatewayAnswersUnavailable: the http worker outlives its
+// gateway (services close the gateway before the engine), and another
+// replica's gateway can take a route call meanwhile, so a closed gateway
+// answers unavailable (retryable), not internal.
+func TestClosedGatewayAnswersUnavailable(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	gw := newGateway(t, ns)
+	if err := gw.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	caller := enginetest.NewEngine(t, ns)
+	for _, c := range []struct {
+		fn  string
+		req any
+	}{
+		{httpgw.FnAddRoute, httpgw.Route{Method: "GET", Path: "/x", FunctionID: "test::echo"}},
+		{httpgw.FnRemoveRoute, httpgw.RemoveRouteRequest{Method: "GET", Path: "/x"}},
+	} {
+		t.Run(c.fn, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := caller.Trigger(ctx, c.fn, c.req, nil)
+			if we := wire.From(err); we.Code != wire.CodeUnavailable || !we.Retryable {
+				t.Fatalf("%s on a closed gateway: %v, want unavailable", c.fn, err)
+			}
+		})
+	}
+}

@@ -24,7 +24,8 @@ func FromNATS(err error) *Error {
 	case errors.Is(err, nats.ErrMaxPayload):
 		return Wrap(CodeInvalidPayload, nil, "payload exceeds the server's max payload")
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, nats.ErrDisconnected):
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrReconnectBufExceeded):
+		// A full reconnect buffer: the server is away for now.
 		return Wrap(CodeUnavailable, err, "")
 	}
 	var we *Error
