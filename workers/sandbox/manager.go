@@ -741,14 +741,18 @@ func (m *manager) list(ctx context.Context, req ListRequest) (ListResponse, erro
 			}
 		}
 		_ = kl.Stop()
+		// The keys end early, and silently, when ctx does: a list cut
+		// short is an error, not a shorter answer.
+		if err := ctx.Err(); err != nil {
+			return out, kvErr(err)
+		}
 	}
 	slices.Sort(sids)
 	for _, sid := range sids {
 		rec, _, ok, err := getRecord(ctx, m.kv, sid)
 		if err != nil {
-			var we *wire.Error
-			if errors.As(kvErr(err), &we) && we.Code == wire.CodeUnavailable {
-				return out, we
+			if !errors.Is(err, errBadRecord) {
+				return out, kvErr(err) // unavailable, timeout or canceled: not a shorter list
 			}
 			m.logger.Warn("sandbox record skipped", slog.String("session_id", sid), slog.Any("error", err))
 			continue
