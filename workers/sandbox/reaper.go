@@ -39,6 +39,9 @@ func (m *manager) loadRecords(ctx context.Context) (stale int, err error) {
 		}
 	}
 	_ = kl.Stop()
+	if err := ctx.Err(); err != nil {
+		return 0, kvErr(err) // the keys ended early: not every record was seen
+	}
 	m.lifecycle.Lock()
 	defer m.lifecycle.Unlock()
 	for _, sid := range sids {
