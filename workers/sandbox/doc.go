@@ -173,11 +173,15 @@
 // Start adopts this node's records again. The reaper runs at Start and
 // every reap_interval (default 1m): it destroys this node's sandboxes
 // idle (no exec) longer than idle_ttl (default 30m) or older than
-// max_age (default 24h, even while running), deletes this node's records
-// whose workdir is gone (a crash between the record and the folder), and
-// removes workdirs (folders named like sandbox ids) and cgroups under
-// this node's root and group that belong to no record — a crash's
-// leftovers. Other folders in the root are left alone.
+// max_age (default 24h, even while running), and removes workdirs
+// (folders named like sandbox ids) under this node's root whose session
+// has no record of them, and cgroups of no live sandbox — a crash's
+// leftovers (adopting a record makes its cgroups again). A workdir whose
+// record cannot be read is kept: its files are the session's work, and
+// the session's next call adopts it. A record of this node whose workdir
+// is gone (a crash between the record and the folder) is deleted when
+// Start or the session's next call finds it. Other folders in the root
+// are left alone.
 //
 // # Lifecycle
 //

@@ -116,7 +116,11 @@ func (m *manager) reap(ctx context.Context) (reapStats, error) {
 	for _, ent := range entries {
 		// Only folders named like sandboxes: the root may hold anything
 		// else an operator put there.
-		if _, err := parseSandboxID(ent.Name()); err != nil || live[ent.Name()] || !ent.IsDir() {
+		sid, err := parseSandboxID(ent.Name())
+		if err != nil || live[ent.Name()] || !ent.IsDir() {
+			continue
+		}
+		if m.claimed(ctx, sid, ent.Name()) {
 			continue
 		}
 		m.cg.removeOrphan(ent.Name())
@@ -133,6 +137,21 @@ func (m *manager) reap(ctx context.Context) (reapStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// claimed reports whether the workdir of sandbox id, which is not live,
+// may still be a sandbox's: its session's record names it, or the record
+// cannot be read (a read that failed at Start left the sandbox unadopted;
+// the next exec of the session adopts it). Only a workdir whose session
+// has no record, or a record of another sandbox, is an orphan: deleting
+// files on a failed read would lose a session's work for good.
+func (m *manager) claimed(ctx context.Context, sid, id string) bool {
+	rec, _, ok, err := getRecord(ctx, m.kv, sid)
+	if err != nil {
+		m.logger.Warn("sandbox workdir kept: its record cannot be read", slog.String("sandbox_id", id), slog.Any("error", err))
+		return true
+	}
+	return ok && rec.SandboxID == id
 }
 
 // errReaped ends the execs of a sandbox the reaper destroys.

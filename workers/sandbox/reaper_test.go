@@ -228,3 +228,61 @@ func TestReaperLoop(t *testing.T) {
 		t.Fatalf("after reaping: %v", err)
 	}
 }
+
+// A workdir that is not live is an orphan only when its session has no
+// record of it: the reaper keeps one whose record names it (a record this
+// run never adopted, such as one whose read failed at Start; the next exec
+// adopts it) and one whose record cannot be read, and removes one whose
+// session's record names another sandbox. Before, a record read that
+// failed at Start made the reaper delete that session's files for good.
+func TestReapKeepsClaimedWorkdirs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		record     string // the sandbox id the session's record names ("" none)
+		unreadable bool   // the records cannot be read
+		kept       bool
+	}{
+		{name: "its record, not adopted", record: "claimed_0123456789", kept: true},
+		{name: "no record", kept: false},
+		{name: "a newer sandbox's record", record: "claimed_9876543210", kept: false},
+		{name: "records unreadable", record: "claimed_0123456789", unreadable: true, kept: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := context.Background()
+			dir := filepath.Join(f.root, "claimed_0123456789")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "work.txt"), []byte("the session's work"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tt.record != "" {
+				rec := Sandbox{SandboxID: tt.record, SessionID: "claimed", Node: "test-node", Workdir: filepath.Join(f.root, tt.record),
+					Isolation: IsolationBwrap, Limits: DefaultLimits, CreatedAt: 1, LastUsedAt: 1}
+				data, _ := json.Marshal(rec)
+				if _, err := f.kv.Create(ctx, recordKey("claimed"), data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.unreadable {
+				if err := f.e.JetStream().DeleteKeyValue(ctx, f.kv.Bucket()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := f.m.reap(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := exists(filepath.Join(dir, "work.txt")); got != tt.kept {
+				t.Fatalf("workdir kept %v, want %v (stats %+v)", got, tt.kept, st)
+			}
+			if want := map[bool]int{true: 0, false: 1}[tt.kept]; st.OrphanWorkdirs != want {
+				t.Fatalf("orphan workdirs %d, want %d", st.OrphanWorkdirs, want)
+			}
+		})
+	}
+}
