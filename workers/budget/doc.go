@@ -96,7 +96,10 @@
 // still be settled, "my hold is absent" means "already settled", which is
 // what makes settle idempotent per budget without any other marker. The
 // value holds the live reservations and the few that lapsed unsettled.
-// Old periods stay (history); delete purges them.
+// Old periods stay (history); delete purges them, after the definition.
+// A delete that fails in between (a timeout, kill -9) leaves them behind,
+// so a create under an id that is free purges any spend of that id first:
+// a budget created again starts from zero.
 //
 // "res.<reservation_id>": the reservation record, with a TTL:
 //

@@ -163,6 +163,19 @@ func (l *Ledger) Create(ctx context.Context, req CreateRequest) (Budget, error) 
 	if err != nil {
 		return Budget{}, wire.Wrap(wire.CodeInternal, err, "encode budget")
 	}
+	if req.BudgetID != "" {
+		// A delete of an earlier budget of this id that failed between
+		// its definition and its spend left the spend behind: the new
+		// budget must not start with it.
+		if _, err := l.kv.Get(ctx, defKey(id)); err == nil {
+			return Budget{}, wire.Errorf(wire.CodeConflict, "budget %q exists", id)
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return Budget{}, storeErr(ctx, err, "read budget %s", id)
+		}
+		if err := l.purgeSpend(ctx, id); err != nil {
+			return Budget{}, err
+		}
+	}
 	if _, err := l.kv.Create(ctx, defKey(id), data); err != nil {
 		if isConflict(err) {
 			return Budget{}, wire.Errorf(wire.CodeConflict, "budget %q exists", id)
@@ -192,25 +205,34 @@ func (l *Ledger) Delete(ctx context.Context, budgetID string) (bool, error) {
 		}
 	}
 	// Spend records go too, even when the definition was already gone (a
-	// reserve racing an earlier delete may have left one).
-	lister, err := l.kv.ListKeysFiltered(ctx, spendPrefix+budgetID+".*")
+	// reserve racing an earlier delete may have left one). Should this
+	// fail, a create of the same id purges them first.
+	if err := l.purgeSpend(ctx, budgetID); err != nil {
+		return false, err
+	}
+	l.waitDefs(ctx, func() bool { _, ok := l.defs.byID[budgetID]; return !ok })
+	return existed, nil
+}
+
+// purgeSpend removes every spend record of budget id.
+func (l *Ledger) purgeSpend(ctx context.Context, id string) error {
+	lister, err := l.kv.ListKeysFiltered(ctx, spendPrefix+id+".*")
 	if err != nil {
-		return false, storeErr(ctx, err, "list spend of budget %s", budgetID)
+		return storeErr(ctx, err, "list spend of budget %s", id)
 	}
 	var keys []string
 	for k := range lister.Keys() {
 		keys = append(keys, k)
 	}
 	if ctx.Err() != nil {
-		return false, storeErr(ctx, ctx.Err(), "list spend of budget %s", budgetID)
+		return storeErr(ctx, ctx.Err(), "list spend of budget %s", id)
 	}
 	for _, k := range keys {
 		if err := l.kv.Purge(ctx, k); err != nil {
-			return false, storeErr(ctx, err, "delete %s", k)
+			return storeErr(ctx, err, "delete %s", k)
 		}
 	}
-	l.waitDefs(ctx, func() bool { _, ok := l.defs.byID[budgetID]; return !ok })
-	return existed, nil
+	return nil
 }
 
 // waitDefs waits, briefly, for this node's copy of the definitions to

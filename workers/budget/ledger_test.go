@@ -480,3 +480,27 @@ func TestCorruptState(t *testing.T) {
 		t.Fatalf("record: %v", err)
 	}
 }
+
+// A delete that failed after the definition left the spend behind (a
+// timeout or kill -9 between the two): a budget created again under the
+// id starts from zero, not with the old period's spend.
+func TestCreateAfterHalfDelete(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := ctxT(t)
+	f.create(t, CreateRequest{BudgetID: "half", WorkspaceID: "W", CeilingUSD: 10, Period: PeriodDay})
+	f.mustReserve(t, ReserveRequest{BudgetID: "half", EstimatedUSD: 9, ReservationID: "r1"})
+	f.mustSettle(t, "r1", 9)
+	// The first half of Delete: the definition only.
+	if err := f.kv.Purge(ctx, defKey("half")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.kv.Get(ctx, spendKey("half", mustBounds(PeriodDay, t0))); err != nil {
+		t.Fatalf("the spend the half delete left: %v", err)
+	}
+	f.create(t, CreateRequest{BudgetID: "half", WorkspaceID: "W", CeilingUSD: 10, Period: PeriodDay})
+	if got := f.usage(t, "half"); got.SpentUSD != 0 || got.ReservedUSD != 0 || got.RemainingUSD != 10 {
+		t.Fatalf("created again: %+v", got)
+	}
+	f.mustReserve(t, ReserveRequest{BudgetID: "half", EstimatedUSD: 2, ReservationID: "r2"})
+}
