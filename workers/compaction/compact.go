@@ -2,6 +2,8 @@ package compaction
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,6 +76,7 @@ type (
 	appendRequest struct {
 		SessionID string          `json:"session_id"`
 		Entry     compactionEntry `json:"entry"`
+		DedupID   string          `json:"dedup_id,omitempty"`
 	}
 	appendResponse struct {
 		EntryID string `json:"entry_id"`
@@ -280,7 +283,7 @@ func (c *compactor) run(ctx context.Context, req CompactRequest, m modelInfo, st
 	var app appendResponse
 	err = c.e.Trigger(ctx, sessionAppendFunction, appendRequest{SessionID: sid, Entry: compactionEntry{
 		Type: entryTypeCompaction, Summary: summary, FirstKeptEntryID: firstKept, TokensBefore: int64(before),
-	}}, &app)
+	}, DedupID: compactionDedupID(sid, view.Leaf, firstKept)}, &app)
 	if err != nil {
 		return CompactResponse{}, callErr(err, "append the compaction of session %s", sid)
 	}
@@ -294,6 +297,15 @@ func (c *compactor) run(ctx context.Context, req CompactRequest, m modelInfo, st
 		slog.Int("tokens_before", resp.TokensBefore), slog.Int("tokens_after", resp.TokensAfter),
 		slog.Int("summarized_messages", len(old)), slog.Int("summary_calls", calls), slog.Bool("split_turn", cu.split))
 	return resp, nil
+}
+
+// compactionDedupID names one compaction of session sid: of the path to
+// leaf, keeping from firstKept on. An append the session tree stored
+// although its call failed (the lease lost, a timeout) is then answered
+// to a retry of the same compaction instead of stored twice.
+func compactionDedupID(sid, leaf, firstKept string) string {
+	h := sha256.Sum256([]byte(sid + "\x00" + leaf + "\x00" + firstKept))
+	return "compaction-" + hex.EncodeToString(h[:16])
 }
 
 func isCompaction(path []pathStep, id string) bool {

@@ -827,3 +827,41 @@ func TestTriggerUpdatesOldConsumer(t *testing.T) {
 		t.Fatalf("%d compactions", len(c))
 	}
 }
+
+// A compaction's append carries a dedup id of the compaction (session,
+// leaf, first kept entry): when the session tree stored it although the
+// call failed (the lease lost, a timeout), a retry of the same compaction
+// is answered the stored entry instead of storing a second summary.
+func TestCompactionAppendIsDeduplicated(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 32)
+	leaf := f.view(t, sid).Leaf
+	r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Reason: compaction.ReasonOverflow})
+	if err != nil || !r.Compacted {
+		t.Fatalf("compact: %+v, %v", r, err)
+	}
+	id := compaction.CompactionDedupID(sid, leaf, r.FirstKeptEntryID)
+	if err := subjects.ValidateID("dedup_id", id); err != nil {
+		t.Fatal(err)
+	}
+	// The retry of the same compaction's append (another summary).
+	again, err := engine.Call[sessiontree.AppendResponse](ctx, f.e, sessiontree.AppendFunction, sessiontree.AppendRequest{
+		SessionID: sid, ParentID: leaf, DedupID: id,
+		Entry: &sessiontree.Entry{Type: sessiontree.TypeCompaction, Summary: "a second summary", FirstKeptEntryID: r.FirstKeptEntryID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.EntryID != r.EntryID {
+		t.Fatalf("the retried append stored %s, the compaction %s", again.EntryID, r.EntryID)
+	}
+	if c := f.compactions(t, sid); len(c) != 1 {
+		t.Fatalf("%d compaction entries", len(c))
+	}
+	if other := compaction.CompactionDedupID(sid, leaf, "e1"); other == id {
+		t.Fatal("another first kept entry has the same dedup id")
+	}
+}

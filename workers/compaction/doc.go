@@ -56,7 +56,12 @@
 // Errors are coded: invalid_payload for bad input or an unknown model;
 // the session tree's not_found for an unknown session; the provider's
 // error when a summary cannot be written; conflict when the compaction
-// lost its lease ([ErrLeaseLost]). Nothing is appended on any error.
+// lost its lease ([ErrLeaseLost]). Nothing is appended on an error before
+// the append; one after it was sent (the lease lost, a timeout) may find
+// it stored. The append carries a dedup id of the compaction (session,
+// leaf read, first kept entry), so a retry of the same compaction within
+// the session tree's ten-minute window is answered that entry instead of
+// storing a second summary.
 //
 // # Threshold trigger
 //

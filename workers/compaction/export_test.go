@@ -19,3 +19,6 @@ func WithRescanInterval(d time.Duration) Option {
 		return nil
 	}
 }
+
+// CompactionDedupID is compactionDedupID for the tests.
+var CompactionDedupID = compactionDedupID
