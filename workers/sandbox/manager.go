@@ -292,7 +292,14 @@ func (m *manager) create(ctx context.Context, req CreateRequest) (Sandbox, error
 		return Sandbox{}, kvErr(err)
 	}
 	if _, err := m.provision(rec, rev); err != nil {
-		_ = m.kv.Delete(ctx, recordKey(sid), jetstream.LastRevision(rev))
+		// Take the record back even when the caller gave up meanwhile: a
+		// record left without its workdir shows in sandbox::list until
+		// the session's next call finds it stale.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if derr := m.kv.Delete(dctx, recordKey(sid), jetstream.LastRevision(rev)); derr != nil && !errors.Is(derr, jetstream.ErrKeyNotFound) {
+			m.logger.Warn("sandbox record of a failed create not deleted; the session's next call deletes it", slog.String("sandbox_id", id), slog.Any("error", derr))
+		}
+		cancel()
 		return Sandbox{}, wire.Wrap(wire.CodeInternal, err, "create sandbox for session %s", sid)
 	}
 	m.logger.Info("sandbox created", slog.String("sandbox_id", id), slog.String("session_id", sid),
