@@ -26,8 +26,10 @@
 //
 //	{"job_id":"nightly","tick":"2030-01-02T00:00:00.000Z","tick_ms":1893542400000,"data":{...}}
 //
-// So a tick fires at most once, and exactly once while any scheduler is up
-// and JetStream answers. Ticks missed while no scheduler ran are not caught
+// So a tick fires at most once, and once while any scheduler is up and
+// JetStream answers; a scheduler killed between its lease and its call, or
+// whose lease was stored under a create that answered a timeout, loses
+// that tick (the lease names it taken). Ticks missed while no scheduler ran are not caught
 // up; a scheduler that wakes later than its misfire grace skips the tick
 // ([WithMisfireGrace]). A function that must not lose a tick should enqueue
 // durable work and return at once.

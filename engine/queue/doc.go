@@ -31,7 +31,11 @@
 //     Iii-Dead-Lettered-At, Iii-Queue-Seq — and removes the original only
 //     after JetStream acked the dead letter. A crash in between leaves both;
 //     the original comes back and its second dead letter is dropped by
-//     JetStream's deduplication (Nats-Msg-Id "iii-dlq-<queue>-<seq>").
+//     JetStream's deduplication (Nats-Msg-Id "iii-dlq-<queue>-<seq>"),
+//     within the streams' duplicate window (2 minutes): a consumer that
+//     comes back later than that dead-letters it twice, and a redrive
+//     that crashed between its publish and its delete enqueues it twice.
+//     Queues deliver at least once.
 //
 // Deliveries are counted by this package (the JetStream consumer has no
 // MaxDeliver), so a message whose last delivery never answered — its
