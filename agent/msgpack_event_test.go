@@ -180,3 +180,21 @@ func FuzzModelEventMsgpack(f *testing.F) {
 	}
 	f.Fuzz(msgpackCarriesJSON[ModelEvent])
 }
+
+// FuzzEventMsgpack: an event as the compaction worker's threshold trigger
+// reads it from the event stream (any client may publish there, with
+// Content-Type application/msgpack): msgpack carries what JSON carries,
+// and any bytes as msgpack never panic the decoder.
+func FuzzEventMsgpack(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"turn_end","session_id":"s","seq":3,"ts":5,"message":{"role":"assistant","provider":"p","model":"m","usage":{"input_tokens":10,"output_tokens":2},"timestamp":4},"function_results":[{"role":"function_result","function_call_id":"c","content":[]}]}`,
+		`{"type":"turn_state_changed","state":"function_awaiting_approval","view":{"state":"function_awaiting_approval","awaiting_approval":[{"function_call_id":"c","args":{"a":[1,"x"]}}]}}`,
+		`{"type":"function_execution_end","function_call_id":"c","result":{"content":[{"type":"text","text":"ok"}]},"is_error":true,"duration_ms":7}`,
+		`{"type":"compaction","compaction":{"reason":"threshold","tokens_before":9,"tokens_after":1}}`,
+		`{"type":"message_update","delta":"x","partial":{"role":"assistant","content":null}}`,
+		`{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(msgpackCarriesJSON[Event])
+}

@@ -237,3 +237,48 @@ func failure(evs []agent.Event) *agent.Message {
 	}
 	return failed
 }
+
+// A turn record another client put that decodes but is no session's
+// (`nats kv put iii-turn-state x '{}'`) does not stop an orchestrator
+// from starting: its start-up sweep passes it over (before, waking it
+// failed on its session id and the start failed), runs go on, and the
+// value is left as it was.
+func TestForeignTurnRecordSweep(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	js, err := jetstream.New(enginetest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, subjects.TurnStateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct{ name, key, value string }{
+		{"no session id", "sweep-a", `{}`},
+		{"not a session id", "sweep-b", `{"session_id":"a b","run_id":"r","state":"assistant_streaming"}`},
+		{"another session's", "sweep-c", `{"session_id":"sweep-other","run_id":"r","state":"assistant_streaming"}`},
+		{"a parked call no key can name", "sweep-d", `{"session_id":"sweep-d","run_id":"r","state":"function_awaiting_approval","awaiting_approval":[{"function_call_id":"a/b"}]}`},
+	}
+	for _, r := range rows {
+		if _, err := kv.Put(ctx, r.key, []byte(r.value)); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+	}
+	o := orchestrator.New()
+	if err := o.Start(ctx, enginetest.NewEngine(t, ns)); err != nil {
+		t.Fatalf("start with foreign turn records: %v", err)
+	}
+	t.Cleanup(func() { _ = o.Close(context.Background()) })
+	startEcho(t, s.e, "sweep-ok", "echo", "hello")
+	if evs := events(t, s.e, "sweep-ok", 20*time.Second); evs[len(evs)-1].StopReason != agent.StopEnd {
+		t.Fatalf("a run next to foreign records: %v", types(evs))
+	}
+	for _, r := range rows {
+		if ent, err := kv.Get(ctx, r.key); err != nil || string(ent.Value()) != r.value {
+			t.Errorf("%s: the value was touched: %v", r.name, err)
+		}
+	}
+}

@@ -542,6 +542,12 @@ func (o *Orchestrator) sweep(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
+		if err := foreignRecord(key, rec); err != nil {
+			// Another client's value: no run of ours to wake, and no
+			// reason to refuse to start.
+			o.logger.Warn("turn record not swept: not a session's record", "key", key, "error", err)
+			continue
+		}
 		// A crash between parking a call and recording it in the
 		// approvals bucket would leave nothing for a human to resolve.
 		for _, p := range rec.AwaitingApproval {

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/iii-on-nats/iii/actors/session"
 	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // staleScan finds the sessions the periodic sweep must look at without
@@ -172,6 +174,27 @@ func settledRecord(rec turn.Record) bool {
 	return (rec.State.Terminal() || rec.State == agent.StateFunctionAwaitingApproval) && len(rec.Outbox) == 0
 }
 
+// foreignRecord says why rec, stored under key, cannot be a record this
+// package wrote (another client put it there): it names another session
+// or none, or a parked call no approval key can name. The sweeps skip such
+// a record; waking it would fail on its session id, and a sweep that
+// failed on it would stop the node's start (`nats kv put iii-turn-state x
+// '{}'`) or every later sweep.
+func foreignRecord(key string, rec turn.Record) error {
+	if rec.SessionID != key {
+		return fmt.Errorf("record of session %q stored under key %q", rec.SessionID, key)
+	}
+	if err := agent.ValidateSessionID(rec.SessionID); err != nil {
+		return err
+	}
+	for _, p := range rec.AwaitingApproval {
+		if _, err := subjects.ApprovalKey(rec.SessionID, p.FunctionCallID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // resweep wakes the mid-flight sessions whose records are older than stale.
 // A copy of the bucket that cannot be followed now is followed from where
 // it was at the next sweep; the sessions already known are still checked.
@@ -194,6 +217,13 @@ func (o *Orchestrator) resweep(ctx context.Context, stale time.Duration) (int, e
 			o.scan.settled(sid)
 			continue
 		case rec.UpdatedAtMs > cutoff.UnixMilli():
+			continue
+		}
+		if err := foreignRecord(sid, rec); err != nil {
+			// Another client's value: forgotten until written again,
+			// rather than failing this sweep and every one after it.
+			o.logger.Warn("turn record not swept: not a session's record", "key", sid, "error", err)
+			o.scan.settled(sid)
 			continue
 		}
 		if err := o.enqueueWake(ctx, rec, why); err != nil {

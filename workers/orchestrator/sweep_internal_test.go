@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -33,7 +34,7 @@ func sweepFixture(t *testing.T) (context.Context, *Orchestrator, store) {
 		t.Fatal(err)
 	}
 	turns := sessionKV{e: e, bucket: subjects.TurnStateBucket}
-	o := &Orchestrator{e: e, turns: turns, scan: &staleScan{turns: turns}}
+	o := &Orchestrator{e: e, turns: turns, scan: &staleScan{turns: turns}, logger: slog.New(slog.DiscardHandler)}
 	return ctx, o, o.store()
 }
 
@@ -156,6 +157,43 @@ func TestResweepWakesStalled(t *testing.T) {
 	}
 	if got := o.scan.tracked(); got != 0 {
 		t.Fatalf("tracked %d once every record settled, want 0", got)
+	}
+}
+
+// A record another client put under a key, one that names no session of
+// that key, is passed over and forgotten: the sweep still wakes the
+// stalled sessions after it (before, waking it failed and ended the
+// sweep, at every sweep).
+func TestResweepPassesOverForeignRecords(t *testing.T) {
+	t.Parallel()
+	ctx, o, st := sweepFixture(t)
+	kv, err := st.kvs.of(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ key, value string }{
+		{"a", `{}`},
+		{"b", `{"session_id":"a b","state":"assistant_streaming"}`},
+		{"c", `{"session_id":"other","state":"assistant_streaming"}`},
+	} {
+		if _, err := kv.Put(ctx, r.key, []byte(r.value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(ctx, t, st, "stalled", agent.StateAssistantStreaming, time.Now().Add(-time.Hour))
+	if n, err := o.resweep(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("sweep woke %d, %v; want the stalled session", n, err)
+	}
+	if got := o.scan.tracked(); got != 1 {
+		t.Fatalf("tracked %d, want the stalled session only", got)
+	}
+	s, err := o.e.SessionStream(ctx, subjects.StepStream, "stalled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := subjects.StepSubject("stalled")
+	if _, err := s.GetLastMsgForSubject(ctx, subj); err != nil {
+		t.Fatalf("no wake of the stalled session: %v", err)
 	}
 }
 
