@@ -687,7 +687,10 @@ func TestRunStartCarriesLeftEffects(t *testing.T) {
 	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo", Messages: []agent.Message{userText("second")}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	evs := eventsUntil(t, s.e, sid, 2, 20*time.Second)
+	// Three agent_end: the first run's, the left-behind one (run::start
+	// carries a dead grain's events as well, since stop 32), the second
+	// run's (the queued follow-up runs in it).
+	evs := eventsUntil(t, s.e, sid, 3, 20*time.Second)
 	var out struct {
 		Messages []struct {
 			Message agent.Message `json:"message"`
