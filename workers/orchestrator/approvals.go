@@ -207,8 +207,18 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 		return nil
 	}
 	rec, _, err := o.store().Load(ctx, ar.SessionID)
+	if errors.Is(err, session.ErrCorruptRecord) {
+		// No run can take the decision until the record is reset
+		// (the error says how); asking again every second would not help.
+		o.logger.Warn("approval decision not applied: the session's turn record does not decode", "session_id", ar.SessionID, "error", err)
+		return nil
+	}
 	if err != nil && !errors.Is(err, session.ErrNoRecord) {
 		return err
+	}
+	if ferr := foreignRecord(ar.SessionID, rec); err == nil && ferr != nil {
+		o.logger.Warn("approval decision not applied: the session's turn record is another client's", "session_id", ar.SessionID, "error", ferr)
+		return nil
 	}
 	waiting := err == nil && rec.RunID == ar.RunID && isParked(rec, ar.FunctionCallID, ar.ArgsHash)
 	if !waiting && err == nil && rec.RunID == ar.RunID && mayPark(rec, ar.FunctionCallID) {

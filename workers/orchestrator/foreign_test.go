@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -280,5 +281,68 @@ func TestForeignTurnRecordSweep(t *testing.T) {
 		if ent, err := kv.Get(ctx, r.key); err != nil || string(ent.Value()) != r.value {
 			t.Errorf("%s: the value was touched: %v", r.name, err)
 		}
+	}
+}
+
+// A decision for a session whose turn record is another client's (no
+// session's, or one that does not decode) is not asked about again every
+// second forever: the approvals watcher logs it and moves on.
+func TestApprovalForForeignTurnRecord(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := s.e.JetStream()
+	turns, err := js.KeyValue(ctx, subjects.TurnStateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals, err := js.KeyValue(ctx, subjects.ApprovalsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ sid, record string }{
+		{"appr-x", `{"session_id":"a b","run_id":"r1","state":"function_awaiting_approval","awaiting_approval":[{"function_call_id":"c1","args_hash":"h"}]}`},
+		{"appr-y", `garbage`},
+	} {
+		if _, err := turns.Put(ctx, r.sid, []byte(r.record)); err != nil {
+			t.Fatal(err)
+		}
+		key, err := subjects.ApprovalKey(r.sid, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ar, _ := json.Marshal(agent.ApprovalRecord{SessionID: r.sid, RunID: "r1", FunctionCallID: "c1", ArgsHash: "h",
+			Status: agent.ApprovalDecided, Decision: "approve", DecidedAt: 1})
+		if _, err := approvals.Put(ctx, key, ar); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream, err := js.Stream(ctx, subjects.ApprovalsKVStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := stream.Consumer(ctx, subjects.ApprovalsConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 {
+			return fmt.Errorf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
+	time.Sleep(2500 * time.Millisecond) // a nak'd decision comes back every second
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 0 || info.NumRedelivered != 0 {
+		t.Fatalf("the decisions are asked about again: ack pending %d, redelivered %d", info.NumAckPending, info.NumRedelivered)
 	}
 }
