@@ -259,3 +259,31 @@ func TestCatalogAndUnregister(t *testing.T) {
 		t.Fatalf("workers = %+v", ws.Workers)
 	}
 }
+
+// A caller's time budget (Iii-Timeout-Ms) shortens a call's timeout, never
+// lengthens it; a value that is no positive number, or would overflow a
+// time.Duration (any client can send one), leaves the timeout alone
+// instead of ending the call before it starts.
+func TestCallerBudget(t *testing.T) {
+	t.Parallel()
+	const d = 30 * time.Second
+	tests := []struct {
+		ms   string
+		want time.Duration
+	}{
+		{"", d},
+		{"5000", 5 * time.Second},
+		{"60000", d},
+		{"0", d},
+		{"-5", d},
+		{"x", d},
+		{"9223372036854775807", d},
+		{"9223372036854776", d},
+		{"9223372036854", d},
+	}
+	for _, tt := range tests {
+		if got := engine.CallerBudget(d, tt.ms); got != tt.want {
+			t.Errorf("budget %q: %v, want %v", tt.ms, got, tt.want)
+		}
+	}
+}

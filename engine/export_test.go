@@ -9,3 +9,6 @@ func SetReadAttempt(d time.Duration) (restore func()) {
 	readAttempt = d
 	return func() { readAttempt = old }
 }
+
+// CallerBudget is callerBudget for the tests.
+var CallerBudget = callerBudget

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -335,6 +336,17 @@ func (w *Worker) dispatch(f *Function, r micro.Request) {
 	})
 }
 
+// callerBudget is timeout, or less when the caller's remaining budget
+// (the HeaderTimeoutMs value ms) is shorter. A value that is no positive
+// number, or too large for a time.Duration, leaves timeout as it is.
+func callerBudget(timeout time.Duration, ms string) time.Duration {
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n <= 0 || n > int64(math.MaxInt64/time.Millisecond) {
+		return timeout
+	}
+	return min(timeout, time.Duration(n)*time.Millisecond)
+}
+
 // serveFor serves request r of f. caller, when not nil, is the context of
 // an in-process caller (a local call): its end cancels the handler.
 func (w *Worker) serveFor(caller context.Context, f *Function, r micro.Request) {
@@ -347,9 +359,7 @@ func (w *Worker) serveFor(caller context.Context, f *Function, r micro.Request) 
 	if timeout <= 0 {
 		timeout = e.opts.timeout
 	}
-	if ms, err := strconv.ParseInt(hdr.Get(HeaderTimeoutMs), 10, 64); err == nil && ms > 0 {
-		timeout = min(timeout, time.Duration(ms)*time.Millisecond)
-	}
+	timeout = callerBudget(timeout, hdr.Get(HeaderTimeoutMs))
 	ctx, cancel := context.WithTimeout(e.base, timeout)
 	defer cancel()
 	if caller != nil {
