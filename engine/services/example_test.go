@@ -3,30 +3,18 @@ package services_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-
-	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/services"
 )
 
 func Example() {
-	dir, _ := os.MkdirTemp("", "services-example")
-	defer os.RemoveAll(dir)
-	ns, _ := server.NewServer(&server.Options{Port: server.RANDOM_PORT, JetStream: true, StoreDir: dir,
-		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20, NoLog: true, NoSigs: true})
-	ns.Start()
-	defer ns.Shutdown()
-	ns.ReadyForConnections(5 * time.Second)
-	nc, _ := nats.Connect(ns.ClientURL())
-	defer nc.Close()
-	e, _ := engine.New(nc)
+	x := enginetest.StartExample()
+	defer x.Close()
+	e := x.Engine
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	defer e.Close(ctx)
 
 	svc, err := services.Start(ctx, e, services.WithGateway())
 	if err != nil {
