@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -308,24 +309,75 @@ type outcome struct {
 // with local calls on.
 func startUpNode(t *testing.T, ns *server.Server) {
 	t.Helper()
+	startUp(t, ns, reachableHome(t), nil)
+}
+
+// upNode is one node started by [startUp]: its close stops it as a
+// stopping `iii up` does, and another startUp on the same home and server
+// is the node started again.
+type upNode struct {
+	e       *engine.Engine
+	home    string
+	svc     *services.Running
+	run     *workers.Running
+	engines []*engine.Engine // the modules' and the node's, each on its own connection
+}
+
+// startUp starts a node (see [startUpNode]) on ns with home; logger, when
+// not nil, is the node's. The node is closed when the test ends.
+func startUp(t *testing.T, ns *server.Server, home string, logger *slog.Logger) *upNode {
+	t.Helper()
 	ctx := context.Background()
-	e := enginetest.NewEngine(t, ns, engine.WithLocalCalls(true))
-	if _, err := e.ServeCatalog(); err != nil {
+	n := &upNode{home: home}
+	opts := []engine.Option{engine.WithLocalCalls(true)}
+	if logger != nil {
+		opts = append(opts, engine.WithLogger(logger))
+	}
+	fail := func(err error) {
+		t.Helper()
+		_ = n.close(ctx)
 		t.Fatal(err)
 	}
-	svc, err := services.Start(ctx, e, services.WithGateway())
-	if err != nil {
-		t.Fatal(err)
+	n.e = enginetest.NewEngine(t, ns, opts...)
+	n.engines = append(n.engines, n.e)
+	if _, err := n.e.ServeCatalog(); err != nil {
+		fail(err)
 	}
-	t.Cleanup(func() { _ = svc.Close(context.Background()) })
-	env := workers.Env{Home: reachableHome(t), Engine: func(context.Context, string) (*engine.Engine, error) {
-		return enginetest.NewEngine(t, ns, engine.WithLocalCalls(true)), nil
+	var err error
+	if n.svc, err = services.Start(ctx, n.e, services.WithGateway()); err != nil {
+		fail(err)
+	}
+	env := workers.Env{Home: home, Logger: logger, Engine: func(context.Context, string) (*engine.Engine, error) {
+		e := enginetest.NewEngine(t, ns, opts...)
+		n.engines = append(n.engines, e)
+		return e, nil
 	}}
-	run, err := workers.Global().Start(ctx, e, env, std.Default...)
-	if err != nil {
-		t.Fatal(err)
+	if n.run, err = workers.Global().Start(ctx, n.e, env, std.Default...); err != nil {
+		fail(err)
 	}
-	t.Cleanup(func() { _ = run.Close(context.Background()) })
+	// Registered last, so it runs before the engines' own clean-ups.
+	t.Cleanup(func() { _ = n.close(context.Background()) })
+	return n
+}
+
+// close stops the node in reverse start order: the modules, the
+// services, then every engine and its connection.
+func (n *upNode) close(ctx context.Context) error {
+	var errs []error
+	if n.run != nil {
+		errs = append(errs, n.run.Close(ctx))
+		n.run = nil
+	}
+	if n.svc != nil {
+		errs = append(errs, n.svc.Close(ctx))
+		n.svc = nil
+	}
+	for i := len(n.engines) - 1; i >= 0; i-- {
+		errs = append(errs, n.engines[i].Close(ctx))
+		n.engines[i].Conn().Close()
+	}
+	n.engines = nil
+	return errors.Join(errs...)
 }
 
 // streamCounts is the message count of every stream.

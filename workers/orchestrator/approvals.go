@@ -207,10 +207,11 @@ func (o *Orchestrator) onApproval(ctx context.Context, m jetstream.Msg) error {
 		return nil
 	}
 	rec, _, err := o.store().Load(ctx, ar.SessionID)
-	if errors.Is(err, session.ErrCorruptRecord) {
-		// No run can take the decision until the record is reset
-		// (the error says how); asking again every second would not help.
-		o.logger.Warn("approval decision not applied: the session's turn record does not decode", "session_id", ar.SessionID, "error", err)
+	if unreadableTurn(err) {
+		// No run can take the decision until the record is reset (the
+		// error says how) or while the session's region has no stores
+		// here; asking again every second would not help.
+		o.logger.Warn("approval decision not applied: the session's turn record cannot be read", "session_id", ar.SessionID, "error", err)
 		return nil
 	}
 	if err != nil && !errors.Is(err, session.ErrNoRecord) {
@@ -259,6 +260,13 @@ func (o *Orchestrator) repairApproval(ctx context.Context, subject string, cause
 	if errors.Is(err, session.ErrNoRecord) {
 		err, rec = nil, turn.Record{}
 	}
+	if unreadableTurn(err) {
+		// No call of the session can be parked where a run would take
+		// it until the turn record is reset or its region has stores.
+		o.logger.Warn("approval record does not decode; ignored (the session's turn record cannot be read)",
+			"session_id", sid, "function_call_id", callID, "error", cause, "turn_error", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -275,6 +283,17 @@ func (o *Orchestrator) repairApproval(ctx context.Context, subject string, cause
 	}
 	o.logger.Warn("approval record does not decode; ignored (no call waits on it)", "session_id", sid, "function_call_id", callID, "error", cause)
 	return nil
+}
+
+// unreadableTurn says whether err, loading the turn record of the session
+// an approvals value names, stays the same however often it is asked: the
+// record does not decode (another client wrote it; only a reset changes
+// that), or the session is homed in a region with no stores here (another
+// client wrote the value: a session of that region keeps its approvals in
+// its region's copy of the bucket). A watcher that retried on it would
+// redeliver the value every second forever.
+func unreadableTurn(err error) bool {
+	return errors.Is(err, session.ErrCorruptRecord) || errors.Is(err, engine.ErrUnknownRegion)
 }
 
 // mayPark says whether the call is of the current batch and has neither

@@ -319,6 +319,15 @@ func TestApprovalForForeignTurnRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	approvalsSettle(t, js)
+}
+
+// approvalsSettle fails t unless the approvals watcher takes every
+// change of the bucket and is not asked about any again.
+func approvalsSettle(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	stream, err := js.Stream(ctx, subjects.ApprovalsKVStream)
 	if err != nil {
 		t.Fatal(err)
@@ -344,5 +353,48 @@ func TestApprovalForForeignTurnRecord(t *testing.T) {
 	}
 	if info.NumAckPending != 0 || info.NumRedelivered != 0 {
 		t.Fatalf("the decisions are asked about again: ack pending %d, redelivered %d", info.NumAckPending, info.NumRedelivered)
+	}
+}
+
+// An approvals value another client wrote whose session's turn record
+// cannot be read, because it does not decode or because the key names a
+// session of a region with no stores here (`nats kv put iii-approvals
+// fw.a.b garbage`), is logged and left: the watcher does not ask about it
+// again every second forever. Before, the repair of a value that does
+// not decode, and a decision for such a session, failed on the turn
+// record at every redelivery.
+func TestForeignApprovalValues(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	js := s.e.JetStream()
+	turns, err := js.KeyValue(ctx, subjects.TurnStateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals, err := js.KeyValue(ctx, subjects.ApprovalsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := turns.Put(ctx, "apv-x", []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	decided, _ := json.Marshal(agent.ApprovalRecord{SessionID: "apv.y", RunID: "r1", FunctionCallID: "c1", ArgsHash: "h",
+		Status: agent.ApprovalDecided, Decision: "approve", DecidedAt: 1})
+	for _, r := range []struct{ name, key, value string }{
+		{"no record, corrupt turn record", "apv-x.c1", "garbage"},
+		{"no record, a session of no region here", "apv.y.c1", "garbage"},
+		{"a decision, a session of no region here", "apv.y.c2", string(decided)},
+	} {
+		if _, err := approvals.Put(ctx, r.key, []byte(r.value)); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+	}
+	approvalsSettle(t, js)
+	for _, key := range []string{"apv-x.c1", "apv.y.c1"} {
+		if ent, err := approvals.Get(ctx, key); err != nil || string(ent.Value()) != "garbage" {
+			t.Errorf("%s: the value was touched: %v", key, err)
+		}
 	}
 }
