@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -34,7 +35,8 @@ const metaCacheSize = 4096
 // active leaf, a new display name) races an append as it always did.
 // The watch delivers new writes only (not the bucket's state): a meta is
 // cached when this store reads or writes it. Before the watch starts and
-// after it stops, every meta is read. Sessions homed in a region keep
+// after it stops, every meta is read; a watch that ends early (nats.go
+// could not resume it) is started again ([metaCache.follow]). Sessions homed in a region keep
 // their metas in the region's copy, which is not watched: they are
 // always read.
 type metaCache struct {
@@ -54,6 +56,8 @@ type metaCache struct {
 	hits   atomic.Int64
 	cancel context.CancelFunc
 	done   chan struct{}
+	// watcher is the watch running (the tests end it as nats.go would).
+	watcher jetstream.KeyWatcher
 }
 
 // cachedMeta is a meta and the revision it was read or written at.
@@ -81,21 +85,69 @@ func (c *metaCache) start(ctx context.Context, kv jetstream.KeyValue, logger *sl
 		return err
 	}
 	c.mu.Lock()
-	c.running = true
+	c.running, c.watcher = true, kw
 	c.mu.Unlock()
 	c.cancel, c.done = cancel, make(chan struct{})
-	go func() {
-		defer close(c.done)
-		err := engine.FollowKV(wctx, kw, func(ent jetstream.KeyValueEntry) { c.saw(ent.Key(), ent.Revision()) }, nil)
+	go c.follow(wctx, kv, kw, logger)
+	return nil
+}
+
+// metaRewatch bounds the wait between two tries to watch the bucket
+// again after the watch ended.
+var metaRewatch = struct{ first, max time.Duration }{time.Second, 30 * time.Second}
+
+// follow feeds the watch kw to the cache until ctx ends. A watch that ends
+// before (nats.go closes it when it cannot resume it: a server restart, a
+// bucket recreated) empties the cache, every meta is read meanwhile, and
+// the bucket is watched again; before, the cache stayed off for the rest
+// of the process.
+func (c *metaCache) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstream.KeyWatcher, logger *slog.Logger) {
+	defer close(c.done)
+	for {
+		err := engine.FollowKV(ctx, kw, func(ent jetstream.KeyValueEntry) { c.saw(ent.Key(), ent.Revision()) }, nil)
 		c.mu.Lock()
 		c.running = false
 		clear(c.metas)
 		c.mu.Unlock()
-		if err != nil {
-			logger.Warn("session meta watch ended; every append reads the meta", "error", err)
+		if ctx.Err() != nil {
+			return
 		}
-	}()
-	return nil
+		logger.Warn("session meta watch ended; every append reads the meta until it is watched again", "error", err)
+		if kw = c.rewatch(ctx, kv); kw == nil {
+			return
+		}
+		logger.Info("session meta watch resumed")
+	}
+}
+
+// rewatch watches kv again, trying with a growing pause until ctx ends
+// (nil). The writes made while nothing watched are unknown, so a meta read
+// or written before the new watch began is not cached: the floor moves to
+// the bucket's last revision once the new watch is in place.
+func (c *metaCache) rewatch(ctx context.Context, kv jetstream.KeyValue) jetstream.KeyWatcher {
+	for pause := metaRewatch.first; ; pause = min(2*pause, metaRewatch.max) {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+		kw, err := kv.WatchAll(ctx, jetstream.MetaOnly(), jetstream.UpdatesOnly())
+		if err != nil {
+			continue
+		}
+		st, err := kv.Status(ctx)
+		bs, ok := st.(*jetstream.KeyValueBucketStatus)
+		if err != nil || !ok {
+			_ = kw.Stop()
+			continue
+		}
+		last := bs.StreamInfo().State.LastSeq
+		c.mu.Lock()
+		c.running, c.watcher = true, kw
+		c.floor, c.last = max(c.floor, last), max(c.last, last)
+		c.mu.Unlock()
+		return kw
+	}
 }
 
 // saw records a write of key at revision rev (a put, a delete or a

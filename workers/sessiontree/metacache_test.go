@@ -3,8 +3,11 @@ package sessiontree
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/enginetest"
@@ -233,4 +236,79 @@ func TestMetaCacheOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A watch that ends before the store closes (nats.go gives up on one it
+// cannot resume, as after a server restart; here it is stopped as nats.go
+// stops it) is started again: the cache is off meanwhile, and back after,
+// caching only what is newer than the writes it may have missed. Before,
+// it stayed off for the rest of the process and every append read its
+// meta.
+func TestMetaCacheWatchesAgain(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx := context.Background()
+	kv, err := e.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "meta-rewatch-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newMetaCache()
+	if err := c.start(ctx, kv, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.stop)
+	c.mu.Lock()
+	kw := c.watcher
+	c.mu.Unlock()
+	if err := kw.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if c.watching() {
+			return fmt.Errorf("still watching")
+		}
+		return nil
+	})
+	// Writes nobody watches.
+	for i := range 3 {
+		if _, err := kv.Put(ctx, fmt.Sprint("gap", i), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if !c.watching() {
+			return fmt.Errorf("not watching again")
+		}
+		return nil
+	})
+	// A meta read before the new watch began may be older than a write
+	// nobody saw: not cached. One read after it is.
+	c.put(Meta{SessionID: "s2"}, 2)
+	if _, _, ok := c.get("s2"); ok {
+		t.Fatal("a meta older than the new watch was cached")
+	}
+	rev, err := kv.Put(ctx, "s2", []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.put(Meta{SessionID: "s2"}, rev)
+	if _, _, ok := c.get("s2"); !ok {
+		t.Fatal("a meta newer than the new watch was not cached")
+	}
+	if _, err := kv.Put(ctx, "s2", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	waitUncachedIn(t, c, "s2")
+}
+
+// waitUncachedIn waits until c's watch has dropped sid's cached meta.
+func waitUncachedIn(t *testing.T, c *metaCache, sid string) {
+	t.Helper()
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if _, _, ok := c.get(sid); ok {
+			return fmt.Errorf("%s: the cached meta outlived a newer write", sid)
+		}
+		return nil
+	})
 }
