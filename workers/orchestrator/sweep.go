@@ -211,6 +211,12 @@ func (o *Orchestrator) resweep(ctx context.Context, stale time.Duration) (int, e
 		case errors.Is(err, session.ErrNoRecord):
 			o.scan.settled(sid)
 			continue
+		case errors.Is(err, session.ErrCorruptRecord):
+			// Forgotten until written again (a reset, a new run):
+			// reading it at every sweep would not change it.
+			o.logger.Warn("turn record not swept: it does not decode", "key", sid, "error", err)
+			o.scan.settled(sid)
+			continue
 		case err != nil:
 			continue // looked at again next time
 		case settledRecord(rec):

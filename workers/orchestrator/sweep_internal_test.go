@@ -175,6 +175,7 @@ func TestResweepPassesOverForeignRecords(t *testing.T) {
 		{"a", `{}`},
 		{"b", `{"session_id":"a b","state":"assistant_streaming"}`},
 		{"c", `{"session_id":"other","state":"assistant_streaming"}`},
+		{"d", `garbage`},
 	} {
 		if _, err := kv.Put(ctx, r.key, []byte(r.value)); err != nil {
 			t.Fatal(err)
