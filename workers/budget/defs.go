@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -31,8 +32,18 @@ func (d *defs) apply(ent jetstream.KeyValueEntry) {
 	var b Budget
 	put := ent.Operation() == jetstream.KeyValuePut
 	if put {
-		if err := json.Unmarshal(ent.Value(), &b); err != nil || b.BudgetID != id || !b.Period.Valid() || !(b.CeilingUSD > 0) {
-			d.logger.Warn("budget definition does not decode; ignored", "key", ent.Key(), "error", err)
+		err := json.Unmarshal(ent.Value(), &b)
+		switch {
+		case err != nil:
+		case b.BudgetID != id:
+			err = fmt.Errorf("it names budget %q", b.BudgetID)
+		case !b.Period.Valid():
+			err = fmt.Errorf("unknown period %q", b.Period)
+		case !(b.CeilingUSD > 0):
+			err = fmt.Errorf("ceiling %v is not positive", b.CeilingUSD)
+		}
+		if err != nil {
+			d.logger.Warn("budget definition is not one; ignored", "key", ent.Key(), "error", err)
 			put = false
 		}
 		if b.AlertThresholds == nil {

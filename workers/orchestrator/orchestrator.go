@@ -432,7 +432,11 @@ func (o *Orchestrator) consumeStepsOf(ctx context.Context, stream string) (jetst
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var st Step
-		if err := json.Unmarshal(m.Data(), &st); err != nil || agent.ValidateSessionID(st.SessionID) != nil {
+		err := json.Unmarshal(m.Data(), &st)
+		if err == nil {
+			err = agent.ValidateSessionID(st.SessionID)
+		}
+		if err != nil {
 			o.logger.Warn("bad turn step dropped", "subject", m.Subject(), "error", err)
 			_ = m.Term()
 			return
