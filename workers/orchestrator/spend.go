@@ -119,12 +119,24 @@ func (s *spend) reserve(ctx context.Context, req session.ModelRequest, id string
 	return len(ans.Budgets) > 0, nil
 }
 
-// settle records the actual cost of reservation id; a failure is logged
-// (the hold lapses at its TTL and the spend is not counted).
+// settleTimeout bounds settle's tries; settleAttempt one of them.
+var settleTimeout, settleAttempt = 30 * time.Second, 5 * time.Second
+
+// settle records the actual cost of reservation id. Settling is
+// idempotent by reservation id, so a settle that failed on the way (the
+// budget worker restarting: no responders; its store electing a leader:
+// unavailable or timeout) is tried again, for up to settleTimeout; before,
+// one failed try left the spend uncounted. A failure is logged (the hold
+// lapses at its TTL and the spend is not counted).
 func (s *spend) settle(ctx context.Context, id string, actual float64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	err := s.e.Trigger(ctx, budgetSettleFunction, map[string]any{"reservation_id": id, "actual_usd": actual}, nil)
+	err := engine.Retry(ctx, settleAttempt, func(ctx context.Context) error {
+		return s.e.Trigger(ctx, budgetSettleFunction, map[string]any{"reservation_id": id, "actual_usd": actual}, nil)
+	}, func(err error) bool {
+		we := wire.From(err)
+		return we.Retryable || we.Code == wire.CodeFunctionNotFound
+	})
 	if err != nil {
 		s.logger.Warn("budget settle failed; the spend of this call is not counted", "reservation_id", id, "actual_usd", actual, "error", err)
 	}

@@ -176,3 +176,60 @@ func TestRunStartChecksCapabilities(t *testing.T) {
 		t.Fatalf("a refused run left a record: %+v, %v", view, err)
 	}
 }
+
+// A settle that finds no budget worker (it restarts while the model
+// streams) is tried again until one answers: the call's cost is counted
+// and its hold released. Before, one failed try left the spend uncounted
+// and the estimate held until its TTL.
+func TestSettleWaitsForTheBudgetWorker(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	mw := models.NewWorker(models.WithCatalog([]agent.Model{pricedEcho}))
+	if err := mw.Start(ctx, s.e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mw.Close(context.Background()) })
+	startBudget := func() *budget.Worker {
+		bw := budget.NewWorker()
+		if err := bw.Start(ctx, enginetest.NewEngine(t, ns)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bw.Close(context.Background()) })
+		return bw
+	}
+	first := startBudget()
+	createBudget(t, s, "ws-settle", 10)
+	var res orchestrator.RunStartResult
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{
+		SessionID: "settle1", Provider: "scripted", Model: "echo", SystemPrompt: "Be brief.", WorkspaceID: "ws-settle",
+		Messages: []agent.Message{userText("/sleep 1500\nhello")},
+	}, &res); err != nil || !res.Started {
+		t.Fatalf("run::start = %+v, %v", res, err)
+	}
+	// The model call holds its estimate; then the budget worker goes away
+	// until after the call ended.
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if _, held := spent(t, s, "ws-settle"); held == 0 {
+			return fmt.Errorf("nothing held yet")
+		}
+		return nil
+	})
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	startBudget()
+	evs := events(t, s.e, "settle1", 30*time.Second)
+	var cost float64
+	for _, ev := range evs {
+		if ev.Type == agent.EventMessageComplete && ev.Message != nil && ev.Message.Usage != nil {
+			cost = ev.Message.Usage.CostUSD
+		}
+	}
+	sp, held := spent(t, s, "ws-settle")
+	if cost <= 0 || fmt.Sprintf("%.6f", sp) != fmt.Sprintf("%.6f", cost) || held != 0 {
+		t.Fatalf("spent %v (held %v), the call cost %v: %v", sp, held, cost, types(evs))
+	}
+}
