@@ -112,9 +112,13 @@
 // pending record over once it is 30 s old, undoing its holds), places the
 // holds in budget-id order, then makes it "held" (compare-and-set, TTL
 // ttl + retention). A refusal undoes the holds placed and purges the
-// record. Settle reads it, moves each hold's amount into spent, and makes
-// it "settled" with actual_usd (compare-and-set, TTL retention): the
-// settled marker that answers a repeated settle.
+// record. Settle reads it, makes it "settling" with actual_usd
+// (compare-and-set, the held record's remaining TTL), moves that amount
+// into spent in each budget whose hold is still there, and makes it
+// "settled" (compare-and-set, TTL retention): the settled marker that
+// answers a repeated settle. A settle that dies between budgets is
+// finished by the next settle of the id with the recorded actual_usd, so
+// every budget counts the first figure once.
 //
 // # Lifecycle
 //

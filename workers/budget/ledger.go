@@ -378,7 +378,7 @@ func (l *Ledger) Reserve(ctx context.Context, req ReserveRequest) (ReserveRespon
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
 			return ReserveResponse{}, err
-		case rec.State == resHeld || rec.State == resSettled:
+		case rec.granted():
 			return l.answer(ctx, rec, nowMs)
 		}
 		return ReserveResponse{ReservationID: rid, Budgets: []Status{}}, nil
@@ -409,7 +409,7 @@ func (l *Ledger) Reserve(ctx context.Context, req ReserveRequest) (ReserveRespon
 			return ReserveResponse{}, wire.Errorf(wire.CodeConflict, "reservation %q changed concurrently; retry", rid)
 		case rerr != nil:
 			return ReserveResponse{}, rerr
-		case old.State == resHeld || old.State == resSettled:
+		case old.granted():
 			return l.answer(ctx, old, nowMs)
 		case now.Sub(time.UnixMilli(old.UpdatedAt)) < pendingLease:
 			return ReserveResponse{}, wire.Errorf(wire.CodeConflict, "reservation %q is being made by another call; retry", rid)
@@ -567,7 +567,9 @@ func (l *Ledger) abandon(ctx context.Context, key string, rev uint64, placed []h
 
 // Settle counts req.ActualUSD as spent in every budget of the reservation
 // (in the period it was made in, even if its hold expired) and drops the
-// holds. Settling twice counts once: the first actual cost stays. An
+// holds. Settling twice counts once: the first actual cost stays, in
+// every budget, even when the first settle died between budgets (the
+// record turns "settling" with the actual cost before any is counted). An
 // unknown reservation (never granted, or settled or expired longer than
 // the retention ago) is not_found.
 func (l *Ledger) Settle(ctx context.Context, req SettleRequest) (SettleResponse, error) {
@@ -595,10 +597,26 @@ func (l *Ledger) Settle(ctx context.Context, req SettleRequest) (SettleResponse,
 				return SettleResponse{}, wire.Errorf(wire.CodeConflict, "reservation %q is still being made; retry", rid)
 			}
 			return SettleResponse{}, wire.Errorf(wire.CodeNotFound, "reservation %q was never granted", rid)
+		case resHeld:
+			// Record the actual cost before counting it anywhere: a settle
+			// that dies between budgets is finished by a retry with this
+			// figure, whatever the retry says, so every budget counts the
+			// same one. The record keeps its lifetime (see settlingTTL).
+			rec.State, rec.ActualUSD, rec.UpdatedAt = resSettling, actual, nowMs
+			rev, err = l.putRecord(ctx, key, rec, rev, l.settlingTTL(rec, now))
+			if isConflict(err) {
+				continue
+			}
+			if err != nil {
+				return SettleResponse{}, storeErr(ctx, err, "record settlement of %s", rid)
+			}
+		case resSettling:
+		default:
+			return SettleResponse{}, wire.Errorf(wire.CodeInternal, "reservation %q has unknown state %q", rid, rec.State)
 		}
 		out := make([]Status, 0, len(rec.Budgets))
 		for _, ref := range rec.Budgets {
-			s, ok, err := l.spend(ctx, ref, rid, actual, nowMs)
+			s, ok, err := l.spend(ctx, ref, rid, rec.ActualUSD, nowMs)
 			if err != nil {
 				return SettleResponse{}, err
 			}
@@ -606,7 +624,7 @@ func (l *Ledger) Settle(ctx context.Context, req SettleRequest) (SettleResponse,
 				out = append(out, s)
 			}
 		}
-		rec.State, rec.ActualUSD, rec.SettledAt, rec.UpdatedAt = resSettled, actual, nowMs, nowMs
+		rec.State, rec.SettledAt, rec.UpdatedAt = resSettled, nowMs, nowMs
 		_, err = l.putRecord(ctx, key, rec, rev, l.o.retention)
 		if err == nil {
 			return SettleResponse{Budgets: out}, nil
@@ -619,6 +637,15 @@ func (l *Ledger) Settle(ctx context.Context, req SettleRequest) (SettleResponse,
 		// A concurrent settle of the same reservation: read it again.
 	}
 	return SettleResponse{}, wire.Errorf(wire.CodeConflict, "reservation %q changed concurrently; retry", rid)
+}
+
+// settlingTTL is the TTL of rec's "settling" record: what is left of the
+// held record's life (expiry + retention), so that the record never
+// outlives the holds that mark the budgets still to count (they stay
+// until expiry + retention + skewMargin). At least a minute, well inside
+// that margin, since a TTL cannot be zero.
+func (l *Ledger) settlingTTL(rec reservation, now time.Time) time.Duration {
+	return max(time.UnixMilli(rec.ExpiresAt).Add(l.o.retention).Sub(now), time.Minute)
 }
 
 // spend counts actual in budget ref if reservation rid still holds there

@@ -123,10 +123,16 @@ func status(b Budget, start time.Time, st periodState, nowMs int64) Status {
 
 // Reservation record states.
 const (
-	resPending = "pending" // a reserve is placing the holds
-	resHeld    = "held"    // every hold is placed
-	resSettled = "settled" // the actual cost is counted
+	resPending  = "pending"  // a reserve is placing the holds
+	resHeld     = "held"     // every hold is placed
+	resSettling = "settling" // actual_usd is fixed; holds are being counted
+	resSettled  = "settled"  // the actual cost is counted
 )
+
+// granted reports whether every hold of the reservation was placed.
+func (r reservation) granted() bool {
+	return r.State == resHeld || r.State == resSettling || r.State == resSettled
+}
 
 // reservation is the value of "res.<reservation id>".
 type reservation struct {
