@@ -26,13 +26,15 @@
 //
 //	{"job_id":"nightly","tick":"2030-01-02T00:00:00.000Z","tick_ms":1893542400000,"data":{...}}
 //
-// So a tick fires at most once, and once while any scheduler is up and
-// JetStream answers; a scheduler killed between its lease and its call, or
-// whose lease was stored under a create that answered a timeout, loses
-// that tick (the lease names it taken). Ticks missed while no scheduler ran are not caught
-// up; a scheduler that wakes later than its misfire grace skips the tick
-// ([WithMisfireGrace]). A function that must not lose a tick should enqueue
-// durable work and return at once.
+// So a tick fires at most once (while the nodes' clocks agree within the
+// misfire grace: the lease lives twice the grace plus a second), and once
+// while any scheduler is up and JetStream answers; a scheduler killed
+// between its lease and its call, or whose lease was stored under a create
+// that answered a timeout, loses that tick (the lease names it taken), and
+// a call that fails is not retried. Ticks missed while no scheduler ran are
+// not caught up; a scheduler that wakes later than its misfire grace skips
+// the tick ([WithMisfireGrace]). A function that must not lose a tick
+// should enqueue durable work and return at once.
 //
 // Lifecycle: Start → (jobs come and go through the bucket) → Close. Time
 // comes from a [Clock] ([WithClock]), so tests move a fake clock instead of

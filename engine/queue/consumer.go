@@ -324,7 +324,19 @@ func (c *Consumer) final(msg jetstream.Msg, md *jetstream.MsgMetadata, fnID stri
 	ctx, cancel := context.WithTimeout(c.base, dlqPublishTimeout)
 	defer cancel()
 	out := deadLetterMsg(c.queue, msg.Data(), msg.Headers(), md, fnID, we, time.Now())
-	if _, err := c.e.JetStream().PublishMsg(ctx, out); err != nil {
+	// An earlier delivery may have stored the dead letter and died before
+	// its ack. Its Nats-Msg-Id dedupes only within the DLQ stream's
+	// duplicate window, which this redelivery may come after: look.
+	stored := false
+	if md.NumDelivered > 1 {
+		var err error
+		if stored, err = hasDeadLetter(ctx, c.e.JetStream(), c.queue, md); err != nil {
+			log.Warn("dead-letter lookup failed; publishing, deduplicated only within the duplicate window", "queue", c.queue, "error", err)
+		}
+	}
+	if stored {
+		log.Info("message already dead-lettered by an earlier delivery; removing it from its queue", "queue", c.queue, "queue_seq", md.Sequence.Stream)
+	} else if _, err := c.e.JetStream().PublishMsg(ctx, out); err != nil {
 		if c.base.Err() != nil {
 			c.abandoned.Add(1)
 			return

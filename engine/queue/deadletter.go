@@ -143,6 +143,57 @@ func deadLetterMsg(queue string, data []byte, hdr nats.Header, md *jetstream.Msg
 	return &nats.Msg{Subject: subj, Data: data, Header: h}
 }
 
+// clockMargin widens the dead-letter lookup of [hasDeadLetter] for clock
+// differences between the servers that stored the message and its dead
+// letter.
+const clockMargin = time.Minute
+
+// hasDeadLetter reports whether queue message md already has a dead letter
+// in stream III_DLQ (header Iii-Queue-Seq). It reads the queue's dead
+// letters stored since the message was enqueued, headers only: no dead
+// letter of it can be older.
+func hasDeadLetter(ctx context.Context, js jetstream.JetStream, queue string, md *jetstream.MsgMetadata) (bool, error) {
+	subj, err := subjects.DLQSubject(queue)
+	if err != nil {
+		return false, err
+	}
+	start := md.Timestamp.Add(-clockMargin)
+	oc, err := js.OrderedConsumer(ctx, subjects.DLQStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subj},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   &start,
+		HeadersOnly:    true,
+		// The server drops the consumer soon after the last fetch.
+		InactiveThreshold: 10 * time.Second,
+	})
+	if err != nil {
+		return false, err
+	}
+	want := strconv.FormatUint(md.Sequence.Stream, 10)
+	for {
+		batch, err := oc.FetchNoWait(256)
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			if m.Headers().Get(HeaderQueueSeq) == want {
+				return true, nil
+			}
+			if dm, err := m.Metadata(); err == nil && dm.NumPending == 0 {
+				return false, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return false, err
+		}
+		if n == 0 {
+			return false, nil
+		}
+	}
+}
+
 // parseDeadLetter reads a stored dead letter. Missing or malformed headers
 // leave their fields zero; it never fails.
 func parseDeadLetter(seq uint64, data []byte, h nats.Header) DeadLetter {
@@ -228,7 +279,12 @@ func DeadLetters(ctx context.Context, e *engine.Engine, name string, limit int) 
 // "iii-redrive-<queue>-<dlq seq>") and acked by JetStream before it is
 // deleted from the dead-letter stream, so a crash in between never loses
 // it, and a retried Redrive within the queue stream's duplicate window
-// (2 minutes) does not enqueue it twice. A redriven message starts with
+// (2 minutes) does not enqueue it twice. A retry later than that does:
+// the queue stream is a work queue, so a redriven message that was
+// already consumed leaves no trace to look up, and JetStream cannot
+// publish to one stream and delete from another atomically; only a
+// longer Duplicates window on III_QUEUE widens the guarantee. A redriven
+// message starts with
 // fresh deliveries and keeps its first enqueue time. Dead letters that
 // arrive while Redrive runs (a message that fails again at once) are left
 // for the next call. With [WithRedriveSequence] a missing sequence is

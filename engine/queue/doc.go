@@ -30,12 +30,14 @@
 //     Iii-Error-Message, Iii-Deliveries, Iii-Enqueued-At,
 //     Iii-Dead-Lettered-At, Iii-Queue-Seq — and removes the original only
 //     after JetStream acked the dead letter. A crash in between leaves both;
-//     the original comes back and its second dead letter is dropped by
-//     JetStream's deduplication (Nats-Msg-Id "iii-dlq-<queue>-<seq>"),
-//     within the streams' duplicate window (2 minutes): a consumer that
-//     comes back later than that dead-letters it twice, and a redrive
-//     that crashed between its publish and its delete enqueues it twice.
-//     Queues deliver at least once.
+//     the original comes back and is not dead-lettered twice: within the
+//     DLQ stream's duplicate window (the server default, 2 minutes)
+//     JetStream drops the copy (Nats-Msg-Id "iii-dlq-<queue>-<seq>"), and
+//     a redelivery (delivery 2 or later) first looks for a dead letter
+//     with its Iii-Queue-Seq among those stored since it was enqueued,
+//     then only removes the original. A redelivered message whose call
+//     fails with a final error still runs its function once more: queues
+//     deliver at least once.
 //
 // Deliveries are counted by this package (the JetStream consumer has no
 // MaxDeliver), so a message whose last delivery never answered — its
@@ -53,7 +55,10 @@
 // # Dead letters
 //
 // [DeadLetters] lists them, [Redrive] moves them back (publish, then
-// delete, idempotent under Nats-Msg-Id "iii-redrive-<queue>-<seq>"), and
+// delete, idempotent under Nats-Msg-Id "iii-redrive-<queue>-<seq>" within
+// the III_QUEUE stream's duplicate window, 2 minutes; a redrive that died
+// between its publish and its delete and is retried later than that
+// enqueues the message twice — see [Redrive]), and
 // [Inspect] reports a queue's counts. [Serve] exposes all of this as the
 // functions queue::enqueue, queue::dead_letters, queue::redrive and
 // queue::stats of worker "queue", so the nats CLI can drive it:

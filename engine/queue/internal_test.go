@@ -207,3 +207,49 @@ func TestRedriveMsgIDsAreDistinct(t *testing.T) {
 		}
 	}
 }
+
+func TestHasDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	ctx := context.Background()
+	if _, err := e.EnsureStream(ctx, engine.DLQStreamConfig(1)); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	md := func(seq uint64) *jetstream.MsgMetadata {
+		return &jetstream.MsgMetadata{NumDelivered: 2, Sequence: jetstream.SequencePair{Stream: seq}, Timestamp: at}
+	}
+	we := wire.Errorf(wire.CodeInternal, "boom")
+	for seq := uint64(1); seq <= 300; seq++ { // more than one fetch
+		if seq == 7 {
+			continue
+		}
+		h := nats.Header{}
+		h.Set(engine.HeaderFunctionID, "a::b")
+		if _, err := e.JetStream().PublishMsg(ctx, deadLetterMsg("q", []byte("x"), h, md(seq), "a::b", we, at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		queue string
+		seq   uint64
+		want  bool
+	}{
+		{"q", 1, true},
+		{"q", 300, true},
+		{"q", 7, false},
+		{"q", 301, false},
+		{"other", 1, false},
+	}
+	for _, tt := range tests {
+		got, err := hasDeadLetter(ctx, e.JetStream(), tt.queue, md(tt.seq))
+		if err != nil || got != tt.want {
+			t.Errorf("hasDeadLetter(%s, %d) = %v, %v; want %v", tt.queue, tt.seq, got, err, tt.want)
+		}
+	}
+	later := md(1)
+	later.Timestamp = at.Add(time.Hour) // enqueued after every dead letter
+	if got, err := hasDeadLetter(ctx, e.JetStream(), "q", later); err != nil || got {
+		t.Errorf("dead letters older than the message: %v, %v", got, err)
+	}
+}
