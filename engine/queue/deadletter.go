@@ -157,41 +157,16 @@ func hasDeadLetter(ctx context.Context, js jetstream.JetStream, queue string, md
 	if err != nil {
 		return false, err
 	}
-	start := md.Timestamp.Add(-clockMargin)
-	oc, err := js.OrderedConsumer(ctx, subjects.DLQStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj},
-		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
-		OptStartTime:   &start,
-		HeadersOnly:    true,
-		// The server drops the consumer soon after the last fetch.
-		InactiveThreshold: 10 * time.Second,
-	})
+	s, err := js.Stream(ctx, subjects.DLQStream)
 	if err != nil {
 		return false, err
 	}
-	want := strconv.FormatUint(md.Sequence.Stream, 10)
-	for {
-		batch, err := oc.FetchNoWait(256)
-		if err != nil {
-			return false, err
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			if m.Headers().Get(HeaderQueueSeq) == want {
-				return true, nil
-			}
-			if dm, err := m.Metadata(); err == nil && dm.NumPending == 0 {
-				return false, nil
-			}
-		}
-		if err := batch.Error(); err != nil {
-			return false, err
-		}
-		if n == 0 {
-			return false, nil
-		}
-	}
+	want, found := strconv.FormatUint(md.Sequence.Stream, 10), false
+	_, err = engine.ScanHeaders(ctx, s, subj, md.Timestamp.Add(-clockMargin), func(m jetstream.Msg, _ *jetstream.MsgMetadata) bool {
+		found = m.Headers().Get(HeaderQueueSeq) == want
+		return !found
+	})
+	return found, err
 }
 
 // parseDeadLetter reads a stored dead letter. Missing or malformed headers

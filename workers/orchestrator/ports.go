@@ -318,50 +318,14 @@ func (p *publisher) storedSince(ctx context.Context, sid string, since time.Time
 		if err != nil {
 			return err
 		}
-		cons, err := s.OrderedConsumer(actx, jetstream.OrderedConsumerConfig{
-			FilterSubjects:    []string{subj},
-			DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
-			OptStartTime:      &since,
-			HeadersOnly:       true,
-			InactiveThreshold: 30 * time.Second,
+		n, err := engine.ScanHeaders(actx, s, subj, since, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+			have[m.Headers().Get(jetstream.MsgIDHeader)] = true
+			return md.Sequence.Stream < last.Sequence
 		})
-		if err != nil {
-			return err
-		}
-		if cons.CachedInfo().NumPending == 0 {
+		if err == nil && n == 0 {
 			return fmt.Errorf("no event of %s stored since %s, though the last one is", sid, since.UTC().Format(time.RFC3339Nano))
 		}
-		// One iterator, so the read uses one server consumer (an
-		// ordered consumer's every Fetch makes a new one).
-		it, err := cons.Messages(jetstream.PullMaxMessages(256))
-		if err != nil {
-			return err
-		}
-		defer func() {
-			it.Stop()
-			// Gone at once rather than after the inactive threshold: a
-			// node restarted after a long outage replays many sessions
-			// at once, and the stream's consumers are limited.
-			if info := cons.CachedInfo(); info != nil {
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(actx), 2*time.Second)
-				_ = s.DeleteConsumer(dctx, info.Name)
-				cancel()
-			}
-		}()
-		for {
-			m, err := it.Next(jetstream.NextContext(actx))
-			if err != nil {
-				return err
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				return err
-			}
-			have[m.Headers().Get(jetstream.MsgIDHeader)] = true
-			if md.Sequence.Stream >= last.Sequence || md.NumPending == 0 {
-				return nil
-			}
-		}
+		return err
 	}, always)
 	if err != nil {
 		return nil, fmt.Errorf("read the events of %s stored since the record: %w", sid, err)
