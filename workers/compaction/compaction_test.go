@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -863,5 +864,32 @@ func TestCompactionAppendIsDeduplicated(t *testing.T) {
 	}
 	if other := compaction.CompactionDedupID(sid, leaf, "e1"); other == id {
 		t.Fatal("another first kept entry has the same dedup id")
+	}
+}
+
+// A threshold compaction that panics (it runs on a goroutine of its own)
+// is logged and acked: the process lives on and the trigger serves the
+// next turn_end. Not parallel: it replaces the package's compaction.
+func TestThresholdCompactionPanic(t *testing.T) {
+	var calls atomic.Int32
+	compaction.SetBackgroundCompact(t, func(context.Context, compaction.CompactRequest) (compaction.CompactResponse, error) {
+		calls.Add(1)
+		var m map[string]int
+		m["boom"]++ // a nil map write: a runtime panic
+		return compaction.CompactResponse{}, nil
+	})
+	f := newFixture(t)
+	ctx := ctxT(t)
+	s := eventStream(t, f)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		_, err := s.Consumer(ctx, compaction.ConsumerName)
+		return err
+	})
+	big := f.create(t)
+	publishEvent(t, f, turnEnd(big, usable+10))
+	publishEvent(t, f, turnEnd(big, usable+20))
+	drained(t, s, 2)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d compactions ran, want 2", n)
 	}
 }

@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -22,3 +23,13 @@ func WithRescanInterval(d time.Duration) Option {
 
 // CompactionDedupID is compactionDedupID for the tests.
 var CompactionDedupID = compactionDedupID
+
+// SetBackgroundCompact replaces what the threshold trigger runs until
+// the test ends.
+func SetBackgroundCompact(t interface{ Cleanup(func()) }, f func(ctx context.Context, req CompactRequest) (CompactResponse, error)) {
+	old := backgroundCompact
+	backgroundCompact = func(_ *compactor, ctx context.Context, req CompactRequest, _ int64) (CompactResponse, error) {
+		return f(ctx, req)
+	}
+	t.Cleanup(func() { backgroundCompact = old })
+}

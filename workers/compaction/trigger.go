@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -351,7 +352,7 @@ func (t *trigger) run(m jetstream.Msg, req CompactRequest, staleBefore int64) {
 			}
 		}
 	}()
-	resp, err := t.c.compact(ctx, req, staleBefore)
+	resp, err := t.compact(ctx, req, staleBefore)
 	close(progress)
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
@@ -366,6 +367,23 @@ func (t *trigger) run(m jetstream.Msg, req CompactRequest, staleBefore int64) {
 		t.log.Debug("threshold compaction skipped", slog.String("session_id", req.SessionID), slog.String("outcome", string(resp.Reason)))
 	}
 	_ = m.Ack()
+}
+
+// backgroundCompact is what the threshold trigger runs for a turn_end
+// (a seam for the tests).
+var backgroundCompact = (*compactor).compact
+
+// compact runs one threshold compaction, turning a panic into an
+// internal error: it runs on a goroutine of its own, where a panic would
+// end the process (a function call's panic is the engine's to recover).
+func (t *trigger) compact(ctx context.Context, req CompactRequest, staleBefore int64) (resp CompactResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.log.Error("threshold compaction panicked", slog.String("session_id", req.SessionID), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			resp, err = CompactResponse{}, wire.Errorf(wire.CodeInternal, "compaction of session %s panicked: %v", req.SessionID, p)
+		}
+	}()
+	return backgroundCompact(t.c, ctx, req, staleBefore)
 }
 
 // close stops the consumers of every copy, then waits (until ctx ends)
