@@ -9,23 +9,28 @@
 //     asks the orchestrator to abort the whole run. Errors: invalid_payload
 //     (bad ids — a call id with '/', '.', '*', '>' or whitespace —, an
 //     unknown decision, a reason over 4 KiB or not UTF-8, an args_hash that
-//     is not "sha256:" and 64 hex digits); not_pending (no such parked call,
+//     is not "sha256:" and 64 hex digits, a decided record that would not
+//     fit the server's max payload — only another client's record comes
+//     that close; a shorter reason may fit); not_pending (no such parked call,
 //     already decided, a record that does not decode, or args_hash given and
 //     different from the record's: the call changed since it was shown);
 //     conflict (two lost compare-and-sets in a row; retry); unavailable.
 //     Not idempotent.
 //   - approval::list_pending {session_id?} → {pending:[{session_id,
-//     function_call_id, function_id, args, args_hash, requested_at}]}, only
-//     pending records, oldest first (requested_at, then key); never null.
-//     Without session_id it lists every copy of the bucket (see Session
-//     homes).
+//     function_call_id, function_id, args, args_hash, requested_at}],
+//     omitted?}, only pending records, oldest first (requested_at, then
+//     key); never null. Without session_id it lists every copy of the
+//     bucket (see Session homes). When the list would not fit the server's
+//     max payload, the oldest that fit are listed and omitted counts the
+//     others (decide those, or list one session, to see them).
 //   - approval::settings::get {session_id} → {session_id, mode,
 //     always_allow, updated_at?}; a session never set reads
 //     {mode:"manual", always_allow:[]}.
 //   - approval::settings::set {session_id, mode?, always_allow?} → the new
 //     settings. Omitted (or null) fields keep their value; always_allow is
 //     at most 256 patterns ('*' globs, anchored; a lone "*" is refused: use
-//     mode "full"), duplicates dropped, order kept.
+//     mode "full"), duplicates dropped, order kept. Settings too large for
+//     the server's max payload are invalid_payload.
 //
 // approval::resolve and approval::settings::set are on agent.HumanOnly: the
 // orchestrator's chokepoint denies them to a model whatever the policy

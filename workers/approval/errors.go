@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
 )
@@ -28,12 +30,16 @@ func notPending(format string, args ...any) *wire.Error {
 	return wire.Errorf(wire.CodeNotPending, format, args...)
 }
 
-// storeErr maps an error of a JetStream call onto the catalog: the caller's
-// context ending is canceled or timeout, anything else unavailable
-// (retryable: the bucket is not reachable right now).
+// storeErr maps an error of a JetStream call onto the catalog: a value
+// larger than the server's max payload is invalid_payload (the same write
+// never fits, so a retry cannot help), the caller's context ending is
+// canceled or timeout, anything else unavailable (retryable: the bucket is
+// not reachable right now).
 func storeErr(ctx context.Context, err error, format string, args ...any) *wire.Error {
 	what := fmt.Sprintf(format, args...)
 	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return wire.Wrap(wire.CodeInvalidPayload, err, "%s", what)
 	case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
 		return wire.Wrap(wire.CodeCanceled, err, "%s", what)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):

@@ -3,8 +3,11 @@ package approval
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
@@ -136,5 +139,78 @@ func TestListPendingMany(t *testing.T) {
 		if got[i-1].RequestedAt > got[i].RequestedAt {
 			t.Fatalf("not oldest first at %d: %d > %d", i, got[i-1].RequestedAt, got[i].RequestedAt)
 		}
+	}
+}
+
+// More pending calls than one message holds: the answer lists the oldest
+// that fit, in either codec, and counts the others in omitted, instead of
+// failing as a whole (internal: response exceeds the max payload) and
+// listing nothing.
+func TestListPendingOverMaxPayload(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 64 << 10
+	fractions := make([]any, 1000)
+	for i := range fractions {
+		fractions[i] = 0.5
+	}
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"heavier in JSON", map[string]any{"body": strings.Repeat(`"`, 3000)}}, // \" in JSON
+		{"heavier in msgpack", map[string]any{"xs": fractions}},                // 9 bytes each
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload))
+			e := enginetest.NewEngine(t, ns)
+			ctx := context.Background()
+			w := NewWorker()
+			if err := w.Start(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = w.Close(context.Background()) })
+			approvals, err := e.EnsureKV(ctx, ApprovalsBucketConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 20
+			for i := range n {
+				park(t, approvals, record(t, "s"+strconv.Itoa(i), "c", "fs::write", tc.args, int64(100+i)))
+			}
+			nc := enginetest.Connect(t, ns)
+			subj := subjects.MustFunctionSubject(ListPendingFunction)
+			for _, ct := range []string{wire.ContentJSON, wire.ContentMsgpack} {
+				codec := wire.ForContentType(ct)
+				body, err := codec.Marshal(ListPendingRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := nc.RequestMsg(&nats.Msg{Subject: subj, Data: body, Header: nats.Header{wire.HeaderContentType: {ct}}}, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if we := wire.Decode(m); we != nil {
+					t.Fatalf("%s: %v", ct, we)
+				}
+				var resp ListPendingResponse
+				if err := codec.Unmarshal(m.Data, &resp); err != nil {
+					t.Fatal(err)
+				}
+				if len(resp.Pending) == 0 || resp.Omitted == 0 || len(resp.Pending)+resp.Omitted != n {
+					t.Fatalf("%s: %d listed, %d omitted; want some of each, %d in all", ct, len(resp.Pending), resp.Omitted, n)
+				}
+				for i, p := range resp.Pending {
+					if p.SessionID != "s"+strconv.Itoa(i) {
+						t.Fatalf("%s: not the oldest first: %v", ct, ids(resp.Pending))
+					}
+				}
+			}
+			// One session's list fits.
+			resp, err := engine.Call[ListPendingResponse](ctx, e, ListPendingFunction, ListPendingRequest{SessionID: "s19"})
+			if err != nil || len(resp.Pending) != 1 || resp.Omitted != 0 {
+				t.Fatalf("one session: %+v %v", resp, err)
+			}
+		})
 	}
 }

@@ -113,9 +113,12 @@ type Pending struct {
 }
 
 // ListPendingResponse is the answer of approval::list_pending, oldest
-// first; Pending is never null.
+// first; Pending is never null. Omitted counts the newer pending calls left
+// out because the answer would not fit the server's max payload: decide
+// the listed ones, or list one session, to see them.
 type ListPendingResponse struct {
 	Pending []Pending `json:"pending"`
+	Omitted int       `json:"omitted,omitempty"`
 }
 
 // SettingsGetRequest is the request of approval::settings::get.
@@ -220,7 +223,8 @@ const listPendingResponseSchema = `{
         },
         "required": ["session_id", "function_call_id", "function_id", "args", "args_hash", "requested_at"]
       }
-    }
+    },
+    "omitted": {"type": "integer", "description": "newer pending calls left out because the answer would exceed the server's max payload; absent when none"}
   },
   "required": ["pending"]
 }`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 )
@@ -281,4 +283,52 @@ func mustJSON(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A write that can never fit the server's max payload is invalid_payload,
+// not unavailable: retrying the same request cannot help. Only another
+// client's record comes this close to the limit; the decision with a
+// shorter reason fits.
+func TestWritesOverMaxPayload(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 64 << 10
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload))
+	e := enginetest.NewEngine(t, ns)
+	ctx := context.Background()
+	s, err := Open(ctx, e, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals, err := e.EnsureKV(ctx, ApprovalsBucketConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", maxPayload-2000)
+	key, rev := parkRaw(t, approvals, "s1", "c1", []byte(`{"status":"pending","function_id":"fs::write","args":{"body":"`+big+`"}}`))
+	long := strings.Repeat("r", MaxReasonBytes)
+	patterns := make([]string, MaxAlwaysAllow)
+	for i := range patterns {
+		patterns[i] = fmt.Sprintf("%03d::%s", i, strings.Repeat("p", 250))
+	}
+	for name, call := range map[string]func() error{
+		"resolve": func() error {
+			return s.Resolve(ctx, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", Reason: long})
+		},
+		"settings": func() error {
+			_, err := s.SetSettings(ctx, SettingsSetRequest{SessionID: "s1", AlwaysAllow: &patterns})
+			return err
+		},
+	} {
+		err := call()
+		var we *wire.Error
+		if !errors.Is(err, wire.ErrInvalidPayload) || !errors.As(err, &we) || we.Retryable {
+			t.Errorf("%s over the max payload: %v, want invalid_payload, not retryable", name, err)
+		}
+	}
+	if got, _, r := stored(t, approvals, key); r != rev || got.Status != agent.ApprovalPending {
+		t.Fatalf("record changed by a refused decision: rev %d", r)
+	}
+	if err := s.Resolve(ctx, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", Reason: "short"}); err != nil {
+		t.Fatalf("with a short reason: %v", err)
+	}
 }

@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
@@ -50,8 +51,10 @@ type Store struct {
 	regions func(ctx context.Context, stream string) ([]string, error)
 	// regionKV is region's copy of a bucket (engine.RegionKV).
 	regionKV func(ctx context.Context, bucket, region string) (jetstream.KeyValue, error)
-	now      func() time.Time
-	logger   *slog.Logger
+	// maxPayload is the server's max payload, which an answer must fit.
+	maxPayload func() int64
+	now        func() time.Time
+	logger     *slog.Logger
 }
 
 // Open opens (creating when missing) the approvals and settings buckets
@@ -73,7 +76,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if logger == nil {
 		logger = e.Logger().With("worker", WorkerName)
 	}
-	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, now: o.now, logger: logger}, nil
+	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, now: o.now, logger: logger}, nil
 }
 
 // bucket is the copy of per-session bucket holding session sid's keys. A
@@ -126,6 +129,11 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) error {
 		_, err = approvals.Update(ctx, key, data, ent.Revision())
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// Only a record another client wrote comes this close to the
+			// limit; a shorter reason may still fit.
+			return storeErr(ctx, err, "call %q of session %q: its decided record of %d bytes would not fit the server's max payload (a shorter reason may)", req.FunctionCallID, req.SessionID, len(data))
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return storeErr(ctx, err, "write approval %s", key)

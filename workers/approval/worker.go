@@ -9,6 +9,7 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
 )
 
@@ -115,7 +116,7 @@ func (s *Store) functions() []engine.Function {
 				if err != nil {
 					return ListPendingResponse{}, err
 				}
-				return ListPendingResponse{Pending: p}, nil
+				return fitPending(p, s.maxPayload()-answerRoom)
 			}),
 		},
 		{
@@ -138,4 +139,31 @@ func (s *Store) functions() []engine.Function {
 			}),
 		},
 	}
+}
+
+// answerRoom is what an answer leaves of the server's max payload for its
+// headers and the envelope around the list.
+const answerRoom = 1024
+
+// fitPending is the answer listing the oldest of pending that fit in limit
+// bytes in either codec (the caller's is not known here), and counting the
+// others in Omitted. Without it, more pending calls than one message holds
+// would make the answer fail as a whole, and no call could be listed.
+func fitPending(pending []Pending, limit int64) (ListPendingResponse, error) {
+	var size int64
+	for i, p := range pending {
+		j, err := wire.JSON.Marshal(p)
+		if err != nil {
+			return ListPendingResponse{}, wire.Wrap(wire.CodeInternal, err, "encode pending call")
+		}
+		m, err := wire.Msgpack.Marshal(p)
+		if err != nil {
+			return ListPendingResponse{}, wire.Wrap(wire.CodeInternal, err, "encode pending call")
+		}
+		size += int64(max(len(j), len(m))) + 1 // and a comma
+		if size > limit {
+			return ListPendingResponse{Pending: pending[:i], Omitted: len(pending) - i}, nil
+		}
+	}
+	return ListPendingResponse{Pending: pending}, nil
 }

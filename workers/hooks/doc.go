@@ -4,7 +4,9 @@
 //	hooks::publish_collect {topic, payload, merge_rule, timeout_ms?, expected_replies?, quiescence_ms?}
 //	  → {replies[], merged, publish_failed?, invalid?, dropped?}
 //
-// A call publishes payload as JSON on iii.hook.<topic tokens> and collects
+// A call publishes payload as JSON on iii.hook.<topic tokens> (a JSON
+// caller's payload as the JSON it sent, so an integer past 2^53 arrives
+// unchanged rather than rounded through a float64) and collects
 // the replies of whoever subscribes, until expected_replies came, or the
 // quiescence passed after the last reply, or the timeout; with no
 // subscriber it answers at once. See package engine/hook for the merge

@@ -2,12 +2,14 @@ package hooks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/hook"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
 )
 
@@ -66,7 +68,11 @@ func publishCollect(e *engine.Engine) engine.Handler {
 	nc := e.Conn()
 	logger := e.Logger().With("worker", WorkerName)
 	inject := hook.WithInjector(e.Inject)
-	return engine.Typed(func(ctx context.Context, req hook.Request) (hook.Result, error) {
+	return func(ctx context.Context, r *engine.Request) (any, error) {
+		req, err := bind(r)
+		if err != nil {
+			return nil, err
+		}
 		ctx, cancel := engine.WithReplyMargin(ctx)
 		defer cancel()
 		res, err := hook.PublishCollect(ctx, nc, req, inject)
@@ -75,7 +81,36 @@ func publishCollect(e *engine.Engine) engine.Handler {
 			return res, nil
 		}
 		return res, err
-	})
+	}
+}
+
+// jsonRequest is the request of a JSON caller, its payload kept as the
+// JSON text it came as. Decoded into any, every number would become a
+// float64, and an integer past 2^53 (an int64 id) would reach the
+// subscribers changed.
+type jsonRequest struct {
+	hook.Request
+	Payload json.RawMessage `json:"payload"`
+}
+
+// bind decodes and validates the request; every error is invalid_payload.
+// A JSON caller's payload is published as the JSON it sent; a msgpack
+// caller's decodes without loss (integers stay integers).
+func bind(r *engine.Request) (hook.Request, error) {
+	if r.Codec.ContentType() != wire.ContentJSON {
+		var req hook.Request
+		err := r.Bind(&req)
+		return req, err
+	}
+	var j jsonRequest
+	if err := r.Bind(&j); err != nil {
+		return hook.Request{}, err
+	}
+	req := j.Request
+	if j.Payload != nil {
+		req.Payload = j.Payload
+	}
+	return req, nil
 }
 
 // Close stops the endpoint, waiting until ctx ends for calls in flight.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -233,5 +234,61 @@ func TestWorkerLifecycle(t *testing.T) {
 	}
 	if err := NewWorker().Close(ctx); err != nil {
 		t.Fatalf("Close unstarted = %v", err)
+	}
+}
+
+// The subscribers get the payload the caller sent: a JSON caller's
+// integers past 2^53 (int64 ids) arrive unchanged, not rounded through a
+// float64; a msgpack caller's integers too.
+func TestWorkerPayloadExact(t *testing.T) {
+	t.Parallel()
+	ns, e := start(t)
+	seen := make(chan string, 1)
+	subscribe(t, ns, "iii.hook.exact.payload", func(m *nats.Msg) []byte {
+		seen <- string(m.Data)
+		return []byte(`{}`)
+	})
+	nc := enginetest.Connect(t, ns)
+	tests := []struct{ payload, want string }{
+		{`{"id":12345678901234567891}`, `{"id":12345678901234567891}`},
+		{`[9007199254740993, -9223372036854775808, 1.10]`, `[9007199254740993,-9223372036854775808,1.10]`},
+		{`18446744073709551615`, `18446744073709551615`},
+		{`{"a":{"b":[{"n":9007199254740993}]}}`, `{"a":{"b":[{"n":9007199254740993}]}}`},
+		{``, `null`},
+		{`null`, `null`},
+	}
+	for _, tc := range tests {
+		body := `{"topic":"exact::payload","merge_rule":"field_merge","expected_replies":1`
+		if tc.payload != "" {
+			body += `,"payload":` + tc.payload
+		}
+		m, err := nc.Request(fnSubject, []byte(body+`}`), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if werr := wire.Decode(m); werr != nil {
+			t.Fatalf("%s: %v", tc.payload, werr)
+		}
+		if got := <-seen; got != tc.want {
+			t.Errorf("payload %s reached the subscriber as %s, want %s", tc.payload, got, tc.want)
+		}
+	}
+	// From Go (msgpack).
+	if _, err := engine.Call[hook.Result](context.Background(), e, PublishCollectFunction, hook.Request{
+		Topic: "exact::payload", MergeRule: hook.FieldMerge, ExpectedReplies: 1,
+		Payload: map[string]any{"id": int64(math.MaxInt64), "u": uint64(math.MaxUint64)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := <-seen, `{"id":9223372036854775807,"u":18446744073709551615}`; got != want {
+		t.Errorf("msgpack payload reached the subscriber as %s, want %s", got, want)
+	}
+	// A JSON payload that is not JSON is still invalid_payload.
+	m, err := nc.Request(fnSubject, []byte(`{"topic":"exact::payload","merge_rule":"field_merge","payload":{x}}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if werr := wire.Decode(m); !errors.Is(werr, wire.ErrInvalidPayload) {
+		t.Fatalf("bad payload: %s (%v)", m.Data, werr)
 	}
 }
