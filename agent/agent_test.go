@@ -361,7 +361,7 @@ func stringMap(d *msgpack.Decoder) (any, error) {
 
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	args := map[string]any{"path": "/tmp/x", "n": 2.0, "deep": map[string]any{"ok": true, "list": []any{"a", 1.5}}}
+	args := map[string]any{"path": "/tmp/x", "n": int64(2), "deep": map[string]any{"ok": true, "list": []any{"a", 1.5}}}
 	asst := Message{
 		Role: RoleAssistant, Timestamp: 11, StopReason: StopFunctionCall, Model: "m", Provider: "p",
 		Usage: &Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.001},

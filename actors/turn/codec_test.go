@@ -163,3 +163,28 @@ func TestStoredEffectsAreData(t *testing.T) {
 		t.Fatal("finish effect lost")
 	}
 }
+
+// A record read back keeps its calls' arguments exact in either codec:
+// an integer past 2^53 (an int64 id) is not rounded through a float64, so
+// a call replayed after a crash runs with the arguments the model wrote.
+func TestRecordKeepsArgumentsExact(t *testing.T) {
+	args := map[string]any{"id": int64(1234567890123456789), "big": uint64(18446744073709551615), "f": 0.5}
+	rec := Record{SessionID: "s", RunID: "r", State: agent.StateFunctionExecute, Work: &Work{Prepared: []Call{{ID: "c1", FunctionID: "f", Args: args}}}}
+	for name, c := range codecs {
+		b, err := c.marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Record
+		if err := c.unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if a := got.Work.Prepared[0].Args; fmt.Sprint(a["id"]) != "1234567890123456789" || fmt.Sprint(a["big"]) != "18446744073709551615" || a["f"] != 0.5 {
+			t.Errorf("%s: args %#v", name, a)
+		}
+	}
+	var c Call
+	if err := json.Unmarshal([]byte(`{"id":"c","args":[1]}`), &c); err == nil {
+		t.Error("array args decoded")
+	}
+}

@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -314,4 +315,27 @@ func (r Record) clone() Record {
 	c.Followups = slices.Clone(r.Followups)
 	c.Outbox = slices.Clone(r.Outbox)
 	return c
+}
+
+// UnmarshalJSON decodes c, its arguments exact (agent.DecodeArguments:
+// an integer past 2^53 is not rounded when a record is read back).
+func (c *Call) UnmarshalJSON(b []byte) error {
+	type plain Call
+	var p struct {
+		plain
+		Args json.RawMessage `json:"args,omitempty"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*c = Call(p.plain)
+	c.Args = nil
+	if len(p.Args) > 0 {
+		args, err := agent.DecodeArguments(p.Args)
+		if err != nil {
+			return err
+		}
+		c.Args = args
+	}
+	return nil
 }

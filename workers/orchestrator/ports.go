@@ -823,7 +823,11 @@ func providerCallFailed(provider string, err error) turn.Input {
 // otherwise wraps it as text content with the value in details.
 func toResult(codec wire.Codec, reply []byte) agent.FunctionResult {
 	var v any
-	if err := codec.Unmarshal(reply, &v); err != nil {
+	unmarshal := codec.Unmarshal
+	if codec.ContentType() == wire.ContentJSON && len(bytes.TrimSpace(reply)) > 0 {
+		unmarshal = agent.UnmarshalJSONExact // an int64 id in the reply reaches the model unrounded
+	}
+	if err := unmarshal(reply, &v); err != nil {
 		return agent.FunctionResult{Content: []agent.Content{{Type: agent.ContentText, Text: string(reply)}}}
 	}
 	if m, ok := v.(map[string]any); ok {

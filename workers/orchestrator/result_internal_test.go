@@ -28,3 +28,27 @@ func TestToResultKeepsMarkup(t *testing.T) {
 		t.Errorf("a reply that does not decode: %q", r.Content[0].Text)
 	}
 }
+
+// A JSON function's reply reaches the model with its numbers exact: an
+// int64 id is not rounded to a float64 on the way (msgpack keeps them
+// anyway). An empty JSON reply is still the empty object.
+func TestToResultExactNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		codec wire.Codec
+		body  string
+		text  string
+	}{
+		{wire.JSON, `{"id":1234567890123456789,"big":18446744073709551615,"f":0.5}`, `{"big":18446744073709551615,"f":0.5,"id":1234567890123456789}`},
+		{wire.JSON, `[9007199254740993]`, `[9007199254740993]`},
+		{wire.JSON, ` `, `{}`},
+		{wire.JSON, `9007199254740993`, `9007199254740993`},
+	} {
+		r := toResult(tc.codec, []byte(tc.body))
+		if len(r.Content) != 1 || r.Content[0].Text != tc.text {
+			t.Errorf("%s %q: text %q, want %q", tc.codec.ContentType(), tc.body, r.Content[0].Text, tc.text)
+		}
+	}
+	if d, _ := toResult(wire.JSON, []byte(`{"id":1234567890123456789}`)).Details.(map[string]any); d["id"] != int64(1234567890123456789) {
+		t.Errorf("details %#v", d)
+	}
+}

@@ -1,7 +1,6 @@
 package scripted
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -149,7 +148,7 @@ func parseCall(rest string) (Call, error) {
 		return c, nil
 	}
 	var v any
-	if err := json.Unmarshal([]byte(args), &v); err != nil {
+	if err := agent.UnmarshalJSONExact([]byte(args), &v); err != nil {
 		return Call{}, fmt.Errorf("%w: %s %s: arguments are not JSON: %v", errCommand, cmdCall, fid, err)
 	}
 	obj, ok := v.(map[string]any)
