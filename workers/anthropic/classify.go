@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -197,4 +199,40 @@ func (r redactor) text(s string) string {
 		return s
 	}
 	return strings.ReplaceAll(s, string(r), "[redacted]")
+}
+
+// maxOddBody bounds what is read of a 200 answer that is not an event
+// stream.
+const maxOddBody = 16 << 10
+
+// notEventStream is the failure of a 200 answer to a stream request whose
+// body is not an event stream, nil for an event stream (or a body that
+// does not say what it is, which the SSE decoder reads as one):
+//
+//   - HTML (a proxy's login or block page, a web app at the base URL) is
+//     permanent: asking again gets the same page;
+//   - JSON that is an API error (a gateway that answers errors with 200)
+//     is classified as that error, with the Retry-After hint;
+//   - any other JSON (a proxy that dropped "stream") is permanent.
+//
+// Read as an event stream, either body holds no event, and the call
+// failed as a dropped connection (transient, retried).
+func notEventStream(resp *http.Response, now time.Time) *failure {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil {
+		return nil
+	}
+	const what = "anthropic: the API answered 200 with Content-Type %s, not an event stream (a proxy's page, or a base_url that is not the Messages API?)"
+	switch {
+	case mt == "text/html" || mt == "application/xhtml+xml":
+		return &failure{kind: agent.ErrorPermanent, text: fmt.Sprintf(what, mt), status: resp.StatusCode}
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxOddBody))
+		var apiErr *sdk.Error
+		if err := streamError(resp, body); errors.As(err, &apiErr) && apiErr.Type() != "" {
+			return classify(apiErr, now)
+		}
+		return &failure{kind: agent.ErrorPermanent, text: fmt.Sprintf(what, mt), status: resp.StatusCode}
+	}
+	return nil
 }

@@ -29,6 +29,10 @@
 //     out as text. Without tools, calls and results are written out as
 //     text (the API refuses tool blocks in a request without tools).
 //
+// A session_id, when set, must be a valid session id
+// (agent.ValidateSessionID); it only reaches the logs. A request that
+// fails validation is an invalid_payload error and nothing is sent.
+//
 // max_tokens defaults to the model family's largest output (8192 when the
 // model is unknown); thinking_level low, medium and high enable thinking
 // with a budget of 1024, 4096 and 16384 tokens (max_tokens is raised above
@@ -46,7 +50,9 @@
 // content_block_start/delta/stop of text, thinking and tool_use →
 // text_*, thinking_*, functioncall_* (a call's deltas are its JSON input,
 // its end carries the parsed arguments); message_delta → usage (running
-// totals) and stop; message_stop → done {message}. A thinking block's
+// totals) and stop; message_stop → done {message} (a stream that ends
+// after message_delta gave the stop reason but before message_stop is
+// done all the same: the answer is whole). A thinking block's
 // signature_deltas make no event: the signature is the finished block's
 // Signature, in thinking_end's content and in the final message, so the
 // transcript can send the block back. A redacted_thinking block (thinking
@@ -76,7 +82,9 @@
 // the prompt is too long context_overflow, other 4xx permanent, 5xx, 529
 // and network failures transient; an error event mid-stream is classified
 // by its type (overloaded_error → transient, rate_limit_error →
-// rate_limited...).
+// rate_limited...). A 200 answer that is not an event stream is not taken
+// for a dropped connection: HTML (a proxy's page) is permanent, a JSON API
+// error is classified by its type, other JSON is permanent.
 //
 // # Credentials
 //

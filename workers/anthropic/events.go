@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -165,8 +164,8 @@ func (t *translator) blockStart(ev *streamEvent, emit emitFunc) error {
 			return malformed("tool_use block %d has no name", ev.Index)
 		}
 		if len(cb.Input) > 2 { // more than {}
-			var in map[string]any
-			if err := json.Unmarshal(cb.Input, &in); err != nil {
+			in, err := agent.DecodeArguments(cb.Input)
+			if err != nil {
 				return malformed("tool_use block %d: input is not a JSON object: %v", ev.Index, err)
 			}
 			if len(in) > 0 {
@@ -269,8 +268,8 @@ func parseArguments(js string, initial map[string]any) (map[string]any, error) {
 		}
 		return map[string]any{}, nil
 	}
-	var args map[string]any
-	if err := json.Unmarshal([]byte(js), &args); err != nil {
+	args, err := agent.DecodeArguments([]byte(js))
+	if err != nil {
 		return nil, fmt.Errorf("not a JSON object: %v", err)
 	}
 	if args == nil {

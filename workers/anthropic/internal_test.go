@@ -356,3 +356,16 @@ func TestCallAsTextKeepsMarkup(t *testing.T) {
 		t.Fatalf("callAsText = %s, want %s", got, want)
 	}
 }
+
+// A tool input keeps integers past 2^53 exact (an int64 id the model
+// wrote), whether it streamed or came whole with content_block_start.
+func TestParseArgumentsExact(t *testing.T) {
+	t.Parallel()
+	args, err := parseArguments(`{"id":1234567890123456789,"u":18446744073709551615,"f":0.5}`, nil)
+	if err != nil || args["id"] != int64(1234567890123456789) || args["u"] != uint64(18446744073709551615) || args["f"] != 0.5 {
+		t.Fatalf("%#v, %v", args, err)
+	}
+	if _, err := parseArguments(`[1]`, nil); err == nil {
+		t.Fatal("an array decoded as arguments")
+	}
+}

@@ -332,6 +332,11 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 		return nil, fail(err, nil)
 	}
 
+	if f := notEventStream(resp, p.o.now()); f != nil {
+		idle.Stop()
+		_ = resp.Body.Close()
+		return nil, fail(f, nil)
+	}
 	items := make(chan item, itemBuffer)
 	go read(actx, resp, items, idle, p.o.idleTimeout)
 	finished := false
@@ -426,6 +431,24 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
+	}
+	var apiErr *sdk.Error
+	if tr.stopped && !errors.As(serr, &apiErr) && !errors.Is(serr, ErrMalformedStream) {
+		// message_delta said why the model stopped, so the answer is whole:
+		// only message_stop was lost with the end of the stream, as a
+		// proxy may lose the last event. The stop event went out already;
+		// an error event after it would fail a finished answer.
+		why := "end of stream"
+		if errors.Is(context.Cause(actx), errStalled) {
+			why = errStalled.Error()
+		} else if serr != nil {
+			why = red.text(networkText(serr))
+		}
+		p.logger(e).Debug("anthropic: the stream ended after its stop reason without message_stop", "model", req.Model, "why", why)
+		if err := tr.event(&streamEvent{Type: "message_stop"}, emit); err != nil {
+			return nil, err
+		}
+		return tr.final, nil
 	}
 	switch {
 	case errors.Is(context.Cause(actx), errStalled):

@@ -44,9 +44,15 @@ type CompleteRequest agent.ProviderRequest
 
 // Validate checks r: a model name of 1–256 bytes, at least one message,
 // each valid (agent.Message.Validate), tools with function ids,
-// 0 ≤ max_tokens ≤ 2^20 and a known thinking level ("", "off", "low",
-// "medium", "high"). Errors wrap [ErrInvalidRequest].
+// 0 ≤ max_tokens ≤ 2^20, a known thinking level ("", "off", "low",
+// "medium", "high") and a session id that is empty or valid
+// (agent.ValidateSessionID). Errors wrap [ErrInvalidRequest].
 func (r CompleteRequest) Validate() error {
+	if r.SessionID != "" {
+		if err := agent.ValidateSessionID(r.SessionID); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+	}
 	if r.Model == "" {
 		return fmt.Errorf("%w: model is missing", ErrInvalidRequest)
 	}

@@ -1,6 +1,9 @@
 package anthropic
 
-import "github.com/iii-on-nats/iii/workers"
+import (
+	"github.com/iii-on-nats/iii/subjects"
+	"github.com/iii-on-nats/iii/workers"
+)
 
 // JSON Schemas of the functions, shown by `nats micro info` and
 // engine::functions::list.
@@ -25,7 +28,7 @@ const (
 		`"tools":{"type":"array","items":` + toolSchema + `},` +
 		`"max_tokens":{"type":"integer","minimum":0,"description":"0: the model's largest output (8192 for unknown models)"},` +
 		`"thinking_level":{"enum":["","off","low","medium","high"]},` +
-		`"session_id":{"type":"string","description":"for logs and traces"}`
+		`"session_id":` + subjects.SessionIDSchema
 
 	completeRequestSchema = `{"type":"object","required":["model","messages"],"properties":{` + requestProperties + `}}`
 

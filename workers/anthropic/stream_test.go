@@ -327,6 +327,8 @@ func TestInvalidRequests(t *testing.T) {
 		"negative max":    func(r *anthropic.StreamRequest) { r.MaxTokens = -1 },
 		"bad thinking":    func(r *anthropic.StreamRequest) { r.ThinkingLevel = "extreme" },
 		"tool without id": func(r *anthropic.StreamRequest) { r.Tools = []agent.Tool{{Description: "x"}} },
+		"bad session id":  func(r *anthropic.StreamRequest) { r.SessionID = "s1.>" },
+		"session id path": func(r *anthropic.StreamRequest) { r.SessionID = "../s 1" },
 		"only empty text": func(r *anthropic.StreamRequest) {
 			r.Messages = []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{agent.Text("")}}}
 		},
@@ -341,6 +343,11 @@ func TestInvalidRequests(t *testing.T) {
 	}
 	if n := len(api.received()); n != 0 {
 		t.Fatalf("%d requests reached the API", n)
+	}
+	// A session homed in a region is a valid session id.
+	good.SessionID = "eu-west.s_1"
+	if res := en.stream(t, good, nil); res.err != nil || res.Reply.StopReason != agent.StopEnd {
+		t.Fatalf("regional session id: reply %+v, err %v", res.Reply, res.err)
 	}
 }
 
@@ -418,5 +425,96 @@ func TestConnectionReused(t *testing.T) {
 	got := api.received()
 	if len(got) != 2 || got[0].remote != got[1].remote {
 		t.Fatalf("remote addresses %q and %q: the connection was not reused", got[0].remote, got[1].remote)
+	}
+}
+
+// TestStreamEndsAfterStopReason: a stream that ends (cleanly, or with
+// the connection dropped) after message_delta gave the stop reason but
+// before message_stop holds the whole answer: it is done, not an error
+// after the stop event.
+func TestStreamEndsAfterStopReason(t *testing.T) {
+	t.Parallel()
+	body := sse(t, "text")
+	cut := strings.Index(body, "event: message_stop")
+	for name, r := range map[string]response{
+		"eof":     ok(body[:cut]),
+		"dropped": {status: 200, body: body[:cut] + "event: message_st", cut: cut + len("event: message_st")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			api := newFakeAPI(t, r)
+			en := setup(t, api, config{})
+			res := en.stream(t, userReq("Hello"), nil)
+			if res.err != nil || !isEnd(res.end) {
+				t.Fatalf("call err %v, stream end %v", res.err, res.end)
+			}
+			done := last(res.Events)
+			if done.Type != agent.ModelDone || done.Message.StopReason != agent.StopEnd || done.Message.Content[0].Text != "Hello!" ||
+				done.Message.Usage.OutputTokens != 15 || res.Reply.StopReason != agent.StopEnd {
+				t.Fatalf("events %v, last %+v, reply %+v", types(res.Events), done, res.Reply)
+			}
+			for _, ev := range res.Events {
+				if ev.Type == agent.ModelError {
+					t.Fatalf("error event %+v after a whole answer", ev)
+				}
+			}
+		})
+	}
+}
+
+// TestNotEventStream: a 200 answer that is not an event stream (a proxy's
+// HTML page, a gateway's JSON error, a JSON message from a proxy that
+// dropped "stream") fails as what it is, not as a dropped connection.
+func TestNotEventStream(t *testing.T) {
+	t.Parallel()
+	limited := apiError(200, "rate_limit_error", "Number of requests has exceeded your rate limit")
+	limited.header = map[string]string{"retry-after-ms": "10"}
+	for _, tc := range []struct {
+		name     string
+		r        response
+		kind     agent.ErrorKind
+		text     string
+		retry    int64
+		requests int
+	}{
+		{
+			name: "html",
+			r: response{status: 200, header: map[string]string{"Content-Type": "text/html; charset=utf-8"},
+				body: "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>\n<body>Please sign in: proxy.example</body></html>\n"},
+			kind: agent.ErrorPermanent, text: "text/html, not an event stream", requests: 1,
+		},
+		{
+			name: "message json",
+			r: ok(`{"id":"msg_01","type":"message","role":"assistant","model":"claude-opus-4-20250514","content":[{"type":"text","text":"Hello!"}],` +
+				`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":15}}`),
+			kind: agent.ErrorPermanent, text: "application/json, not an event stream", requests: 1,
+		},
+		{
+			name: "error json",
+			r:    apiError(200, "overloaded_error", "Overloaded"),
+			kind: agent.ErrorTransient, text: "overloaded_error: Overloaded", requests: 1 + anthropic.DefaultMaxRetries,
+		},
+		{
+			name: "rate limit json",
+			r:    limited,
+			kind: agent.ErrorRateLimited, text: "rate_limit_error", retry: 10, requests: 1 + anthropic.DefaultMaxRetries,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			api := newFakeAPI(t, tc.r)
+			en := setup(t, api, config{})
+			res := en.stream(t, userReq("Hello"), nil)
+			if res.err != nil || !isEnd(res.end) {
+				t.Fatalf("call err %v, stream end %v", res.err, res.end)
+			}
+			ev := last(res.Events)
+			if len(res.Events) != 1 || ev.Type != agent.ModelError || ev.Kind != tc.kind || !strings.Contains(ev.Error, tc.text) || ev.RetryAfterMs != tc.retry {
+				t.Fatalf("events %+v, want one error of kind %s saying %q", res.Events, tc.kind, tc.text)
+			}
+			if n := len(api.received()); n != tc.requests {
+				t.Fatalf("%d requests, want %d", n, tc.requests)
+			}
+		})
 	}
 }

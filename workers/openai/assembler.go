@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -33,8 +32,9 @@ type assembler struct {
 
 	started  bool // the start event went out
 	blocks   []*block
-	open     *block // the open text or thinking block
-	calls    map[int64]*call
+	open     *block          // the open text or thinking block
+	calls    map[int64]*call // by index: the call the index's next fragments extend
+	ncalls   int
 	ids      map[string]bool
 	usage    agent.Usage
 	hasUsage bool
@@ -59,6 +59,8 @@ type call struct {
 	index int64
 	block *block // nil until the call has a name
 	id    string
+	// raw is the id the server gave, "" until it gave one.
+	raw   string
 	name  string
 	args  strings.Builder
 	final *agent.Content // the finished function_call block
@@ -178,11 +180,19 @@ func (a *assembler) closeOpen() error {
 // toolCall applies one tool call fragment: the id and the name come in the
 // first fragment of an index, the arguments in pieces. The call starts
 // (functioncall_start) once it has a name; argument fragments that came
-// before go out as one delta then.
+// before go out as one delta then. A fragment with a name and an id that
+// differs from the id of the started call of its index is a new call:
+// ollama (and other servers) give every call of a parallel batch index 0,
+// or no index, and only the first fragments' ids tell them apart. (A
+// later fragment without a name is the call's own, whatever its id: some
+// servers change the id after the first fragment.)
 func (a *assembler) toolCall(tc *chunkToolCall) error {
 	c := a.calls[tc.Index]
+	if c != nil && c.block != nil && c.raw != "" && tc.ID != "" && tc.ID != c.raw && tc.Function.Name != "" {
+		c = nil
+	}
 	if c == nil {
-		if len(a.calls) == maxCalls {
+		if a.ncalls == maxCalls {
 			return &failure{kind: agent.ErrorPermanent, text: fmt.Sprintf("%s: the model made more than %d tool calls", a.provider, maxCalls)}
 		}
 		if a.calls == nil {
@@ -190,6 +200,10 @@ func (a *assembler) toolCall(tc *chunkToolCall) error {
 		}
 		c = &call{index: tc.Index}
 		a.calls[tc.Index] = c
+		a.ncalls++
+	}
+	if c.raw == "" {
+		c.raw = tc.ID
 	}
 	if c.id == "" {
 		c.id = tc.ID
@@ -323,8 +337,8 @@ func parseArguments(s string) (map[string]any, error) {
 	if strings.TrimSpace(s) == "" {
 		return map[string]any{}, nil
 	}
-	var args map[string]any
-	if err := json.Unmarshal([]byte(s), &args); err != nil {
+	args, err := agent.DecodeArguments([]byte(s))
+	if err != nil {
 		return nil, err
 	}
 	if args == nil {

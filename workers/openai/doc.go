@@ -20,7 +20,9 @@
 // ([WithMaxTokensField] switches to max_tokens for old servers);
 // stream_options.include_usage is always on; thinking_level low, medium or
 // high is sent as reasoning_effort to the models that accept it
-// ([WithReasoningEffort]).
+// ([WithReasoningEffort]). A session_id, when set, must be a valid
+// session id (agent.ValidateSessionID); it only reaches the logs. A request
+// that fails validation is an invalid_payload error and nothing is sent.
 //
 // # Streams
 //
@@ -40,7 +42,9 @@
 // (and delta.refusal), thinking_start/delta/end for the reasoning text of
 // compatible servers (reasoning_content, reasoning), functioncall_start
 // /delta for tool calls accumulated by index (parallel calls are several
-// indexes) and functioncall_end with the parsed arguments once the answer
+// indexes; a fragment with a name and a new id under an index already
+// used starts a new call, as ollama gives every parallel call index 0)
+// and functioncall_end with the parsed arguments once the answer
 // finishes; then usage (input = prompt_tokens − cached, output =
 // completion_tokens, cache_read = cached), stop and done{message}. The
 // finish_reason maps to the stop reason: stop → end, length → length,
@@ -50,7 +54,10 @@
 // the partial answer}: 401/403 auth_expired (the cached credential is
 // dropped), 429 rate_limited (with retry_after_ms), a prompt too long
 // context_overflow, other 4xx permanent, 5xx and network failures
-// transient, as is a stream that ends without a finish_reason. Rate limits
+// transient, as is a stream that ends without a finish_reason. A 200
+// answer that is not an event stream is permanent when it is HTML (a
+// proxy's page) or JSON without an error, and classified as an error
+// chunk when it is a JSON error. Rate limits
 // and transient failures are retried ([WithMaxRetries], [WithBackoff],
 // honouring Retry-After and retry-after-ms) only while nothing has been
 // written to the channel; the SDK's own retries are off. A reader that

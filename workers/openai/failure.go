@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -255,6 +256,45 @@ func (p *Provider) errorChunkFailure(raw string, sc scrubber) *failure {
 		text += ": " + msg
 	}
 	return &failure{kind: streamErrorKind(&e), text: sc.clean(text)}
+}
+
+// notEventStream is the failure of a 200 answer to a stream request whose
+// body is not an event stream, nil for an event stream (or any other
+// body, which the SSE decoder reads as one: some servers mislabel their
+// streams):
+//
+//   - HTML (a proxy's login or block page, a web app at the base URL) is
+//     permanent: asking again gets the same page;
+//   - JSON with an error object (a gateway that answers errors with 200)
+//     is classified as an error chunk is, with the retry hint;
+//   - any other JSON (a server that does not stream) is permanent.
+//
+// Read as an event stream, either body holds no chunk, and the call
+// failed as a stream that ended early (transient, retried).
+func (p *Provider) notEventStream(resp *http.Response, sc scrubber) *failure {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil {
+		return nil
+	}
+	const what = "%s: the server answered 200 with Content-Type %s, not an event stream (a proxy's page, or a base_url that is not a Chat Completions API?)"
+	switch {
+	case mt == "text/html" || mt == "application/xhtml+xml":
+		return &failure{kind: agent.ErrorPermanent, text: fmt.Sprintf(what, p.o.name, mt)}
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		var env struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(body, &env) == nil && len(env.Error) > 0 && string(env.Error) != "null" {
+			f := p.errorChunkFailure(string(env.Error), sc)
+			if f.kind.Retryable() {
+				f.retryAfter = retryAfter(resp.Header, p.o.now())
+			}
+			return f
+		}
+		return &failure{kind: agent.ErrorPermanent, text: fmt.Sprintf(what, p.o.name, mt)}
+	}
+	return nil
 }
 
 // transportKind classifies an error that is not an HTTP status: network

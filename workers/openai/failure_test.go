@@ -275,3 +275,61 @@ func TestDroppedConnection(t *testing.T) {
 		}
 	})
 }
+
+// TestNotEventStream: a 200 answer that is not an event stream (a proxy's
+// HTML page, a gateway's JSON error, a completion from a server that does
+// not stream) fails as what it is, not as a stream that ended early.
+func TestNotEventStream(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		ctype    string
+		body     string
+		header   map[string]string
+		kind     agent.ErrorKind
+		text     string
+		retry    int64
+		requests int
+	}{
+		{
+			name: "html", ctype: "text/html; charset=utf-8",
+			body: "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>\n<body>Please sign in: proxy.example</body></html>\n",
+			kind: agent.ErrorPermanent, text: "text/html, not an event stream", requests: 1,
+		},
+		{
+			name: "completion json", ctype: "application/json",
+			body: `{"id":"chatcmpl-1","object":"chat.completion","created":1748011301,"model":"gpt-4o-mini","choices":[{"index":0,` +
+				`"message":{"role":"assistant","content":"Hello!"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`,
+			kind: agent.ErrorPermanent, text: "application/json, not an event stream", requests: 1,
+		},
+		{
+			name: "rate limit json", ctype: "application/json", header: map[string]string{"retry-after-ms": "20"},
+			body: `{"error":{"message":"Rate limit reached for gpt-4o-mini","type":"requests","code":"rate_limit_exceeded"}}`,
+			kind: agent.ErrorRateLimited, text: "Rate limit reached", retry: 20, requests: 1 + openai.DefaultMaxRetries,
+		},
+		{
+			name: "overflow json", ctype: "application/json",
+			body: `{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`,
+			kind: agent.ErrorContextOverflow, text: "maximum context length", requests: 1,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				for k, v := range tc.header {
+					w.Header().Set(k, v)
+				}
+				w.Header().Set("Content-Type", tc.ctype)
+				_, _ = w.Write([]byte(tc.body))
+			}, config{})
+			e := onlyError(t, ev.stream(t, userReq("hi")), tc.kind)
+			if !strings.Contains(e.Error, tc.text) || e.RetryAfterMs != tc.retry {
+				t.Fatalf("error event %+v, want it to say %q with retry_after_ms %d", e, tc.text, tc.retry)
+			}
+			if n := len(ev.api.requests()); n != tc.requests {
+				t.Fatalf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}

@@ -189,6 +189,9 @@ func FuzzAssembler(f *testing.F) {
 		f.Add(bytes.ReplaceAll(b, []byte("\n\n"), []byte("\n")))
 	}
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":5,"function":{"arguments":"{}"}},{"index":5,"function":{"name":"a b"}}]},"finish_reason":"stop"}]}`))
+	// Parallel calls that share index 0, told apart by their ids (ollama).
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"math__add","arguments":"{\"a\":"}},{"index":0,"id":"c2","function":{"name":"weather__get","arguments":"{}"}}]}}]}` + "\n" +
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"math__add","arguments":"1}"}}]},"finish_reason":"tool_calls"}]}`))
 	names := agent.NewToolNames([]string{"weather::get", "math::add"})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var events []agent.ModelEvent

@@ -355,6 +355,10 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 		}
 		return p.requestFailure(err, resp, sc), nil
 	}
+	if f := p.notEventStream(resp, sc); f != nil {
+		_ = opened.Close()
+		return f, nil
+	}
 	// The SDK's stream would decode every event into its
 	// ChatCompletionChunk; the provider reads the same body with the SDK's
 	// SSE decoder and decodes the events itself (see chunk).

@@ -17,11 +17,17 @@ const maxTools = 512
 // ValidateRequest checks the payload of provider::<name>::stream (stream
 // true: it needs a channel id of 1–128 characters of [A-Za-z0-9_-]) or
 // ::complete: a model name, at least one message, each valid, max_tokens
-// ≥ 0, a known thinking level ("", off, low, medium, high) and tools with
-// valid function ids. Errors wrap [ErrInvalidRequest].
+// ≥ 0, a known thinking level ("", off, low, medium, high), tools with
+// valid function ids and a session id that is empty or valid
+// (agent.ValidateSessionID). Errors wrap [ErrInvalidRequest].
 func ValidateRequest(req agent.ProviderRequest, stream bool) error {
 	if stream {
 		if err := subjects.ValidateID("channel", req.Channel); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+	}
+	if req.SessionID != "" {
+		if err := agent.ValidateSessionID(req.SessionID); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
 	}

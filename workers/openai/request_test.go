@@ -136,6 +136,8 @@ func TestInvalidPayload(t *testing.T) {
 		"bad thinking":     func(r *agent.ProviderRequest) { r.ThinkingLevel = "extreme" },
 		"bad tool":         func(r *agent.ProviderRequest) { r.Tools = []agent.Tool{{FunctionID: "has space"}} },
 		"bad channel":      func(r *agent.ProviderRequest) { r.Channel = "a.b" },
+		"bad session id":   func(r *agent.ProviderRequest) { r.SessionID = "s1.>" },
+		"session id space": func(r *agent.ProviderRequest) { r.SessionID = "a b" },
 		"thinking in user": func(r *agent.ProviderRequest) { r.Messages[0].Content = []agent.Content{{Type: agent.ContentThinking}} },
 		"result without id": func(r *agent.ProviderRequest) {
 			r.Messages = []agent.Message{{Role: agent.RoleFunctionResult, FunctionID: "a::b"}}
@@ -164,5 +166,10 @@ func TestInvalidPayload(t *testing.T) {
 	}
 	if n := len(ev.api.requests()); n != 0 {
 		t.Fatalf("%d requests reached the server", n)
+	}
+	// A session homed in a region is a valid session id.
+	good.SessionID = "eu-west.s_1"
+	if res := ev.stream(t, good); res.err != nil || res.resp.StopReason != agent.StopEnd {
+		t.Fatalf("regional session id: reply %+v, err %v", res.resp, res.err)
 	}
 }

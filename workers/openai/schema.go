@@ -1,6 +1,9 @@
 package openai
 
-import "github.com/iii-on-nats/iii/workers"
+import (
+	"github.com/iii-on-nats/iii/subjects"
+	"github.com/iii-on-nats/iii/workers"
+)
 
 // JSON Schemas of the functions, shown by `nats micro info` and
 // engine::functions::list.
@@ -21,7 +24,7 @@ const (
 		`"tools":{"type":"array","items":{"type":"object","required":["function_id"],"properties":{` +
 		`"function_id":{"type":"string"},"description":{"type":"string"},"input_schema":{"type":"object"}}}},` +
 		`"max_tokens":{"type":"integer","minimum":0},"thinking_level":{"enum":["","off","low","medium","high"]},` +
-		`"session_id":{"type":"string"}`
+		`"session_id":` + subjects.SessionIDSchema
 
 	completeRequestSchema = `{"type":"object","required":["model","messages"],"properties":{` + requestProperties + `}}`
 

@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -226,5 +227,59 @@ func TestConnectionReused(t *testing.T) {
 	defer mu.Unlock()
 	if len(remotes) != 2 || remotes[0] != remotes[1] {
 		t.Fatalf("remote addresses %q: the connection was not reused", remotes)
+	}
+}
+
+// TestParallelCallsShareAnIndex: servers that give every call of a
+// parallel batch index 0 (ollama), or no index at all, tell the calls
+// apart by their ids only; each is a call of its own.
+func TestParallelCallsShareAnIndex(t *testing.T) {
+	t.Parallel()
+	const (
+		head = `{"id":"chatcmpl-361","object":"chat.completion.chunk","created":1748011301,"model":"qwen3:8b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":`
+		tail = `,"finish_reason":null}]}`
+		fin  = `{"id":"chatcmpl-361","object":"chat.completion.chunk","created":1748011301,"model":"qwen3:8b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}]}`
+	)
+	call := func(index, id, name, args string) string {
+		b, _ := json.Marshal(args)
+		s := `{` + index + `"id":"` + id + `","type":"function","function":{"name":"` + name + `","arguments":` + string(b) + `}}`
+		if name == "" {
+			s = `{` + index + `"function":{"arguments":` + string(b) + `}}`
+		}
+		return s
+	}
+	chunk := func(calls ...string) string {
+		return "data: " + head + `{"role":"assistant","content":"","tool_calls":[` + strings.Join(calls, ",") + `]}` + tail + "\n\n"
+	}
+	for name, body := range map[string]string{
+		"one chunk, index 0":  chunk(call(`"index":0,`, "call_7fb2", "weather__get", `{"city":"Paris"}`), call(`"index":0,`, "call_a41c", "weather__get", `{"city":"Rome"}`)),
+		"one chunk, no index": chunk(call(``, "call_7fb2", "weather__get", `{"city":"Paris"}`), call(``, "call_a41c", "weather__get", `{"city":"Rome"}`)),
+		"chunk per call": chunk(call(`"index":0,`, "call_7fb2", "weather__get", `{"city":"Paris"}`)) +
+			chunk(call(`"index":0,`, "call_a41c", "weather__get", `{"city":"Rome"}`)),
+		"streamed arguments": chunk(call(`"index":0,`, "call_7fb2", "weather__get", ``)) + chunk(call(`"index":0,`, "", "", `{"city":`)) +
+			chunk(call(`"index":0,`, "", "", `"Paris"}`)) + chunk(call(`"index":0,`, "call_a41c", "weather__get", `{"city"`)) +
+			chunk(call(`"index":0,`, "", "", `:"Rome"}`)),
+		// A server that changes a call's id after its first fragment
+		// (the later fragments have no name): one call per name.
+		"ids change": chunk(call(`"index":0,`, "call_7fb2", "weather__get", `{"city":`)) + chunk(`{"index":0,"id":"call_x1","function":{"arguments":"\"Paris\"}"}}`) +
+			chunk(call(`"index":1,`, "call_a41c", "weather__get", `{"city":`)) + chunk(`{"index":1,"id":"call_x2","function":{"arguments":"\"Rome\"}"}}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			full := []byte(body + "data: " + fin + "\n\ndata: [DONE]\n\n")
+			ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) { serveSSE(w, full, -1) }, config{})
+			req := userReq("weather in Paris and Rome?")
+			req.Tools = weatherTools
+			res := ev.stream(t, req)
+			if res.err != nil || !isEnd(res.end) || res.resp.StopReason != agent.StopFunctionCall {
+				t.Fatalf("call err %v, stream end %v, reply %+v, events %v", res.err, res.end, res.resp, types(res.events))
+			}
+			calls := last(res.events).Message.FunctionCalls()
+			if len(calls) != 2 || calls[0].ID != "call_7fb2" || calls[1].ID != "call_a41c" ||
+				calls[0].FunctionID != "weather::get" || calls[1].FunctionID != "weather::get" ||
+				calls[0].Arguments["city"] != "Paris" || calls[1].Arguments["city"] != "Rome" {
+				t.Fatalf("calls %+v, want Paris then Rome", calls)
+			}
+		})
 	}
 }

@@ -306,3 +306,12 @@ func TestArgumentsJSONKeepsMarkup(t *testing.T) {
 		}
 	}
 }
+
+// Arguments keep integers past 2^53 exact (an int64 id the model wrote).
+func TestParseArgumentsExact(t *testing.T) {
+	t.Parallel()
+	args, err := parseArguments(`{"id":1234567890123456789,"u":18446744073709551615,"f":0.5}`)
+	if err != nil || args["id"] != int64(1234567890123456789) || args["u"] != uint64(18446744073709551615) || args["f"] != 0.5 {
+		t.Fatalf("%#v, %v", args, err)
+	}
+}
