@@ -186,11 +186,27 @@ func decodeContents(dec *msgpack.Decoder) ([]Content, error) {
 	return out, nil
 }
 
+// DecodeMapLen is dec.DecodeMapLen, except that an ext value is an error.
+// The library reads past an ext's header and takes its payload for the
+// map, whose lengths no check before the decoding saw (engine/wire checks
+// an ext's payload as opaque bytes): a 17-byte value could declare an
+// array of 2^32 elements inside it and exhaust the memory.
+func DecodeMapLen(dec *msgpack.Decoder) (int, error) {
+	c, err := dec.PeekCode()
+	if err != nil {
+		return 0, err
+	}
+	if msgpcode.IsExt(c) {
+		return 0, fmt.Errorf("an ext value (code %#x) where a map is wanted", c)
+	}
+	return dec.DecodeMapLen()
+}
+
 // decodeMap reads a map header and calls field for each key (valid only
 // during the call); nil decodes as the zero value. Keys are read into a
 // small buffer, not allocated.
 func decodeMap(dec *msgpack.Decoder, what string, field func(k []byte) error) error {
-	n, err := dec.DecodeMapLen()
+	n, err := DecodeMapLen(dec)
 	if err != nil {
 		return fmt.Errorf("msgpack: %s: %w", what, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -184,4 +186,28 @@ func msgpackCarriesJSON[T any](t *testing.T, data []byte) {
 		t.Fatalf("msgpack round trip of %s:\n got %s\nwant %s", data, got, want)
 	}
 	_ = wire.Msgpack.Unmarshal(data, &back)
+}
+
+// An ext value where a map is wanted is refused: the library would take
+// the ext's payload for the map, and a length declared inside it, which
+// no check before the decoding saw, would allocate unbounded memory (17
+// bytes declaring 2^22 details made 64 MB). Not parallel: it measures the
+// heap.
+func TestExtIsNoMap(t *testing.T) {
+	payload := append([]byte{0x81, 0xa7}, "details"...)
+	payload = append(payload, 0xdd, 0x00, 0x40, 0x00, 0x00) // array32 of 2^22
+	data := append([]byte{0xc7, byte(len(payload)), 0x01}, payload...)
+	for name, v := range map[string]any{"message": new(Message), "content": new(Content), "model event": new(ModelEvent), "usage": new(Usage)} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		err := wire.Msgpack.Unmarshal(data, v)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "ext value") {
+			t.Errorf("%s: error %v, want the ext refused", name, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+			t.Errorf("%s: decoding 17 bytes allocated %d bytes", name, grew)
+		}
+	}
 }

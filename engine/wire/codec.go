@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 
@@ -58,7 +57,7 @@ func (msgpackCodec) ContentType() string { return ContentMsgpack }
 var encPool = sync.Pool{New: func() any {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
-	enc.SetCustomStructTag("json")
+	enc.SetCustomStructTag(structTag)
 	enc.SetOmitEmpty(false)
 	enc.UseCompactInts(true)
 	// Whole floats travel as integers: a JSON caller's 400 decodes as
@@ -97,7 +96,7 @@ type pooledDecoder struct {
 var decPool = sync.Pool{New: func() any {
 	r := bytes.NewReader(nil)
 	dec := msgpack.NewDecoder(r)
-	dec.SetCustomStructTag("json")
+	dec.SetCustomStructTag(structTag)
 	dec.SetMapDecoder(decodeStringMap)
 	return &pooledDecoder{r: r, dec: dec}
 }}
@@ -136,8 +135,8 @@ func (msgpackCodec) Unmarshal(data []byte, v any) error {
 	if err := checkMsgpack(data); err != nil {
 		return fmt.Errorf("msgpack decode: %w", err)
 	}
-	if arrayForStruct(data, v) {
-		return fmt.Errorf("msgpack decode: an array does not decode into %T, which wants a map", v)
+	if err := checkObjects(data, v); err != nil {
+		return fmt.Errorf("msgpack decode: %w", err)
 	}
 	pd := decPool.Get().(*pooledDecoder)
 	// The decoder reads pd.r directly (a bytes.Reader is a ByteScanner);
@@ -153,32 +152,6 @@ func (msgpackCodec) Unmarshal(data []byte, v any) error {
 		return fmt.Errorf("msgpack decode: %w", err)
 	}
 	return nil
-}
-
-var (
-	customDecoder = reflect.TypeFor[msgpack.CustomDecoder]()
-	unmarshaler   = reflect.TypeFor[msgpack.Unmarshaler]()
-)
-
-// arrayForStruct reports whether data is a msgpack array and v a struct
-// without a decoder of its own. The library fills such a struct from an
-// array by position, and from an empty array as the zero value: a caller's
-// [] would read as {}, where JSON refuses an array for an object.
-func arrayForStruct(data []byte, v any) bool {
-	if len(data) == 0 {
-		return false
-	}
-	if c := data[0]; !(c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd) {
-		return false
-	}
-	t := reflect.TypeOf(v)
-	for t != nil && t.Kind() == reflect.Pointer {
-		if t.Implements(customDecoder) || t.Implements(unmarshaler) {
-			return false
-		}
-		t = t.Elem()
-	}
-	return t != nil && t.Kind() == reflect.Struct
 }
 
 type jsonCodec struct{}

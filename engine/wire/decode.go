@@ -10,7 +10,12 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// FromNATS maps a request-side error from nats.go onto a catalog code.
+// FromNATS maps an error from nats.go onto a catalog code. What a later
+// attempt can get past is unavailable (retryable): a connection closed,
+// draining, disconnected or over its reconnect buffer; a slow consumer
+// (the client dropped messages: the stream is incomplete, a new attempt
+// reads it whole); a bad subscription (it was closed under the caller: a
+// new attempt subscribes anew). Anything not mapped is internal.
 func FromNATS(err error) *Error {
 	switch {
 	case err == nil:
@@ -24,8 +29,8 @@ func FromNATS(err error) *Error {
 	case errors.Is(err, nats.ErrMaxPayload):
 		return Wrap(CodeInvalidPayload, nil, "payload exceeds the server's max payload")
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrReconnectBufExceeded):
-		// A full reconnect buffer: the server is away for now.
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrReconnectBufExceeded),
+		errors.Is(err, nats.ErrSlowConsumer), errors.Is(err, nats.ErrBadSubscription):
 		return Wrap(CodeUnavailable, err, "")
 	}
 	var we *Error

@@ -4,9 +4,13 @@
 //
 // Go workers send msgpack; any other client may send JSON, and a message
 // without a Content-Type is JSON, so `nats req iii.fn.models.list '{}'`
-// works. A reply uses the request's codec. A msgpack array is refused for
-// a struct, as a JSON array is (the msgpack library would fill the fields
-// by position, and read [] as {}); only the top-level value is checked.
+// works. A reply uses the request's codec. A msgpack array is refused
+// where a struct is wanted, at any depth, as a JSON array is (the msgpack
+// library would fill the fields by position, and read [] as {}); so is an
+// ext value where a map is wanted (the library would read the ext's
+// payload as the map). Types with a msgpack decoder of their own,
+// `msgpack:",as_array"` structs and interface values are left to their
+// own reading.
 //
 // Errors travel as the NATS services convention (headers
 // Nats-Service-Error and Nats-Service-Error-Code) plus a body

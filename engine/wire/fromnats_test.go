@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,6 +74,82 @@ func TestFromNATSReconnecting(t *testing.T) {
 			}
 			if we := wire.FromNATS(err); we.Code != wire.CodeUnavailable || !we.Retryable {
 				t.Fatalf("FromNATS(%v) = %v, want unavailable", err, we)
+			}
+		})
+	}
+}
+
+// TestFromNATSSubscriptionErrors: a subscription that dropped messages
+// (slow consumer) or was closed under its reader (bad subscription)
+// fails this attempt, not every one: unavailable, which callers retry,
+// not internal, which they take as for good.
+func TestFromNATSSubscriptionErrors(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	// The slow consumer is reported to the error handler as well; it is
+	// expected here.
+	nc := enginetest.Connect(t, ns, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	cases := []struct {
+		name string
+		do   func(t *testing.T) error
+		want error // the nats.go error the case provokes
+	}{
+		{"slow consumer", func(t *testing.T) error {
+			sub, err := nc.SubscribeSync("iii.test.slow")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sub.SetPendingLimits(1, -1); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if err := nc.Publish("iii.test.slow", []byte("x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enginetest.Eventually(t, 5*time.Second, func() error {
+				if n, _ := sub.Dropped(); n == 0 {
+					return errors.New("nothing dropped yet")
+				}
+				return nil
+			})
+			_, err = sub.NextMsg(time.Second)
+			return err
+		}, nats.ErrSlowConsumer},
+		{"next message of a closed subscription", func(t *testing.T) error {
+			sub, err := nc.SubscribeSync("iii.test.closed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sub.Unsubscribe(); err != nil {
+				t.Fatal(err)
+			}
+			_, err = sub.NextMsg(time.Second)
+			return err
+		}, nats.ErrBadSubscription},
+		{"unsubscribe twice", func(t *testing.T) error {
+			sub, err := nc.Subscribe("iii.test.twice", func(*nats.Msg) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sub.Unsubscribe(); err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Errorf("unsubscribe: %w", sub.Unsubscribe())
+		}, nats.ErrBadSubscription},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.do(t)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+			we := wire.FromNATS(err)
+			if we.Code != wire.CodeUnavailable || !we.Retryable {
+				t.Fatalf("FromNATS(%v) = %v, want unavailable", err, we)
+			}
+			if !errors.Is(we, c.want) {
+				t.Fatalf("FromNATS(%v) lost its cause", err)
 			}
 		})
 	}

@@ -173,11 +173,16 @@ func FuzzCodecs(f *testing.F) {
 	f.Add(b, false)
 	f.Add([]byte(`{"a":"x","c":["1"],"d":{"k":null}}`), true)
 	f.Add([]byte{0xde, 0xff, 0xff}, false)
+	f.Add(mp(f, map[string]any{"w": map[string]any{"n": 1, "s": map[string]any{}, "i": []any{map[string]any{}}}, "l": []any{}, "m": map[string]any{"k": nil}, "f": []any{}, "o": []any{1}, "t": map[string]any{}}), false)
+	f.Add(mp(f, map[string]any{"w": map[string]any{"i": []any{[]any{}}}}), false)
+	f.Add(append([]byte{0x81, 0xa1, 't'}, extMap...), false)
+	f.Add([]byte(`{"w":{"i":[[]]}}`), true)
 	f.Fuzz(func(t *testing.T, data []byte, useJSON bool) {
 		c := wire.Msgpack
 		if useJSON {
 			c = wire.JSON
 		}
+		fuzzObjects(t, c, data)
 		var v any
 		if err := c.Unmarshal(data, &v); err != nil {
 			return

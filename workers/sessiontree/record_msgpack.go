@@ -106,7 +106,7 @@ func (w *recWriter) uint(k string, v uint64) {
 // DecodeMsgpack reads a map written by any msgpack encoder.
 func (r *record) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*r = record{}
-	n, err := dec.DecodeMapLen()
+	n, err := agent.DecodeMapLen(dec)
 	if err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
