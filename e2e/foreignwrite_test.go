@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -66,8 +67,12 @@ func foreignKeys(t *testing.T, bucket, sid string) []string {
 		return []string{must(subjects.ApprovalKey(sid, "fwcall"))}
 	case subjects.RunsBucket: // "<sid>.<hex of the idempotency key's hash>"
 		return []string{sid + ".0123456789abcdef01234567"}
-	case subjects.SandboxesBucket: // workers/sandbox recordKey
-		return []string{"session." + sid}
+	case subjects.SandboxesBucket: // workers/sandbox recordKey, beatKey (a node's heartbeat; this node's own too)
+		keys := []string{"session." + sid, "node.fwnode"}
+		if host, err := os.Hostname(); err == nil && host != "" && !strings.ContainsAny(host, "*> ") {
+			keys = append(keys, "node."+host)
+		}
+		return keys
 	case subjects.BudgetsBucket: // workers/budget defKey, spendKey, resKey
 		return []string{"def.fwb", "spend.fwb." + time.Now().UTC().Format("20060102"), "res.fwr"}
 	case subjects.CronBucket: // engine/cron leaseKey

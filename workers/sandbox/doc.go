@@ -146,8 +146,9 @@
 // "session.<session id>" (JSON, readable with `nats kv get`): sandbox_id,
 // session_id, node, workdir, isolation, network, limits, enforced,
 // created_at, last_used_at (Unix ms; written at most about once a
-// minute). create is a KV Create, so racing creates of one session agree
-// on the winner. A sandbox id is "<session id>_<10 characters>": it names
+// minute), expires_at (created_at plus the holding node's max_age).
+// create is a KV Create, so racing creates of one session agree on the
+// winner. A sandbox id is "<session id>_<10 characters>": it names
 // its record, and a destroyed sandbox's id never names its successor.
 //
 // A session homed in a region ("<region>.<name>", subjects.ValidateSessionID)
@@ -168,12 +169,71 @@
 // the node's root (setting root, default <home>/sandboxes, mode 0700),
 // one folder per sandbox id (0700).
 //
+// # Gone nodes
+//
+// A node that never comes back (a container restarted under a new host
+// name) would leave its sessions' records, and with them those sessions,
+// stuck: every call answering unavailable, no new sandbox possible. So
+// every node writes a heartbeat into the same bucket, under
+// "node.<node>" ("node.=<hex of the name>" for a name that is no KV key):
+// {node, at, started_at}, at Start before it adopts anything and then
+// every fifth of orphan_after (setting, default 5m, at least 1s; a
+// failed write is logged and retried). The bucket is the existing one,
+// with no per-key TTL (an existing bucket keeps its configuration), so
+// the heartbeat carries its time. A record of another node is an orphan
+// when
+//
+//   - its node's last heartbeat (the later of the time it wrote in it and
+//     the server's time of the write, so a live node with a late clock
+//     still looks alive) is older than orphan_after; or
+//   - now is past its expires_at by more than orphan_after (its node, were
+//     it alive, would have reaped it; a record without expires_at, from
+//     an older version, takes created_at plus this node's max_age); or
+//   - its node never wrote a heartbeat (an older version, or a heartbeat
+//     removed as below) and it was not used for idle_ttl plus
+//     orphan_after.
+//
+// For an orphan, exec and shell::exec (and [Worker.Workdir]) answer
+// not_found wrapping [ErrNoSandbox] and [ErrOrphan] ("no sandbox X: it
+// was on node Y, gone since T: no heartbeat for D, …; sandbox::create
+// gives the session a new one"); destroy deletes the record and answers
+// destroyed; create deletes the record and makes a sandbox on its own
+// node; and every node's reaper deletes the orphans it finds, and the
+// heartbeats of nodes silent for orphan_after that no record names any
+// more. Each delete is revision-checked (compare-and-set): of two nodes
+// racing to replace one orphan one deletes it, and the KV Create after
+// picks one new sandbox for both.
+//
+// A live node never loses a sandbox this way as long as orphan_after
+// exceeds the clock difference between nodes and the longest pause a
+// live node may take (a NATS outage, a stopped process): its heartbeat
+// stays fresh. A node that comes back is not harmed either: its
+// heartbeat goes first, and adopting a record claims it with a
+// revision-checked rewrite (which also writes its expires_at from this
+// node's max_age), so a takeover that read the record before fails and
+// reads it again, and a record taken over before is not adopted; the
+// reaper then removes its old workdir (no record names it). A live
+// sandbox whose record was taken over anyway (the node paused longer than
+// orphan_after) is dropped by the node's next reaper run: its processes
+// killed, its workdir removed, the new record kept. Deleting a sandbox's
+// record is always revision-checked, so a node never deletes a record
+// another node wrote in its place. The files of a taken-over sandbox are
+// lost with it: they were on the gone node.
+//
 // Sandboxes outlive a restart of the worker: Close ends running execs
-// (they answer unavailable) but keeps records, workdirs and cgroups, and
-// Start adopts this node's records again. The reaper runs at Start and
+// (they answer unavailable) but keeps records, workdirs and cgroups (and
+// the last heartbeat), and Start adopts this node's records again.
+// Adopting a workdir also removes the temporary files of fs::write and
+// fs::edit (fstool.IsTempFile) older than a minute: a kill -9 between
+// their creation and their rename leaves them, and they count toward
+// disk_mb. It costs nothing extra as root (adopting walks the workdir to
+// fix file owners anyway) and one walk otherwise: an lstat per entry, as
+// the disk_mb check after every exec. The reaper runs at Start and
 // every reap_interval (default 1m): it destroys this node's sandboxes
 // idle (no exec) longer than idle_ttl (default 30m) or older than
-// max_age (default 24h, even while running), and removes workdirs
+// max_age (default 24h, even while running), sweeps the records as the
+// section above says (one scan of the bucket: a watcher that delivers
+// every record and heartbeat once), and removes workdirs
 // (folders named like sandbox ids) under this node's root whose session
 // has no record of them, and cgroups of no live sandbox — a crash's
 // leftovers (adopting a record makes its cgroups again). A workdir whose
@@ -188,14 +248,16 @@
 //  1. New: the registry builds a [Worker]; embedders use [NewWorker].
 //  2. Provision: read the settings (root, node, allow_unsandboxed, bwrap,
 //     cgroup_root, uid, gid, host_uid, host_gid, max_output_bytes,
-//     kill_grace, idle_ttl, max_age, reap_interval, default_<limit>,
-//     max_<limit>); any other is an error.
+//     kill_grace, idle_ttl, max_age, reap_interval, orphan_after,
+//     default_<limit>, max_<limit>); any other, or a malformed value, is
+//     an error.
 //  3. Start: create the root, find the cgroups, probe bubblewrap (as the
-//     host user, else as root), adopt
-//     this node's records, reap, start the reaper, register the five
-//     functions (each with its skill document) on the engine worker
+//     host user, else as root), write the heartbeat, adopt this node's
+//     records, reap, start the reaper and the heartbeat, register the
+//     five functions (each with its skill document) on the engine worker
 //     "sandbox".
-//  4. Close: end running execs, stop the endpoints and the reaper.
+//  4. Close: end running execs, stop the endpoints, the reaper and the
+//     heartbeat.
 //
 // # Example
 //

@@ -20,6 +20,12 @@ var (
 	// sandboxes are node-local, so only the node that created one can run
 	// commands in it or destroy it; on the wire it is unavailable.
 	ErrOtherNode = errors.New("sandbox: the sandbox lives on another node")
+	// ErrOrphan is wrapped, beside [ErrNoSandbox], when the session's
+	// record is an orphan: it names a sandbox on another node that is gone
+	// (no heartbeat for orphan_after) or that is past its expiry. Nothing
+	// can reach that sandbox any more; sandbox::create gives the session
+	// a new one. On the wire it is not_found.
+	ErrOrphan = errors.New("sandbox: orphaned record")
 	// ErrNoIsolation is wrapped when bubblewrap is missing or does not work
 	// on this node and the setting allow_unsandboxed is not true; on the
 	// wire it is unavailable.

@@ -45,6 +45,9 @@ type manager struct {
 	// this node never race.
 	lifecycle sync.Mutex
 
+	// started is when this run of the worker started (in heartbeats).
+	started time.Time
+
 	mu        sync.Mutex
 	live      map[string]*liveSandbox // by sandbox id
 	bySession map[string]*liveSandbox
@@ -86,6 +89,7 @@ func newManager(o options, kv jetstream.KeyValue, logger *slog.Logger) *manager 
 		kv:        kv,
 		logger:    logger,
 		layout:    hostLayout(),
+		started:   time.Now(),
 		live:      map[string]*liveSandbox{},
 		bySession: map[string]*liveSandbox{},
 	}
@@ -255,27 +259,21 @@ func (m *manager) create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if lv != nil {
 		return lv.snapshot(), nil
 	}
-	rec, rev, ok, err := getRecord(ctx, m.kv, sid)
-	if err != nil {
-		return Sandbox{}, kvErr(err)
+	if existing, ok, err := m.current(ctx, sid); ok || err != nil {
+		return existing, err
 	}
-	if ok {
-		if existing, ok, err := m.existing(ctx, rec, rev); ok || err != nil {
-			return existing, err
-		}
-	}
-	now := m.o.now().UnixMilli()
+	now := m.o.now()
 	id := newSandboxID(sid)
-	rec = Sandbox{
+	rec := Sandbox{
 		SandboxID: id, SessionID: sid, Node: m.o.node, Workdir: m.workdirOf(id),
 		Isolation: m.isolation, Network: req.Network, Limits: lim, Enforced: m.enforcedList(),
-		CreatedAt: now, LastUsedAt: now,
+		CreatedAt: now.UnixMilli(), LastUsedAt: now.UnixMilli(), ExpiresAt: now.Add(m.o.maxAge).UnixMilli(),
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return Sandbox{}, wire.Wrap(wire.CodeInternal, err, "encode record")
 	}
-	rev, err = m.kv.Create(ctx, recordKey(sid), data)
+	rev, err := m.kv.Create(ctx, recordKey(sid), data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Another node won the race: its sandbox is the session's.
 		rec, rev, ok, err := getRecord(ctx, m.kv, sid)
@@ -305,6 +303,48 @@ func (m *manager) create(ctx context.Context, req CreateRequest) (Sandbox, error
 	m.logger.Info("sandbox created", slog.String("sandbox_id", id), slog.String("session_id", sid),
 		slog.String("isolation", rec.Isolation), slog.Bool("network", rec.Network))
 	return rec, nil
+}
+
+// current answers a create with the session's sandbox when it has one:
+// another live node's as it is, this node's once adopted. ok is false when
+// the session has none, or had only a stale record of this node or an
+// orphan of another node, now deleted (compare-and-set: of two nodes that
+// race to replace an orphan, one deletes it and the KV Create that
+// follows picks one winner). The caller holds m.lifecycle.
+func (m *manager) current(ctx context.Context, sid string) (Sandbox, bool, error) {
+	// Each round either answers or sees the record change (deleted by
+	// this call, or claimed or replaced by another node): a few rounds
+	// settle any race that is not endless.
+	for range 4 {
+		rec, rev, ok, err := getRecord(ctx, m.kv, sid)
+		if err != nil {
+			return Sandbox{}, false, kvErr(err)
+		}
+		if !ok {
+			return Sandbox{}, false, nil
+		}
+		if rec.Node == m.o.node {
+			lv, err := m.adopt(ctx, rec, rev)
+			if err != nil {
+				return Sandbox{}, false, err
+			}
+			if lv != nil {
+				return lv.snapshot(), true, nil
+			}
+			continue
+		}
+		why, err := m.orphan(ctx, rec)
+		if err != nil {
+			return Sandbox{}, false, err
+		}
+		if why == "" {
+			return rec, true, nil
+		}
+		if _, err := m.takeOver(ctx, rec, rev, why); err != nil {
+			return Sandbox{}, false, err
+		}
+	}
+	return Sandbox{}, false, wire.Errorf(wire.CodeConflict, "the sandbox record of session %s keeps changing; retry", sid)
 }
 
 // existing answers a create with a record that already exists: another
@@ -369,15 +409,39 @@ func (m *manager) adopt(ctx context.Context, rec Sandbox, rev uint64) (*liveSand
 		m.logger.Warn("sandbox record is stale, deleting it", slog.String("sandbox_id", rec.SandboxID),
 			slog.String("workdir", rec.Workdir), slog.String("root", m.o.root))
 		m.cg.removeOrphan(rec.SandboxID)
-		if err := m.kv.Delete(ctx, recordKey(rec.SessionID), jetstream.LastRevision(rev)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		err := m.kv.Delete(ctx, recordKey(rec.SessionID), jetstream.LastRevision(rev))
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return nil, kvErr(err)
 		}
 		return nil, nil
 	}
+	// Claim the record before using it: a compare-and-set rewrite, with
+	// the expiry this node's max_age gives it. Another node that took it
+	// over as an orphan meanwhile has deleted it (the claim fails: this
+	// node must not use it, and the reaper removes the workdir), and one
+	// that tries after the claim fails on the revision, reads the record
+	// again and finds this node's fresh heartbeat.
+	rec.ExpiresAt = m.expiresAtOwn(rec)
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "encode record")
+	}
+	rev, err = m.kv.Update(ctx, recordKey(rec.SessionID), data, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		m.logger.Info("sandbox record changed before it was adopted, leaving it", slog.String("sandbox_id", rec.SandboxID))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, kvErr(err)
+	}
 	if rec.Isolation == IsolationBwrap {
 		// Created when bubblewrap ran as another user (an older run, or
-		// one that fell back to root): its files become this run's user's.
-		m.fixOwner(rec.Workdir)
+		// one that fell back to root): its files become this run's
+		// user's. The same walk removes the temporary files of fs tool
+		// writes a crash cut short.
+		m.sweepWorkdir(rec.Workdir, m.ownerUID, m.ownerGID)
+	} else {
+		m.sweepWorkdir(rec.Workdir, -1, -1)
 	}
 	cg, err := m.cg.ensureSandbox(rec.SandboxID, rec.Limits)
 	if err != nil {
@@ -431,7 +495,7 @@ func (m *manager) resolve(ctx context.Context, id, sid string) (*liveSandbox, er
 		return nil, noSandbox()
 	}
 	if rec.Node != m.o.node {
-		return nil, otherNode(rec)
+		return nil, m.otherNode(ctx, rec)
 	}
 	// This node's record but not live (a create or destroy in progress,
 	// or a record this run never loaded): look again under the lifecycle
@@ -452,7 +516,7 @@ func (m *manager) resolve(ctx context.Context, id, sid string) (*liveSandbox, er
 		return nil, noSandbox()
 	}
 	if rec.Node != m.o.node {
-		return nil, otherNode(rec)
+		return nil, m.otherNode(ctx, rec)
 	}
 	lv, err = m.adopt(ctx, rec, rev)
 	if err != nil {
@@ -672,7 +736,23 @@ func (m *manager) destroy(ctx context.Context, req DestroyRequest) (DestroyRespo
 		return DestroyResponse{}, nil
 	}
 	if rec.Node != m.o.node {
-		return DestroyResponse{}, otherNode(rec)
+		// Another node's: an orphan's record is deleted (its node, should
+		// it come back, removes the workdir: no record names it).
+		why, err := m.orphan(ctx, rec)
+		if err != nil {
+			return DestroyResponse{}, err
+		}
+		if why == "" {
+			return DestroyResponse{}, otherNode(rec)
+		}
+		deleted, err := m.takeOver(ctx, rec, rev, why)
+		if err != nil {
+			return DestroyResponse{}, err
+		}
+		if !deleted {
+			return DestroyResponse{}, wire.Errorf(wire.CodeConflict, "the sandbox record of session %s changed while it was destroyed; retry", sid)
+		}
+		return DestroyResponse{Destroyed: true}, nil
 	}
 	// This node's, but not live: clean up what is left.
 	m.cg.removeOrphan(rec.SandboxID)
@@ -709,6 +789,9 @@ func (m *manager) destroyLive(ctx context.Context, lv *liveSandbox, cause error,
 	case <-ctx.Done():
 		return wire.Wrap(wire.CodeUnavailable, ctx.Err(), "commands of sandbox %s are still being killed; retry", rec.SandboxID)
 	}
+	lv.mu.Lock()
+	rev := lv.rev
+	lv.mu.Unlock()
 	lv.cg.remove()
 	if m.ownsWorkdir(rec) {
 		if err := os.RemoveAll(rec.Workdir); err != nil {
@@ -723,7 +806,13 @@ func (m *manager) destroyLive(ctx context.Context, lv *liveSandbox, cause error,
 		delete(m.bySession, rec.SessionID)
 	}
 	m.mu.Unlock()
-	if err := m.kv.Delete(ctx, recordKey(rec.SessionID)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	// Only the record this sandbox holds: one that another node wrote
+	// after taking this one over as an orphan stays.
+	err := m.kv.Delete(ctx, recordKey(rec.SessionID), jetstream.LastRevision(rev))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
+		m.logger.Info("sandbox record already replaced or gone", slog.String("sandbox_id", rec.SandboxID))
+	case err != nil:
 		return kvErr(err)
 	}
 	m.logger.Info("sandbox destroyed", slog.String("sandbox_id", rec.SandboxID), slog.String("session_id", rec.SessionID), slog.String("reason", why))

@@ -26,6 +26,7 @@ type options struct {
 	killGrace        time.Duration
 	idleTTL, maxAge  time.Duration
 	reapInterval     time.Duration // 0: only at Start
+	orphanAfter      time.Duration // a node silent this long is gone
 	now              func() time.Time
 	logger           *slog.Logger // nil: the engine's
 }
@@ -52,6 +53,12 @@ const (
 	DefaultMaxAge = 24 * time.Hour
 	// DefaultReapInterval is how often the reaper runs after Start.
 	DefaultReapInterval = time.Minute
+	// DefaultOrphanAfter is how long a node may go without a heartbeat
+	// before its sandbox records are orphans: another node may replace
+	// them. A node writes its heartbeat every fifth of it.
+	DefaultOrphanAfter = 5 * time.Minute
+	// MinOrphanAfter is the shortest orphan_after.
+	MinOrphanAfter = time.Second
 	// DefaultUID and DefaultGID are the unprivileged ids commands run as
 	// inside the sandbox's user namespace.
 	DefaultUID, DefaultGID = 1000, 1000
@@ -85,6 +92,7 @@ func defaultOptions() options {
 		idleTTL:      DefaultIdleTTL,
 		maxAge:       DefaultMaxAge,
 		reapInterval: DefaultReapInterval,
+		orphanAfter:  DefaultOrphanAfter,
 		now:          time.Now,
 	}
 }
@@ -303,8 +311,30 @@ func WithReapInterval(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the clock of created_at, last_used_at and the reaper's
-// ages (default time.Now). Exec timeouts always use the real clock.
+// WithOrphanAfter sets how long a node may go without writing its
+// heartbeat before its sandbox records count as orphans (default
+// [DefaultOrphanAfter], at least [MinOrphanAfter]): a create for such a
+// session on another node replaces the record, and any node's reaper
+// deletes it. The node writes its own heartbeat every fifth of it. It
+// must exceed the clock difference between nodes and any pause a live
+// node may take (a NATS outage, a stopped process that will resume);
+// the worker of a node that restarts within it keeps its sandboxes.
+func WithOrphanAfter(d time.Duration) Option {
+	return func(o *options) error {
+		if d < MinOrphanAfter {
+			return invalidOption("orphan_after %v is below the minimum %v", d, MinOrphanAfter)
+		}
+		o.orphanAfter = d
+		return nil
+	}
+}
+
+// beatEvery is how often the node writes its heartbeat.
+func (o options) beatEvery() time.Duration { return o.orphanAfter / 5 }
+
+// WithClock sets the clock of created_at, last_used_at, expires_at, the
+// heartbeats and the reaper's ages (default time.Now). Exec timeouts
+// always use the real clock.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) error {
 		if now == nil {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine/wire"
 )
@@ -21,6 +24,14 @@ type reapStats struct {
 	StaleRecords int
 	// OrphanWorkdirs and OrphanCgroups are leftovers with no record.
 	OrphanWorkdirs, OrphanCgroups int
+	// OrphanRecords are other nodes' records deleted as orphans.
+	OrphanRecords int
+	// Lost are this node's sandboxes dropped because their record was
+	// gone or named another sandbox (taken over while this node was
+	// thought gone).
+	Lost int
+	// GoneNodes are heartbeats of gone nodes that hold no record, deleted.
+	GoneNodes int
 }
 
 func (s reapStats) zero() bool { return s == reapStats{} }
@@ -67,8 +78,23 @@ func (m *manager) loadRecords(ctx context.Context) (stale int, err error) {
 // reap destroys this node's sandboxes idle longer than idle_ttl (and not
 // running anything) or older than max_age (even while running), then
 // removes workdirs and cgroups under this node's root that belong to no
-// live sandbox: the leftovers of a crash.
+// live sandbox: the leftovers of a crash. Then it sweeps the records
+// ([manager.sweep]); a sweep that fails (the records cannot be read) is
+// logged and tried again at the next run.
 func (m *manager) reap(ctx context.Context) (reapStats, error) {
+	st, err := m.reapLocal(ctx)
+	if err != nil {
+		return st, err
+	}
+	if err := m.sweep(ctx, &st); err != nil {
+		m.logger.Warn("sandbox record sweep failed", slog.Any("error", err))
+	}
+	return st, nil
+}
+
+// reapLocal is the part of [manager.reap] about this node's sandboxes and
+// root folder.
+func (m *manager) reapLocal(ctx context.Context) (reapStats, error) {
 	var st reapStats
 	m.lifecycle.Lock()
 	defer m.lifecycle.Unlock()
@@ -81,11 +107,11 @@ func (m *manager) reap(ctx context.Context) (reapStats, error) {
 	m.mu.Unlock()
 	for _, lv := range lvs {
 		lv.mu.Lock()
-		created, last, active := time.UnixMilli(lv.rec.CreatedAt), lv.lastUsed, lv.active
+		expires, last, active := m.expiresAt(lv.rec), lv.lastUsed, lv.active
 		lv.mu.Unlock()
 		var why string
 		switch {
-		case now.Sub(created) > m.o.maxAge:
+		case now.After(expires):
 			why = "max_age"
 		case active == 0 && now.Sub(last) > m.o.idleTTL:
 			why = "idle_ttl"
@@ -139,6 +165,88 @@ func (m *manager) reap(ctx context.Context) (reapStats, error) {
 	return st, nil
 }
 
+// sweep reads every record and heartbeat (one scan of the bucket, see
+// [manager.scan]) and
+//   - deletes other nodes' records that are orphans ([manager.orphanReason];
+//     compare-and-set, so a record its node claims meanwhile stays);
+//   - deletes the heartbeats of nodes silent for orphan_after that no
+//     record names any more (nodes whose host name changed for good; a
+//     node that comes back writes its heartbeat again);
+//   - drops this node's live sandboxes whose record is gone or names
+//     another sandbox: it was taken over while this node was thought
+//     gone (a pause or an outage longer than orphan_after), and the
+//     session's sandbox is now the new record's. Its processes are
+//     killed and its workdir removed, as the reaper does for a workdir no
+//     record names; the new record stays.
+func (m *manager) sweep(ctx context.Context, st *reapStats) error {
+	recs, beats, err := m.scan(ctx)
+	if err != nil {
+		return err
+	}
+	now := m.o.now()
+	named := map[string]bool{}
+	for _, r := range recs {
+		if r.rec.Node == m.o.node {
+			continue
+		}
+		why := m.orphanReason(r.rec, beats[r.rec.Node], now)
+		if why != "" {
+			deleted, err := m.takeOver(ctx, r.rec, r.rev, why)
+			if err != nil {
+				m.logger.Warn("sandbox orphan record not deleted", slog.String("sandbox_id", r.rec.SandboxID), slog.Any("error", err))
+			}
+			if deleted {
+				st.OrphanRecords++
+				continue
+			}
+		}
+		named[r.rec.Node] = true
+	}
+	for node, b := range beats {
+		if node == m.o.node || named[node] || now.Sub(b.last) <= m.o.orphanAfter {
+			continue
+		}
+		err := m.kv.Delete(ctx, beatKey(node), jetstream.LastRevision(b.rev))
+		switch {
+		case err == nil:
+			st.GoneNodes++
+		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound):
+			m.logger.Warn("sandbox heartbeat of a gone node not deleted", slog.String("node", node), slog.Any("error", err))
+		}
+	}
+
+	m.lifecycle.Lock()
+	defer m.lifecycle.Unlock()
+	m.mu.Lock()
+	lvs := make([]*liveSandbox, 0, len(m.live))
+	for _, lv := range m.live {
+		lvs = append(lvs, lv)
+	}
+	m.mu.Unlock()
+	for _, lv := range lvs {
+		lv.mu.Lock()
+		id, sid := lv.rec.SandboxID, lv.rec.SessionID
+		lv.mu.Unlock()
+		if r, ok := recs[sid]; ok && r.rec.SandboxID == id {
+			continue
+		}
+		// Not in the scan (or made after it): read it again to be sure.
+		rec, _, ok, err := getRecord(ctx, m.kv, sid)
+		if err != nil || (ok && rec.SandboxID == id) {
+			continue
+		}
+		cause := wire.Wrap(wire.CodeNotFound, errLost, "")
+		if err := m.destroyLive(ctx, lv, cause, "record taken over"); err != nil {
+			return err
+		}
+		st.Lost++
+	}
+	return nil
+}
+
+// errLost ends the execs of a sandbox whose record was taken over.
+var errLost = fmt.Errorf("%w: its record was taken over while this node was thought gone; sandbox::create gives the session a new one", ErrNoSandbox)
+
 // claimed reports whether the workdir of sandbox id, which is not live,
 // may still be a sandbox's: its session's record names it, or the record
 // cannot be read (a read that failed at Start left the sandbox unadopted;
@@ -157,48 +265,74 @@ func (m *manager) claimed(ctx context.Context, sid, id string) bool {
 // errReaped ends the execs of a sandbox the reaper destroys.
 var errReaped = fmt.Errorf("%w: it was reaped (idle_ttl or max_age)", ErrNoSandbox)
 
-// reaper runs [manager.reap] every interval until Stop.
-type reaper struct {
+// logAttrs are the stats as log attributes.
+func (s reapStats) logAttrs() []any {
+	return []any{slog.Int("idle", s.Idle), slog.Int("expired", s.Expired), slog.Int("stale_records", s.StaleRecords),
+		slog.Int("orphan_workdirs", s.OrphanWorkdirs), slog.Int("orphan_cgroups", s.OrphanCgroups),
+		slog.Int("orphan_records", s.OrphanRecords), slog.Int("lost", s.Lost), slog.Int("gone_nodes", s.GoneNodes)}
+}
+
+// loop runs a function every interval until Stop: the reaper and the
+// heartbeat.
+type loop struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
 }
 
-// startReaper starts the loop; interval 0 starts nothing (Stop still
-// works).
-func (m *manager) startReaper(interval time.Duration) *reaper {
-	r := &reaper{stop: make(chan struct{})}
+// startLoop runs run(ctx) every interval, ctx bounded by timeout;
+// interval 0 starts nothing (Stop still works).
+func startLoop(interval, timeout time.Duration, run func(ctx context.Context)) *loop {
+	l := &loop{stop: make(chan struct{})}
 	if interval <= 0 {
-		return r
+		return l
 	}
-	r.wg.Add(1)
+	l.wg.Add(1)
 	go func() {
-		defer r.wg.Done()
+		defer l.wg.Done()
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
-			case <-r.stop:
+			case <-l.stop:
 				return
 			case <-t.C:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), max(interval, 30*time.Second))
-			st, err := m.reap(ctx)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			run(ctx)
 			cancel()
-			switch {
-			case err != nil:
-				m.logger.Warn("sandbox reaper failed", slog.Any("error", err))
-			case !st.zero():
-				m.logger.Info("sandbox reaper", slog.Int("idle", st.Idle), slog.Int("expired", st.Expired),
-					slog.Int("orphan_workdirs", st.OrphanWorkdirs), slog.Int("orphan_cgroups", st.OrphanCgroups))
-			}
 		}
 	}()
-	return r
+	return l
 }
 
 // Stop ends the loop and waits for a run in progress. It is idempotent.
-func (r *reaper) Stop() {
-	r.once.Do(func() { close(r.stop) })
-	r.wg.Wait()
+func (l *loop) Stop() {
+	l.once.Do(func() { close(l.stop) })
+	l.wg.Wait()
+}
+
+// startReaper runs [manager.reap] every interval (0: never).
+func (m *manager) startReaper(interval time.Duration) *loop {
+	return startLoop(interval, max(interval, 30*time.Second), func(ctx context.Context) {
+		st, err := m.reap(ctx)
+		switch {
+		case err != nil:
+			m.logger.Warn("sandbox reaper failed", slog.Any("error", err))
+		case !st.zero():
+			m.logger.Info("sandbox reaper", st.logAttrs()...)
+		}
+	})
+}
+
+// startBeat writes this node's heartbeat every fifth of orphan_after. A
+// failure is logged and retried at the next tick; only orphan_after of
+// them in a row let other nodes take this node's sandboxes over.
+func (m *manager) startBeat() *loop {
+	every := m.o.beatEvery()
+	return startLoop(every, max(every, 5*time.Second), func(ctx context.Context) {
+		if err := m.beat(ctx); err != nil {
+			m.logger.Warn("sandbox heartbeat not written", slog.String("node", m.o.node), slog.Any("error", err))
+		}
+	})
 }

@@ -72,6 +72,11 @@ type Sandbox struct {
 	// written at most about once a minute per sandbox.
 	CreatedAt  int64 `json:"created_at"`
 	LastUsedAt int64 `json:"last_used_at"`
+	// ExpiresAt (Unix ms) is when the node's reaper destroys the sandbox
+	// for max_age: created_at plus the max_age of the node that holds
+	// it. Other nodes judge a record by it (see the package doc); 0 in
+	// records written before it existed.
+	ExpiresAt int64 `json:"expires_at,omitempty"`
 }
 
 // ExecRequest is the payload of sandbox::exec.

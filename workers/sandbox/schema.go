@@ -24,7 +24,8 @@ const sandboxSchema = `{
     "limits": ` + limitsSchema + `,
     "enforced": {"type": "array", "items": {"type": "string"}, "description": "cgroup:pids, cgroup:memory or rlimit:as, rlimit:cpu, rlimit:fsize, quota:disk, timeout:wall"},
     "created_at": {"type": "integer", "description": "Unix ms"},
-    "last_used_at": {"type": "integer", "description": "Unix ms"}
+    "last_used_at": {"type": "integer", "description": "Unix ms"},
+    "expires_at": {"type": "integer", "description": "Unix ms: created_at plus the holding node's max_age"}
   },
   "required": ["sandbox_id", "session_id", "node", "workdir", "isolation", "network", "limits", "enforced", "created_at"]
 }`

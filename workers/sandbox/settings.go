@@ -45,6 +45,9 @@ const (
 	SettingIdleTTL      = "idle_ttl"
 	SettingMaxAge       = "max_age"
 	SettingReapInterval = "reap_interval"
+	// SettingOrphanAfter is how long a node may go without a heartbeat
+	// before its sandbox records may be replaced ([WithOrphanAfter]).
+	SettingOrphanAfter = "orphan_after"
 	// SettingDefaultPrefix and SettingMaxPrefix prefix a limit's name to
 	// set its default or maximum: "default_memory_mb", "max_pids".
 	SettingDefaultPrefix = "default_"
@@ -54,7 +57,7 @@ const (
 // settingNames lists every setting for the error of an unknown one.
 func settingNames() []string {
 	names := []string{SettingRoot, SettingNode, SettingAllowUnsandboxed, SettingBwrap, SettingCgroupRoot,
-		SettingUID, SettingGID, SettingHostUID, SettingHostGID, SettingMaxOutput, SettingKillGrace, SettingIdleTTL, SettingMaxAge, SettingReapInterval}
+		SettingUID, SettingGID, SettingHostUID, SettingHostGID, SettingMaxOutput, SettingKillGrace, SettingIdleTTL, SettingMaxAge, SettingReapInterval, SettingOrphanAfter}
 	for _, f := range limitFields {
 		names = append(names, SettingDefaultPrefix+f.name, SettingMaxPrefix+f.name)
 	}
@@ -125,7 +128,7 @@ func parseSettings(settings map[string]string, home string) ([]Option, error) {
 				return nil, bad("a number of bytes")
 			}
 			opts = append(opts, WithMaxOutput(n))
-		case SettingKillGrace, SettingIdleTTL, SettingMaxAge, SettingReapInterval:
+		case SettingKillGrace, SettingIdleTTL, SettingMaxAge, SettingReapInterval, SettingOrphanAfter:
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				if v != "0" {
@@ -140,6 +143,8 @@ func parseSettings(settings map[string]string, home string) ([]Option, error) {
 				opts = append(opts, WithIdleTTL(d))
 			case SettingMaxAge:
 				opts = append(opts, WithMaxAge(d))
+			case SettingOrphanAfter:
+				opts = append(opts, WithOrphanAfter(d))
 			default:
 				opts = append(opts, WithReapInterval(d))
 			}

@@ -1,12 +1,14 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/workers"
 )
 
 func TestBwrapArgs(t *testing.T) {
@@ -111,7 +113,7 @@ func TestSettings(t *testing.T) {
 	opts, err := parseSettings(map[string]string{
 		"root": "sb", "node": "n9", "allow_unsandboxed": "true", "bwrap": "/opt/bwrap", "cgroup_root": "off",
 		"uid": "2000", "gid": "2001", "max_output_bytes": "4096", "kill_grace": "1s", "idle_ttl": "10m",
-		"max_age": "2h", "reap_interval": "0", "default_memory_mb": "2048", "max_memory_mb": "4096", "max_pids": "64", "default_pids": "32",
+		"max_age": "2h", "reap_interval": "0", "orphan_after": "90s", "default_memory_mb": "2048", "max_memory_mb": "4096", "max_pids": "64", "default_pids": "32",
 	}, "/home/iii")
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +124,7 @@ func TestSettings(t *testing.T) {
 	}
 	if o.root != "/home/iii/sb" || o.node != "n9" || !o.allowUnsandboxed || o.bwrap != "/opt/bwrap" || o.cgroupRoot != "" ||
 		o.uid != 2000 || o.gid != 2001 || o.maxOutput != 4096 || o.killGrace != time.Second || o.idleTTL != 10*time.Minute ||
-		o.maxAge != 2*time.Hour || o.reapInterval != 0 || o.defaults.MemoryMB != 2048 || o.max.MemoryMB != 4096 ||
+		o.maxAge != 2*time.Hour || o.reapInterval != 0 || o.orphanAfter != 90*time.Second || o.defaults.MemoryMB != 2048 || o.max.MemoryMB != 4096 ||
 		o.max.Pids != 64 || o.defaults.Pids != 32 || o.defaults.CPUSeconds != DefaultLimits.CPUSeconds {
 		t.Fatalf("options %+v", o)
 	}
@@ -136,6 +138,10 @@ func TestSettings(t *testing.T) {
 		{"idle_ttl": "soon"},
 		{"idle_ttl": "0"},
 		{"kill_grace": "1h"},
+		{"orphan_after": "0"},
+		{"orphan_after": "500ms"},
+		{"orphan_after": "-5m"},
+		{"orphan_after": "later"},
 		{"default_pids": "-1"},
 		{"default_pids": "4"},
 		{"max_memory_mb": "100"}, // below the default
@@ -150,6 +156,16 @@ func TestSettings(t *testing.T) {
 		if !errors.Is(err, engine.ErrInvalidOption) {
 			t.Fatalf("%v: %v", s, err)
 		}
+	}
+	// Provision checks them the same way, before Start.
+	for _, s := range []map[string]string{{"orphan_after": "0"}, {"orphan_after": "soon"}, {"nope": "1"}} {
+		err := NewWorker().Provision(context.Background(), workers.Env{Home: "/home/iii", Settings: map[string]map[string]string{WorkerName: s}})
+		if !errors.Is(err, engine.ErrInvalidOption) {
+			t.Fatalf("Provision %v: %v", s, err)
+		}
+	}
+	if err := NewWorker().Provision(context.Background(), workers.Env{Home: "/home/iii", Settings: map[string]map[string]string{WorkerName: {"orphan_after": "10m"}}}); err != nil {
+		t.Fatalf("Provision: %v", err)
 	}
 	if _, err := parseSettings(map[string]string{"root": "rel"}, ""); err == nil {
 		t.Fatal("relative root without home accepted")

@@ -2,9 +2,13 @@ package sandbox
 
 import (
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
+
+	"github.com/iii-on-nats/iii/workers/sandbox/fstool"
 )
 
 // scanWorkdir returns the disk space the files under dir take, in bytes
@@ -15,7 +19,48 @@ import (
 // cannot read. Hard links cannot bring outside files in: the workdir is
 // its own mount inside the sandbox, and link(2) does not cross mounts.
 func scanWorkdir(dir string, uid, gid int) int64 {
-	var total int64
+	total, _ := walkWorkdir(dir, uid, gid, nil)
+	return total
+}
+
+// tempGrace is how old a temporary file of the fs tools must be before
+// [manager.sweepWorkdir] removes it: a write in progress (in another
+// process sharing the root, say) is never that slow.
+const tempGrace = time.Minute
+
+// sweepWorkdir is [scanWorkdir] that also removes the temporary files of
+// fs::write and fs::edit ([fstool.IsTempFile]) last modified more than
+// [tempGrace] ago: a kill -9 between their creation and their rename
+// leaves them, and they count toward disk_mb. It runs when a sandbox is
+// adopted (after a restart, the only time such leftovers appear) in the
+// walk adoption makes anyway to fix file owners: an lstat per entry, the
+// cost of the disk_mb check after every exec, plus an unlink per
+// leftover. Removal goes through an os.Root of dir, so a folder swapped
+// for a symlink meanwhile cannot lead it outside.
+func (m *manager) sweepWorkdir(dir string, uid, gid int) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		m.logger.Warn("sandbox workdir not swept", slog.String("workdir", dir), slog.Any("error", err))
+		return
+	}
+	defer root.Close()
+	cutoff := time.Now().Add(-tempGrace) // file times are the real clock's
+	_, removed := walkWorkdir(dir, uid, gid, func(rel string, info fs.FileInfo) bool {
+		if !info.Mode().IsRegular() || !fstool.IsTempFile(info.Name()) || !info.ModTime().Before(cutoff) {
+			return false
+		}
+		return root.Remove(rel) == nil
+	})
+	if removed > 0 {
+		m.logger.Info("sandbox: removed temporary files of interrupted fs writes", slog.String("workdir", dir), slog.Int("files", removed))
+	}
+}
+
+// walkWorkdir walks dir as [scanWorkdir] describes; remove, when not nil,
+// is asked about every entry (by its path relative to dir) and reports
+// whether it removed it: a removed entry counts neither toward the total
+// nor toward the owner fix.
+func walkWorkdir(dir string, uid, gid int, remove func(rel string, info fs.FileInfo) bool) (total int64, removed int) {
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -23,6 +68,12 @@ func scanWorkdir(dir string, uid, gid int) int64 {
 		info, err := d.Info()
 		if err != nil {
 			return nil
+		}
+		if remove != nil && p != dir {
+			if rel, err := filepath.Rel(dir, p); err == nil && remove(rel, info) {
+				removed++
+				return nil
+			}
 		}
 		st, ok := info.Sys().(*syscall.Stat_t)
 		if !ok {
@@ -35,5 +86,5 @@ func scanWorkdir(dir string, uid, gid int) int64 {
 		}
 		return nil
 	})
-	return total
+	return total, removed
 }

@@ -55,7 +55,8 @@ type Worker struct {
 	settings []Option
 	home     string
 	m        *manager
-	reaper   *reaper
+	reaper   *loop
+	beat     *loop
 }
 
 // NewWorker returns an unstarted worker; opts win over settings.
@@ -115,6 +116,12 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 			m.cg.removeGroup()
 			return nil, err
 		}
+		// The heartbeat first: from now on no other node takes this
+		// node's records over, and adopting claims them.
+		if err := m.beat(ctx); err != nil {
+			m.cg.removeGroup()
+			return nil, err
+		}
 		stale, err := m.loadRecords(ctx)
 		if err != nil {
 			m.cg.removeGroup()
@@ -127,19 +134,19 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 		}
 		st.StaleRecords = stale
 		if !st.zero() {
-			logger.Info("sandbox reaper at start", "idle", st.Idle, "expired", st.Expired, "stale_records", st.StaleRecords,
-				"orphan_workdirs", st.OrphanWorkdirs, "orphan_cgroups", st.OrphanCgroups)
+			logger.Info("sandbox reaper at start", st.logAttrs()...)
 		}
-		w.m, w.reaper = m, m.startReaper(o.reapInterval)
+		w.m, w.reaper, w.beat = m, m.startReaper(o.reapInterval), m.startBeat()
 		started = true
 		return w.functions(m)
 	})
 	if err != nil && started {
 		w.mu.Lock()
-		m, r := w.m, w.reaper
-		w.m, w.reaper = nil, nil
+		m, r, b := w.m, w.reaper, w.beat
+		w.m, w.reaper, w.beat = nil, nil, nil
 		w.mu.Unlock()
 		r.Stop()
+		b.Stop()
 		_ = m.close(ctx)
 	}
 	return err
@@ -152,10 +159,15 @@ func (w *Worker) Close(ctx context.Context) error {
 	w.shutdown.Close()
 	err := w.eps.Close(ctx, nil)
 	w.mu.Lock()
-	m, r := w.m, w.reaper
+	m, r, b := w.m, w.reaper, w.beat
 	w.mu.Unlock()
 	if r != nil {
 		r.Stop()
+	}
+	if b != nil {
+		// The last heartbeat stays: a node back within orphan_after keeps
+		// its sandboxes.
+		b.Stop()
 	}
 	if m != nil {
 		if cerr := m.close(ctx); err == nil {

@@ -494,10 +494,16 @@ func TestOtherNode(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
+	now := time.Now().UnixMilli()
 	rec := Sandbox{SandboxID: "far_abcdefghij", SessionID: "far", Node: "elsewhere", Workdir: "/x/far_abcdefghij",
-		Isolation: IsolationBwrap, Limits: DefaultLimits, Enforced: []string{"timeout:wall"}, CreatedAt: 1, LastUsedAt: 1}
+		Isolation: IsolationBwrap, Limits: DefaultLimits, Enforced: []string{"timeout:wall"}, CreatedAt: now, LastUsedAt: now}
 	data, _ := json.Marshal(rec)
 	if _, err := f.kv.Create(ctx, "session.far", data); err != nil {
+		t.Fatal(err)
+	}
+	// The other node is alive: its heartbeat is fresh.
+	beat, _ := json.Marshal(nodeBeat{Node: "elsewhere", At: now, StartedAt: now})
+	if _, err := f.kv.Put(ctx, beatKey("elsewhere"), beat); err != nil {
 		t.Fatal(err)
 	}
 	got := f.create(t, CreateRequest{SessionID: "far"})

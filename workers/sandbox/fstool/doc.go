@@ -32,7 +32,9 @@
 //   - fs::write and fs::edit write a temporary file in the same directory
 //     (created exclusively) and rename it over the target: a reader never
 //     sees half a file, and a symlink or hard link at the target is
-//     replaced rather than written through.
+//     replaced rather than written through. A process killed between the
+//     two leaves the temporary file; [IsTempFile] recognises its name, and
+//     the sandbox worker removes old ones when it adopts a workdir.
 //   - A NUL byte, an over-long path or an empty required path is
 //     invalid_payload.
 //

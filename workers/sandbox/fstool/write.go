@@ -12,6 +12,46 @@ import (
 	"strings"
 )
 
+// The name of a temporary file of fs::write and fs::edit is
+// "." + up to tempBaseMax bytes of the target's name + tempInfix +
+// tempRandLen characters of rand.Text (base32: A-Z, 2-7) + tempSuffix.
+const (
+	tempBaseMax = 128
+	tempInfix   = ".fstool-"
+	tempRandLen = 12
+	tempSuffix  = ".tmp"
+)
+
+// tempName is a fresh name for a temporary file beside rel.
+func tempName(rel string) string {
+	dir, base := path.Split(rel)
+	if len(base) > tempBaseMax {
+		base = base[:tempBaseMax]
+	}
+	return dir + "." + base + tempInfix + rand.Text()[:tempRandLen] + tempSuffix
+}
+
+// IsTempFile reports whether name, a file's base name, is one that
+// fs::write and fs::edit give their temporary files
+// (".<name>.fstool-<12 characters>.tmp"). Each write renames its own
+// away or removes it, but a process killed between its creation and the
+// rename leaves it behind: the sandbox worker removes old ones when it
+// adopts a workdir after a restart.
+func IsTempFile(name string) bool {
+	rest, ok := strings.CutSuffix(name, tempSuffix)
+	if !ok || len(rest) < 1+1+len(tempInfix)+tempRandLen || rest[0] != '.' {
+		return false
+	}
+	random := rest[len(rest)-tempRandLen:]
+	for i := 0; i < len(random); i++ {
+		if c := random[i]; !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	base, ok := strings.CutSuffix(rest[1:len(rest)-tempRandLen], tempInfix)
+	return ok && len(base) >= 1 && len(base) <= tempBaseMax && !strings.Contains(base, "/")
+}
+
 // newFileMode is the mode of a file fs::write creates; a replaced file
 // keeps its own.
 const newFileMode = 0o644
@@ -84,11 +124,7 @@ func (w *workdir) sameContent(rel string, info fs.FileInfo, content string) (boo
 // content or the new, never a mix. On failure the temporary file is
 // removed and rel is untouched.
 func (w *workdir) writeAtomic(rel string, data []byte, mode fs.FileMode) (err error) {
-	dir, base := path.Split(rel)
-	if len(base) > 128 {
-		base = base[:128]
-	}
-	tmp := dir + "." + base + ".fstool-" + rand.Text()[:12] + ".tmp"
+	tmp := tempName(rel)
 	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
