@@ -240,7 +240,7 @@ func TestExpectedRepliesStopsEarly(t *testing.T) {
 	if took > 2*time.Second {
 		t.Fatalf("took %v: expected_replies did not end the collect", took)
 	}
-	if len(res.Replies) != 2 || res.Merged["a"] != 1.0 || res.Merged["b"] != 2.0 {
+	if len(res.Replies) != 2 || res.Merged["a"] != int64(1) || res.Merged["b"] != int64(2) {
 		t.Fatalf("result %s", mustJSON(t, res))
 	}
 }
@@ -476,7 +476,7 @@ func TestConcurrentCollects(t *testing.T) {
 	for i := range n {
 		go func() {
 			res, err := hook.PublishCollect(context.Background(), nc, hook.Request{Topic: topic, Payload: map[string]int{"i": i}, MergeRule: hook.FieldMerge, ExpectedReplies: 1, TimeoutMs: 5000})
-			if err == nil && (len(res.Replies) != 1 || res.Merged["i"] != float64(i)) {
+			if err == nil && (len(res.Replies) != 1 || res.Merged["i"] != int64(i)) {
 				err = errors.New("wrong reply " + mustJSONNoT(res))
 			}
 			errs <- err
@@ -492,4 +492,30 @@ func TestConcurrentCollects(t *testing.T) {
 func mustJSONNoT(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// A JSON subscriber's rewritten arguments reach the caller exact: an
+// int64 id in them is not rounded through a float64, in the replies, the
+// merged reply and a BeforeReply bound from it.
+func TestReplyNumbersExact(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	nc := enginetest.Connect(t, ns)
+	subscribe(t, ns, hook.TopicBeforeCall, jsonReply(`{"args":{"id":1234567890123456789,"list":[18446744073709551615,0.5]}}`))
+	payload := hook.BeforeCall{SessionID: "s1", FunctionCallID: "c1", FunctionID: "db::get", Args: map[string]any{"id": int64(1)}}
+	res, _ := collect(t, nc, hook.Request{Topic: hook.TopicBeforeCall, Payload: payload, MergeRule: hook.BeforeCallMergeRule, TimeoutMs: 5000, ExpectedReplies: 1})
+	const want = `{"args":{"id":1234567890123456789,"list":[18446744073709551615,0.5]}}`
+	if got := mustJSON(t, res.Merged); got != want {
+		t.Fatalf("merged %s, want %s", got, want)
+	}
+	var before hook.BeforeReply
+	if err := res.Bind(&before); err != nil {
+		t.Fatal(err)
+	}
+	if before.Args["id"] != int64(1234567890123456789) {
+		t.Fatalf("bound args %#v", before.Args)
+	}
+	if list, _ := before.Args["list"].([]any); len(list) != 2 || list[0] != uint64(18446744073709551615) || list[1] != 0.5 {
+		t.Fatalf("bound list %#v", before.Args["list"])
+	}
 }

@@ -1,6 +1,10 @@
 package hook
 
-import "github.com/iii-on-nats/iii/agent"
+import (
+	"encoding/json"
+
+	"github.com/iii-on-nats/iii/agent"
+)
 
 // The harness's hook topics and the merge rule the orchestrator uses for
 // each.
@@ -36,6 +40,29 @@ type BeforeReply struct {
 	Block  bool           `json:"block,omitempty"`
 	Reason string         `json:"reason,omitempty"`
 	Args   map[string]any `json:"args,omitempty"`
+}
+
+// UnmarshalJSON decodes r, its arguments exact (agent.DecodeArguments:
+// an int64 a hook wrote is not rounded through a float64).
+func (r *BeforeReply) UnmarshalJSON(b []byte) error {
+	type plain BeforeReply
+	var p struct {
+		plain
+		Args json.RawMessage `json:"args,omitempty"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*r = BeforeReply(p.plain)
+	r.Args = nil
+	if len(p.Args) > 0 {
+		args, err := agent.DecodeArguments(p.Args)
+		if err != nil {
+			return err
+		}
+		r.Args = args
+	}
+	return nil
 }
 
 // AfterCall is the payload of [TopicAfterCall].

@@ -1,10 +1,12 @@
 package hook
 
 import (
+	"bytes"
 	"math"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
@@ -44,7 +46,13 @@ func decodeReply(hdr nats.Header, data []byte) (map[string]any, replyKind) {
 	}
 	var v any
 	codec := wire.ForContentType(hdr.Get(wire.HeaderContentType))
-	if err := codec.Unmarshal(data, &v); err != nil {
+	unmarshal := codec.Unmarshal
+	if codec == wire.JSON && len(bytes.TrimSpace(data)) > 0 {
+		// Numbers exact: a reply's int64 (an id in the args it rewrote)
+		// is not rounded through a float64.
+		unmarshal = agent.UnmarshalJSONExact
+	}
+	if err := unmarshal(data, &v); err != nil {
 		return nil, replyInvalid
 	}
 	if codec != wire.JSON && !jsonSafe(v) {
