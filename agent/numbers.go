@@ -128,7 +128,7 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	args, err := rawArguments(p.Arguments)
+	args, err := RawArguments(p.Arguments)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	args, err := rawArguments(p.Args)
+	args, err := RawArguments(p.Args)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (r *ApprovalRecord) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	args, err := rawArguments(p.Args)
+	args, err := RawArguments(p.Args)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (a *PendingApproval) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	args, err := rawArguments(p.Args)
+	args, err := RawArguments(p.Args)
 	if err != nil {
 		return err
 	}
@@ -194,10 +194,11 @@ func (a *PendingApproval) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// rawArguments decodes arguments a struct's decoding kept raw: absent or
-// null is nil, anything but an object an error (as decoding into the map
-// would have been).
-func rawArguments(raw json.RawMessage) (map[string]any, error) {
+// RawArguments decodes arguments a struct's decoding kept raw (the way a
+// type's UnmarshalJSON keeps its arguments exact): absent or null is nil,
+// anything but an object an error (as decoding into the map would have
+// been).
+func RawArguments(raw json.RawMessage) (map[string]any, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}

@@ -328,14 +328,11 @@ func (c *Call) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	*c = Call(p.plain)
-	c.Args = nil
-	if len(p.Args) > 0 {
-		args, err := agent.DecodeArguments(p.Args)
-		if err != nil {
-			return err
-		}
-		c.Args = args
+	args, err := agent.RawArguments(p.Args)
+	if err != nil {
+		return err
 	}
+	*c = Call(p.plain)
+	c.Args = args
 	return nil
 }

@@ -53,15 +53,12 @@ func (r *BeforeReply) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	*r = BeforeReply(p.plain)
-	r.Args = nil
-	if len(p.Args) > 0 {
-		args, err := agent.DecodeArguments(p.Args)
-		if err != nil {
-			return err
-		}
-		r.Args = args
+	args, err := agent.RawArguments(p.Args)
+	if err != nil {
+		return err
 	}
+	*r = BeforeReply(p.plain)
+	r.Args = args
 	return nil
 }
 
