@@ -10,11 +10,12 @@
 // UTF-8 text: the charset is decoded best effort (BOM, Content-Type, an
 // HTML <meta>; invalid bytes become U+FFFD), and HTML is turned into
 // readable text (scripts, styles and tags dropped, whitespace collapsed,
-// headings "#", list items "- ", links [text](absolute url)). A body that
-// is not text (by Content-Type, or sniffed when there is none) is not
-// read: binary is true and content empty. The content is also cut to fit
-// in one NATS message; truncated says when anything was cut. A status of
-// 400 and more is an answer, not an error: the model sees it.
+// headings "#", list items "- ", links [text](absolute url)), cut at
+// max_bytes as well: absolute links can make it longer than its markup.
+// A body that is not text (by Content-Type, or sniffed when there is
+// none) is not read: binary is true and content empty. The content is also
+// cut to fit in one NATS message; truncated says when anything was cut. A
+// status of 400 and more is an answer, not an error: the model sees it.
 //
 // # What is refused
 //

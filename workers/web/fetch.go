@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -126,7 +127,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, e
 	out := FetchResponse{
 		URL:         resp.Request.URL.String(),
 		Status:      resp.StatusCode,
-		ContentType: clip(resp.Header.Get("Content-Type"), maxContentTypeLen),
+		ContentType: clip(strings.ToValidUTF8(resp.Header.Get("Content-Type"), "\uFFFD"), maxContentTypeLen),
 	}
 	mt, cs := mediaType(out.ContentType)
 	if mt != "" && !isText(mt) {
@@ -159,7 +160,9 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (FetchResponse, e
 	out.Bytes = int64(len(body))
 	text := decodeText(body, out.ContentType, mt, cs, out.Truncated)
 	if isHTML(mt) {
-		text = htmlToText(text, resp.Request.URL)
+		var cut bool
+		text, cut = htmlToText(text, resp.Request.URL, int(limit))
+		out.Truncated = out.Truncated || cut
 	}
 	out.Content = text
 	out.DurationMs = time.Since(began).Milliseconds()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -125,6 +126,18 @@ func TestFetchRedirectToInternalRefused(t *testing.T) {
 	public.HandleFunc("/to-metadata", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/iam/", http.StatusTemporaryRedirect)
 	})
+	public.HandleFunc("/to-internal-308", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, internal.URL+"/secret", http.StatusPermanentRedirect)
+	})
+	public.HandleFunc("/to-internal-303", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://[::ffff:127.0.0.1]:"+strconv.Itoa(int(addrPort(t, internal).Port()))+"/", http.StatusSeeOther)
+	})
+	// Refresh (header or <meta>) is not a redirect: it is not followed.
+	public.HandleFunc("/refresh", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Refresh", "0; url="+internal.URL+"/secret")
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<meta http-equiv="refresh" content="0; url=` + internal.URL + `/secret"><p>moved`))
+	})
 	public.HandleFunc("/to-file", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "file:///etc/passwd", http.StatusFound)
 	})
@@ -147,8 +160,14 @@ func TestFetchRedirectToInternalRefused(t *testing.T) {
 	if err != nil || res.Content != "landed" || res.URL != base+"/final" {
 		t.Fatalf("allowed redirect: %+v, %v", res, err)
 	}
+	res, err = fetch(t, f, FetchRequest{URL: base + "/refresh"})
+	if err != nil || res.Content != "moved" || res.URL != base+"/refresh" {
+		t.Fatalf("refresh: %+v, %v", res, err)
+	}
 	for path, words := range map[string][]string{
 		"/to-internal":      {"127.0.0.1", "loopback"},
+		"/to-internal-308":  {"127.0.0.1", "loopback"},
+		"/to-internal-303":  {"IPv4-mapped loopback"},
 		"/to-internal-name": {"internal.test resolves to 127.0.0.1"},
 		"/to-metadata":      {"169.254.169.254", "link-local"},
 		"/to-file":          {"redirect from", "scheme \"file\""},
@@ -218,6 +237,30 @@ func TestFetchTruncation(t *testing.T) {
 	res, err = fetch(t, exact, FetchRequest{URL: euro.URL, MaxBytes: 4})
 	if err != nil || res.Content != "ab" || !res.Truncated {
 		t.Fatalf("cut rune: %+v, %v", res, err)
+	}
+}
+
+// Links made absolute can make an HTML page's text far longer than its
+// markup: a long <base href> (or the page's own long URL) repeated in every
+// 15-byte link. The text is cut at max_bytes too, so a small page cannot
+// make the worker build gigabytes of text.
+func TestFetchHTMLTextBounded(t *testing.T) {
+	t.Parallel()
+	const maxBytes = 64 << 10
+	links := strings.Repeat(`<a href=a>b</a>`, maxBytes/15)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/base", text("text/html", `<base href="http://example.com/`+strings.Repeat("q", 32<<10)+`/">`+links[:15000]))
+	mux.HandleFunc("/", text("text/html", links))
+	srv := serve(t, mux.ServeHTTP)
+	f := newFetcher(t, WithAllowPrivate(true))
+	for _, u := range []string{srv.URL + "/base", srv.URL + "/" + strings.Repeat("p", 4000) + "/"} {
+		res, err := fetch(t, f, FetchRequest{URL: u, MaxBytes: maxBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Content) > maxBytes || !res.Truncated || res.Bytes >= maxBytes || !strings.HasPrefix(res.Content, "[b](http://") {
+			t.Fatalf("%.40s: %d bytes of text from %d, truncated %v: %.60q", u, len(res.Content), res.Bytes, res.Truncated, res.Content)
+		}
 	}
 }
 
@@ -374,6 +417,28 @@ func TestFetchContent(t *testing.T) {
 	}
 }
 
+// A Content-Type header with bytes that are not UTF-8 is echoed as valid
+// UTF-8: every string of the answer is, or a strict msgpack or JSON
+// decoder would refuse the whole reply.
+func TestFetchContentTypeUTF8(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		header, want string
+		binary       bool
+	}{
+		{"text/plain; charset=\xff\xfe", "text/plain; charset=\uFFFD", false},
+		{"application/x-\xe9", "application/x-\uFFFD", true},
+	}
+	for _, tt := range tests {
+		srv := serve(t, text(tt.header, "hi"))
+		f := newFetcher(t, WithAllowPrivate(true))
+		res, err := fetch(t, f, FetchRequest{URL: srv.URL})
+		if err != nil || res.ContentType != tt.want || res.Binary != tt.binary {
+			t.Fatalf("%q: %+v, %v", tt.header, res, err)
+		}
+	}
+}
+
 func TestFetchBadInput(t *testing.T) {
 	t.Parallel()
 	f := newFetcher(t)
@@ -432,5 +497,151 @@ func TestFetchDNSRebinding(t *testing.T) {
 	wantCode(t, err, wire.CodeForbidden, "rebind.test resolves to 10.0.0.1", "RFC 1918")
 	if lookups.Load() != 2 {
 		t.Fatalf("%d lookups", lookups.Load())
+	}
+}
+
+// Every spelling of an internal address is refused, with a server
+// listening there to prove that none reaches it: IP literals in their IPv6
+// forms, hosts that are numbers (names to the fetcher; a resolver that
+// reads them as IPv4, as glibc's inet_aton does, has its answer checked)
+// and userinfo or fragment tricks.
+func TestFetchAddressForms(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := serve(t, func(http.ResponseWriter, *http.Request) { hits.Add(1) })
+	port := strconv.Itoa(int(addrPort(t, srv).Port()))
+	f := newFetcher(t, withLookup(func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}))
+	tests := []struct {
+		url   string
+		code  wire.Code
+		words []string
+	}{
+		{"http://127.0.0.1:" + port + "/", wire.CodeForbidden, []string{"loopback"}},
+		{"http://127.1:" + port + "/", wire.CodeForbidden, []string{"127.1 resolves to 127.0.0.1"}},
+		{"http://2130706433:" + port + "/", wire.CodeForbidden, []string{"2130706433 resolves to 127.0.0.1"}},
+		{"http://0177.0.0.1:" + port + "/", wire.CodeForbidden, []string{"0177.0.0.1 resolves to 127.0.0.1"}},
+		{"http://0x7f.1:" + port + "/", wire.CodeForbidden, []string{"0x7f.1 resolves to 127.0.0.1"}},
+		{"http://0x7f000001:" + port + "/", wire.CodeForbidden, []string{"resolves to 127.0.0.1"}},
+		{"http://0:" + port + "/", wire.CodeForbidden, []string{"resolves to 127.0.0.1"}},
+		{"http://[::ffff:127.0.0.1]:" + port + "/", wire.CodeForbidden, []string{"IPv4-mapped loopback"}},
+		{"http://[::ffff:7f00:1]:" + port + "/", wire.CodeForbidden, []string{"IPv4-mapped loopback"}},
+		{"http://[::127.0.0.1]:" + port + "/", wire.CodeForbidden, []string{"IPv4-compatible loopback"}},
+		{"http://[::1]:" + port + "/", wire.CodeForbidden, []string{"loopback (::1)"}},
+		{"http://[::]:" + port + "/", wire.CodeForbidden, []string{"unspecified (::)"}},
+		{"http://0.0.0.0:" + port + "/", wire.CodeForbidden, []string{"unspecified"}},
+		{"http://[fe80::1%25lo]:" + port + "/", wire.CodeForbidden, []string{"link-local"}},
+		{"http://[fc00::1]:" + port + "/", wire.CodeForbidden, []string{"unique local"}},
+		{"http://[fd00:ec2::254]/", wire.CodeForbidden, []string{"unique local"}},
+		{"http://100.64.0.1:" + port + "/", wire.CodeForbidden, []string{"CGNAT"}},
+		{"http://169.254.169.254/latest/meta-data/", wire.CodeForbidden, []string{"link-local"}},
+		{"http://[::ffff:a9fe:a9fe]/", wire.CodeForbidden, []string{"IPv4-mapped link-local"}},
+		{"http://127.0.0.1:" + port + "#@public.example/", wire.CodeForbidden, []string{"loopback"}},
+		{"http://127.0.0.1:" + port + "\\@public.example/", wire.CodeInvalidPayload, []string{"invalid userinfo"}},
+		{"http://public.example@127.0.0.1:" + port + "/", wire.CodeInvalidPayload, []string{"credentials"}},
+		{"http://public.example:x@127.0.0.1:" + port + "/", wire.CodeInvalidPayload, []string{"credentials"}},
+	}
+	for _, tt := range tests {
+		_, err := fetch(t, f, FetchRequest{URL: tt.url})
+		wantCode(t, err, tt.code, tt.words...)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the loopback server was reached %d times", hits.Load())
+	}
+}
+
+// A proxy from the environment is never used: it would connect on the
+// fetcher's behalf, to internal hosts too, unchecked.
+func TestFetchIgnoresProxyEnv(t *testing.T) {
+	var proxied atomic.Int32
+	proxy := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		proxied.Add(1)
+		_, _ = w.Write([]byte("via proxy"))
+	})
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"} {
+		t.Setenv(k, proxy.URL)
+	}
+	t.Setenv("NO_PROXY", "")
+	t.Setenv("no_proxy", "")
+	srv := serve(t, text("text/plain", "direct"))
+	pub := addrPort(t, srv)
+	f := newFetcher(t, withExempt(pub), hosts(map[string][]string{
+		"public.test":   {"127.0.0.1"},
+		"internal.test": {"10.0.0.1"},
+	}))
+	res, err := fetch(t, f, FetchRequest{URL: "http://public.test:" + strconv.Itoa(int(pub.Port())) + "/"})
+	if err != nil || res.Content != "direct" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	_, err = fetch(t, f, FetchRequest{URL: "http://internal.test/"})
+	wantCode(t, err, wire.CodeForbidden, "10.0.0.1")
+	if proxied.Load() != 0 {
+		t.Fatal("the proxy was used")
+	}
+}
+
+// Hostile servers end in a coded error or a cut answer, within the
+// fetch's time.
+func TestFetchHostileServers(t *testing.T) {
+	t.Parallel()
+	hugeHeader := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("a", 100<<10))
+		_, _ = w.Write([]byte("x"))
+	})
+	endless := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		chunk := bytes.Repeat([]byte("z"), 32<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	loop := serve(t, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, r.URL.Path, http.StatusFound) })
+	// Headers a byte at a time, slower than the fetch's timeout.
+	trickle := rawServer(t, func(c net.Conn) {
+		for _, b := range []byte("HTTP/1.1 200 OK\r\nX-Slow: " + strings.Repeat("s", 200)) {
+			if _, err := c.Write([]byte{b}); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	// Informational responses without end.
+	early := rawServer(t, func(c net.Conn) {
+		for {
+			if _, err := c.Write([]byte("HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n")); err != nil {
+				return
+			}
+		}
+	})
+	// A status line that is not HTTP.
+	garbage := rawServer(t, func(c net.Conn) { _, _ = c.Write([]byte("\x00\xffSSH-2.0-OpenSSH\r\n\r\n")) })
+	f := newFetcher(t, WithAllowPrivate(true))
+
+	tests := []struct {
+		name  string
+		req   FetchRequest
+		code  wire.Code
+		words []string
+	}{
+		{"huge header", FetchRequest{URL: hugeHeader.URL}, wire.CodeUnavailable, []string{"headers exceeded"}},
+		{"redirect loop", FetchRequest{URL: loop.URL + "/again"}, wire.CodeUnavailable, []string{"stopped after 5 redirects"}},
+		{"trickled headers", FetchRequest{URL: "http://" + trickle + "/", TimeoutMs: 300}, wire.CodeTimeout, []string{"longer than 300ms"}},
+		{"1xx without end", FetchRequest{URL: "http://" + early + "/", TimeoutMs: 5000}, wire.CodeUnavailable, []string{"headers exceeded"}},
+		{"not http", FetchRequest{URL: "http://" + garbage + "/"}, wire.CodeUnavailable, []string{"malformed HTTP"}},
+	}
+	for _, tt := range tests {
+		began := time.Now()
+		_, err := fetch(t, f, tt.req)
+		wantCode(t, err, tt.code, tt.words...)
+		if d := time.Since(began); d > 3*time.Second {
+			t.Errorf("%s: answered after %v", tt.name, d)
+		}
+	}
+	res, err := fetch(t, f, FetchRequest{URL: endless.URL, MaxBytes: 100000})
+	if err != nil || !res.Truncated || res.Bytes != 100000 || len(res.Content) != 100000 {
+		t.Fatalf("endless body: bytes %d truncated %v, %v", res.Bytes, res.Truncated, err)
 	}
 }

@@ -57,9 +57,12 @@ func FuzzHTMLToText(f *testing.F) {
 	}
 	base, _ := url.Parse("https://example.com/dir/page")
 	f.Fuzz(func(t *testing.T, src string) {
-		out := htmlToText(src, base)
-		if out != htmlToText(src, base) {
+		out, _ := htmlToText(src, base, 1<<20)
+		if again, _ := htmlToText(src, base, 1<<20); out != again {
 			t.Fatal("not deterministic")
+		}
+		if short, _ := htmlToText(src, base, 64); len(short) > 64 || !strings.HasPrefix(out, short) {
+			t.Fatalf("limit 64: %q from %q", short, out)
 		}
 		if !utf8.ValidString(src) {
 			return

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -102,4 +103,31 @@ func httptestTLS(t *testing.T) string {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// rawServer starts a loopback TCP server that reads a request's first
+// line and hands the connection to answer: for responses net/http would
+// not write. It returns the server's host:port.
+func rawServer(t *testing.T, answer func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+					answer(c)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }

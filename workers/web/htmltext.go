@@ -18,15 +18,18 @@ import (
 // and links become [text](absolute url) when base (or the document's
 // <base href>) resolves them to http(s).
 // It never fails: malformed markup is read the way the tokenizer reads it.
-func htmlToText(src string, base *url.URL) string {
+// The text stops at limit bytes (cut reports it): links made absolute can
+// make it far longer than the markup, as when every 15-byte <a href=a>
+// repeats a long base URL.
+func htmlToText(src string, base *url.URL, limit int) (text string, cut bool) {
 	z := html.NewTokenizer(strings.NewReader(src))
 	c := converter{base: base}
-	for {
+	for done := false; !done && c.w.Len() <= limit; {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
 			c.endLink()
-			return strings.TrimRightFunc(c.w.String(), unicode.IsSpace)
+			done = true
 		case html.TextToken:
 			if c.skip != "" {
 				continue
@@ -71,6 +74,11 @@ func htmlToText(src string, base *url.URL) string {
 			c.end(atom.Lookup(name))
 		}
 	}
+	text = c.w.String()
+	if len(text) > limit {
+		text, cut = clip(text, limit), true
+	}
+	return strings.TrimRightFunc(text, unicode.IsSpace), cut
 }
 
 // skipped are the elements whose content is not text for a reader.

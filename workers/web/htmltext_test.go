@@ -55,14 +55,45 @@ func TestHTMLToText(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := htmlToText(tt.html, base)
-			if got != tt.want {
+			got, cut := htmlToText(tt.html, base, 1<<20)
+			if got != tt.want || cut {
 				t.Fatalf("htmlToText:\n got %q\nwant %q", got, tt.want)
 			}
 		})
 	}
-	if got := htmlToText(`<a href="/x">x</a>`, nil); got != "x" {
+	if got, _ := htmlToText(`<a href="/x">x</a>`, nil, 1<<20); got != "x" {
 		t.Fatalf("relative link with no base: %q", got)
+	}
+}
+
+// The text stops at the limit, on a rune boundary, however much the links
+// made absolute add to the markup.
+func TestHTMLToTextLimit(t *testing.T) {
+	t.Parallel()
+	base, _ := url.Parse("https://example.com/" + strings.Repeat("d", 4000) + "/")
+	tests := []struct {
+		name  string
+		html  string
+		limit int
+		want  string // "" checks only the size
+		cut   bool
+	}{
+		{"fits", "<p>ab</p><p>cd</p>", 6, "ab\n\ncd", false},
+		{"one over", "<p>ab</p><p>cde</p>", 6, "ab\n\ncd", true},
+		{"trailing space dropped", "ab cd", 3, "ab", true},
+		{"rune kept whole", "a€b", 2, "a", true},
+		{"zero", "<p>x</p>", 0, "", true},
+		{"long base", strings.Repeat("<a href=a>b</a>", 1000), 10000, "", true},
+		{"long base element", `<base href="https://example.com/` + strings.Repeat("q", 1<<20) + `/">` + strings.Repeat("<a href=a>b</a>", 1000), 10000, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, cut := htmlToText(tt.html, base, tt.limit)
+			if cut != tt.cut || len(got) > tt.limit || tt.want != "" && got != tt.want || !utf8.ValidString(got) {
+				t.Fatalf("limit %d: %d bytes %.80q, cut %v", tt.limit, len(got), got, cut)
+			}
+		})
 	}
 }
 

@@ -53,8 +53,8 @@ type FetchResponse struct {
 	URL string `json:"url"`
 	// Status is the HTTP status code of the final response.
 	Status int `json:"status"`
-	// ContentType is the response's Content-Type header, or the sniffed
-	// type when it had none.
+	// ContentType is the response's Content-Type header (bytes that are
+	// not UTF-8 replaced by U+FFFD), or the sniffed type when it had none.
 	ContentType string `json:"content_type"`
 	// Content is the body as UTF-8 text: HTML turned into readable text
 	// (links as [text](url)), other text decoded from its charset. Empty
@@ -63,8 +63,9 @@ type FetchResponse struct {
 	// Bytes is the size of the body read, before any conversion; 0 when
 	// Binary (a binary body is not read).
 	Bytes int64 `json:"bytes"`
-	// Truncated is true when the body was longer than max_bytes, or the
-	// content was cut to fit in one NATS message.
+	// Truncated is true when the body was longer than max_bytes, the text
+	// of an HTML page was (absolute links can make it longer than its
+	// markup), or the content was cut to fit in one NATS message.
 	Truncated bool `json:"truncated"`
 	// Binary is true when the content type is not text: no content.
 	Binary bool `json:"binary,omitempty"`

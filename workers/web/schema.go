@@ -18,7 +18,7 @@ const fetchResponseSchema = `{
     "content_type": {"type": "string", "description": "the Content-Type header, or the sniffed type when absent"},
     "content": {"type": "string", "description": "the body as UTF-8 text; HTML as readable text with links as [text](url); empty when binary"},
     "bytes": {"type": "integer", "description": "body bytes read, before conversion; 0 when binary"},
-    "truncated": {"type": "boolean", "description": "the body was longer than max_bytes, or the content was cut to fit one message"},
+    "truncated": {"type": "boolean", "description": "the body, or the text made of an HTML page, was longer than max_bytes, or the content was cut to fit one message"},
     "binary": {"type": "boolean", "description": "the content type is not text: no content"},
     "duration_ms": {"type": "integer"}
   },

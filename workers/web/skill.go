@@ -39,7 +39,7 @@ binary files (you get ` + "`binary: true`" + ` and no content).
 | ` + "`content_type`" + ` | the Content-Type header (sniffed when the server sent none) |
 | ` + "`content`" + ` | the body as UTF-8 text; HTML turned into text: scripts, styles and tags removed, headings as ` + "`#`" + `, list items as ` + "`-`" + `, table cells separated by ` + "` | `" + `, links as ` + "`[text](url)`" + ` |
 | ` + "`bytes`" + ` | body bytes read, before conversion |
-| ` + "`truncated`" + ` | the body was longer than ` + "`max_bytes`" + `, or the text was cut to fit one bus message (about 1 MiB) |
+| ` + "`truncated`" + ` | the body, or the text made of an HTML page, was longer than ` + "`max_bytes`" + `, or the text was cut to fit one bus message (about 1 MiB) |
 | ` + "`binary`" + ` | present and true when the body is not text (image, PDF, archive...): ` + "`content`" + ` is empty |
 | ` + "`duration_ms`" + ` | time taken |
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,10 @@ func TestWorkerOverNATS(t *testing.T) {
 	}
 
 	// Bad input is a coded error.
-	for _, req := range []any{FetchRequest{URL: "file:///etc/passwd"}, FetchRequest{}, map[string]any{"url": 42}} {
+	for _, req := range []any{
+		FetchRequest{URL: "file:///etc/passwd"}, FetchRequest{}, map[string]any{"url": 42},
+		FetchRequest{URL: "/relative/path"}, FetchRequest{URL: "https://example.com/" + strings.Repeat("a", 16<<10)},
+	} {
 		err := e.Trigger(ctx, FetchFunction, req, nil)
 		if !errors.Is(err, wire.ErrInvalidPayload) {
 			t.Fatalf("%v: %v", req, err)
@@ -136,6 +140,38 @@ func TestWorkerFitsMaxPayload(t *testing.T) {
 	}
 	if len(m.Data) > maxPayload || !jres.Truncated || len(jres.Content) < maxPayload/12 || !strings.HasPrefix(body, jres.Content) {
 		t.Fatalf("JSON: %d bytes, truncated %v, content %d", len(m.Data), jres.Truncated, len(jres.Content))
+	}
+}
+
+// A body over 2 MiB asked for in full, on a server with the default max
+// payload (1 MiB), is an answer cut to fit, never a failed reply.
+func TestWorkerLargeBodyDefaultPayload(t *testing.T) {
+	t.Parallel()
+	const size = 2<<20 + 1<<18
+	bodies := map[string]string{
+		"/text": strings.Repeat("0123456789abcde\n", size/16),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/text", text("text/plain", bodies["/text"]))
+	page := serve(t, mux.ServeHTTP)
+	ns, e, _ := start(t, nil, WithAllowPrivate(true))
+	nc := enginetest.Connect(t, ns)
+	for path, body := range bodies {
+		res, err := engine.Call[FetchResponse](context.Background(), e, FetchFunction, FetchRequest{URL: page.URL + path, MaxBytes: size})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if !res.Truncated || res.Bytes != int64(len(body)) || int64(len(res.Content)) > nc.MaxPayload() || len(res.Content) < 512<<10 {
+			t.Fatalf("%s msgpack: truncated %v bytes %d content %d", path, res.Truncated, res.Bytes, len(res.Content))
+		}
+		m, err := nc.Request(fnSubject, []byte(`{"url":"`+page.URL+path+`","max_bytes":`+strconv.Itoa(size)+`}`), 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		var jres FetchResponse
+		if err := json.Unmarshal(m.Data, &jres); err != nil || !jres.Truncated || jres.Bytes != int64(len(body)) || len(jres.Content) < 512<<10 {
+			t.Fatalf("%s JSON: %.200s: %v", path, m.Data, err)
+		}
 	}
 }
 
