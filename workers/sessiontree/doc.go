@@ -116,8 +116,9 @@
 // linear conversation is one run; a branch starts a new one). Each record
 // carries its depth and its run's first sequence, depth and parent, so
 // one batch direct get reads a whole run and a path costs two round trips
-// per run (a direct get of its last entry, a batch for the rest),
-// reading only the path's entries however big the session is. Whether
+// per run (a direct get of its last entry, a batch for the rest; one more
+// batch per 32 MiB of a bigger run), reading only the path's entries
+// however big the session is. Whether
 // an entry is an ancestor of another (a fork's inherited history, a
 // compaction's first kept entry) is decided the same way, one direct get
 // per run.
@@ -173,7 +174,11 @@
 // entry_count from that entry, the active leaf moves to it (the append
 // completes as if it had not been interrupted), and the summary is filled
 // if empty. A batch interrupted in the middle leaves a shorter chain,
-// folded the same way; a retry with its dedup_id completes it.
+// folded the same way; a retry with its dedup_id completes it. A meta
+// that is missing (deleted with `nats kv del`, the repair of one that does
+// not decode) is rebuilt the same way by the next read or append of the
+// session, from its newest entry; a session with no entry stays unknown,
+// and a fork loses its forked_from.
 //
 // # Foreign messages
 //

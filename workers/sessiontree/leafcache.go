@@ -10,8 +10,9 @@ import (
 // recently active session in practice.
 const leafCacheSize = 1024
 
-// leafCacheMaxBytes keeps big entries out of the cache (their message
-// would hold memory for a read saved).
+// leafCacheMaxBytes keeps big entries out of the cache (they would hold
+// memory for a read saved): those whose encoded record is bigger, however
+// the bytes are held (text, a call's arguments, custom data, a summary).
 const leafCacheMaxBytes = 16 << 10
 
 // leafCache remembers the last entries the store appended, by home region
@@ -33,8 +34,9 @@ type leafKey struct {
 	seq    uint64
 }
 
-func (c *leafCache) put(n node) {
-	if n.rec.Message != nil && approxSize(n) > leafCacheMaxBytes {
+// put caches n, whose encoded record is size bytes, unless it is big.
+func (c *leafCache) put(n node, size int) {
+	if size > leafCacheMaxBytes {
 		return
 	}
 	c.mu.Lock()
@@ -63,13 +65,4 @@ func (c *leafCache) get(region string, seq uint64) (node, bool) {
 	defer c.mu.Unlock()
 	n, ok := c.nodes[leafKey{region, seq}]
 	return n, ok
-}
-
-// approxSize is the bytes of text an entry's message holds.
-func approxSize(n node) int {
-	size := 0
-	for _, c := range n.rec.Message.Content {
-		size += len(c.Text) + len(c.Data)
-	}
-	return size
 }

@@ -76,17 +76,28 @@ func validDisplayName(s string) error {
 }
 
 // loadMeta reads the meta of sid: not_found when the session does not
-// exist.
+// exist. A missing meta of a session with entries (deleted to repair it)
+// is rebuilt first ([Store.rebuildMeta]).
 func (s *Store) loadMeta(ctx context.Context, sid string) (Meta, uint64, error) {
 	kv, err := s.metaKV(ctx, sid)
 	if err != nil {
 		return Meta{}, 0, err
 	}
 	var ent jetstream.KeyValueEntry
-	err = engine.RetryRead(ctx, func(ctx context.Context) (err error) {
-		ent, err = kv.Get(ctx, sid)
-		return err
-	})
+	get := func() error {
+		return engine.RetryRead(ctx, func(ctx context.Context) (err error) {
+			ent, err = kv.Get(ctx, sid)
+			return err
+		})
+	}
+	err = get()
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		m, rev, rerr := s.rebuildMeta(ctx, kv, sid)
+		if !errors.Is(rerr, jetstream.ErrKeyExists) {
+			return m, rev, rerr
+		}
+		err = get() // another writer made it meanwhile
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Meta{}, 0, notFound("session %s does not exist", sid)
 	}
@@ -99,6 +110,40 @@ func (s *Store) loadMeta(ctx context.Context, sid string) (Meta, uint64, error) 
 	}
 	s.meta.put(m, ent.Revision())
 	return m, ent.Revision(), nil
+}
+
+// rebuildMeta writes the meta of sid, missing from kv, from the newest
+// entry on its subject: the meta is a cache of the entries, and deleting
+// it (`nats kv del`) is how one that does not decode is repaired. A fork
+// loses its link to the session it was forked from (its path still reads
+// through it). Without an entry, the session does not exist: not_found.
+// jetstream.ErrKeyExists means another writer wrote the meta meanwhile.
+func (s *Store) rebuildMeta(ctx context.Context, kv jetstream.KeyValue, sid string) (Meta, uint64, error) {
+	last, ok, foreign, err := s.lastOwn(ctx, sid, 0)
+	if err != nil {
+		return Meta{}, 0, err
+	}
+	if !ok {
+		return Meta{}, 0, notFound("session %s does not exist", sid)
+	}
+	now := s.nowMs()
+	m := Meta{SessionID: sid, CreatedAt: now, UpdatedAt: now}
+	foldInto(&m, last, userSummary(last.rec), now)
+	m.LastSeq = max(m.LastSeq, foreign)
+	data, err := wire.MarshalJSON(m)
+	if err != nil {
+		return Meta{}, 0, wire.Wrap(wire.CodeInternal, err, "encode meta")
+	}
+	rev, err := kv.Create(ctx, sid, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return Meta{}, 0, err
+	}
+	if err != nil {
+		return Meta{}, 0, storeErr(ctx, err, "rebuild session %s", sid)
+	}
+	s.opts.logger.Warn("session meta missing; rebuilt from the newest entry", "session_id", sid, "entry_id", last.id(), "entry_count", m.EntryCount)
+	s.meta.put(m, rev)
+	return m, rev, nil
 }
 
 // currentMeta is the meta of sid as this store knows it (view: with its

@@ -366,7 +366,7 @@ func (s *Store) path(ctx context.Context, leaf node) ([]node, error) {
 	return rev, nil
 }
 
-// maxRunBytes bounds the bytes of the one batch that reads a run
+// maxRunBytes bounds the bytes of one batch that reads (part of) a run
 // (Store.runBytes, which tests lower).
 const maxRunBytes = 32 << 20
 
@@ -375,8 +375,9 @@ const maxRunBytes = 32 << 20
 // one batch direct get from the run's first sequence reads exactly them;
 // it asks for no headers, and each entry's sequence follows from its
 // child's parent pointer (the first from cur's). A run the batch does not
-// bring whole (over [maxRunBytes], or a replica behind the leader) is read
-// entry by entry, following the parent pointers.
+// bring whole (over [maxRunBytes]) is read on by further batches
+// ([Store.readRunRest]); what no batch brings (a replica behind the
+// leader) is read entry by entry, following the parent pointers.
 func (s *Store) readRun(ctx context.Context, cur node, dst []node) ([]node, error) {
 	start := cur.runStart()
 	k := int(cur.rec.Depth - cur.runDepth()) // entries before cur in its run
@@ -393,9 +394,16 @@ func (s *Store) readRun(ctx context.Context, cur node, dst []node) ([]node, erro
 	if err != nil {
 		return nil, err
 	}
+	if len(data) > 0 && len(data) < k {
+		if data, err = s.readRunRest(ctx, stream, subj, start, k, data); err != nil {
+			return nil, err
+		}
+	}
+	// data holds the run's first len(data) entries, oldest first; the
+	// newer ones it lacks are read one by one.
 	parent := cur.rec.ParentID
 	for i := k - 1; i >= 0; i-- {
-		if len(data) == k {
+		if i < len(data) {
 			seq, err := ParseEntryID(parent)
 			if err != nil {
 				return nil, corrupt("run of %s: parent %q", cur.id(), parent)
@@ -417,6 +425,46 @@ func (s *Store) readRun(ctx context.Context, cur node, dst []node) ([]node, erro
 		return nil, corrupt("run of %s starts at %s, not %s", cur.id(), first.id(), FormatEntryID(start))
 	}
 	return dst, nil
+}
+
+// readRunRest reads on the run of k entries from start whose first
+// entries (data, at least one) one batch brought, with batches that carry
+// headers: each then knows its last sequence. The sequence of data's last
+// entry is not known (its batch had no headers), so it is read again,
+// after the one before it (its parent). Before, every entry of such a run
+// was read one by one: a path over 32 MiB took a round trip per entry.
+func (s *Store) readRunRest(ctx context.Context, stream, subj string, start uint64, k int, data [][]byte) ([][]byte, error) {
+	from := start + 1
+	if last := len(data) - 1; last > 0 {
+		var r record
+		if err := wire.Msgpack.Unmarshal(data[last], &r); err != nil {
+			return data, nil // read one by one, which reports it
+		}
+		p, err := ParseEntryID(r.ParentID)
+		if err != nil {
+			return data, nil
+		}
+		data, from = data[:last], p+1
+	}
+	for len(data) < k {
+		got := 0
+		_, err := s.rawBatch(ctx, stream, batchRequest{Seq: from, NextFor: subj, Batch: k - len(data), MaxBytes: s.runBytes}, func(msg *nats.Msg) (bool, error) {
+			seq, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+			if err != nil {
+				return false, wire.Errorf(wire.CodeInternal, "direct get reply without a sequence")
+			}
+			data, from = append(data, msg.Data), seq+1
+			got++
+			return len(data) < k, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return data, nil
 }
 
 // isAncestorOrSelf reports whether a is b or one of b's ancestors. It

@@ -30,7 +30,7 @@ type Store struct {
 	js   jetstream.JetStream
 	opts options
 
-	// runBytes bounds the batch that reads one run ([maxRunBytes]).
+	// runBytes bounds a batch that reads (part of) a run ([maxRunBytes]).
 	runBytes int
 
 	// leaves keeps the entries this store appended last, so the next
@@ -487,7 +487,7 @@ func (s *Store) publish(ctx context.Context, subj, sid string, m *Meta, prev *no
 			if n.seq > m.LastSeq {
 				m.LastSeq, m.EntryCount = n.seq, n.rec.N
 			}
-			s.leaves.put(n)
+			s.leaves.put(n, len(data))
 			return n, nil
 		}
 		if errors.Is(err, nats.ErrMaxPayload) {
