@@ -74,8 +74,13 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s: the turns wrote %.2f a turn, FloorTurn %d", stream, got, n)
 		}
 	}
-	if got := c.StreamWrites["KV_iii-sessions"]; got > 2 {
+	// The metas are deferred while a session's appends come less than the
+	// meta delay (200 ms) apart: on a machine so loaded that a turn takes
+	// longer, its appends are written one meta each, as they should be.
+	if got := c.StreamWrites["KV_iii-sessions"]; tr.P99Ms < 150 && got > 2 {
 		t.Errorf("KV_iii-sessions: the turns wrote %.2f session metas a turn; want ≤ 2 (deferred)", got)
+	} else if tr.P99Ms >= 150 {
+		t.Logf("turns took p99 %.0f ms, longer than the session meta delay: the deferred metas (%.2f a turn) are not checked in this run", tr.P99Ms, got)
 	}
 	var table strings.Builder
 	if err := res.WriteTable(&table); err != nil {
