@@ -10,6 +10,11 @@
 //   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL:
 //     http/protobuf (the default) or grpc. The exporters read the rest of
 //     OTEL_EXPORTER_OTLP_* themselves (endpoint, headers, timeout, TLS).
+//   - OTEL_EXPORTER_OTLP_HEADERS / OTEL_EXPORTER_OTLP_TRACES_HEADERS:
+//     name=value pairs, commas between, values %-encoded. An entry the
+//     exporters would skip (no '=', a bad name or %-escape) is
+//     [ErrInvalidEnv] naming its position, not its text: the exporters
+//     would print it, and these values are usually credentials.
 //   - OTEL_SERVICE_NAME overrides the service name given by the caller.
 //
 // Processors the caller adds ([WithSpanProcessor], e.g. the trace store's
@@ -17,7 +22,9 @@
 // span per line to the writer of [WithConsole] (stderr by default).
 //
 // [ErrorHandler] routes OpenTelemetry's own errors into a slog.Logger,
-// rate-limited, instead of the standard library's log.
+// rate-limited, instead of the standard library's log, with the header
+// values and anything else that looks like a credential redacted (a
+// collector's error answer may echo the key it was sent).
 //
 //	tp, err := telemetry.NewTracerProvider(ctx, telemetry.WithServiceName("iii"))
 //	if err != nil { ... }

@@ -108,7 +108,12 @@ func exportersFromEnv(ctx context.Context, o options) ([]sdktrace.SpanExporter, 
 
 // otlpExporter makes the OTLP exporter of the configured protocol; it
 // reads the endpoint, headers and the rest from OTEL_EXPORTER_OTLP_*.
+// Header variables the exporter would not parse whole are refused first
+// ([checkHeaders]): the exporter would print them.
 func otlpExporter(ctx context.Context, o options) (sdktrace.SpanExporter, error) {
+	if err := checkHeaders(o.getenv); err != nil {
+		return nil, err
+	}
 	proto := o.getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if proto == "" {
 		proto = o.getenv("OTEL_EXPORTER_OTLP_PROTOCOL")

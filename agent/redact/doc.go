@@ -48,6 +48,8 @@
 //   - inside longer text, each credential is replaced in place, so a shell
 //     command or a header line stays readable around it: sk-… API keys of at
 //     least 20 bytes that do not start inside a word (OpenAI, Anthropic),
+//     the keys of other providers the OpenAI-compatible worker serves
+//     (Google AIza + 35, Groq gsk_…, xAI xai-…, none inside a word),
 //     AKIA/ASIA AWS access keys, ghp_/gho_/ghs_/ghu_/ghr_/github_pat_ GitHub
 //     tokens, xoxa/b/p/o/s/r- Slack tokens, JWTs (eyJ… with at least two
 //     dots), PEM private key blocks (certificates stay), "Bearer <token>"
@@ -56,12 +58,16 @@
 //     host stay);
 //   - values assigned to a secret key inside text: password=x,
 //     export API_KEY=x, "token": "x", Authorization: Bearer x, --password x
-//     (same key rule and number rule as above).
+//     (same key rule and number rule as above), and the URL query
+//     parameters key= and sig= (?key= carries Google API keys, &sig= an
+//     Azure SAS signature; "key" outside a query names a map key and stays).
 //
 // Scanning text is heuristic: it errs towards redacting too much (a
 // "password: " line in prose loses the rest of the line). It does not
 // look for high-entropy strings without a known shape, nor for credentials
-// encoded in base64 or split across strings.
+// encoded in base64 or split across strings, nor for short-flag forms
+// (curl -u user:password, mysql -ppassword): under an innocent key, a
+// credential without a known shape, name or URL survives.
 //
 // Redaction is for showing and logging. Do not show a human a redacted
 // value to approve: the hidden part is exactly what could make a call

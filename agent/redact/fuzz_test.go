@@ -108,7 +108,7 @@ func FuzzExcerpt(f *testing.F) {
 // secretKeys are spellings of secret keys a model may use.
 var secretKeys = []string{
 	"password", "API-Key", "apiKey", "X-Api-Key", "client.secret", "access_token", "Authorization",
-	"PIN", "private_key", "Set-Cookie", "otp", "db_pass", "credentials", "SESSION_ID", "basic_auth",
+	"PIN", "private_key", "Set-Cookie", "otp", "db_pass", "credentials", "SESSION_TOKEN", "basic_auth",
 }
 
 // build turns shape into a nested value: each byte opens an object or a

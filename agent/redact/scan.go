@@ -35,7 +35,10 @@ func (r *Redactor) redactString(s string) string {
 }
 
 // isAuthValue reports whether s is an Authorization header value: "Bearer"
-// or "Basic" (any case), blanks, then one word.
+// or "Basic" (any case), blanks, then one word that does not start with
+// ':' or '=' ("Bearer: x" is a header line, which scanAssignments redacts
+// to "Bearer: [redacted]"; were that a value, a second pass would redact
+// it again and Value would not be idempotent).
 func isAuthValue(s string) bool {
 	t := strings.TrimSpace(s)
 	for _, scheme := range [...]string{"bearer", "basic"} {
@@ -43,14 +46,16 @@ func isAuthValue(s string) bool {
 			continue
 		}
 		rest := strings.TrimLeft(t[len(scheme):], " \t")
-		return rest != "" && !strings.ContainsAny(rest, " \t\r\n")
+		return rest != "" && rest[0] != ':' && rest[0] != '=' && !strings.ContainsAny(rest, " \t\r\n")
 	}
 	return false
 }
 
 // scanTokens finds API keys and tokens by their well-known shapes: sk-…
-// (OpenAI, Anthropic; at least 20 bytes and not inside a word, so "task-…"
-// is not one), AKIA/ASIA + 16 (AWS access keys), ghp_/gho_/ghs_/ghu_/ghr_ and
+// (OpenAI, Anthropic, DeepSeek, OpenRouter; at least 20 bytes and not
+// inside a word, so "task-…" is not one), AIza + 35 (Google), gsk_ (Groq)
+// and xai- (xAI), the keys of providers the OpenAI-compatible worker
+// serves; AKIA/ASIA + 16 (AWS access keys), ghp_/gho_/ghs_/ghu_/ghr_ and
 // github_pat_ (GitHub), xox?- (Slack) and JWTs (eyJ….….…).
 func scanTokens(s string, sp []span) []span {
 	for i := 0; i < len(s); i++ {
@@ -67,9 +72,17 @@ func scanTokens(s string, sp []span) []span {
 				if run(s, i+4, isUpperOrDigit) >= 16 {
 					end = i + 4 + run(s, i+4, isUpperOrDigit)
 				}
+			} else if strings.HasPrefix(s[i:], "AIza") && (i == 0 || !isAlnum(s[i-1])) {
+				if n := run(s, i+4, isKeyByte); n >= 35 {
+					end = i + 4 + n
+				}
 			}
 		case 'g':
-			if strings.HasPrefix(s[i:], "github_pat_") {
+			if strings.HasPrefix(s[i:], "gsk_") && (i == 0 || !isAlnum(s[i-1])) {
+				if n := run(s, i+4, isWordByte); n >= 20 {
+					end = i + 4 + n
+				}
+			} else if strings.HasPrefix(s[i:], "github_pat_") {
 				if n := run(s, i+11, isWordByte); n >= 20 {
 					end = i + 11 + n
 				}
@@ -82,6 +95,10 @@ func scanTokens(s string, sp []span) []span {
 			if len(s) > i+5 && strings.HasPrefix(s[i:], "xox") && strings.IndexByte("abposr", s[i+3]) >= 0 && s[i+4] == '-' {
 				if n := run(s, i+5, isSlackByte); n >= 10 {
 					end = i + 5 + n
+				}
+			} else if strings.HasPrefix(s[i:], "xai-") && (i == 0 || !isAlnum(s[i-1])) {
+				if n := run(s, i+4, isKeyByte); n >= 20 {
+					end = i + 4 + n
 				}
 			}
 		case 'e':
@@ -258,8 +275,9 @@ func isBasicCredential(tok string) bool {
 // scanAssignments finds values assigned to secret keys inside text:
 // password=x, API_KEY=x, "token": "x", Authorization: Bearer x,
 // {\"secret\":\"x\"}. The key is any run of letters, digits, '_', '.' and
-// '-' that [Redactor.IsSecretKey] accepts, not right after a '/' or '\'
-// (a path like /etc/secret:ro is not an assignment). After '=' the value
+// '-' that [Redactor.IsSecretKey] accepts, or a URL query parameter key=
+// or sig= ([isQueryKey]), not right after a '/' or '\' (a path like
+// /etc/secret:ro is not an assignment). After '=' the value
 // runs to a blank, '&', ';', ',', ')', '}' or a quote; after ':' (a header
 // or YAML line) to the end of the line, ',', '}', ']' or a quote; a quoted
 // value runs to its closing quote. A number under a counting key
@@ -292,7 +310,10 @@ func (r *Redactor) scanAssignments(s string, sp []span) []span {
 		for j > 0 && isIdentByte(s[j-1]) {
 			j--
 		}
-		if j == ke || j > 0 && (s[j-1] == '/' || s[j-1] == '\\') || !r.IsSecretKey(s[j:ke]) {
+		if j == ke || j > 0 && (s[j-1] == '/' || s[j-1] == '\\') {
+			continue
+		}
+		if !r.IsSecretKey(s[j:ke]) && !(c == '=' && ke == i && isQueryKey(s, j, ke)) {
 			continue
 		}
 		var end int
@@ -300,6 +321,25 @@ func (r *Redactor) scanAssignments(s string, sp []span) []span {
 		i = max(i, end-1) // nothing in a value is a key; keeps the scan linear
 	}
 	return sp
+}
+
+// queryKeys name a secret only as a URL query parameter: Google APIs take
+// their API key as ?key=, Azure SAS URLs carry their signature as &sig=.
+// Elsewhere "key" names a map or state key, not a secret.
+var queryKeys = []string{"key", "sig"}
+
+// isQueryKey reports whether s[j:ke] is one of queryKeys right after the
+// '?' or '&' of a URL's query.
+func isQueryKey(s string, j, ke int) bool {
+	if j == 0 || s[j-1] != '?' && s[j-1] != '&' {
+		return false
+	}
+	for _, k := range queryKeys {
+		if strings.EqualFold(s[j:ke], k) {
+			return true
+		}
+	}
+	return false
 }
 
 // scanFlags finds command-line flags with a secret name followed by their
