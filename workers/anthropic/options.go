@@ -108,15 +108,28 @@ func WithHTTPClient(c *http.Client) Option {
 func WithBaseURL(base string) Option {
 	return func(o *options) error {
 		u, err := url.Parse(base)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("%w: base URL %q must be an absolute http(s) URL without query", engine.ErrInvalidOption, base)
-		}
-		if u.User != nil {
+		if err == nil && u.User != nil {
 			return fmt.Errorf("%w: base URL must not carry credentials", engine.ErrInvalidOption)
+		}
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			// The text leaves out what may be a secret (a gateway's
+			// ?key=…): an error of start-up reaches the log and stderr.
+			return fmt.Errorf("%w: base URL %q must be an absolute http(s) URL without query", engine.ErrInvalidOption, redactURL(base))
 		}
 		o.baseURL = base
 		return nil
 	}
+}
+
+// redactURL drops the user info, query and fragment of a URL for an error
+// text: they may hold a secret.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }
 
 // WithMaxRetries sets how many times a failed call is retried (0 to

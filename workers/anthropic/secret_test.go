@@ -2,6 +2,7 @@ package anthropic_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -63,5 +64,29 @@ func TestSecretNeverLeaks(t *testing.T) {
 				t.Fatalf("reply %+v", res.Reply)
 			}
 		})
+	}
+}
+
+// A base URL refused at start-up does not quote what may be a secret: a
+// gateway's query key, the password of user info (refused first, whatever
+// else is wrong with the URL).
+func TestBaseURLErrorHidesSecrets(t *testing.T) {
+	t.Parallel()
+	const secret = "QSECRETq7w8e9r0t1y2u3i4o5"
+	for _, base := range []string{
+		"https://gateway.example/anthropic?key=" + secret,
+		"ftp://user:" + secret + "@gateway.example/",
+		"https://user:" + secret + "@gateway.example/",
+		"https://gateway.example/anthropic#" + secret,
+		"%zz" + secret,
+	} {
+		_, err := anthropic.New(anthropic.WithBaseURL(base))
+		if err == nil || !errors.Is(err, engine.ErrInvalidOption) {
+			t.Errorf("%s: error %v, want ErrInvalidOption", base, err)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error quotes the secret: %v", err)
+		}
 	}
 }
