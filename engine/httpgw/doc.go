@@ -27,8 +27,11 @@
 // is UTF-8 is a string and any other body is base64 with "body_base64":
 // true. Path parameters are decoded but not cleaned: a "*rest" route
 // passes "../../etc/passwd" as it came, and a function that maps them
-// onto files confines them itself. The function answers a [Response]
-// {status_code, headers, body}.
+// onto files confines them itself. Every request header but the hop-by-hop
+// ones reaches the function, Authorization, Cookie and Accept included:
+// the gateway authenticates nobody and negotiates nothing. OPTIONS is
+// routed like any method (no automatic CORS answer). The function answers
+// a [Response] {status_code, headers, body}.
 //
 // Status codes the gateway produces itself, each with the JSON error
 // envelope {"error":{"code",...}} as body:
@@ -36,15 +39,22 @@
 //   - 404 no route matches the path; 405 (with Allow) a route matches the
 //     path but not the method;
 //   - 413 the body exceeds [WithMaxBodyBytes] (default 1 MiB) or the encoded
-//     request exceeds the NATS max payload; nothing is sent;
-//   - 400 a malformed path escape or query string;
-//   - the function's error code mapped by [StatusFor]: the catalog's status
-//     (invalid_payload 400, forbidden 403, not_found 404, conflict 409,
-//     internal 500, unavailable 503, timeout 504, ...), except
-//     function_not_found, which is 502;
+//     request, with the trace headers it carries, exceeds the NATS max
+//     payload; nothing is sent;
+//   - 408 the body did not arrive within [WithBodyTimeout] (default 30 s);
+//   - 400 a malformed path escape or query string, or a path, query or
+//     header value that is not UTF-8 once decoded;
+//   - the function's error code mapped by [StatusFor]: invalid_payload 400,
+//     budget_exceeded 402, forbidden 403, not_found 404, conflict and
+//     not_pending 409, internal 500 (and any code outside the catalog),
+//     function_not_found 502, canceled and unavailable 503, timeout 504;
 //   - 504 the function did not answer within [WithTimeout] (default 30 s);
 //   - 502 the reply is not a valid response (status outside 200-599, bad
 //     header, bad base64).
+//
+// The gateway bounds the body, the function call and the reply; the
+// http.Server it is mounted on must bound the rest: ReadHeaderTimeout
+// (slow headers) and IdleTimeout (idle keep-alive connections).
 //
 // Trace context: an incoming W3C traceparent/tracestate/baggage is the
 // parent of the gateway's server span, which the NATS request carries on to

@@ -8,10 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -380,10 +383,13 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	if r.ContentLength > g.opts.maxBody {
 		return tooLarge(r.ContentLength, g.opts.maxBody, "request body")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.maxBody))
+	body, err := g.readBody(w, r)
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return tooLarge(-1, g.opts.maxBody, "request body")
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fail(http.StatusRequestTimeout, wire.Errorf(wire.CodeTimeout, "request body not received within %v", g.opts.bodyTimeout))
 		}
 		return fail(http.StatusBadRequest, wire.Errorf(wire.CodeInvalidPayload, "reading the request body: %v", err))
 	}
@@ -391,13 +397,17 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	if err != nil {
 		return fail(http.StatusBadRequest, wire.Errorf(wire.CodeInvalidPayload, "malformed query: %v", err))
 	}
+	headers := requestHeaders(r)
+	if err := checkUTF8(query, headers); err != nil {
+		return fail(http.StatusBadRequest, wire.Errorf(wire.CodeInvalidPayload, "%v", err))
+	}
 	req := Request{
 		Method:     r.Method,
 		Path:       r.URL.Path,
 		Route:      rt.Path,
 		PathParams: m.params,
 		Query:      query,
-		Headers:    requestHeaders(r),
+		Headers:    headers,
 		RemoteAddr: r.RemoteAddr,
 	}
 	req.Body, req.BodyBase64 = encodeBody(r.Header.Get("Content-Type"), body)
@@ -406,8 +416,10 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	if err != nil {
 		return fail(http.StatusInternalServerError, wire.Wrap(wire.CodeInternal, err, "request does not encode"))
 	}
-	// Leave room for the NATS headers (content type, trace context).
-	if limit := g.e.Conn().MaxPayload() - 1024; int64(len(payload)) > limit {
+	// The NATS headers count against the max payload too: leave room for
+	// them, trace context and baggage included (the client picks their
+	// size).
+	if limit := g.e.Conn().MaxPayload() - g.callHeaderBytes(ctx); int64(len(payload)) > limit {
 		return tooLarge(int64(len(payload)), limit, "encoded request")
 	}
 
@@ -418,6 +430,11 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 		we := wire.From(err)
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
 			we = wire.Errorf(wire.CodeTimeout, "function %s did not answer within %v", rt.FunctionID, g.opts.timeout)
+		}
+		if r.Context().Err() != nil {
+			// The client went away (or half-closed): no server error. The
+			// answer is still written, or net/http would send an empty 200.
+			return fail(statusClientClosed, we)
 		}
 		if we.Code == wire.CodeInternal || we.Code == wire.CodeFunctionNotFound {
 			g.e.Logger().Warn("http function failed", "function_id", rt.FunctionID, "route", rt.Path, "error", err)
@@ -444,6 +461,45 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	return status
 }
 
+// callHeaderBytes bounds the size of the NATS headers of the function call
+// made under ctx: the trace context and baggage the engine injects, plus a
+// fixed allowance for the status line, Content-Type and timeout headers.
+func (g *Gateway) callHeaderBytes(ctx context.Context) int64 {
+	h := nats.Header{}
+	g.e.Inject(ctx, h)
+	n := int64(1024)
+	for k, vs := range h {
+		for _, v := range vs {
+			n += int64(len(k) + len(v) + len(": \r\n"))
+		}
+	}
+	return n
+}
+
+// readBody reads the request body up to the size limit, within the body
+// timeout. A request without a body sets no deadline: the server's
+// background read that notices a client going away is already waiting, and
+// a deadline would cancel the request when it passes.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	rc := http.NewResponseController(w)
+	// ErrNotSupported (a ResponseWriter that is no connection): no deadline.
+	_ = rc.SetReadDeadline(time.Now().Add(g.opts.bodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.maxBody))
+	if err == nil {
+		// Read to the end; the function's time is bounded by WithTimeout.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return body, err
+}
+
+// errNotUTF8 refuses a path whose decoded bytes are not UTF-8: the JSON
+// codec would turn them into U+FFFD, so distinct paths would reach the
+// function as the same one.
+var errNotUTF8 = errors.New("decoded path is not valid UTF-8")
+
 // requestSegments splits the request path into percent-decoded segments,
 // ignoring the leading and one trailing slash.
 func requestSegments(u *url.URL) ([]string, error) {
@@ -458,6 +514,9 @@ func requestSegments(u *url.URL) ([]string, error) {
 		d, err := url.PathUnescape(s)
 		if err != nil {
 			return nil, err
+		}
+		if !utf8.ValidString(d) {
+			return nil, errNotUTF8
 		}
 		parts[i] = d
 	}

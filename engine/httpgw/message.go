@@ -18,7 +18,9 @@ import (
 type Request struct {
 	// Method is the request method ("GET").
 	Method string `json:"method"`
-	// Path is the percent-decoded request path ("/users/42").
+	// Path is the percent-decoded request path ("/users/42"). Path, query
+	// and header values are UTF-8: a request with other bytes is refused
+	// with 400.
 	Path string `json:"path"`
 	// Route is the path pattern that matched ("/users/:id").
 	Route string `json:"route"`
@@ -102,6 +104,30 @@ func requestHeaders(r *http.Request) map[string][]string {
 		out["host"] = []string{r.Host}
 	}
 	return out
+}
+
+// checkUTF8 refuses query names and values and header values that are not
+// UTF-8: the function receives them as strings, which the JSON codec would
+// silently turn into U+FFFD. (Header names are tokens, so ASCII.)
+func checkUTF8(query url.Values, headers map[string][]string) error {
+	for k, vs := range query {
+		if !utf8.ValidString(k) {
+			return fmt.Errorf("query parameter name %q is not valid UTF-8", truncate(k, 64))
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return fmt.Errorf("query parameter %q has a value that is not valid UTF-8", truncate(k, 64))
+			}
+		}
+	}
+	for k, vs := range headers {
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return fmt.Errorf("header %q has a value that is not valid UTF-8", k)
+			}
+		}
+	}
+	return nil
 }
 
 // textual reports whether a body of this Content-Type travels as text.
@@ -237,14 +263,23 @@ func validHeaderValue(v string) bool {
 	return true
 }
 
+// statusClientClosed answers a request whose client went away before the
+// function answered (nginx's 499).
+const statusClientClosed = 499
+
 // StatusFor maps a wire error code onto the HTTP status the gateway answers
 // with: the catalog's status, except function_not_found, which is 502 Bad
 // Gateway (the route exists, nothing serves its function: the reverse-proxy
 // answer for an upstream that is down, and distinct from an unknown route's
-// 404).
+// 404), and canceled, which is 503 (a client that still waits for the
+// answer did not cancel: the function's side gave up, e.g. shutting down;
+// the catalog's 499 is no status a client knows).
 func StatusFor(code wire.Code) int {
-	if code == wire.CodeFunctionNotFound {
+	switch code {
+	case wire.CodeFunctionNotFound:
 		return http.StatusBadGateway
+	case wire.CodeCanceled:
+		return http.StatusServiceUnavailable
 	}
 	ent, _ := wire.Lookup(code)
 	return ent.Status

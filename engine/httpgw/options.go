@@ -15,18 +15,21 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultTimeout bounds one request's function call.
 	DefaultTimeout = 30 * time.Second
+	// DefaultBodyTimeout bounds receiving one request's body.
+	DefaultBodyTimeout = 30 * time.Second
 )
 
 // Option configures a [Gateway].
 type Option func(*options) error
 
 type options struct {
-	maxBody int64
-	timeout time.Duration
+	maxBody     int64
+	timeout     time.Duration
+	bodyTimeout time.Duration
 }
 
 func defaultOptions() options {
-	return options{maxBody: DefaultMaxBodyBytes, timeout: DefaultTimeout}
+	return options{maxBody: DefaultMaxBodyBytes, timeout: DefaultTimeout, bodyTimeout: DefaultBodyTimeout}
 }
 
 // WithMaxBodyBytes bounds a request body; a larger one is answered 413 and
@@ -49,6 +52,22 @@ func WithTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: timeout %v must be positive", engine.ErrInvalidOption, d)
 		}
 		o.timeout = d
+		return nil
+	}
+}
+
+// WithBodyTimeout bounds receiving a request body, from the moment the
+// gateway starts reading it: a client that sends it slower is answered 408
+// and nothing is sent to the function. It sets the connection's read
+// deadline (through [http.ResponseController]) for the body, in place of
+// the server's ReadTimeout; the server's ReadHeaderTimeout still has to
+// bound the headers.
+func WithBodyTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: body timeout %v must be positive", engine.ErrInvalidOption, d)
+		}
+		o.bodyTimeout = d
 		return nil
 	}
 }
