@@ -8,7 +8,10 @@
 // dow"), six fields with a leading seconds field, lists, ranges, steps,
 // month and weekday names, the @hourly/@daily/@weekly/@monthly/@yearly
 // shorthands and "@every <duration>". [Expression.Next] is the first tick
-// strictly after a time, in UTC or the job's time zone. The parser is
+// strictly after a time, in UTC or the job's time zone. In a zone with
+// daylight saving time a wall time that a change skips does not fire, and
+// one that a change repeats fires once, at its first occurrence (also for
+// a scheduler that starts during the repeated hour). The parser is
 // hand-written on the standard library and fuzzed.
 //
 // # Jobs and schedulers
@@ -33,7 +36,9 @@
 // that answered a timeout, loses that tick (the lease names it taken), and
 // a call that fails is not retried. Ticks missed while no scheduler ran are
 // not caught up; a scheduler that wakes later than its misfire grace skips
-// the tick ([WithMisfireGrace]). A function that must not lose a tick
+// the tick ([WithMisfireGrace]). Calls are not serialized: a call that
+// runs longer than its job's interval overlaps the next tick's (each is
+// bounded by [WithFireTimeout]). A function that must not lose a tick
 // should enqueue durable work and return at once.
 //
 // Lifecycle: Start → (jobs come and go through the bucket) → Close. Time

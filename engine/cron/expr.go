@@ -282,66 +282,105 @@ func (x *Expression) Every() time.Duration { return x.every }
 // the same ticks, and an interval that divides a day is aligned to UTC
 // midnight ("@every 15m" ticks at :00, :15, :30, :45).
 //
-// On a daylight-saving change a wall time that does not exist is skipped and
-// one that happens twice fires once.
+// The other expressions match wall-clock times in the location. On a
+// daylight-saving change a wall time that does not exist (02:30 when
+// clocks jump from 02:00 to 03:00) is skipped, and one that happens twice
+// (01:30 when clocks fall back from 02:00 to 01:00) fires once, at its
+// first occurrence: the repeated hour fires nothing, whatever time Next
+// is asked from, so a scheduler that starts during it does not fire a
+// wall time again.
 func (x *Expression) Next(after time.Time) time.Time {
 	if x.every > 0 {
 		t := after.Truncate(x.every).Add(x.every)
 		return t.In(x.loc)
 	}
-	loc := x.loc
-	// Round up to the next whole second: ticks are whole seconds and
-	// strictly after after.
-	t := after.In(loc)
-	t = t.Add(time.Second - time.Duration(t.Nanosecond()))
-	limit := t.Year() + searchYears
-
-	// advance moves to the wall time nt, but never backwards in absolute
-	// time (a repeated hour at a DST change could send time.Date back).
-	advance := func(nt time.Time) time.Time {
-		for !nt.After(t) {
-			nt = nt.Add(time.Hour)
-		}
-		return nt
-	}
-	for t.Year() <= limit {
-		y, mo, d := t.Date()
-		h, mi, s := t.Clock()
+	// The search runs on wall-clock times, held as UTC times with the same
+	// fields so that no DST change gets in the way; a wall time that
+	// matches is mapped to its first instant in the location. It starts at
+	// after's wall time: the first instants of earlier wall times are not
+	// after after.
+	w := after.In(x.loc)
+	w = time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0, time.UTC)
+	w = w.Add(time.Second) // ticks are whole seconds, strictly after after
+	limit := w.Year() + searchYears
+	for w.Year() <= limit {
+		y, mo, d := w.Date()
+		h, mi, s := w.Clock()
 		// A field that does not match jumps to its next allowed value, or
 		// carries into the next larger unit; then every field is checked
 		// again.
 		switch {
 		case x.month&(1<<uint(mo)) == 0:
 			if n := nextBit(x.month, int(mo)+1, 12); n >= 0 {
-				t = advance(time.Date(y, time.Month(n), 1, 0, 0, 0, 0, loc))
+				w = time.Date(y, time.Month(n), 1, 0, 0, 0, 0, time.UTC)
 			} else {
-				t = advance(time.Date(y+1, 1, 1, 0, 0, 0, 0, loc))
+				w = time.Date(y+1, 1, 1, 0, 0, 0, 0, time.UTC)
 			}
-		case !x.dayMatches(t):
-			t = advance(time.Date(y, mo, d+1, 0, 0, 0, 0, loc))
+		case !x.dayMatches(w):
+			w = time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC)
 		case x.hour&(1<<uint(h)) == 0:
 			if n := nextBit(x.hour, h+1, 23); n >= 0 {
-				t = advance(time.Date(y, mo, d, n, 0, 0, 0, loc))
+				w = time.Date(y, mo, d, n, 0, 0, 0, time.UTC)
 			} else {
-				t = advance(time.Date(y, mo, d+1, 0, 0, 0, 0, loc))
+				w = time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC)
 			}
 		case x.minute&(1<<uint(mi)) == 0:
 			if n := nextBit(x.minute, mi+1, 59); n >= 0 {
-				t = advance(time.Date(y, mo, d, h, n, 0, 0, loc))
+				w = time.Date(y, mo, d, h, n, 0, 0, time.UTC)
 			} else {
-				t = advance(time.Date(y, mo, d, h+1, 0, 0, 0, loc))
+				w = time.Date(y, mo, d, h+1, 0, 0, 0, time.UTC)
 			}
 		case x.second&(1<<uint(s)) == 0:
 			if n := nextBit(x.second, s+1, 59); n >= 0 {
-				t = advance(time.Date(y, mo, d, h, mi, n, 0, loc))
+				w = time.Date(y, mo, d, h, mi, n, 0, time.UTC)
 			} else {
-				t = advance(time.Date(y, mo, d, h, mi+1, 0, 0, loc))
+				w = time.Date(y, mo, d, h, mi+1, 0, 0, time.UTC)
 			}
 		default:
-			return t
+			if t, ok := firstInstant(w, x.loc); ok && t.After(after) {
+				return t
+			}
+			// The wall time does not exist, or its first occurrence is
+			// not after after (after is in a repeated hour).
+			w = w.Add(time.Second)
 		}
 	}
 	return time.Time{}
+}
+
+// firstInstant is the earliest instant whose wall clock in loc reads w's
+// fields, and false when a DST gap skips that wall time. time.Date picks
+// either instant of a repeated wall time (which one depends on the zone's
+// side of UTC), so the one before the transition is looked for.
+func firstInstant(w time.Time, loc *time.Location) (time.Time, bool) {
+	y, mo, d := w.Date()
+	h, mi, s := w.Clock()
+	t := time.Date(y, mo, d, h, mi, s, 0, loc)
+	if !sameWall(t, w) {
+		return time.Time{}, false // normalized out of a gap
+	}
+	start, _ := t.ZoneBounds()
+	if start.IsZero() {
+		return t, true
+	}
+	_, cur := t.Zone()
+	_, prev := start.Add(-time.Second).Zone()
+	if prev > cur { // clocks went back at start: wall times repeat
+		if e := t.Add(-time.Duration(prev-cur) * time.Second); e.Before(start) && sameWall(e, w) {
+			return e, true
+		}
+	}
+	return t, true
+}
+
+// sameWall reports whether t's wall clock (in its location) reads w's
+// fields (w in UTC).
+func sameWall(t, w time.Time) bool {
+	y1, mo1, d1 := t.Date()
+	y2, mo2, d2 := w.Date()
+	h1, mi1, s1 := t.Clock()
+	h2, mi2, s2 := w.Clock()
+	return y1 == y2 && mo1 == mo2 && d1 == d2 && h1 == h2 && mi1 == mi2 && s1 == s2
 }
 
 // nextBit is the lowest set bit of set in [from, max], or -1.

@@ -3,6 +3,8 @@ package cron
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,6 +102,14 @@ func TestNextInLocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lordHowe, err := time.LoadLocation("Australia/Lord_Howe")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		expr string
@@ -114,6 +124,18 @@ func TestNextInLocation(t *testing.T) {
 		// 2024-11-03 02:00 EDT → 01:00 EST: 01:30 happens twice, fires once.
 		{"fall back once", "30 1 * * *", ny, "2024-11-03T04:00:00Z", []string{"2024-11-03T05:30:00Z", "2024-11-04T06:30:00Z"}},
 		{"fall back hourly", "0 * * * *", ny, "2024-11-03T04:30:00Z", []string{"2024-11-03T05:00:00Z", "2024-11-03T07:00:00Z", "2024-11-03T08:00:00Z"}},
+		// Asked from inside the repeated hour (a scheduler that starts at
+		// 01:10 EST, or a job replaced then): 01:30 already fired at EDT.
+		{"fall back from repeated hour", "30 1 * * *", ny, "2024-11-03T06:10:00Z", []string{"2024-11-04T06:30:00Z"}},
+		{"fall back minutes from repeated hour", "*/5 * * * *", ny, "2024-11-03T06:10:00Z", []string{"2024-11-03T07:00:00Z"}},
+		// 2024-10-27 03:00 CEST → 02:00 CET: east of UTC too, the first
+		// 02:30 (CEST) fires and the second does not.
+		{"fall back east of UTC", "30 2 * * *", paris, "2024-10-26T22:00:00Z", []string{"2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"}},
+		{"fall back east of UTC from repeated hour", "30 2 * * *", paris, "2024-10-27T01:10:00Z", []string{"2024-10-28T01:30:00Z"}},
+		{"fall back east of UTC minutes", "*/30 * * * *", paris, "2024-10-26T23:50:00Z", []string{"2024-10-27T00:00:00Z", "2024-10-27T00:30:00Z", "2024-10-27T02:00:00Z"}},
+		// Lord Howe falls back by 30 minutes (02:00 +11 → 01:30 +1030).
+		{"half-hour fall back", "45 1 * * *", lordHowe, "2024-04-06T14:00:00Z", []string{"2024-04-06T14:45:00Z", "2024-04-07T15:15:00Z"}},
+		{"half-hour fall back from repeated half hour", "45 1 * * *", lordHowe, "2024-04-06T15:05:00Z", []string{"2024-04-07T15:15:00Z"}},
 		{"every ignores zone", "@every 1h", tokyo, "2024-01-01T00:30:00Z", []string{"2024-01-01T01:00:00Z"}},
 	}
 	for _, tt := range tests {
@@ -134,6 +156,75 @@ func TestNextInLocation(t *testing.T) {
 				at = got
 			}
 		})
+	}
+}
+
+// TestNextAcrossDSTChanges checks every 2024 DST change of a few zones:
+// the ticks that Next yields one after another fire each existing matching
+// wall time once, at its first instant, and Next asked from any time in
+// between agrees with them (a scheduler that starts mid-change computes
+// the same ticks as one that ran through it).
+func TestNextAcrossDSTChanges(t *testing.T) {
+	t.Parallel()
+	exprs := []string{"* * * * *", "*/5 * * * *", "0 * * * *", "30 1 * * *", "30 2 * * *", "45 1 * * *", "15,45 0-3 * * *", "*/20 * * * * *"}
+	for _, zone := range []string{"America/New_York", "Europe/Paris", "Australia/Sydney", "Australia/Lord_Howe"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var changes []time.Time
+		for at := time.Date(2024, 1, 1, 0, 0, 0, 0, loc); ; {
+			_, end := at.ZoneBounds()
+			if end.IsZero() || end.Year() > 2024 {
+				break
+			}
+			changes = append(changes, end)
+			at = end
+		}
+		if len(changes) != 2 {
+			t.Fatalf("%s: %d DST changes in 2024", zone, len(changes))
+		}
+		for _, change := range changes {
+			from, to := change.Add(-4*time.Hour), change.Add(4*time.Hour)
+			for _, expr := range exprs {
+				x, err := ParseInLocation(expr, loc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := zone + " " + change.Format(time.RFC3339) + " " + expr
+				var ticks []time.Time
+				walls := map[string]bool{}
+				for tick := x.Next(from); tick.Before(to); tick = x.Next(tick) {
+					wall := tick.Format("2006-01-02 15:04:05")
+					if !x.matches(tick) || walls[wall] {
+						t.Fatalf("%s: tick %v does not match or repeats a wall time", name, tick)
+					}
+					walls[wall] = true
+					ticks = append(ticks, tick)
+				}
+				// Every matching instant is a tick, or a later instant of
+				// a wall time that fired.
+				step := time.Minute
+				if x.second != 1 {
+					step = time.Second
+				}
+				for m := from.Truncate(step).Add(step); m.Before(to); m = m.Add(step) {
+					if x.matches(m) && !slices.ContainsFunc(ticks, m.Equal) && !walls[m.In(loc).Format("2006-01-02 15:04:05")] {
+						t.Fatalf("%s: %v matches but never fires", name, m.In(loc))
+					}
+				}
+				// Next from anywhere is the first tick after it.
+				for p := from; p.Before(to); p = p.Add(97 * time.Second) {
+					i := sort.Search(len(ticks), func(i int) bool { return ticks[i].After(p) })
+					if i == len(ticks) {
+						break
+					}
+					if got := x.Next(p); !got.Equal(ticks[i]) {
+						t.Fatalf("%s: Next(%v) = %v, want %v", name, p.In(loc), got, ticks[i])
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -309,6 +400,11 @@ func FuzzParse(f *testing.F) {
 		}
 		if x.every == 0 && !x.matches(next) {
 			t.Fatalf("%q: Next(%v) = %v does not match the fields", expr, after, next)
+		}
+		// Next from any time before a tick is that tick: schedulers that
+		// start at different times compute the same ticks.
+		if mid := after.Add(next.Sub(after) / 2); !x.Next(mid).Equal(next) {
+			t.Fatalf("%q: Next(%v) = %v, but Next(%v) = %v", expr, after, next, mid, x.Next(mid))
 		}
 		if again := x.Next(next); !again.After(next) {
 			t.Fatalf("%q: Next(%v) = %v is not after it", expr, next, again)

@@ -275,6 +275,132 @@ func TestFakeClockDailyJob(t *testing.T) {
 	}
 }
 
+// TestFallBackFiresOnceAcrossRestart: a daily 01:30 New York job fires at
+// 01:30 EDT on the fall-back day; a scheduler that starts during the
+// repeated hour (a node restarted, or the job replaced, at 01:10 EST) must
+// not fire 01:30 EST as well.
+func TestFallBackFiresOnceAcrossRestart(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	var rec tickRecorder
+	rec.register(t, e, "test::nightly")
+	ctx := context.Background()
+	job := cron.Job{ID: "nightly", Expression: "30 1 * * *", Timezone: "America/New_York", FunctionID: "test::nightly"}
+	if err := cron.Schedule(ctx, e, job); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(clk *fakeClock, n int) {
+		t.Helper()
+		enginetest.Eventually(t, 5*time.Second, func() error {
+			if _, ev := rec.snapshot(); len(ev) != n {
+				return fmt.Errorf("%d events, want %d", len(ev), n)
+			}
+			if clk.Waiting() < 1 {
+				return errors.New("job loop not waiting")
+			}
+			return nil
+		})
+	}
+
+	// 01:29 EDT: the first 01:30 fires.
+	clk := newFakeClock(time.Date(2024, 11, 3, 5, 29, 0, 0, time.UTC))
+	first := start(t, enginetest.NewEngine(t, ns), cron.WithClock(clk))
+	waitFor(clk, 0)
+	clk.Advance(time.Minute)
+	waitFor(clk, 1)
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// 01:10 EST, an hour later by the wall clock's second pass.
+	clk = newFakeClock(time.Date(2024, 11, 3, 6, 10, 0, 0, time.UTC))
+	second := start(t, enginetest.NewEngine(t, ns), cron.WithClock(clk))
+	if next, ok := second.Next("nightly"); !ok || !next.Equal(time.Date(2024, 11, 4, 6, 30, 0, 0, time.UTC)) {
+		t.Errorf("Next(nightly) = %v, %v; want 2024-11-04 01:30 EST", next, ok)
+	}
+	waitFor(clk, 1)
+	// To 01:30 EST and a minute on, each step within the misfire grace.
+	// Once the loop waits again it has claimed whatever fell due, and
+	// Close waits for the calls in flight.
+	for _, d := range []time.Duration{20 * time.Minute, time.Minute} {
+		clk.Advance(d)
+		enginetest.Eventually(t, 5*time.Second, func() error {
+			if clk.Waiting() < 1 {
+				return errors.New("job loop not waiting")
+			}
+			return nil
+		})
+	}
+	if err := second.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ev := rec.snapshot(); len(ev) != 1 || ev[0].Tick != "2024-11-03T05:30:00.000Z" {
+		t.Fatalf("fired %+v, want only 01:30 EDT", ev)
+	}
+}
+
+// TestFailingFunction: a function that fails, or hangs until the fire
+// timeout, is called once per tick (no retry), and later ticks still fire
+// on time.
+func TestFailingFunction(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	var mu sync.Mutex
+	calls := map[string]map[int64]int{}
+	w, err := e.Worker("failing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"test::fails", "test::hangs"} {
+		err := w.Register(engine.Function{ID: id, Handler: engine.Typed(func(ctx context.Context, ev cron.Event) (engine.Empty, error) {
+			mu.Lock()
+			if calls[id] == nil {
+				calls[id] = map[int64]int{}
+			}
+			calls[id][ev.TickMS]++
+			mu.Unlock()
+			if id == "test::hangs" {
+				<-ctx.Done()
+			}
+			return engine.Empty{}, wire.Errorf(wire.CodeInternal, "boom")
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := start(t, enginetest.NewEngine(t, ns), cron.WithFireTimeout(time.Second))
+	ctx := context.Background()
+	for _, id := range []string{"fails", "hangs"} {
+		if err := s.Schedule(ctx, cron.Job{ID: id, Expression: "@every 100ms", FunctionID: "test::" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range []string{"test::fails", "test::hangs"} {
+			if n := len(calls[id]); n < 5 {
+				return fmt.Errorf("%s called for %d ticks", id, n)
+			}
+		}
+		return nil
+	})
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, ticks := range calls {
+		for tick, n := range ticks {
+			if n != 1 {
+				t.Errorf("%s: tick %d called %d times", id, tick, n)
+			}
+		}
+	}
+}
+
 func TestJobsFollowTheBucket(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)

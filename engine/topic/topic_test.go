@@ -273,6 +273,41 @@ func TestUnsubscribe(t *testing.T) {
 	}
 }
 
+// TestConsumerDeletedByHand: deleting a subscription's consumer (nats
+// consumer rm, or Unsubscribe from another process) ends the running
+// Subscriptions of it instead of leaving them waiting for nothing, and the
+// topic keeps nothing more for the function.
+func TestConsumerDeletedByHand(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	r := newRecorder()
+	r.serve(t, e, "hand::rm", nil)
+	a := subscribe(t, enginetest.NewEngine(t, ns), "rm", "hand::rm", fast()...)
+	b := subscribe(t, enginetest.NewEngine(t, ns), "rm", "hand::rm", fast()...)
+	ctx := context.Background()
+	publish(t, ctx, e, "rm", 0, 2)
+	enginetest.Eventually(t, 5*time.Second, r.exactly("hand::rm", 2))
+	if err := e.JetStream().DeleteConsumer(ctx, subjects.TopicStream, a.Name()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*topic.Subscription{a, b} {
+		select {
+		case <-s.Closed():
+		case <-time.After(5 * time.Second):
+			t.Fatal("subscription still running after its consumer was deleted")
+		}
+	}
+	publish(t, ctx, e, "rm", 2, 3)
+	st, err := e.JetStream().Stream(ctx, subjects.TopicStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 0 {
+		t.Fatalf("topic stream keeps %d messages", n)
+	}
+}
+
 func TestPlainFanOut(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
@@ -360,6 +395,66 @@ func TestInvalidInput(t *testing.T) {
 	if err == nil {
 		if info, err := st.Info(ctx); err != nil || info.State.Consumers != 0 {
 			t.Fatalf("consumers after refusals: %+v, %v", info, err)
+		}
+	}
+}
+
+// TestPublishedMessagesReachTheSubscriber publishes bodies up to the
+// server's max payload: whatever Publish accepts must fit the subscriber's
+// call (its headers included), and what does not is refused up front.
+func TestPublishedMessagesReachTheSubscriber(t *testing.T) {
+	t.Parallel()
+	const max = 4 << 10
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(max))
+	e := enginetest.NewEngine(t, ns)
+	w, err := e.Worker("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	called := map[int]bool{}
+	err = w.Register(engine.Function{ID: "big::sub", Handler: func(_ context.Context, req *engine.Request) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		called[len(req.Data)] = true
+		return nil, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := subscribe(t, e, "big", "big::sub", fast(topic.WithMaxDeliver(2))...)
+	ctx := context.Background()
+	accepted := map[int]bool{}
+	refused := 0
+	for n := max - 160; n <= max; n++ {
+		err := topic.Publish(ctx, e, "big", engine.Raw(strings.Repeat("a", n)))
+		switch {
+		case err == nil:
+			accepted[n] = true
+		case errors.Is(err, wire.ErrInvalidPayload):
+			refused++
+		default:
+			t.Fatalf("publish %d bytes: %v", n, err)
+		}
+	}
+	if len(accepted) == 0 || refused == 0 {
+		t.Fatalf("%d accepted, %d refused: the sizes do not straddle the limit", len(accepted), refused)
+	}
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		c := s.Counters()
+		if c.Dropped != 0 {
+			return fmt.Errorf("%d accepted messages dropped: %+v", c.Dropped, c)
+		}
+		if c.Handled != int64(len(accepted)) {
+			return fmt.Errorf("counters %+v, want %d handled", c, len(accepted))
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for n := range accepted {
+		if !called[n] {
+			t.Errorf("the %d-byte message never reached the function", n)
 		}
 	}
 }
