@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -165,12 +166,18 @@ func (e *Engine) Enqueue(ctx context.Context, queue, id string, req any, opts ..
 	if o.msgID != "" {
 		msg.Header.Set(nats.MsgIdHdr, o.msgID)
 	}
+	if err := e.CheckStoredCall(msg); err != nil {
+		return err
+	}
 	if _, err := e.EnsureStream(ctx, QueueStreamConfig(e.opts.replicas)); err != nil {
 		return err
 	}
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
 	if _, err := e.js.PublishMsg(ctx, msg); err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return wire.Wrap(wire.CodeInvalidPayload, err, "enqueue on %q", queue)
+		}
 		return wire.Wrap(wire.CodeUnavailable, err, "enqueue on %q", queue)
 	}
 	return nil

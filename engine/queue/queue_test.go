@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/baggage"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
@@ -682,4 +683,70 @@ func TestDeadLetterPublishFailureKeepsMessage(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Every message Enqueue accepts reaches its function: one whose call (its
+// body and headers, plus the call's timeout and trace parent) would not
+// fit the max payload is refused as invalid_payload at enqueue, where it
+// was stored and then dead-lettered (invalid_payload) on every delivery,
+// and one over the max payload itself was refused as unavailable, which a
+// caller retries for ever.
+func TestEnqueuedMessagesReachTheFunction(t *testing.T) {
+	t.Parallel()
+	const max = 4 << 10
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(max))
+	// Traced, as in iii up: a delivery of a message enqueued outside any
+	// span calls the function with the trace parent of its own span.
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	e := enginetest.NewEngine(t, ns, engine.WithTracerProvider(tp))
+	w, err := e.Worker("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	called := map[int]bool{}
+	if err := w.Register(engine.Function{ID: "big::work", Handler: func(_ context.Context, req *engine.Request) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		called[len(req.Data)] = true
+		return nil, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	c := consume(t, e, "big", fast(queue.WithMaxDeliver(2))...)
+	ctx := context.Background()
+	accepted := map[int]bool{}
+	refused := 0
+	for n := max - 200; n <= max+50; n++ {
+		err := e.Enqueue(ctx, "big", "big::work", engine.Raw(strings.Repeat("a", n)))
+		switch {
+		case err == nil:
+			accepted[n] = true
+		case errors.Is(err, wire.ErrInvalidPayload):
+			refused++
+		default:
+			t.Fatalf("enqueue %d bytes: %v", n, err)
+		}
+	}
+	if len(accepted) == 0 || refused == 0 {
+		t.Fatalf("%d accepted, %d refused: the sizes do not straddle the limit", len(accepted), refused)
+	}
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		cs := c.Counters()
+		if cs.DeadLettered != 0 {
+			return fmt.Errorf("%d accepted messages dead-lettered: %+v", cs.DeadLettered, cs)
+		}
+		if cs.Handled != int64(len(accepted)) {
+			return fmt.Errorf("counters %+v, want %d handled", cs, len(accepted))
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for n := range accepted {
+		if !called[n] {
+			t.Errorf("the %d-byte message never reached the function", n)
+		}
+	}
 }

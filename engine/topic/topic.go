@@ -66,10 +66,8 @@ func publish(ctx context.Context, e *engine.Engine, name string, body []byte, co
 	// timeout header (and a trace parent when the message has none): a
 	// message the server stores must fit that call too, or every delivery
 	// fails as invalid_payload and the message is dropped.
-	if max, size := e.Conn().MaxPayload(), len(body)+headerLen(msg.Header)+callHeaderRoom(msg.Header); int64(size) > max {
-		return 0, wire.Errorf(wire.CodeInvalidPayload,
-			"payload of %d bytes leaves no room under the server's max payload of %d bytes for the headers of a subscriber's call", len(body), max).
-			WithDetails(map[string]any{"max_payload": max, "size": len(body)})
+	if err := e.CheckStoredCall(msg); err != nil {
+		return 0, err
 	}
 	if _, err := e.EnsureStream(ctx, engine.TopicStreamConfig(e.Replicas())); err != nil {
 		return 0, err
@@ -95,29 +93,6 @@ func newMsg(ctx context.Context, e *engine.Engine, subj string, body []byte, cod
 	msg.Header.Set(wire.HeaderContentType, codec.ContentType())
 	e.Inject(ctx, msg.Header)
 	return msg, nil
-}
-
-// headerLen is the size of h on the wire ("NATS/1.0\r\n", a line per
-// value, a blank line), as the server counts it against max payload.
-func headerLen(h nats.Header) int {
-	n := len("NATS/1.0\r\n\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(": ") + len(v) + len("\r\n")
-		}
-	}
-	return n
-}
-
-// callHeaderRoom is what a subscriber's call adds to a message's headers:
-// its timeout in milliseconds and, for a message published without trace
-// context, the trace parent of the delivery's span.
-func callHeaderRoom(h nats.Header) int {
-	n := len(engine.HeaderTimeoutMs) + len(": ") + 20 + len("\r\n")
-	if engine.HeaderCarrier(h).Get("traceparent") == "" {
-		n += len("traceparent: ") + len("00-") + 32 + 1 + 16 + len("-01") + len("\r\n")
-	}
-	return n
 }
 
 // Subscription delivers a durable topic's messages to one function.
