@@ -15,11 +15,10 @@ import (
 // newBenchCmd is `iii bench`: benchmarks that run a whole node in this
 // process. Hook it in with root.AddCommand(newBenchCmd(g)).
 func newBenchCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark the turn loop on an embedded node",
-		Args:  cobra.NoArgs,
-	}
+	})
 	cmd.AddCommand(newBenchTurnsCmd(g))
 	return cmd
 }

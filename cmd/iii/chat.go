@@ -72,28 +72,34 @@ func newChatCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if cfg.message != "" {
-				return chatTurn(ctx, e, cfg, cfg.message, out, nil)
+				stop, err := chatTurn(ctx, e, cfg, cfg.message, out, nil)
+				if err == nil && stop != agent.StopEnd {
+					// A script must see the failure, not only a [reason] line.
+					err = fmt.Errorf("session %s: the run ended with stop_reason %q", cfg.session, stop)
+				}
+				return err
 			}
 			fmt.Fprintf(out, "session %s · %s/%s · Ctrl-D to quit\n", cfg.session, cfg.provider, cfg.model)
-			sc := bufio.NewScanner(cmd.InOrStdin())
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			// Lines come from a goroutine so that Ctrl-C ends a prompt that
+			// waits for input (a read of the terminal does not see ctx).
+			lines := readLines(cmd.InOrStdin())
+			defer lines.stop()
 			for {
 				fmt.Fprint(out, "> ")
-				if !sc.Scan() {
+				line, ok, err := lines.next(ctx)
+				if !ok {
 					fmt.Fprintln(out)
-					return sc.Err()
+					return err
 				}
-				line := strings.TrimSpace(sc.Text())
+				line = strings.TrimSpace(line)
 				if line == "" {
 					continue
 				}
 				ask := func() (string, bool) {
-					if !sc.Scan() {
-						return "", false
-					}
-					return strings.TrimSpace(sc.Text()), true
+					l, ok, _ := lines.next(ctx)
+					return strings.TrimSpace(l), ok
 				}
-				if err := chatTurn(ctx, e, cfg, line, out, ask); err != nil {
+				if _, err := chatTurn(ctx, e, cfg, line, out, ask); err != nil {
 					if ctx.Err() != nil {
 						return nil
 					}
@@ -105,21 +111,65 @@ func newChatCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.session, "session", "", "session id (default: a new one)")
 	cmd.Flags().StringVar(&cfg.provider, "provider", "scripted", "model provider")
 	cmd.Flags().StringVar(&cfg.model, "model", "echo", "model id")
-	cmd.Flags().StringVarP(&cfg.message, "message", "m", "", "send this one message, print the turn, and exit")
+	cmd.Flags().StringVarP(&cfg.message, "message", "m", "", "send this one message, print the turn, and exit (status 1 when the run does not end normally)")
 	cmd.Flags().BoolVar(&cfg.embedded, "embedded", true, "start a node in this process when none answers at --nats")
 	cmd.Flags().BoolVar(&cfg.sandbox, "sandbox", false, "give every run a bubblewrap sandbox (fs::* and shell::exec work in it; it is destroyed when the run ends)")
 	cmd.Flags().StringVar(&cfg.home, "home", defaultHome(), "data directory of an embedded node")
 	return cmd
 }
 
-// chatTurn starts a run with text and prints its events until agent_end.
-// A call that needs approval is put to the user through ask (a line of
-// input) when it is set; otherwise the command that decides it is printed
-// and the turn waits.
-func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer, ask func() (string, bool)) error {
+// lineReader reads lines on a goroutine of its own, so that a caller
+// waiting for one can give up when its context ends.
+type lineReader struct {
+	lines chan string
+	done  chan struct{}
+	err   error // read after lines closed
+}
+
+func readLines(r io.Reader) *lineReader {
+	lr := &lineReader{lines: make(chan string), done: make(chan struct{})}
+	go func() {
+		defer close(lr.lines)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lr.lines <- sc.Text():
+			case <-lr.done:
+				return
+			}
+		}
+		lr.err = sc.Err()
+	}()
+	return lr
+}
+
+// next returns the next line; ok is false at the end of the input (err
+// says why, nil at EOF) or once ctx ended.
+func (lr *lineReader) next(ctx context.Context) (line string, ok bool, err error) {
+	select {
+	case <-ctx.Done():
+		return "", false, nil
+	case l, ok := <-lr.lines:
+		if !ok {
+			return "", false, lr.err
+		}
+		return l, true, nil
+	}
+}
+
+// stop lets the reading goroutine end at its next line; a read that
+// blocks goes on until the input has one or ends.
+func (lr *lineReader) stop() { close(lr.done) }
+
+// chatTurn starts a run with text and prints its events until agent_end,
+// and returns the run's stop reason. A call that needs approval is put to
+// the user through ask (a line of input) when it is set; otherwise the
+// command that decides it is printed and the turn waits.
+func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer, ask func() (string, bool)) (agent.StopReason, error) {
 	subj, err := subjects.EventSubject(cfg.session)
 	if err != nil {
-		return err
+		return "", err
 	}
 	// Read from just after the stream's current end: an ordered consumer is
 	// created lazily, so DeliverNew could start after the first events.
@@ -128,16 +178,16 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	stream, err := e.JetStream().Stream(ctx, events)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if r := subjects.SessionRegion(sid); r != "" {
-			return fmt.Errorf("session %q is homed in region %q, which has no event stream (%s): is an `iii up --region %s` node running?", sid, r, events, r)
+			return "", fmt.Errorf("session %q is homed in region %q, which has no event stream (%s): is an `iii up --region %s` node running?", sid, r, events, r)
 		}
-		return fmt.Errorf("no orchestrator has run on this bus yet (stream %s missing): is `iii up` running?", events)
+		return "", fmt.Errorf("no orchestrator has run on this bus yet (stream %s missing): is `iii up` running?", events)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	// The consumer goes when this turn's output is done (or 30 s after a
 	// client that died stopped pulling), not after nats.go's default 5
@@ -148,7 +198,7 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer func() {
 		if ci := cons.CachedInfo(); ci != nil {
@@ -177,7 +227,7 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		}
 	}))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer func() {
 		close(stopped)
@@ -192,10 +242,10 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		Body       *orchestrator.RunStartResult `json:"body"`
 	}{Body: &res})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !res.Started {
-		return fmt.Errorf("session %s is busy (%s)", cfg.session, res.Reason)
+		return "", fmt.Errorf("session %s is busy (%s)", cfg.session, res.Reason)
 	}
 	streamed, parked := false, 0
 	last := time.Now()
@@ -205,14 +255,15 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		var m jetstream.Msg
 		select {
 		case <-ctx.Done():
-			return ctx.Err() // interrupted: the run goes on without this client
+			// Interrupted: the run goes on without this client.
+			return "", fmt.Errorf("interrupted; session %s runs on without this client: %w", sid, ctx.Err())
 		case err := <-consumeErr:
-			return err
+			return "", err
 		case <-tick.C:
 			if parked > 0 || time.Since(last) < 5*time.Minute {
 				continue // a human may take longer
 			}
-			return errors.New("no event for 5 minutes")
+			return "", errors.New("no event for 5 minutes")
 		case m = <-msgs:
 		}
 		last = time.Now()
@@ -269,7 +320,10 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			fmt.Fprintf(out, "← %s (%s, %d ms) %s\n", ev.FunctionCallID, status, ev.DurationMs, clip(text, 200))
 		case agent.EventApprovalRequested:
 			parked++
-			args, _ := wire.MarshalJSON(ev.Args)
+			args := []byte("{}") // as at function_execution_start
+			if len(ev.Args) > 0 {
+				args, _ = wire.MarshalJSON(ev.Args)
+			}
 			if ask == nil {
 				req, _ := json.Marshal(map[string]string{"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": "allow"})
 				fmt.Fprintf(out, "? %s %s needs approval; waiting. Allow it with (decision deny or aborted to refuse):\n  iii trigger approval::resolve '%s'\n",
@@ -278,6 +332,10 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			}
 			fmt.Fprintf(out, "? %s %s needs approval. Allow? [y]es / [n]o / [a]bort the run: ", ev.FunctionID, clip(string(args), 200))
 			answer, ok := ask()
+			if ctx.Err() != nil {
+				// Interrupted at the question: the call stays parked.
+				return "", fmt.Errorf("interrupted; %s stays parked in session %s: %w", ev.FunctionCallID, sid, ctx.Err())
+			}
 			decision := agent.DecisionDeny
 			switch strings.ToLower(answer) {
 			case "y", "yes":
@@ -302,7 +360,7 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			if ev.StopReason != agent.StopEnd {
 				fmt.Fprintf(out, "[%s]\n", ev.StopReason)
 			}
-			return nil
+			return ev.StopReason, nil
 		}
 	}
 }

@@ -228,9 +228,9 @@ func TestChatOneShot(t *testing.T) {
 	if err != nil || !strings.Contains(out, "denied (permissions)") {
 		t.Fatalf("chat with a denied call: %v\n%s", err, out)
 	}
-	// A failed model call says why.
+	// A failed model call says why, and fails the command.
 	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", "/fail permanent")
-	if err != nil || !strings.Contains(out, "error: ") || !strings.Contains(out, "[error]") {
+	if err == nil || !strings.Contains(err.Error(), `stop_reason "error"`) || !strings.Contains(out, "error: ") || !strings.Contains(out, "[error]") {
 		t.Fatalf("chat with a failing model: %v\n%s", err, out)
 	}
 	out, err = runIII(t, "chat", "--nats", a.node.ClientURL(), "-m", "hello there")
@@ -409,6 +409,19 @@ func TestChatAsksForApproval(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("chat output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// A call without arguments is put to the user as it runs: with {}.
+	var out2 enginetest.Buffer
+	cmd = newRootCmd()
+	cmd.SetOut(&out2)
+	cmd.SetErr(&out2)
+	cmd.SetIn(strings.NewReader("/call fs::write {}\nn\n"))
+	cmd.SetArgs([]string{"chat", "--nats", a.node.ClientURL(), "--session", "chat_ask"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("chat: %v\n%s", err, out2.String())
+	}
+	if want := "? fs::write {} needs approval"; !strings.Contains(out2.String(), want) {
+		t.Fatalf("chat output lacks %q:\n%s", want, out2.String())
 	}
 }
 

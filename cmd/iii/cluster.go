@@ -18,7 +18,7 @@ import (
 
 // newClusterCmd groups the commands about the grain cluster.
 func newClusterCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "cluster", Short: "The nodes that share the session grains"}
+	cmd := group(&cobra.Command{Use: "cluster", Short: "The nodes that share the session grains"})
 	var (
 		name   string
 		asJSON bool
@@ -59,7 +59,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 
 // newRegionCmd groups the region commands (cluster/region, docs/REGIONS.md).
 func newRegionCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "region", Short: "Read mirrors in another region, and region takeover (docs/REGIONS.md)"}
+	cmd := group(&cobra.Command{Use: "region", Short: "Read mirrors in another region, and region takeover (docs/REGIONS.md)"})
 	var (
 		here, lost string
 		asJSON     bool

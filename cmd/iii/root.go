@@ -60,6 +60,15 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
+// group makes cmd, a command that only holds subcommands, refuse any
+// argument: cobra runs such a command's help for `iii bench turn` (a
+// mistyped subcommand) and exits 0, so a script carried on as if it ran.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return cmd
+}
+
 func (g *globals) logger() (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(strings.ToLower(g.logLevel))); err != nil {

@@ -48,7 +48,10 @@ func (a *app) serveGateway(gw http.Handler, addr string) error {
 		return fmt.Errorf("--http %s: %w", addr, err)
 	}
 	a.httpLn = ln
-	a.httpSrv = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	// The gateway bounds each request's body itself (httpgw.WithBodyTimeout);
+	// IdleTimeout closes keep-alive connections left idle, which would
+	// otherwise stay open (and hold a descriptor) for ever.
+	a.httpSrv = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		if err := a.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.e.Logger().Error("http gateway stopped", "error", err)

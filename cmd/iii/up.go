@@ -22,6 +22,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/telemetry"
+	"github.com/iii-on-nats/iii/workers"
 )
 
 // upConfig is everything `iii up` needs.
@@ -56,7 +57,8 @@ type upConfig struct {
 	busCalls bool
 }
 
-// parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings.
+// parseSettings turns WORKER.KEY=VALUE pairs into per-worker settings;
+// WORKER must be a registered module.
 func parseSettings(pairs []string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	for _, p := range pairs {
@@ -64,6 +66,11 @@ func parseSettings(pairs []string) (map[string]map[string]string, error) {
 		worker, key, ok2 := strings.Cut(kv, ".")
 		if !ok || !ok2 || worker == "" || key == "" {
 			return nil, fmt.Errorf("--set %q: want WORKER.KEY=VALUE", p)
+		}
+		// Each module reads only its own settings: one for a module this
+		// binary lacks (a misspelt name) would be ignored without a word.
+		if _, err := workers.Global().Module(worker); err != nil {
+			return nil, fmt.Errorf("--set %q: no worker module %q (`iii worker list` lists them)", p, worker)
 		}
 		if out[worker] == nil {
 			out[worker] = map[string]string{}
@@ -90,6 +97,9 @@ type app struct {
 	metricsLn net.Listener
 	// closers run in reverse order on shutdown.
 	closers []func(context.Context) error
+	// unlock releases the data directory once the server stopped (nil
+	// with --join, which embeds no store).
+	unlock func()
 }
 
 func splitHostPort(addr string) (string, int, error) {
@@ -137,6 +147,11 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		if err != nil {
 			return nil, err
 		}
+		// One server per store: a second one on the same files corrupts
+		// the first one's streams.
+		if a.unlock, err = lockHome(cfg.home); err != nil {
+			return nil, err
+		}
 		if a.node, err = cluster.Start(ctx, scfg); err != nil {
 			return nil, err
 		}
@@ -179,7 +194,7 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", handler)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = srv.Serve(a.metricsLn) }()
 		a.closers = append(a.closers, srv.Shutdown)
 		engOpts = append(engOpts, engine.WithMeterProvider(mp))
@@ -242,6 +257,10 @@ func (a *app) close(ctx context.Context) error {
 		if err := a.node.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if a.unlock != nil {
+		a.unlock()
+		a.unlock = nil
 	}
 	return errors.Join(errs...)
 }

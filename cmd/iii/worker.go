@@ -13,10 +13,10 @@ import (
 )
 
 func newWorkerCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "worker",
 		Short: "Run or list harness worker modules",
-	}
+	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the worker modules this binary can run",
