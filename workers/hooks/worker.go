@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
@@ -45,6 +48,17 @@ type Worker struct {
 
 // NewWorker returns an unstarted worker.
 func NewWorker() *Worker { return &Worker{} }
+
+// Provision refuses any setting: the worker has none (a mistyped
+// --set hooks.X would otherwise be ignored silently).
+func (w *Worker) Provision(_ context.Context, env workers.Env) error {
+	settings := env.Settings[WorkerName]
+	if len(settings) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(settings))
+	return fmt.Errorf("%w: %s has no settings (got %q)", engine.ErrInvalidOption, WorkerName, keys)
+}
 
 // Start registers hooks::publish_collect on e. It returns [ErrStarted] when
 // called twice and engine.ErrClosed after Close.

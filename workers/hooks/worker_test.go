@@ -292,3 +292,16 @@ func TestWorkerPayloadExact(t *testing.T) {
 		t.Fatalf("bad payload: %s (%v)", m.Data, werr)
 	}
 }
+
+// The worker has no settings: a mistyped one is an error, not ignored.
+func TestProvisionRefusesSettings(t *testing.T) {
+	t.Parallel()
+	w := NewWorker()
+	if err := w.Provision(context.Background(), workers.Env{}); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Provision(context.Background(), workers.Env{Settings: map[string]map[string]string{WorkerName: {"timeout": "1s"}}})
+	if !errors.Is(err, engine.ErrInvalidOption) || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("error %v", err)
+	}
+}
