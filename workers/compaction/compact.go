@@ -285,6 +285,10 @@ func (c *compactor) run(ctx context.Context, req CompactRequest, m modelInfo, st
 		Type: entryTypeCompaction, Summary: summary, FirstKeptEntryID: firstKept, TokensBefore: int64(before),
 	}, DedupID: compactionDedupID(sid, view.Leaf, firstKept)}, &app)
 	if err != nil {
+		if wire.From(err).Code == wire.CodeInvalidPayload && c.leftPath(ctx, sid, firstKept) {
+			return CompactResponse{}, wire.Wrap(wire.CodeConflict, ErrPathChanged,
+				"session %s: entry %s is no longer on the active path", sid, firstKept)
+		}
 		return CompactResponse{}, callErr(err, "append the compaction of session %s", sid)
 	}
 	resp.Compacted = true
@@ -308,6 +312,23 @@ func compactionDedupID(sid, leaf, firstKept string) string {
 	return "compaction-" + hex.EncodeToString(h[:16])
 }
 
+// leftPath reports whether the session's active path no longer holds
+// entry id (the active leaf moved to another branch): the session tree
+// then refuses a compaction keeping from id, which is not the caller's
+// fault. A failed read answers false.
+func (c *compactor) leftPath(ctx context.Context, sid, id string) bool {
+	var view messagesResponse
+	if err := c.e.Trigger(ctx, sessionMessagesFunction, readRequest{SessionID: sid}, &view); err != nil {
+		return false
+	}
+	for _, st := range view.Path {
+		if st.EntryID == id {
+			return false
+		}
+	}
+	return true
+}
+
 func isCompaction(path []pathStep, id string) bool {
 	for i := len(path) - 1; i >= 0; i-- {
 		if path[i].EntryID == id {
@@ -319,7 +340,8 @@ func isCompaction(path []pathStep, id string) bool {
 
 // completer asks provider::<provider>::complete for one summary
 // (agent.ProviderRequest without tools): the system prompt, one user
-// message, a bound on the output.
+// message, a bound on the output. An answer without text, or one that
+// did not stop at its end (cut by the bound), is an error.
 func (c *compactor) completer(provider, model, sid string) completeFunc {
 	id := completeFunction(provider)
 	return func(ctx context.Context, system, user string, maxTokens int) (string, error) {
@@ -330,6 +352,9 @@ func (c *compactor) completer(provider, model, sid string) completeFunc {
 		var resp completeResponse
 		if err := c.e.Trigger(ctx, id, req, &resp); err != nil {
 			return "", callErr(err, "summarize with %s", id)
+		}
+		if sr := resp.Message.StopReason; sr != "" && sr != agent.StopEnd {
+			return "", wire.Wrap(wire.CodeInternal, ErrTruncatedSummary, "%s stopped with %q (max_tokens %d)", id, sr, maxTokens)
 		}
 		var b strings.Builder
 		for _, blk := range resp.Message.Content {

@@ -893,3 +893,119 @@ func TestThresholdCompactionPanic(t *testing.T) {
 		t.Fatalf("%d compactions ran, want 2", n)
 	}
 }
+
+// A summary the model did not finish (cut by the output bound), one
+// without text, or a failed call writes nothing: a coded error, the
+// session as it was, the lease released.
+func TestBadSummary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	ctx := ctxT(t)
+	tests := []struct {
+		name  string
+		model string
+		msg   string
+	}{
+		{"provider fails", brokenModel, "broken"},
+		{"cut by max_tokens", verboseModel, compaction.ErrTruncatedSummary.Error()},
+		{"no text", thinkerModel, compaction.ErrEmptySummary.Error()},
+	}
+	for _, tt := range tests {
+		sid := f.create(t)
+		f.conversation(t, sid, 1, 32)
+		before := f.view(t, sid)
+		r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Model: tt.model})
+		if !errors.Is(err, wire.ErrInternal) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: %+v, %v; want internal containing %q", tt.name, r, err, tt.msg)
+		}
+		if c := f.compactions(t, sid); len(c) != 0 {
+			t.Errorf("%s: %d compaction entries written, the first %.80q…", tt.name, len(c), c[0].Summary)
+		}
+		if after := f.view(t, sid); after.Leaf != before.Leaf || len(after.Messages) != len(before.Messages) {
+			t.Errorf("%s: the session changed: leaf %s → %s, %d → %d messages", tt.name,
+				before.Leaf, after.Leaf, len(before.Messages), len(after.Messages))
+		}
+		// The lease is released: a good model compacts at once.
+		if r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid}); err != nil || !r.Compacted {
+			t.Errorf("%s: then with a good model: %+v, %v", tt.name, r, err)
+		}
+	}
+}
+
+// The active leaf moving while the summary is written: onto a branch
+// that still holds the kept part, the compaction goes on top of it and
+// the new message stays in the model's view; onto a branch that left
+// the kept part behind, nothing is written and the answer is a conflict
+// (the session changed, not the request), after which compacting the
+// new path works.
+func TestCompactWhileTheLeafMoves(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		branchAt int // the message (index into the view) the leaf moves to; -1: just an append
+		conflict bool
+	}{
+		{"append", -1, false},
+		{"branch inside the kept part", 29, false},
+		{"branch inside the summarized part", 9, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, compaction.WithAuto(false))
+			ctx := ctxT(t)
+			sid := f.create(t)
+			f.conversation(t, sid, 1, 32)
+			v := f.view(t, sid)
+			type answer struct {
+				r   compaction.CompactResponse
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Model: gatedModel})
+				done <- answer{r, err}
+			}()
+			enginetest.Eventually(t, 5*time.Second, func() error {
+				if f.sum.calls.Load() == 0 {
+					return errors.New("the summary is not being written yet")
+				}
+				return nil
+			})
+			if tt.branchAt >= 0 {
+				_, err := engine.Call[sessiontree.SetActiveLeafResponse](ctx, f.e, sessiontree.SetActiveLeafFunction,
+					sessiontree.SetActiveLeafRequest{SessionID: sid, EntryID: v.Messages[tt.branchAt].EntryID})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			newID := f.appendMsgs(t, sid, exchange(41, 50))[0]
+			close(f.sum.gate)
+			a := <-done
+			if tt.conflict {
+				if !errors.Is(a.err, wire.ErrConflict) || !strings.Contains(a.err.Error(), compaction.ErrPathChanged.Error()) {
+					t.Fatalf("answered %+v, %v; want a conflict", a.r, a.err)
+				}
+				if c := f.compactions(t, sid); len(c) != 0 {
+					t.Fatalf("%d compaction entries on the new path", len(c))
+				}
+				if r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid}); err != nil {
+					t.Fatalf("compacting the new path: %+v, %v", r, err)
+				}
+				return
+			}
+			if a.err != nil || !a.r.Compacted {
+				t.Fatalf("answered %+v, %v", a.r, a.err)
+			}
+			after := f.view(t, sid)
+			last := after.Messages[len(after.Messages)-1]
+			if after.Messages[0].EntryID != a.r.EntryID || last.EntryID != newID || after.Leaf != a.r.EntryID {
+				t.Fatalf("view after: first %s, last %s, leaf %s; compaction %s, new message %s",
+					after.Messages[0].EntryID, last.EntryID, after.Leaf, a.r.EntryID, newID)
+			}
+			if p := after.Path[len(after.Path)-2]; p.EntryID != newID {
+				t.Fatalf("the compaction's parent is %s, not the new message %s", p.EntryID, newID)
+			}
+		})
+	}
+}

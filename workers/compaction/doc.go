@@ -55,8 +55,13 @@
 //
 // Errors are coded: invalid_payload for bad input or an unknown model;
 // the session tree's not_found for an unknown session; the provider's
-// error when a summary cannot be written; conflict when the compaction
-// lost its lease ([ErrLeaseLost]). Nothing is appended on an error before
+// error when a summary cannot be written; internal when the model
+// answers no text ([ErrEmptySummary]) or an answer that did not end
+// normally, such as one cut by its output bound ([ErrTruncatedSummary]);
+// conflict when the compaction lost its lease ([ErrLeaseLost]) or the
+// active leaf moved meanwhile to a branch without the first kept entry
+// ([ErrPathChanged]; a leaf that moved on past it is fine, the entry goes
+// on top of it). Nothing is appended on an error before
 // the append; one after it was sent (the lease lost, a timeout) may find
 // it stored. The append carries a dedup id of the compaction (session,
 // leaf read, first kept entry), so a retry of the same compaction within

@@ -28,6 +28,16 @@ var (
 	// ErrEmptySummary is returned when the model answers without text
 	// (internal).
 	ErrEmptySummary = errors.New("compaction: the model returned an empty summary")
+	// ErrTruncatedSummary is returned when the model's answer did not
+	// end normally (its stop reason is length, error, aborted, ...): a
+	// summary cut off by the output bound would lose its last sections
+	// for good (internal).
+	ErrTruncatedSummary = errors.New("compaction: the model's summary did not end normally")
+	// ErrPathChanged is returned when the session's active leaf moved to
+	// another branch during the compaction, one without the first kept
+	// entry: nothing is written; compacting again works on the new path
+	// (conflict).
+	ErrPathChanged = errors.New("compaction: the session's active path changed during the compaction")
 	// ErrLeaseLost is returned when a compaction could not renew its lease
 	// in time, so another one may have started; nothing is written
 	// (conflict).

@@ -27,9 +27,14 @@ const (
 	tinyModel   = "tiny"   // summarizes at once
 	gatedModel  = "gated"  // summarizes once the test opens its gate
 	brokenModel = "broken" // fails every call
-	window      = 4000
-	usable      = 3000
-	keepDefault = 750
+	// verboseModel answers a summary longer than its output bound: the
+	// provider cuts it (stop reason "length").
+	verboseModel = "verbose"
+	// thinkerModel answers a thinking block and no text.
+	thinkerModel = "thinker"
+	window       = 4000
+	usable       = 3000
+	keepDefault  = 750
 )
 
 // summarizer is the scripted summarizer: it fails a request estimated
@@ -78,6 +83,19 @@ func (s *summarizer) script(gated, broken bool) scripted.ScriptFunc {
 			out += "\n## Critical context\n" + prev
 		}
 		return scripted.Reply{Text: out}, nil
+	}
+}
+
+// verbose is script(false, false) with a "Files" section longer than any
+// output bound the worker asks for.
+func (s *summarizer) verbose() scripted.ScriptFunc {
+	inner := s.script(false, false)
+	return func(req scripted.StreamRequest) (scripted.Reply, error) {
+		r, err := inner(req)
+		if err == nil {
+			r.Text += "\n## Files\n" + strings.Repeat("- /src/file.go: read\n", 1000)
+		}
+		return r, err
 	}
 }
 
@@ -157,12 +175,16 @@ func newFixtureIn(t testing.TB, region string, opts ...compaction.Option) *fixtu
 		scripted.WithScript(tinyModel, sum.script(false, false)),
 		scripted.WithScript(gatedModel, sum.script(true, false)),
 		scripted.WithScript(brokenModel, sum.script(false, true)),
+		scripted.WithScript(verboseModel, sum.verbose()),
+		scripted.WithScript(thinkerModel, func(scripted.StreamRequest) (scripted.Reply, error) {
+			return scripted.Reply{Thinking: "I would rather not."}, nil
+		}),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var catalog []agent.Model
-	for _, id := range []string{tinyModel, gatedModel, brokenModel} {
+	for _, id := range []string{tinyModel, gatedModel, brokenModel, verboseModel, thinkerModel} {
 		catalog = append(catalog, agent.Model{ID: id, Provider: scripted.ProviderName, ContextWindow: window, MaxOutputTokens: 2000})
 	}
 	w := compaction.NewWorker(opts...)
