@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -75,14 +76,48 @@ func (e *Engine) skillsKV(ctx context.Context) (jetstream.KeyValue, error) {
 
 // GeneratedSkill is the skill document of a function registered without
 // one: its description and its request and response schemas, so every
-// function on the bus has a page in the directory.
+// function on the bus has a page in the directory. It is at most
+// [MaxSkillSize] bytes: schemas too large indented are shown compact, then
+// left out, and a description too large is cut.
 func GeneratedSkill(fn Function) string {
-	var b strings.Builder
 	desc := strings.TrimSpace(fn.Description)
+	for _, schemas := range []schemaForm{schemasIndented, schemasCompact, schemasNone} {
+		if doc := generatedSkill(fn, desc, schemas); len(doc) <= MaxSkillSize {
+			return doc
+		}
+	}
+	for {
+		doc := generatedSkill(fn, desc, schemasNone)
+		over := len(doc) - MaxSkillSize
+		if over <= 0 || desc == "" {
+			return doc
+		}
+		// The description is in the document once or twice (its first line
+		// in the frontmatter too): cut half the excess at a time.
+		desc = strings.ToValidUTF8(desc[:max(len(desc)-(over+1)/2-len("…"), 0)], "")
+		if desc != "" {
+			desc = strings.TrimRightFunc(desc, unicode.IsSpace) + "…"
+		}
+	}
+}
+
+// schemaForm is how a generated skill shows the function's schemas.
+type schemaForm int
+
+const (
+	schemasIndented schemaForm = iota
+	schemasCompact
+	schemasNone
+)
+
+func generatedSkill(fn Function, desc string, schemas schemaForm) string {
+	var b strings.Builder
+	// Function ids may hold characters YAML reads as syntax (a trailing
+	// ':', a leading '@', '!' or quote): quote them.
 	b.WriteString("---\ntitle: ")
-	b.WriteString(fn.ID)
+	b.WriteString(yamlQuote(fn.ID))
 	b.WriteString("\nfunction_id: ")
-	b.WriteString(fn.ID)
+	b.WriteString(yamlQuote(fn.ID))
 	if first, _, _ := strings.Cut(desc, "\n"); first != "" {
 		b.WriteString("\ndescription: ")
 		b.WriteString(yamlQuote(first))
@@ -98,17 +133,23 @@ func GeneratedSkill(fn Function) string {
 		b.WriteString("Idempotent: calling it again with the same arguments is harmless.\n\n")
 	}
 	for _, part := range []struct{ name, schema string }{{"Arguments", fn.RequestSchema}, {"Result", fn.ResponseSchema}} {
-		if part.schema == "" {
+		if part.schema == "" || schemas == schemasNone {
 			continue
 		}
-		var pretty bytes.Buffer
-		if json.Indent(&pretty, []byte(part.schema), "", "  ") != nil {
+		var shown bytes.Buffer
+		var err error
+		if schemas == schemasIndented {
+			err = json.Indent(&shown, []byte(part.schema), "", "  ")
+		} else {
+			err = json.Compact(&shown, []byte(part.schema))
+		}
+		if err != nil {
 			continue
 		}
 		b.WriteString("## ")
 		b.WriteString(part.name)
 		b.WriteString(" (JSON Schema)\n\n```json\n")
-		b.Write(pretty.Bytes())
+		b.Write(shown.Bytes())
 		b.WriteString("\n```\n\n")
 	}
 	return strings.TrimRight(b.String(), "\n") + "\n"

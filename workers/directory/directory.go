@@ -36,6 +36,7 @@ const skillFileExt = ".md"
 // [Directory.Index]) are served from memory. A Directory is safe for
 // concurrent use.
 type Directory struct {
+	e      *engine.Engine
 	kv     jetstream.KeyValue
 	logger *slog.Logger
 	dir    string
@@ -93,7 +94,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Directory, er
 		logger = e.Logger().With("worker", WorkerName)
 	}
 	d := &Directory{
-		kv: kv, logger: logger, dir: o.dir, poll: o.poll,
+		e: e, kv: kv, logger: logger, dir: o.dir, poll: o.poll,
 		published: map[string]Skill{}, folder: map[string]Skill{},
 		files: map[string]fileEntry{}, badPaths: map[string]struct{}{},
 		watchDone: make(chan struct{}), pollDone: make(chan struct{}),
@@ -132,6 +133,9 @@ func (d *Directory) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// maxPayload is the largest message the bus carries right now.
+func (d *Directory) maxPayload() int64 { return d.e.Conn().MaxPayload() }
 
 // Dir is the skills folder ("" when none is read).
 func (d *Directory) Dir() string { return d.dir }

@@ -2,9 +2,15 @@
 // documents, one markdown page per function that says how and when to use
 // it, to models and people (SPEC §4).
 //
-//	directory::skills::get {id}              → {id, link, worker, title, type?, function_id?, description?, body, source}
-//	directory::skills::list {worker?, type?} → {skills: [{id, link, worker, title, type?, function_id?, description?}]}
-//	directory::skills::index {}              → {workers: [{worker, overview, skills: [id...]}], markdown}
+//	directory::skills::get {id}                      → {id, link, worker, title, type?, function_id?, description?, body, source}
+//	directory::skills::list {worker?, type?, after?} → {skills: [{id, link, worker, title, type?, function_id?, description?}], truncated?}
+//	directory::skills::index {}                      → {workers: [{worker, overview, skills: [id...]}], markdown, truncated?}
+//
+// A list larger than the server's max payload comes in pages: truncated is
+// set, and the next page is asked with after = the id of the last skill.
+// An index larger than the max payload is cut to fit (truncated): the
+// workers' overviews are left out, then the markdown is cut after a whole
+// line and ends with [IndexTruncatedNote].
 //
 // # Skills
 //

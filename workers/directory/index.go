@@ -2,6 +2,8 @@ package directory
 
 import (
 	"strings"
+
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // IndexPreamble opens the index markdown: how a model uses the links
@@ -31,6 +33,65 @@ type Index struct {
 	// (when there is an overview skill), and one line per other skill.
 	// It is "" when there are no skills.
 	Markdown string `json:"markdown"`
+	// Truncated is set when the index did not fit the server's max
+	// payload: the workers' overviews were left out ("") and, if that was
+	// not enough, the markdown was cut after a whole line and ends with
+	// [IndexTruncatedNote].
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// IndexTruncatedNote ends the markdown of an index cut to fit the
+// server's max payload.
+const IndexTruncatedNote = "\n(The index is cut here: list the other skills with " + ListFunction + ".)\n"
+
+// fitIndex is idx as it fits budget bytes in codec: whole when it fits;
+// else without the workers' overviews; else with the markdown also cut
+// after a whole line (and, when not one line fits beside them, the
+// workers' skill lists emptied).
+func fitIndex(idx Index, codec wire.Codec, budget int) (Index, error) {
+	size := func(x Index) (int, error) {
+		b, err := codec.Marshal(x)
+		if err != nil {
+			return 0, wire.Wrap(wire.CodeInternal, err, "skills index does not encode")
+		}
+		return len(b), nil
+	}
+	n, err := size(idx)
+	if err != nil || n <= budget {
+		return idx, err
+	}
+	out := Index{Workers: make([]WorkerIndex, len(idx.Workers)), Markdown: idx.Markdown, Truncated: true}
+	for i, wi := range idx.Workers {
+		out.Workers[i] = WorkerIndex{Worker: wi.Worker, Skills: wi.Skills}
+	}
+	md, bare := idx.Markdown, false
+	for {
+		if n, err = size(out); err != nil || n <= budget {
+			return out, err
+		}
+		// Keep the share of the markdown that fits, to the line before.
+		keep := max(len(md)-(n-budget)-len(IndexTruncatedNote), 0)
+		if keep >= len(md) {
+			keep = len(md) - 1
+		}
+		cut := strings.LastIndexByte(md[:keep], '\n')
+		if cut <= 0 {
+			// Not even one line fits beside the workers: leave their
+			// skill lists out too.
+			if !bare {
+				bare = true
+				for i := range out.Workers {
+					out.Workers[i].Skills = []string{}
+				}
+				out.Markdown, md = idx.Markdown, idx.Markdown
+				continue
+			}
+			out.Markdown = strings.TrimPrefix(IndexTruncatedNote, "\n")
+			return out, nil
+		}
+		md = md[:cut+1]
+		out.Markdown = md + IndexTruncatedNote
+	}
 }
 
 // buildIndex builds the index of skills (sorted by id, so grouped by

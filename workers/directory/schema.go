@@ -30,7 +30,8 @@ const listRequestSchema = `{
   "type": "object",
   "properties": {
     "worker": {"type": "string", "description": "only this worker's skills"},
-    "type": {"type": "string", "description": "only skills of this type (function, overview, ...)"}
+    "type": {"type": "string", "description": "only skills of this type (function, overview, ...)"},
+    "after": {"type": "string", "description": "continue a truncated list: the id of the last skill received"}
   }
 }`
 
@@ -42,7 +43,8 @@ const listResponseSchema = `{
       "properties": {` + summaryProperties + `
       },
       "required": ["id", "link", "worker", "title"]
-    }}
+    }},
+    "truncated": {"type": "boolean", "description": "the server's max payload cut the list: ask again with after"}
   },
   "required": ["skills"]
 }`
@@ -61,7 +63,8 @@ const indexResponseSchema = `{
       },
       "required": ["worker", "overview", "skills"]
     }},
-    "markdown": {"type": "string", "description": "the whole index, one line per skill, for a system prompt; empty when there are no skills"}
+    "markdown": {"type": "string", "description": "the whole index, one line per skill, for a system prompt; empty when there are no skills"},
+    "truncated": {"type": "boolean", "description": "the index exceeded the server's max payload: overviews left out, markdown possibly cut after a whole line"}
   },
   "required": ["workers", "markdown"]
 }`

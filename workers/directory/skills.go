@@ -48,7 +48,9 @@ Request: {} for all; {"worker": "sandbox"}; {"type": "overview"} for the
 workers' overviews. Filters are names (letters, digits, '-', '_').
 
 Response: {"skills": [{id, link, worker, title, type, function_id,
-description}]}, without bodies: read one with directory::skills::get.
+description}], "truncated"?}, without bodies: read one with
+directory::skills::get. When truncated is true, more skills follow: ask
+again with "after" set to the id of the last skill received.
 `
 
 const indexSkill = `---
@@ -63,6 +65,10 @@ directory::skills::index {} answers {workers, markdown}.
 - markdown: the whole index, one line per skill
   ("- [title](iii://id): description"), as the orchestrator puts it into
   the system prompt.
+
+- truncated: true when the index was larger than one message: the
+  overviews are left out and the markdown may be cut; list the rest with
+  directory::skills::list.
 
 It changes as workers publish skills and as the skills folder is edited.
 `

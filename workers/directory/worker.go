@@ -6,9 +6,11 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
 )
 
@@ -161,15 +163,62 @@ type ListRequest struct {
 	Worker string `json:"worker,omitempty"`
 	// Type keeps only skills of that type ("function", "overview", ...).
 	Type string `json:"type,omitempty"`
+	// After continues a truncated list: the id of the last skill received;
+	// only skills sorted after it are listed.
+	After string `json:"after,omitempty"`
 }
 
-// Validate checks that the filters are names.
-func (r ListRequest) Validate() error { return validateFilters(r.Worker, r.Type) }
+// Validate checks that the filters are names and After a skill id.
+func (r ListRequest) Validate() error {
+	if err := validateFilters(r.Worker, r.Type); err != nil {
+		return err
+	}
+	if r.After != "" {
+		if _, err := ParseID(r.After); err != nil {
+			return invalidWrap(err)
+		}
+	}
+	return nil
+}
 
 // ListResponse is the response of directory::skills::list.
 type ListResponse struct {
 	// Skills are sorted by id.
 	Skills []Summary `json:"skills"`
+	// Truncated is set when the server's max payload cut the list short:
+	// ask again with After set to the id of the last skill.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// listHeadroom is kept free of the server's max payload for the reply
+// envelope around the summaries.
+const listHeadroom = 1 << 10
+
+// listPage is the page of skills (sorted by id) after the id after that
+// fits budget bytes in codec; Truncated says more follow. It holds at
+// least one skill when any follows, so paging always moves on.
+func listPage(skills []Summary, after string, codec wire.Codec, budget int) (ListResponse, error) {
+	if after != "" {
+		sid, err := ParseID(after)
+		if err != nil {
+			return ListResponse{}, invalidWrap(err)
+		}
+		after = sid.String()
+		skills = skills[sort.Search(len(skills), func(i int) bool { return skills[i].ID > after }):]
+	}
+	resp := ListResponse{Skills: make([]Summary, 0, len(skills))}
+	for _, s := range skills {
+		b, err := codec.Marshal(s)
+		if err != nil {
+			return ListResponse{}, wire.Wrap(wire.CodeInternal, err, "skill %s does not encode", s.ID)
+		}
+		if budget -= len(b) + 1; budget < 0 && len(resp.Skills) > 0 {
+			resp.Truncated = true
+			break
+		}
+		resp.Skills = append(resp.Skills, s)
+	}
+	return resp, nil
 }
 
 // IndexRequest is the (empty) request of directory::skills::index.
@@ -198,10 +247,17 @@ func (d *Directory) functions() []engine.Function {
 			ResponseSchema: listResponseSchema,
 			Idempotent:     true,
 			Skill:          listSkill,
-			Handler: engine.Typed(func(_ context.Context, req ListRequest) (ListResponse, error) {
+			Handler: func(_ context.Context, r *engine.Request) (any, error) {
+				var req ListRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
 				s, err := d.List(req.Worker, req.Type)
-				return ListResponse{Skills: s}, err
-			}),
+				if err != nil {
+					return nil, err
+				}
+				return listPage(s, req.After, r.Codec, int(d.maxPayload())-listHeadroom)
+			},
 		},
 		{
 			ID:             IndexFunction,
@@ -210,9 +266,13 @@ func (d *Directory) functions() []engine.Function {
 			ResponseSchema: indexResponseSchema,
 			Idempotent:     true,
 			Skill:          indexSkill,
-			Handler: engine.Typed(func(context.Context, IndexRequest) (Index, error) {
-				return d.Index(), nil
-			}),
+			Handler: func(_ context.Context, r *engine.Request) (any, error) {
+				var req IndexRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
+				return fitIndex(d.Index(), r.Codec, int(d.maxPayload())-listHeadroom)
+			},
 		},
 	}
 }

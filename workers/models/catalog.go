@@ -29,6 +29,11 @@ const (
 	MaxCatalogEntries = 4096
 	// MaxCatalogFileBytes bounds the size of a catalog file.
 	MaxCatalogFileBytes = 4 << 20
+	// MaxPricePer1M bounds every price, in USD per million tokens ($1 a
+	// token, far above any model's): at most this, the cost of any usage
+	// (int64 token counts) is a finite number, where a price such as 1e300
+	// made it +Inf, which no budget can subtract and JSON cannot carry.
+	MaxPricePer1M = 1e6
 )
 
 //go:embed catalog.json
@@ -214,7 +219,7 @@ func ValidateCatalog(entries []Entry) error {
 // (agent.ValidateID), id and aliases model ids ([ValidateModelID]), a
 // display name of at most [MaxDisplayNameLen] bytes of printable UTF-8, a
 // positive context window and max output (the latter at most the former),
-// and finite, non-negative prices.
+// and prices from 0 to [MaxPricePer1M].
 func ValidateEntry(e Entry) error {
 	if err := agent.ValidateID("provider", e.Provider); err != nil {
 		return err
@@ -261,8 +266,8 @@ func validPricing(p agent.Pricing) error {
 		{"cache_read_per_1m", p.CacheReadPer1M},
 		{"cache_write_per_1m", p.CacheWritePer1M},
 	} {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
-			return fmt.Errorf("pricing.%s %v is not a finite non-negative price", f.name, f.v)
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v > MaxPricePer1M {
+			return fmt.Errorf("pricing.%s %v is not a price from 0 to %v", f.name, f.v, MaxPricePer1M)
 		}
 	}
 	return nil

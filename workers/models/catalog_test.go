@@ -3,6 +3,7 @@ package models
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -258,5 +259,35 @@ func TestValidateModelID(t *testing.T) {
 				t.Errorf("key %q of %q decodes to %q, %v", k, c.id, back, serr)
 			}
 		}
+	}
+}
+
+// TestPricingBounded: a price above MaxPricePer1M is refused in a catalog
+// file and ignored in a foreign KV record, so the cost of any usage,
+// however many tokens, stays finite and non-negative (1e300 made it +Inf:
+// a budget could not settle it and the message's usage would not encode).
+func TestPricingBounded(t *testing.T) {
+	t.Parallel()
+	huge := agent.Usage{InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64, CacheReadTokens: math.MaxInt64, CacheWriteTokens: math.MaxInt64}
+	top := agent.Pricing{InputPer1M: MaxPricePer1M, OutputPer1M: MaxPricePer1M, CacheReadPer1M: MaxPricePer1M, CacheWritePer1M: MaxPricePer1M}
+	if c := top.Cost(huge); math.IsInf(c, 0) || math.IsNaN(c) || c < 0 {
+		t.Fatalf("cost at the top price = %v", c)
+	}
+	for _, field := range []string{"input_per_1m", "output_per_1m", "cache_read_per_1m", "cache_write_per_1m"} {
+		for _, price := range []string{"1e300", "1.7976931348623157e308", "1000000.5"} {
+			pricing := `{"input_per_1m":1,"output_per_1m":2,"` + field + `":` + price + `}`
+			entry := `{"provider":"p","id":"m","context_window":10,"max_output_tokens":5,"pricing":` + pricing + `}`
+			if _, err := ParseCatalog([]byte(`{"models":[` + entry + `]}`)); !errors.Is(err, ErrInvalidCatalog) || !strings.Contains(err.Error(), "pricing."+field) {
+				t.Errorf("catalog %s=%s: err = %v", field, price, err)
+			}
+			rec := `{"id":"m","provider":"p","available":true,"reconciled":true,"pricing":` + pricing + `}`
+			if r, err := decodeRecord("p.m", []byte(rec)); err == nil {
+				t.Errorf("record %s=%s accepted: cost %v", field, price, r.Pricing.Cost(huge))
+			}
+		}
+	}
+	entry := `{"provider":"p","id":"m","context_window":10,"max_output_tokens":5,"pricing":{"input_per_1m":1000000,"output_per_1m":1000000}}`
+	if _, err := ParseCatalog([]byte(`{"models":[` + entry + `]}`)); err != nil {
+		t.Errorf("the top price refused: %v", err)
 	}
 }

@@ -5,9 +5,12 @@
 //
 // # Functions
 //
-//   - models::list {provider?, capability?} → {models: [Model, ...]}, sorted by
-//     provider then id; never null. capability is "tools", "vision",
-//     "thinking" or "cache".
+//   - models::list {provider?, capability?, after?} → {models: [Model, ...],
+//     truncated?}, sorted by provider then id; never null. capability is
+//     "tools", "vision", "thinking" or "cache". A list larger than the
+//     server's max payload comes in pages: truncated is set, and the next
+//     page is asked with after = "<provider>/<id>" of the last model
+//     ([ListCursor]).
 //   - models::get {provider, model_id} → Model or null. A dated id and its
 //     undated alias both resolve ("claude-sonnet-4-5-20250929" and
 //     "claude-sonnet-4-5"); the answer carries the canonical id.
@@ -39,6 +42,10 @@
 //	   "supports_tools": true, "supports_vision": true, "supports_thinking": true, "supports_cache": true,
 //	   "pricing": {"input_per_1m": 1, "output_per_1m": 5, "cache_read_per_1m": 0.1, "cache_write_per_1m": 1.25}}
 //	]}
+//
+// Prices are USD per million tokens, from 0 to [MaxPricePer1M], so a cost
+// is finite for any token count; a file entry outside that fails, a bucket
+// record outside it is ignored (logged).
 //
 // Operators correct it without a rebuild through the module's "file"
 // setting: a file in the same format, relative to the node's home, whose

@@ -1,6 +1,8 @@
 package models
 
 import (
+	"strings"
+
 	"github.com/iii-on-nats/iii/agent"
 )
 
@@ -73,12 +75,15 @@ func checkModelID(id string) error {
 	return nil
 }
 
-// ListRequest is the request of models::list; both filters are optional.
+// ListRequest is the request of models::list; every field is optional.
 type ListRequest struct {
 	// Provider keeps only that provider's models.
 	Provider string `json:"provider,omitempty"`
 	// Capability keeps only models with that capability (agent.Capability*).
 	Capability string `json:"capability,omitempty"`
+	// After continues a truncated list: "<provider>/<id>" of the last model
+	// received ([ListCursor]); only models sorted after it are listed.
+	After string `json:"after,omitempty"`
 }
 
 // Validate checks the request; every error is invalid_payload.
@@ -89,15 +94,44 @@ func (r ListRequest) Validate() error {
 		}
 	}
 	if r.Capability != "" {
-		return checkCapability(r.Capability)
+		if err := checkCapability(r.Capability); err != nil {
+			return err
+		}
+	}
+	if r.After != "" {
+		if _, _, err := parseListCursor(r.After); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// ListCursor is the [ListRequest.After] of a list that ended with m:
+// "<provider>/<id>" (a provider has no '/', so the first one splits it).
+func ListCursor(m Model) string { return m.Provider + "/" + m.ID }
+
+// parseListCursor splits an After cursor; every error is invalid_payload.
+func parseListCursor(after string) (provider, id string, err error) {
+	provider, id, ok := strings.Cut(after, "/")
+	if !ok {
+		return "", "", invalid("after %.80q is not <provider>/<model id>", after)
+	}
+	if err := checkProvider(provider); err != nil {
+		return "", "", err
+	}
+	if err := checkModelID(id); err != nil {
+		return "", "", err
+	}
+	return provider, id, nil
 }
 
 // ListResponse is the answer of models::list, sorted by provider then id;
 // never null.
 type ListResponse struct {
 	Models []Model `json:"models"`
+	// Truncated is set when the server's max payload cut the list short:
+	// ask again with After set to [ListCursor] of the last model.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // GetRequest is the request of models::get.

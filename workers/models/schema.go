@@ -42,13 +42,17 @@ const listRequestSchema = `{
   "type": "object",
   "properties": {
     ` + providerProp + `,
-    ` + capabilityProp + `
+    ` + capabilityProp + `,
+    "after": {"type": "string", "description": "continue a truncated list: <provider>/<id> of the last model received"}
   }
 }`
 
 const listResponseSchema = `{
   "type": "object",
-  "properties": {"models": {"type": "array", "items": ` + modelSchema + `}},
+  "properties": {
+    "models": {"type": "array", "items": ` + modelSchema + `},
+    "truncated": {"type": "boolean", "description": "the server's max payload cut the list: ask again with after"}
+  },
   "required": ["models"]
 }`
 

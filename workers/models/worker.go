@@ -1,14 +1,17 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
 )
 
@@ -107,6 +110,39 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 // then stops following the bucket. Close is idempotent.
 func (w *Worker) Close(ctx context.Context) error { return w.served.Close(ctx) }
 
+// listHeadroom is kept free of the server's max payload for the reply
+// envelope around the models.
+const listHeadroom = 1 << 10
+
+// listPage is the page of models (sorted) that follows the cursor after
+// and fits budget bytes in codec; Truncated says more follow. It holds at
+// least one model when any follows, so paging always moves on.
+func listPage(models []Model, after string, codec wire.Codec, budget int) (ListResponse, error) {
+	if after != "" {
+		provider, id, err := parseListCursor(after)
+		if err != nil {
+			return ListResponse{}, err
+		}
+		models = models[sort.Search(len(models), func(i int) bool {
+			m := models[i]
+			return cmp.Or(cmp.Compare(m.Provider, provider), cmp.Compare(m.ID, id)) > 0
+		}):]
+	}
+	resp := ListResponse{Models: make([]Model, 0, len(models))}
+	for _, m := range models {
+		b, err := codec.Marshal(m)
+		if err != nil {
+			return ListResponse{}, wire.Wrap(wire.CodeInternal, err, "model %s %s does not encode", m.Provider, m.ID)
+		}
+		if budget -= len(b) + 1; budget < 0 && len(resp.Models) > 0 {
+			resp.Truncated = true
+			break
+		}
+		resp.Models = append(resp.Models, m)
+	}
+	return resp, nil
+}
+
 func (s *Store) functions() []engine.Function {
 	return []engine.Function{
 		{
@@ -115,10 +151,17 @@ func (s *Store) functions() []engine.Function {
 			RequestSchema:  listRequestSchema,
 			ResponseSchema: listResponseSchema,
 			Idempotent:     true,
-			Handler: engine.Typed(func(_ context.Context, req ListRequest) (ListResponse, error) {
+			Handler: func(_ context.Context, r *engine.Request) (any, error) {
+				var req ListRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
 				m, err := s.List(req.Provider, req.Capability)
-				return ListResponse{Models: m}, err
-			}),
+				if err != nil {
+					return nil, err
+				}
+				return listPage(m, req.After, r.Codec, int(s.e.Conn().MaxPayload())-listHeadroom)
+			},
 		},
 		{
 			ID:             GetFunction,
