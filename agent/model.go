@@ -58,8 +58,11 @@ func (p Pricing) Cost(u Usage) float64 {
 	if cw == 0 {
 		cw = p.InputPer1M
 	}
-	return (float64(u.InputTokens)*p.InputPer1M + float64(u.OutputTokens)*p.OutputPer1M +
-		float64(u.CacheReadTokens)*cr + float64(u.CacheWriteTokens)*cw) / 1e6
+	// A negative count (a provider's or a foreign client's usage) counts
+	// as none: a cost is never negative, so it never refunds a budget.
+	tokens := func(n int64) float64 { return float64(max(n, 0)) }
+	return (tokens(u.InputTokens)*p.InputPer1M + tokens(u.OutputTokens)*p.OutputPer1M +
+		tokens(u.CacheReadTokens)*cr + tokens(u.CacheWriteTokens)*cw) / 1e6
 }
 
 // Credential is what auth::get_token returns for a provider: an API key

@@ -55,6 +55,10 @@ func TestPricingCost(t *testing.T) {
 	if (Pricing{InputPer1M: 1}).Cost(Usage{CacheReadTokens: 1e6}) != 1 {
 		t.Fatal("cache reads without a cache price are not priced as input")
 	}
+	// Negative counts (a foreign usage) count as none: no refund.
+	if got := p.Cost(Usage{InputTokens: -1_000_000, OutputTokens: 100_000, CacheReadTokens: -5, CacheWriteTokens: -1}); fmt.Sprintf("%.4f", got) != "1.5000" {
+		t.Fatalf("cost of negative counts %v", got)
+	}
 	c := Credential{Type: CredentialAPIKey, Key: "sk-secret"}
 	if s := fmt.Sprintf("%v %+v %#v %s", c, c, c, c); strings.Contains(s, "sk-secret") {
 		t.Fatalf("credential printed: %s", s)
