@@ -640,3 +640,65 @@ rules:
 		})
 	}
 }
+
+// A deny or needs_approval condition reads a key spelled with another case
+// when the exact key is absent, as its args constraints do: a guard such as
+// has(args.cmd) must not let {"Cmd": "rm -rf /"} past the deny, since a Go
+// handler decoding into a `json:"cmd"` field reads "Cmd". Allow conditions
+// stay case-exact.
+func TestAdversarialCELKeyCase(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `version: 1
+rules:
+  - {function: shell::exec, when: 'has(args.cmd) && args.cmd.contains("rm")', action: deny}
+  - {function: shell::run, when: '"cmd" in args && args["cmd"].contains("rm")', action: deny}
+  - {function: shell::nest, when: 'has(args.opts.mode) && args.opts.mode == "root"', action: needs_approval}
+  - {function: shell::list, when: 'has(args.cmds) && args.cmds.exists(c, has(c.cmd) && c.cmd.contains("rm"))', action: deny}
+  - {function: fs::write, when: 'has(args.path) && args.path.startsWith("/workspace/")', action: allow}
+  - {function: "*", action: allow}
+`)
+	p2 := mustParse(t, `version: 1
+rules:
+  - {function: n::x, when: 'has(args.n) && args.n > 5', action: deny}
+  - {function: n::x, action: allow}
+`)
+	for _, tc := range []struct {
+		args any
+		want Action
+	}{
+		{map[string]any{"N": int64(6)}, Deny},
+		{map[string]any{"N": uint64(math.MaxUint64)}, Deny},
+		{map[string]any{"N": 5.5}, Deny},
+		{map[string]any{"N": json.Number("6")}, Deny},
+		{map[string]any{"N": int64(5)}, Allow},
+		{map[string]any{"N": 5.0}, Allow},
+	} {
+		if d := p2.Check("n::x", tc.args); d.Decision != tc.want {
+			t.Errorf("numbers: Check(n::x, %#v) = %+v, want %s", tc.args, d, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		id   string
+		args any
+		want Action
+		rule string
+	}{
+		{"has guard, exact key", "shell::exec", map[string]any{"cmd": "rm -rf /"}, Deny, "rule-0"},
+		{"has guard, other case", "shell::exec", map[string]any{"Cmd": "rm -rf /"}, Deny, "rule-0"},
+		{"has guard, upper case", "shell::exec", map[string]any{"CMD": "rm -rf /"}, Deny, "rule-0"},
+		{"has guard, harmless other case", "shell::exec", map[string]any{"Cmd": "ls"}, Allow, "rule-5"},
+		{"has guard, absent", "shell::exec", map[string]any{}, Allow, "rule-5"},
+		{"in and index, other case", "shell::run", map[string]any{"CMD": "rm -rf /"}, Deny, "rule-1"},
+		{"nested, other case", "shell::nest", map[string]any{"Opts": map[string]any{"MODE": "root"}}, NeedsApproval, "rule-2"},
+		{"nested, other case, harmless", "shell::nest", map[string]any{"Opts": map[string]any{"MODE": "user"}}, Allow, "rule-5"},
+		{"inside a list, other case", "shell::list", map[string]any{"Cmds": []any{map[string]any{"ls": 1}, map[string]any{"Cmd": "rm -rf /"}}}, Deny, "rule-3"},
+		{"allow stays case-exact", "fs::write", map[string]any{"Path": "/workspace/a"}, Allow, "rule-5"},
+		{"allow exact key", "fs::write", map[string]any{"path": "/workspace/a"}, Allow, "rule-4"},
+	} {
+		d := p.Check(tc.id, tc.args)
+		if d.Decision != tc.want || d.RuleID != tc.rule {
+			t.Errorf("%s: Check(%q, %#v) = %+v, want %s by %s", tc.name, tc.id, tc.args, d, tc.want, tc.rule)
+		}
+	}
+}

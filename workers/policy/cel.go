@@ -73,17 +73,19 @@ func compileWhen(src string, o *options) (*condition, error) {
 // eval runs the condition for one call. Any error (a missing key, a type
 // error, the cost limit, the deadline) is returned for the rule to fail
 // closed on. A condition stopped by the check's own deadline runs once
-// more with a fresh one (checkState.renew).
-func (c *condition) eval(st *checkState) (bool, error) {
-	ok, err := c.evalOnce(st)
+// more with a fresh one (checkState.renew). A lenient (deny or
+// needs_approval) condition reads object keys without case when the exact
+// key is absent (foldAdapter).
+func (c *condition) eval(st *checkState, lenient bool) (bool, error) {
+	ok, err := c.evalOnce(st, lenient)
 	if err != nil && st.renew() {
-		ok, err = c.evalOnce(st)
+		ok, err = c.evalOnce(st, lenient)
 	}
 	return ok, err
 }
 
-func (c *condition) evalOnce(st *checkState) (ok bool, err error) {
-	ctx, vars := st.cel()
+func (c *condition) evalOnce(st *checkState, lenient bool) (ok bool, err error) {
+	ctx, vars := st.cel(lenient)
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("no time left: %w", context.Cause(ctx))
 	}

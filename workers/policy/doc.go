@@ -105,7 +105,10 @@
 // are {}), and must be of type bool. Numbers arrive as int when integral,
 // so args.n + 1 works whichever codec carried the call, and comparisons
 // across int, uint and double work. CEL's own matches() searches (it is
-// not anchored) and field access is case-exact. An evaluation error — a
+// not anchored). Field access is case-exact in allow rules; in deny and
+// needs_approval rules a key (args.cmd, has(args.cmd), "cmd" in args, at
+// any depth) falls back to one spelled with another case, as their args
+// constraints do, so has(args.cmd) sees {"Cmd": …}. An evaluation error — a
 // missing key (use has(args.x)), a type error, the cost limit
 // ([WithCELCostLimit]) or the time limit for all conditions of one check
 // ([WithCELTimeout], and the caller's ctx) — makes an allow rule not

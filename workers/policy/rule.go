@@ -104,7 +104,7 @@ func (r *rule) decide(st *checkState) (Decision, bool) {
 		}
 	}
 	if r.when != nil {
-		ok, err := r.when.eval(st)
+		ok, err := r.when.eval(st, lenient)
 		switch {
 		case err != nil && !lenient:
 			return Decision{}, false
@@ -136,20 +136,30 @@ type checkState struct {
 
 	celCtx  context.Context
 	cancel  context.CancelFunc
-	vars    map[string]any
-	renewed bool // the deadline was given once more (renew)
+	vars    map[string]any // args as they are (allow rules)
+	folded  map[string]any // args read without case (deny, needs_approval)
+	renewed bool           // the deadline was given once more (renew)
 }
 
 // deadlineFunc makes the CEL deadline of a check: context.WithTimeout, or
 // a test's stand-in.
 type deadlineFunc func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 
-func (st *checkState) cel() (context.Context, map[string]any) {
+func (st *checkState) cel(lenient bool) (context.Context, map[string]any) {
 	if st.celCtx == nil {
 		st.celCtx, st.cancel = st.deadline(st.ctx, st.timeout)
-		st.vars = map[string]any{"function_id": st.id, "args": st.args}
 	}
-	return st.celCtx, st.vars
+	if !lenient {
+		if st.vars == nil {
+			st.vars = map[string]any{"function_id": st.id, "args": st.args}
+		}
+		return st.celCtx, st.vars
+	}
+	if st.folded == nil {
+		fa := &foldAdapter{}
+		st.folded = map[string]any{"function_id": st.id, "args": fa.NativeToValue(st.args)}
+	}
+	return st.celCtx, st.folded
 }
 
 // renew gives the check's conditions the CEL timeout once more when it ran

@@ -113,12 +113,21 @@ func NewWatcher(path string, opts ...Option) (*Watcher, error) {
 }
 
 func readPolicyFile(path string) ([]byte, error) {
+	// Stat first: opening a FIFO blocks until a writer comes, which would
+	// hang the node's start, and then every poll and policy::reload.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("policy file %s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	fi, err = f.Stat()
 	if err != nil {
 		return nil, err
 	}
