@@ -35,13 +35,21 @@
 // [Engine.TriggerRaw]) to a function that a worker of this process serves,
 // on an engine that also has it on and is connected to the same server,
 // skips the bus: the handler runs in the caller's goroutine. The request
-// and reply are encoded as on the bus; the handler sees the same headers
-// (trace context, timeout), and its worker's concurrency bound, drain on
-// Close and panic recovery apply. What differs: the call is no NATS
-// message (`nats sub 'iii.fn.>'` does not see it, $SRV.STATS do not count
-// it); a function also served by a replica elsewhere always runs here; a
-// caller that gives up cancels the handler (over the bus the handler runs
-// on to its own timeout). Void calls and queues stay on the bus. Off by
+// and reply are encoded as on the bus, and a [Raw] body is copied (neither
+// side sees the other change it); the handler sees the same headers (trace
+// context, timeout), and its worker's concurrency bound, drain on Close
+// and panic recovery apply. The caller gets what it would over the bus
+// (engine/localparity_test.go), the handler unrun: invalid_payload for a
+// request over the server's max payload (headers counted), canceled or
+// timeout for a context already ended; internal for a reply over it.
+// What differs: the call is no
+// NATS message (`nats sub 'iii.fn.>'` does not see it, $SRV.STATS do not
+// count it); a function also served by a replica elsewhere always runs
+// here; a caller that gives up cancels the handler (over the bus the
+// handler runs on to its own timeout), and a handler that ignores its
+// context holds its caller until it returns (a hand-off to another
+// goroutine that would free the caller costs 7 % of a turn's throughput:
+// docs/PERFORMANCE.md, stop 34). Void calls and queues stay on the bus. Off by
 // default in this package; `iii up` turns it on for a node's own workers
 // (`--local-calls=false` turns it off).
 // docs/PERFORMANCE.md, "Calls to a function served in the same process",

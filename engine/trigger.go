@@ -26,7 +26,8 @@ func (e *Engine) Trigger(ctx context.Context, id string, req, resp any) error {
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
 	setTimeoutHeader(ctx, msg)
-	reply, err := e.request(ctx, msg, false)
+	_, aliased := req.(Raw) // the body is the caller's own buffer
+	reply, err := e.request(ctx, msg, aliased)
 	if err != nil {
 		return err
 	}
