@@ -201,9 +201,15 @@ func (g *grain) Receive(ctx actor.Context) {
 			if f, ok := m.in.(turn.ModelFailed); ok {
 				partial = f.Partial
 			}
-			res := g.reply(g.onAbort(g.aborts[0].reason, partial))
-			for _, a := range g.aborts {
-				ctx.Send(a.sender, res)
+			res := g.onAbort(g.aborts[0].reason, partial)
+			ctx.Send(g.aborts[0].sender, g.reply(res))
+			// The aborts that came while the stream stopped find the run
+			// ended, as an abort after it would.
+			if ar, ok := res.(AbortResult); ok && ar.Aborted {
+				res = AbortResult{Aborted: false, State: ar.State}
+			}
+			for _, a := range g.aborts[1:] {
+				ctx.Send(a.sender, g.reply(res))
 			}
 			g.aborts = nil
 			return
@@ -750,6 +756,14 @@ func withdrawToo(outbox []turn.Effect, id string) {
 // abortRequest serves run::abort: mid-stream it stops the provider and
 // answers once what streamed so far is recorded.
 func (g *grain) abortRequest(ctx actor.Context, reason string) {
+	if len(g.aborts) > 0 {
+		// An abort already stopped the stream and waits for what it
+		// streamed: this one is answered with it. (Answered at once, it
+		// would move the token on, strand the first and leave it to abort
+		// the session's next run.)
+		g.aborts = append(g.aborts, pendingAbort{reason: reason, sender: ctx.Sender()})
+		return
+	}
 	if g.running && g.stopModel != nil && g.loaded && !g.rec.State.Terminal() {
 		// Mid-stream: stop the provider and wait for what it streamed
 		// so far, so the partial answer is kept; reply then.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/actors/session"
@@ -116,6 +117,11 @@ func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Mess
 				b.watch.saw(key, wrote, true)
 			}
 			return cur, nil
+		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// The items together outgrow the one value an inbox is: as
+			// full as at maxInboxItems, and no retry makes room.
+			return nil, wire.Errorf(wire.CodeConflict, "inbox %s is full: its items would take %d bytes, over the server's max payload", key, len(data))
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSeq(err) {
 			return nil, wire.Wrap(wire.CodeUnavailable, err, "inbox")
