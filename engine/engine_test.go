@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,6 +285,42 @@ func TestCallerBudget(t *testing.T) {
 	for _, tt := range tests {
 		if got := engine.CallerBudget(d, tt.ms); got != tt.want {
 			t.Errorf("budget %q: %v, want %v", tt.ms, got, tt.want)
+		}
+	}
+}
+
+// A call's Iii-Timeout-Ms is the caller's time left, at least 1 while any
+// is left (under a millisecond used to send no header, and the handler
+// took the default timeout); none without a deadline or once it passed.
+func TestTimeoutHeader(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		left time.Duration // 0: no deadline
+		want string
+	}{
+		{"no deadline", 0, ""},
+		{"seconds", 5 * time.Second, "about 5000"},
+		{"under a millisecond", 500 * time.Microsecond, "1"},
+		{"passed", -time.Second, ""},
+	} {
+		ctx := context.Background()
+		if tc.left != 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, time.Now().Add(tc.left))
+			defer cancel()
+		}
+		msg := &nats.Msg{Header: nats.Header{}}
+		engine.SetTimeoutHeader(ctx, msg)
+		got := msg.Header.Get(engine.HeaderTimeoutMs)
+		if tc.want == "about 5000" {
+			if n, err := strconv.Atoi(got); err != nil || n < 4000 || n > 5000 {
+				t.Errorf("%s: header %q", tc.name, got)
+			}
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%s: header %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -12,3 +12,6 @@ func SetReadAttempt(d time.Duration) (restore func()) {
 
 // CallerBudget is callerBudget for the tests.
 var CallerBudget = callerBudget
+
+// SetTimeoutHeader is setTimeoutHeader for the tests.
+var SetTimeoutHeader = setTimeoutHeader

@@ -80,8 +80,10 @@ func (e *Engine) Void(ctx context.Context, id string, req any) error {
 // setTimeoutHeader tells the handler how long its caller will wait.
 func setTimeoutHeader(ctx context.Context, msg *nats.Msg) {
 	if dl, ok := ctx.Deadline(); ok {
-		if ms := time.Until(dl).Milliseconds(); ms > 0 {
-			msg.Header.Set(HeaderTimeoutMs, strconv.FormatInt(ms, 10))
+		// Under a millisecond left is 1, not no header: without one a
+		// handler would take the default timeout, far past the caller's.
+		if left := time.Until(dl); left > 0 {
+			msg.Header.Set(HeaderTimeoutMs, strconv.FormatInt(max(left.Milliseconds(), 1), 10))
 		}
 	}
 }
