@@ -35,13 +35,20 @@
 //     replaced rather than written through. A process killed between the
 //     two leaves the temporary file; [IsTempFile] recognises its name, and
 //     the sandbox worker removes old ones when it adopts a workdir.
-//   - A NUL byte, an over-long path or an empty required path is
-//     invalid_payload.
+//   - A NUL byte, bytes that are not UTF-8, an over-long path or an
+//     empty required path is invalid_payload.
+//
+// Answers are valid UTF-8, as msgpack and JSON strings must be: a name on
+// the disk that is not (fs::ls, fs::glob, fs::grep) and a line past the
+// binary check of the first 8 KiB (fs::read, fs::grep) show U+FFFD for
+// each run of invalid bytes.
 //
 // Bounds (all options, see [Option]): lines per read and bytes per line,
 // bytes per answer, bytes per write, entries per fs::ls and fs::glob,
 // matches and file size for fs::grep, entries walked per call. An answer
 // that reaches one says truncated; a write over its bound is refused.
+// Within them a call also stops when its caller's time runs out, in the
+// middle of a line or of a directory.
 //
 // # Errors
 //

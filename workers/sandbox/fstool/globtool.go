@@ -35,12 +35,13 @@ func (t *tools) glob(ctx context.Context, req GlobRequest) (GlobResult, error) {
 		err = walk(ctx, k, start, g.start(), func(rel string, d fs.DirEntry, st globState) (globState, bool, bool) {
 			next := g.step(st, d.Name())
 			if !d.IsDir() && g.matched(next) {
-				if len(res.Matches) == t.o.maxEntries || size+len(rel)+4 > t.o.maxAnswerBytes {
+				name := validName(rel)
+				if len(res.Matches) == t.o.maxEntries || size+len(name)+4 > t.o.maxAnswerBytes {
 					res.Truncated = true
 					return nil, false, true
 				}
-				res.Matches = append(res.Matches, rel)
-				size += len(rel) + 4 // the quotes and comma of JSON
+				res.Matches = append(res.Matches, name)
+				size += len(name) + 4 // the quotes and comma of JSON
 			}
 			return next, g.alive(next), false
 		})

@@ -148,8 +148,8 @@ func (s *search) file(ctx context.Context, rel string, info fs.FileInfo) (stop b
 			s.res.Truncated = true
 			return true, nil
 		}
-		text, cut := cutLine(line, DefaultGrepLineBytes)
-		m := GrepMatch{Path: rel, Line: n, Text: string(text)}
+		text, cut := cutLine(validText(line), DefaultGrepLineBytes)
+		m := GrepMatch{Path: validName(rel), Line: n, Text: string(text)}
 		if cut {
 			m.Text += LineCutMarker
 		}

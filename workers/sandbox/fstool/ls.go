@@ -49,7 +49,7 @@ func (t *tools) ls(ctx context.Context, req LsRequest) (LsResult, error) {
 				continue // removed since the directory was read
 			}
 			res.Entries = append(res.Entries, Entry{
-				Name:    d.Name(),
+				Name:    validName(d.Name()),
 				Type:    entryType(fi.Mode()),
 				Size:    fi.Size(),
 				ModTime: fi.ModTime().UTC().Format(time.RFC3339),

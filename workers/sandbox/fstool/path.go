@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/iii-on-nats/iii/engine/wire"
 )
@@ -24,8 +25,20 @@ func checkPath(field, p string, required bool) error {
 		return invalid("%s is %d bytes, more than %d", field, len(p), MaxPathBytes)
 	case strings.IndexByte(p, 0) >= 0:
 		return invalid("%s contains a NUL byte", field)
+	case !utf8.ValidString(p):
+		return invalid("%s is not valid UTF-8", field)
 	}
 	return nil
+}
+
+// validName is a file name or path read from the disk as an answer can
+// carry it: a msgpack or JSON string must be valid UTF-8, so each invalid
+// byte becomes U+FFFD. Such a name cannot be named back in a request.
+func validName(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // workdir is one call's view of the root: the directory opened as an

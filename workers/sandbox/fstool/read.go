@@ -37,6 +37,17 @@ func isBinary(head []byte, cut bool) bool {
 	return true
 }
 
+// validText is line as an answer can carry it: the binary check sees
+// only the head of a file, so a later line may hold bytes that are not
+// UTF-8, and a msgpack or JSON string must be valid UTF-8. Each run of
+// invalid bytes becomes U+FFFD.
+func validText(line []byte) []byte {
+	if utf8.Valid(line) {
+		return line
+	}
+	return bytes.ToValidUTF8(line, []byte("\uFFFD"))
+}
+
 // cutLine cuts line to at most n bytes at a rune boundary.
 func cutLine(line []byte, n int) ([]byte, bool) {
 	if len(line) <= n {
@@ -92,9 +103,17 @@ func (t *tools) readLines(ctx context.Context, f io.Reader, req ReadRequest, res
 		entry []byte
 		full  bool // the answer reached its cap
 		n     int  // lines seen
+		reads int  // ReadSlice calls
 	)
 	for {
 		frag, err := br.ReadSlice('\n')
+		// Every so many reads, not lines: a file of one endless line
+		// (a sparse file is cheap to make) must not outlive the call.
+		if reads++; reads%1024 == 0 {
+			if e := ctxErr(ctx); e != nil {
+				return e
+			}
+		}
 		if len(frag) == 0 && err != nil {
 			if errors.Is(err, io.EOF) {
 				break
@@ -113,14 +132,11 @@ func (t *tools) readLines(ctx context.Context, f io.Reader, req ReadRequest, res
 			return err
 		}
 		n++
-		if n%4096 == 0 {
-			if e := ctxErr(ctx); e != nil {
-				return e
-			}
-		}
 		if want {
 			line = bytes.TrimSuffix(line, []byte("\n"))
-			text, cut := cutLine(line, t.o.maxLineBytes)
+			// Replaced before the cut, so an incomplete rune kept at the
+			// bound is cut away with the rest.
+			text, cut := cutLine(validText(line), t.o.maxLineBytes)
 			entry = appendNumbered(entry[:0], n, text)
 			if cut {
 				entry = append(entry, LineCutMarker...)

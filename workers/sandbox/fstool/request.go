@@ -2,6 +2,7 @@ package fstool
 
 import (
 	"regexp"
+	"unicode/utf8"
 )
 
 // Function ids [Functions] returns.
@@ -182,6 +183,8 @@ func checkPattern(p string) error {
 		return invalid("pattern is required")
 	case len(p) > MaxPatternBytes:
 		return invalid("pattern is %d bytes, more than %d", len(p), MaxPatternBytes)
+	case !utf8.ValidString(p):
+		return invalid("pattern is not valid UTF-8")
 	}
 	return nil
 }

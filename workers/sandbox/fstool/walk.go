@@ -60,6 +60,10 @@ func sortKey(d fs.DirEntry) string {
 	return d.Name()
 }
 
+// walkCtxEvery is how many entries of a directory a walk visits between
+// looks at its context.
+const walkCtxEvery = 64
+
 // visitFunc sees one entry at the root-relative path rel, with the state
 // its parent directory was given. It returns the state for the entry's
 // children, whether to descend (only asked of directories), and whether
@@ -83,7 +87,14 @@ func walkDir[S any](ctx context.Context, k *walker, dir string, st S, visit visi
 	if err != nil && len(entries) == 0 {
 		return false, nil
 	}
-	for _, d := range entries {
+	for i, d := range entries {
+		// One directory may hold the whole walk budget, and a glob step
+		// costs up to its pattern's size: look at the clock inside it too.
+		if i%walkCtxEvery == walkCtxEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return true, err
+			}
+		}
 		rel := d.Name()
 		if dir != "." {
 			rel = dir + "/" + d.Name()

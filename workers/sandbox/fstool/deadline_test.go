@@ -1,0 +1,91 @@
+package fstool
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
+)
+
+// callBy runs fn on a JSON payload with a deadline d away and waits up to
+// wait for its answer: a handler that outlives its caller by far fails.
+func callBy(t *testing.T, fn engine.Function, req any, d, wait time.Duration) error {
+	t.Helper()
+	data, err := wire.JSON.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := fn.Handler(ctx, &engine.Request{FunctionID: fn.ID, Data: data, Codec: wire.JSON})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(wait):
+		t.Fatalf("%s still runs %v after its %v deadline", fn.ID, wait, d)
+		return nil
+	}
+}
+
+// The calls stop when their caller's time runs out, even in the middle of
+// one endless line or of one huge directory.
+func TestDeadlines(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+
+	// 1 TiB of one line: 9000 bytes of text (the head looks like text),
+	// then a hole, which reads as NUL bytes and holds no newline.
+	sparse, err := os.Create(filepath.Join(f.root, "sparse.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sparse.WriteString(strings.Repeat("x", 9000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sparse.Truncate(1 << 40); err != nil {
+		t.Fatalf("a sparse file of 1 TiB: %v", err)
+	}
+	if err := sparse.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// One directory deep down, whose files each cost a glob step over a
+	// pattern of 64 alternatives of 127 names (~100µs): seconds in all.
+	deep := filepath.Join(f.root, strings.Repeat("d/", 20))
+	mustMkdir(t, deep)
+	for i := range 20_000 {
+		if err := os.WriteFile(filepath.Join(deep, fmt.Sprint("f", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var alts []string
+	for i := range 64 {
+		alts = append(alts, fmt.Sprint("z", i))
+	}
+	costly := strings.Repeat("**/*/", 63) + "{" + strings.Join(alts, ",") + "}"
+
+	for _, tc := range []struct {
+		name string
+		id   string
+		req  any
+		wait time.Duration // how long past the deadline the answer may come
+	}{
+		{"read an endless line", ReadFunction, ReadRequest{Path: "sparse.txt"}, 5 * time.Second},
+		{"glob a huge directory", GlobFunction, GlobRequest{Pattern: costly}, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := callBy(t, f.fns[tc.id], tc.req, 30*time.Millisecond, tc.wait)
+			wantCode(t, err, wire.CodeTimeout)
+		})
+	}
+}
