@@ -70,8 +70,10 @@
 // {scope, key, value} -> {old_value, new_value}, state::update {scope, key,
 // ops[]} -> {old_value, new_value}, state::delete {scope, key} ->
 // {old_value}, state::list {scope, prefix?, after?, limit?} -> {items:
-// [{key, value, revision}], truncated?}. Payloads are JSON or msgpack;
-// unknown fields, wrong types, bad scopes or keys are invalid_payload.
+// [{key, value, revision}], truncated?} (a list past the max payload is
+// truncated; a page is never empty while items are left: one too large
+// alone comes with value null and value_unavailable set). Payloads are
+// JSON or msgpack; unknown fields, wrong types, bad scopes or keys are invalid_payload.
 // Msgpack replies carry integral numbers as integers.
 //
 // # State triggers

@@ -43,7 +43,9 @@ type DeleteResponse struct {
 
 // ListResponse is the reply of state::list. Truncated is set when limit, or
 // the server's max payload, cut the list short; ask again with after set to
-// the last key received.
+// the last key received. Every page holds at least one item when any is
+// left: an item too large for a message alone comes with value null and
+// value_unavailable set (read it with state::get, or the KV bucket).
 type ListResponse struct {
 	Items     []Item `json:"items"`
 	Truncated bool   `json:"truncated,omitempty"`
@@ -204,17 +206,35 @@ func (h handlers) list(ctx context.Context, r *engine.Request) (any, error) {
 			break
 		}
 		it.Value = forCodec(r, it.Value)
-		b, err := r.Codec.Marshal(it)
+		n, err := itemSize(r, it)
 		if err != nil {
-			return nil, wire.Wrap(wire.CodeInternal, err, "list item %q does not encode", it.Key)
+			return nil, err
 		}
-		if budget -= len(b) + 1; budget < 0 {
+		if n > budget && len(resp.Items) == 0 {
+			// One item alone does not fit (only a value written by a
+			// foreign client can be that large): send it without its value,
+			// so the page still moves past it.
+			it.Value, it.ValueUnavailable = nil, true
+			if n, err = itemSize(r, it); err != nil {
+				return nil, err
+			}
+		}
+		if budget -= n; budget < 0 {
 			resp.Truncated = true
 			break
 		}
 		resp.Items = append(resp.Items, it)
 	}
 	return resp, nil
+}
+
+// itemSize is the encoded size of it in a list reply, separator included.
+func itemSize(r *engine.Request, it Item) (int, error) {
+	b, err := r.Codec.Marshal(it)
+	if err != nil {
+		return 0, wire.Wrap(wire.CodeInternal, err, "list item %q does not encode", it.Key)
+	}
+	return len(b) + 1, nil
 }
 
 // forCodec shapes a decoded value for the reply codec: msgpack carries

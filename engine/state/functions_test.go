@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -221,5 +222,62 @@ func TestFunctionsCatalog(t *testing.T) {
 		if !seen[id] {
 			t.Errorf("%s not in the catalog", id)
 		}
+	}
+}
+
+// TestFunctionsListPaging: a list past the max payload pages, and every
+// page moves forward, even past a foreign value (300 KiB of control bytes,
+// six times that as a JSON string) too large for a message alone, which
+// comes without its value.
+func TestFunctionsListPaging(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, nil)
+	serve(t, v)
+	nc := enginetest.Connect(t, v.ns)
+	ctx := testCtx(t)
+	big := strings.Repeat("x", v.store.MaxValueSize()-2)
+	for _, k := range []string{"a", "c1", "c2", "c3"} {
+		val := any(big)
+		if k == "a" {
+			val = 1
+		}
+		if _, _, err := v.store.Set(ctx, "s", k, val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := v.store.KeyValue().Put(ctx, "s.b", bytes.Repeat([]byte{1}, 300<<10)); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	after := ""
+	for page := 0; ; page++ {
+		if page == 10 {
+			t.Fatalf("no end after %d pages; keys %v", page, keys)
+		}
+		body, _ := json.Marshal(map[string]any{"scope": "s", "after": after})
+		got, werr := jsonReq(t, nc, "iii.fn.state.list", string(body))
+		if werr != nil {
+			t.Fatalf("page %d: %v", page, werr)
+		}
+		var resp state.ListResponse
+		if err := json.Unmarshal([]byte(got), &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Truncated && len(resp.Items) == 0 {
+			t.Fatalf("page %d after %q: truncated and empty: the pager is stuck", page, after)
+		}
+		for _, it := range resp.Items {
+			keys = append(keys, it.Key)
+			if want := it.Key == "b"; it.ValueUnavailable != want || (want && it.Value != nil) {
+				t.Errorf("item %q: value_unavailable %v, value %.20v", it.Key, it.ValueUnavailable, it.Value)
+			}
+		}
+		if !resp.Truncated {
+			break
+		}
+		after = resp.Items[len(resp.Items)-1].Key
+	}
+	if got, want := strings.Join(keys, ","), "a,b,c1,c2,c3"; got != want {
+		t.Fatalf("keys %s, want %s", got, want)
 	}
 }

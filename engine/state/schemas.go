@@ -50,7 +50,9 @@ const (
 
 	schemaListResponse = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +
 		`"properties":{"items":{"type":"array","items":{"type":"object","properties":{` +
-		`"key":{"type":"string"},"value":{},"revision":{"type":"integer"}},"required":["key","value","revision"]}},` +
+		`"key":{"type":"string"},"value":{},"revision":{"type":"integer"},` +
+		`"value_unavailable":{"type":"boolean","description":"the value alone would not fit in one message; value is null, read it with state::get"}},` +
+		`"required":["key","value","revision"]}},` +
 		`"truncated":{"type":"boolean","description":"more items follow: ask again with after set to the last key"}},` +
 		`"required":["items"]}`
 )

@@ -388,6 +388,10 @@ type Item struct {
 	Key      string `json:"key"`
 	Value    any    `json:"value"`
 	Revision uint64 `json:"revision"`
+	// ValueUnavailable is set, and Value is null, in a state::list reply
+	// when the value alone would not fit in one message (only possible for
+	// values written by foreign clients). [Store.List] never sets it.
+	ValueUnavailable bool `json:"value_unavailable,omitempty"`
 }
 
 // List returns the keys of scope under prefix with their values, sorted by
