@@ -71,10 +71,13 @@
 // appears with the first set_token. Every write is atomic: a temp file in
 // the same directory (mode 0600), fsync, rename over the vault, fsync of
 // the directory; temp files left by a crash are removed when the vault
-// opens. Writes are serialized by a mutex inside one process, so one auth
-// worker must own a vault file: run one per vault (other replicas on other
-// machines have vaults of their own). The environment is read at every
-// call, so exporting a key needs no restart.
+// opens. Writes are serialized by a mutex inside a process and by an
+// exclusive flock on <vault>.lock across processes (an `iii up` node and an
+// `iii worker run auth` on the same home lose no update; where flock is
+// missing, run one worker per vault). A set that would make the file
+// larger than [MaxVaultBytes] is refused ([ErrVaultFull],
+// invalid_payload): such a file would no longer read. The environment is
+// read at every call, so exporting a key needs no restart.
 //
 // # Lifecycle
 //

@@ -24,6 +24,10 @@ var (
 	// holds an invalid entry. The file is left as it is: nothing replaces
 	// it until a human repairs or removes it.
 	ErrCorruptVault = errors.New("auth: vault is corrupt")
+	// ErrVaultFull is returned by a set that would make the vault file
+	// larger than [MaxVaultBytes] (a file that no longer reads): nothing is
+	// written; on the wire it is invalid_payload.
+	ErrVaultFull = errors.New("auth: vault is full")
 	// ErrNoVault is returned by [Open] and [Worker.Start] when no vault
 	// path is known: neither [WithVaultPath], the "vault" setting nor a
 	// home directory.

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -120,6 +121,9 @@ func (s *Store) SetToken(provider string, c agent.Credential) error {
 		return invalidWrap(err)
 	}
 	if err := s.vault.Set(provider, c); err != nil {
+		if errors.Is(err, ErrVaultFull) {
+			return invalidWrap(err)
+		}
 		return vaultErr(err)
 	}
 	s.log.Info("credential stored", "provider", provider, "type", c.Type, "fingerprint", Fingerprint(c))

@@ -36,6 +36,11 @@ const (
 // tmpInfix names the temp files of atomic writes: "<file>.tmp-<random>".
 const tmpInfix = ".tmp-"
 
+// lockSuffix names the lock file beside the vault: "<file>.lock". It is
+// never removed: removing a lock file another process waits on would let
+// a third one lock a new file at the same time.
+const lockSuffix = ".lock"
+
 // DefaultVaultPath is the vault of a node whose home is home:
 // "<home>/auth/credentials.json".
 func DefaultVaultPath(home string) string {
@@ -50,8 +55,10 @@ func DefaultVaultPath(home string) string {
 // decodes the whole file, so a file a human edited or loosened is seen at
 // once; every write replaces the file atomically (temp file in the same
 // directory, fsync, rename, fsync of the directory). Writes are serialized
-// by a mutex: one process must own a vault file (run one auth worker per
-// vault). The zero Vault is not usable; call [OpenVault].
+// by a mutex inside the process and by an exclusive flock on
+// "<file>.lock" across processes, so several auth workers on one home
+// lose no update (where flock is missing, only the mutex: run one worker
+// per vault there). The zero Vault is not usable; call [OpenVault].
 type Vault struct {
 	path string
 	dir  string
@@ -80,6 +87,13 @@ func OpenVault(path string) (*Vault, error) {
 	if err := v.checkDir(); err != nil {
 		return nil, err
 	}
+	// Under the file lock: a temp file is then no other process's write
+	// in flight.
+	unlock, err := v.lockFile()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := v.removeTemps(); err != nil {
 		return nil, err
 	}
@@ -87,6 +101,17 @@ func OpenVault(path string) (*Vault, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// lockFile takes the exclusive cross-process lock of the vault's
+// read-modify-write and returns its release. A process killed while
+// holding it releases it with its open files.
+func (v *Vault) lockFile() (func(), error) {
+	unlock, err := lockPath(v.path + lockSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("auth: vault %s: lock: %w", v.path, err)
+	}
+	return unlock, nil
 }
 
 // Path is the vault file's absolute path.
@@ -132,6 +157,11 @@ func (v *Vault) Set(provider string, c agent.Credential) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	unlock, err := v.lockFile()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	m, err := v.read()
 	if err != nil {
 		return err
@@ -148,6 +178,11 @@ func (v *Vault) Delete(provider string) (bool, error) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	unlock, err := v.lockFile()
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	m, err := v.read()
 	if err != nil {
 		return false, err
@@ -229,11 +264,15 @@ func (v *Vault) read() (map[string]agent.Credential, error) {
 }
 
 // write replaces the file with m atomically. The caller holds v.mu for
-// writing.
+// writing and the file lock. A document larger than [MaxVaultBytes] is
+// refused ([ErrVaultFull]): written, it would no longer read.
 func (v *Vault) write(m map[string]agent.Credential) (err error) {
 	data, err := encodeVault(m)
 	if err != nil {
 		return err
+	}
+	if len(data) > MaxVaultBytes {
+		return fmt.Errorf("%w: %s would be %d bytes, more than %d (delete a credential first)", ErrVaultFull, v.path, len(data), MaxVaultBytes)
 	}
 	f, err := os.CreateTemp(v.dir, filepath.Base(v.path)+tmpInfix+"*")
 	if err != nil {
@@ -270,9 +309,9 @@ func (v *Vault) write(m map[string]agent.Credential) (err error) {
 	return nil
 }
 
-// removeTemps deletes the temp files of writes a crash interrupted. Only
-// the process that owns the vault calls it, at open, so no write of its
-// own is in flight.
+// removeTemps deletes the temp files of writes a crash interrupted. It
+// runs at open, under the file lock, so no write of this or another
+// process is in flight.
 func (v *Vault) removeTemps() error {
 	pattern := filepath.Join(v.dir, globEscape(filepath.Base(v.path)+tmpInfix)+"*")
 	names, err := filepath.Glob(pattern)
