@@ -6,21 +6,6 @@ import (
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
-// HeaderSize is the size of h on the wire ("NATS/1.0\r\n", a line per
-// value, a blank line), as the server counts it against max payload.
-func HeaderSize(h nats.Header) int {
-	if len(h) == 0 {
-		return 0
-	}
-	n := len("NATS/1.0\r\n\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(": ") + len(v) + len("\r\n")
-		}
-	}
-	return n
-}
-
 // CallHeaderRoom is what a call made from a stored message (a queue's or
 // a topic's delivery to its function) adds to the message's headers: its
 // timeout in milliseconds and, for a message stored without trace
@@ -38,7 +23,7 @@ func CallHeaderRoom(h nats.Header) int {
 // plus what the call adds ([CallHeaderRoom]), past max. Stored, it would
 // fail every delivery as invalid_payload.
 func checkStoredCall(msg *nats.Msg, max int64) error {
-	if size := len(msg.Data) + HeaderSize(msg.Header) + CallHeaderRoom(msg.Header); int64(size) > max {
+	if size := len(msg.Data) + wire.HeaderSize(msg.Header) + CallHeaderRoom(msg.Header); int64(size) > max {
 		return wire.Errorf(wire.CodeInvalidPayload,
 			"payload of %d bytes leaves no room under the server's max payload of %d bytes for the headers of the function's call", len(msg.Data), max).
 			WithDetails(map[string]any{"max_payload": max, "size": len(msg.Data)})

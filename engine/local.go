@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/textproto"
 	"slices"
 	"sync"
 
@@ -145,18 +144,7 @@ func (e *Engine) request(ctx context.Context, msg *nats.Msg, aliased bool) (*nat
 
 // wireSize is msg's size against a server's max payload, as nats.go
 // counts it before it publishes: the body and the encoded headers.
-func wireSize(msg *nats.Msg) int64 {
-	n := len(msg.Data)
-	if len(msg.Header) > 0 {
-		n += len("NATS/1.0\r\n") + len("\r\n")
-		for k, vs := range msg.Header {
-			for _, v := range vs {
-				n += len(k) + len(textproto.TrimString(v)) + 4 // ": " and CRLF
-			}
-		}
-	}
-	return int64(n)
-}
+func wireSize(msg *nats.Msg) int64 { return int64(len(msg.Data) + wire.HeaderSize(msg.Header)) }
 
 // serveLocal runs f's handler for msg in the caller's goroutine. ok is
 // false when w no longer serves f (closed, or f unregistered): the caller

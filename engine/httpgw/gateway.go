@@ -467,13 +467,7 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 func (g *Gateway) callHeaderBytes(ctx context.Context) int64 {
 	h := nats.Header{}
 	g.e.Inject(ctx, h)
-	n := int64(1024)
-	for k, vs := range h {
-		for _, v := range vs {
-			n += int64(len(k) + len(v) + len(": \r\n"))
-		}
-	}
-	return n
+	return 1024 + int64(wire.HeaderSize(h))
 }
 
 // readBody reads the request body up to the size limit, within the body

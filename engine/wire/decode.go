@@ -114,10 +114,14 @@ func ReplyWithin(e *Error, codec Codec, limit int64) *nats.Msg {
 	}
 }
 
-// HeaderSize is h's size on the wire, about: what a message's headers add
-// to its payload against a server's max payload.
+// HeaderSize is h's size on the wire, what a message's headers add to its
+// payload against a server's max payload: "NATS/1.0\r\n", a line per
+// value and a blank line (nothing for no headers).
 func HeaderSize(h nats.Header) int {
-	n := 0
+	if len(h) == 0 {
+		return 0
+	}
+	n := len("NATS/1.0\r\n\r\n")
 	for k, vs := range h {
 		for _, v := range vs {
 			n += len(k) + len(v) + 4
