@@ -84,7 +84,9 @@
 // by its type (overloaded_error → transient, rate_limit_error →
 // rate_limited...). A 200 answer that is not an event stream is not taken
 // for a dropped connection: HTML (a proxy's page) is permanent, a JSON API
-// error is classified by its type, other JSON is permanent.
+// error is classified by its type, other JSON is permanent. An error
+// response's body is read up to 64 KiB, however long a gateway makes it
+// (a cut body is classified by its status).
 //
 // # Credentials
 //

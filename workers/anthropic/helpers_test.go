@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,34 @@ type response struct {
 	// flush writes the body event by event, flushing each, as the API
 	// streams (by default the body goes out at once).
 	flush bool
+	// endless follows the body with filler, generated while it is
+	// written, until the client leaves or endlessSize bytes went out.
+	endless *endless
+}
+
+// endlessSize is how much filler an endless body holds.
+const endlessSize = 256 << 20
+
+// endless counts what the server could write of an endless body; done is
+// closed when the first response with it ends.
+type endless struct {
+	written atomic.Int64
+	once    sync.Once
+	done    chan struct{}
+}
+
+func newEndless() *endless { return &endless{done: make(chan struct{})} }
+
+func (e *endless) write(w io.Writer) {
+	defer e.once.Do(func() { close(e.done) })
+	chunk := bytes.Repeat([]byte("x"), 32<<10)
+	for e.written.Load() < endlessSize {
+		n, err := w.Write(chunk)
+		e.written.Add(int64(n))
+		if err != nil {
+			return
+		}
+	}
 }
 
 func ok(body string) response { return response{status: 200, body: body} }
@@ -141,6 +170,9 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	} else {
 		_, _ = io.WriteString(w, resp.body)
 		w.(http.Flusher).Flush()
+	}
+	if resp.endless != nil {
+		resp.endless.write(w)
 	}
 	if resp.hold {
 		<-r.Context().Done()

@@ -83,6 +83,8 @@ func New(opts ...Option) (*Provider, error) {
 		// The engine traces the function call; request and answer content
 		// stay out of the SDK's spans whatever the environment says.
 		option.WithOpenTelemetryTracesContentMode(option.OpenTelemetryContentModeMetadataOnly),
+		// The SDK reads an error response's body whole: cap it.
+		option.WithMiddleware(capErrorBody),
 	)
 	return &Provider{
 		o:      o,

@@ -3,6 +3,7 @@ package anthropic_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +297,63 @@ func TestJSONCallerGetsJSON(t *testing.T) {
 	}
 	if codec.ContentType() != wire.JSON.ContentType() || !strings.Contains(string(reply), `"text":"Hello!"`) {
 		t.Fatalf("reply %s in %s", reply, codec.ContentType())
+	}
+}
+
+// TestHugeErrorBody: a broken or hostile gateway that answers an error
+// status with an endless body does not make the provider read (and
+// allocate) it: the call fails at once with the status's coded error, and
+// the gateway could write little more than the socket buffers hold before
+// the connection was dropped.
+func TestHugeErrorBody(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		fn     string // stream, complete or models
+		status int
+		code   wire.Code // the function's error (complete, models)
+		kind   agent.ErrorKind
+	}{
+		{name: "stream 500", fn: "stream", status: http.StatusInternalServerError, kind: agent.ErrorTransient},
+		{name: "complete 400", fn: "complete", status: http.StatusBadRequest, code: wire.CodeInternal, kind: agent.ErrorPermanent},
+		{name: "models 401", fn: "models", status: http.StatusUnauthorized, code: wire.CodeForbidden, kind: agent.ErrorAuthExpired},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := newEndless()
+			api := newFakeAPI(t, response{status: tc.status, body: `{"type":"error","error":{"type":"api_error","message":"`, endless: body})
+			en := setup(t, api, config{opts: []anthropic.Option{anthropic.WithMaxRetries(0)}})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			req := anthropic.CompleteRequest{Model: "m", Messages: []agent.Message{agent.UserText("hi", 1)}}
+			var err error
+			switch tc.fn {
+			case "stream":
+				res := en.stream(t, userReq("hi"), nil)
+				ev := last(res.Events)
+				if res.err != nil || len(res.Events) != 1 || ev.Type != agent.ModelError || ev.Kind != tc.kind || !strings.Contains(ev.Error, "500") {
+					t.Fatalf("events %+v, function error %v", res.Events, res.err)
+				}
+			case "complete":
+				_, err = engine.Call[anthropic.CompleteResponse](ctx, en.e, anthropic.CompleteFunction, req)
+			case "models":
+				_, err = engine.Call[anthropic.ModelsResponse](ctx, en.e, anthropic.ModelsFunction, struct{}{})
+			}
+			if tc.code != "" {
+				var werr *wire.Error
+				if !errors.As(err, &werr) || werr.Code != tc.code || werr.Details["kind"] != string(tc.kind) {
+					t.Fatalf("error %v, want code %s kind %s", err, tc.code, tc.kind)
+				}
+			}
+			select {
+			case <-body.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server is still writing the error body")
+			}
+			if n := body.written.Load(); n >= 32<<20 {
+				t.Fatalf("the server wrote %d MiB of the error body: the provider read it", n>>20)
+			}
+		})
 	}
 }

@@ -54,14 +54,19 @@
 // the partial answer}: 401/403 auth_expired (the cached credential is
 // dropped), 429 rate_limited (with retry_after_ms), a prompt too long
 // context_overflow, other 4xx permanent, 5xx and network failures
-// transient, as is a stream that ends without a finish_reason. A 200
-// answer that is not an event stream is permanent when it is HTML (a
-// proxy's page) or JSON without an error, and classified as an error
-// chunk when it is a JSON error. Rate limits
-// and transient failures are retried ([WithMaxRetries], [WithBackoff],
-// honouring Retry-After and retry-after-ms) only while nothing has been
-// written to the channel; the SDK's own retries are off. A reader that
-// leaves the channel stops the request.
+// transient, as is a stream that ends without a finish_reason or whose
+// server stays silent for the idle timeout ([WithIdleTimeout], 3 min by
+// default: no response headers, or no byte of the stream while the
+// provider waits for one; a keep-alive comment is a byte, time spent on a
+// slow channel reader is not silence). An error response's body is read
+// up to 64 KiB, however long the server makes it. A 200 answer that is
+// not an event stream is permanent when it is HTML (a proxy's page) or
+// JSON without an error, and classified as an error chunk when it is a
+// JSON error. Rate limits and transient failures are retried
+// ([WithMaxRetries], [WithBackoff], honouring Retry-After and
+// retry-after-ms) only while nothing has been written to the channel; the
+// SDK's own retries are off. A reader that leaves the channel stops the
+// request.
 //
 // # Credentials
 //
@@ -78,8 +83,8 @@
 //
 // The package registers the module "provider-openai" in init. A node runs
 // New, Provision (settings name, base_url, api_key_env, require_key,
-// max_retries, max_tokens_field, reasoning_effort, coalesce and
-// header.<Name>), Start (registers the three functions) and Close (ends
+// max_retries, max_tokens_field, reasoning_effort, coalesce, idle_timeout
+// and header.<Name>), Start (registers the three functions) and Close (ends
 // the calls in flight with unavailable, then stops the endpoints).
 // Embedders and tests build their own [Provider]:
 //

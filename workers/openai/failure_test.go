@@ -1,15 +1,22 @@
 package openai_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/channel"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/openai"
 )
 
@@ -329,6 +336,217 @@ func TestNotEventStream(t *testing.T) {
 			}
 			if n := len(ev.api.requests()); n != tc.requests {
 				t.Fatalf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}
+
+// serveStalled writes the first n events of body as serveSSE does, then
+// sends nothing more and keeps the connection open until the client
+// leaves: a half-open stream. With n < 0 it does not even send the
+// response headers.
+func serveStalled(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+	if n >= 0 {
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		for _, ev := range bytes.SplitAfter(body, []byte("\n\n"))[:n] {
+			_, _ = w.Write(ev)
+		}
+		w.(http.Flusher).Flush()
+	}
+	<-r.Context().Done()
+}
+
+// TestStalledStream: a server that stops sending without closing the
+// connection ends the attempt after the idle timeout as a dropped
+// connection would (transient, retried while nothing streamed), not at
+// the function's timeout; a server that keeps the stream alive with SSE
+// comments, or a channel reader that holds the provider back, is not
+// silence.
+func TestStalledStream(t *testing.T) {
+	t.Parallel()
+	body := textBody(t)
+	const idle = 300 * time.Millisecond
+	cases := []struct {
+		name   string
+		handle func(w http.ResponseWriter, r *http.Request, n int)
+		// hold is how long the channel reader sleeps at its third event.
+		hold time.Duration
+		// partial is the text of the error event's partial answer; ""
+		// when the call must succeed.
+		partial  string
+		requests int
+	}{
+		{
+			name:   "mid-stream",
+			handle: func(w http.ResponseWriter, r *http.Request, _ int) { serveStalled(w, r, body, 4) },
+			// start, text_start, three deltas, then the stall.
+			partial: "Hello! How", requests: 1,
+		},
+		{
+			name: "before content",
+			handle: func(w http.ResponseWriter, r *http.Request, n int) {
+				if n == 0 {
+					serveStalled(w, r, body, 1) // the role chunk only
+					return
+				}
+				serveSSE(w, body, -1)
+			},
+			requests: 2,
+		},
+		{
+			name: "no headers",
+			handle: func(w http.ResponseWriter, r *http.Request, n int) {
+				if n == 0 {
+					serveStalled(w, r, body, -1)
+					return
+				}
+				serveSSE(w, body, -1)
+			},
+			requests: 2,
+		},
+		{
+			name: "keep-alive comments",
+			handle: func(w http.ResponseWriter, r *http.Request, _ int) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				events := bytes.SplitAfter(body, []byte("\n\n"))
+				_, _ = w.Write(events[0])
+				w.(http.Flusher).Flush()
+				for range 4 * idle / (idle / 6) { // four idle timeouts' worth
+					time.Sleep(idle / 6)
+					_, _ = w.Write([]byte(": OPENROUTER PROCESSING\n\n"))
+					w.(http.Flusher).Flush()
+				}
+				for _, ev := range events[1:] {
+					_, _ = w.Write(ev)
+				}
+			},
+			requests: 1,
+		},
+		{
+			name:   "slow channel reader",
+			handle: func(w http.ResponseWriter, r *http.Request, _ int) { serveSSE(w, longStream(), -1) },
+			hold:   3 * idle, requests: 1,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev := setup(t, tc.handle, config{opts: []openai.Option{openai.WithIdleTimeout(idle), openai.WithCoalesce(0)}})
+			n := 0
+			hold := func(_ *channel.Reader, _ agent.ModelEvent) {
+				if n++; n == 3 {
+					time.Sleep(tc.hold)
+				}
+			}
+			start := time.Now()
+			req := userReq("hi")
+			req.Tools = weatherTools
+			res := ev.streamWith(t, req, hold, channel.WithWindow(1))
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("the call took %v", took)
+			}
+			if res.err != nil || !isEnd(res.end) {
+				t.Fatalf("call err %v, stream end %v", res.err, res.end)
+			}
+			if n := len(ev.api.requests()); n != tc.requests {
+				t.Fatalf("%d requests, want %d", n, tc.requests)
+			}
+			e := last(res.events)
+			if tc.partial == "" {
+				if e.Type != agent.ModelDone {
+					t.Fatalf("last event %+v, want done", e)
+				}
+				return
+			}
+			if e.Type != agent.ModelError || e.Kind != agent.ErrorTransient || !strings.Contains(e.Error, "stalled") ||
+				e.Message == nil || len(e.Message.Content) != 1 || e.Message.Content[0].Text != tc.partial {
+				t.Fatalf("last event %+v (message %+v)", e, e.Message)
+			}
+			if res.resp.StopReason != agent.StopError || res.resp.Kind != agent.ErrorTransient {
+				t.Fatalf("reply %+v", res.resp)
+			}
+		})
+	}
+}
+
+// hugeBody is the size of the endless error body of TestHugeErrorBody.
+const hugeBody = 256 << 20
+
+// serveHugeError answers status with a JSON error body of hugeBody bytes,
+// generated while it is written, and counts what it could write; done is
+// closed when the handler returns (the client read it all, or closed the
+// connection).
+func serveHugeError(w http.ResponseWriter, status int, written *atomic.Int64, done chan<- struct{}) {
+	defer close(done)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	chunk := bytes.Repeat([]byte("x"), 32<<10)
+	copy(chunk, `{"error":{"message":"`)
+	for written.Load() < hugeBody {
+		n, err := w.Write(chunk)
+		written.Add(int64(n))
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestHugeErrorBody: a broken or hostile server that answers an error
+// status with an endless body does not make the provider read (and
+// allocate) it: the call fails at once with the status's coded error, and
+// the server could write little more than the socket buffers hold before
+// the connection was dropped.
+func TestHugeErrorBody(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		fn     string // stream, complete or models
+		status int
+		code   error // the function's error (complete, models)
+		kind   agent.ErrorKind
+	}{
+		{name: "stream 500", fn: "stream", status: http.StatusInternalServerError, kind: agent.ErrorTransient},
+		{name: "complete 400", fn: "complete", status: http.StatusBadRequest, code: wire.ErrInternal, kind: agent.ErrorPermanent},
+		{name: "models 502", fn: "models", status: http.StatusBadGateway, code: wire.ErrUnavailable, kind: agent.ErrorTransient},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var written atomic.Int64
+			done := make(chan struct{})
+			ev := setup(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+				serveHugeError(w, tc.status, &written, done)
+			}, config{opts: []openai.Option{openai.WithMaxRetries(0)}})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			var err error
+			switch tc.fn {
+			case "stream":
+				res := ev.stream(t, userReq("hi"))
+				onlyError(t, res, tc.kind)
+			case "complete":
+				_, err = engine.Call[openai.CompleteResponse](ctx, ev.e, ev.p.CompleteFunction(), userReq("hi"))
+			case "models":
+				_, err = engine.Call[openai.ModelsResponse](ctx, ev.e, ev.p.ModelsFunction(), openai.ModelsRequest{})
+			}
+			if tc.code != nil {
+				var werr *wire.Error
+				if !errors.Is(err, tc.code) || !errors.As(err, &werr) || werr.Details["kind"] != string(tc.kind) {
+					t.Fatalf("error %v, want %v with kind %s", err, tc.code, tc.kind)
+				}
+				if len(werr.Message) > 2048 {
+					t.Fatalf("error text of %d bytes", len(werr.Message))
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server is still writing the error body")
+			}
+			if n := written.Load(); n >= 32<<20 {
+				t.Fatalf("the server wrote %d MiB of the error body: the provider read it", n>>20)
 			}
 		})
 	}

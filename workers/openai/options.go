@@ -37,6 +37,11 @@ const (
 	// DefaultCredentialTTL is how long a credential from auth::get_token
 	// is reused.
 	DefaultCredentialTTL = 30 * time.Second
+	// DefaultIdleTimeout is how long the server may stay silent (no
+	// response headers, no byte of the stream; a keep-alive comment is a
+	// byte) while the provider waits for it before the stream counts as
+	// dropped.
+	DefaultIdleTimeout = 3 * time.Minute
 	// DefaultCoalesce is the largest delta in bytes that one model event
 	// carries when several deltas of a block were read while the previous
 	// event went out.
@@ -82,6 +87,7 @@ type options struct {
 	backoff        time.Duration
 	maxRetryWait   time.Duration
 	credentialTTL  time.Duration
+	idleTimeout    time.Duration
 	maxTokensField string
 	reasoning      string
 	coalesce       int
@@ -102,6 +108,7 @@ func buildOptions(opts []Option) (options, error) {
 		backoff:        DefaultBackoff,
 		maxRetryWait:   DefaultMaxRetryWait,
 		credentialTTL:  DefaultCredentialTTL,
+		idleTimeout:    DefaultIdleTimeout,
 		maxTokensField: MaxCompletionTokens,
 		reasoning:      ReasoningAuto,
 		coalesce:       DefaultCoalesce,
@@ -279,6 +286,23 @@ func WithCredentialTTL(d time.Duration) Option {
 			return fmt.Errorf("%w: negative credential TTL %v", engine.ErrInvalidOption, d)
 		}
 		o.credentialTTL = d
+		return nil
+	}
+}
+
+// WithIdleTimeout sets how long the server may stay silent while the
+// provider waits for it (the response headers, then each read of the
+// stream) before the attempt counts as a dropped connection: transient,
+// retried while nothing was streamed (default [DefaultIdleTimeout]). Time
+// the provider spends writing to a slow channel reader does not count.
+// Raise it for a local server that takes minutes before its first byte
+// (a large prompt on a CPU).
+func WithIdleTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: idle timeout %v must be positive", engine.ErrInvalidOption, d)
+		}
+		o.idleTimeout = d
 		return nil
 	}
 }

@@ -29,6 +29,10 @@ const AuthFunction = "auth::get_token"
 // authTimeout bounds one auth::get_token call.
 const authTimeout = 5 * time.Second
 
+// errStalled cancels an attempt whose server stayed silent for the idle
+// timeout.
+var errStalled = errors.New("the stream stalled")
+
 // failFrameTimeout bounds the error frame a stream sends once its own
 // context has ended.
 const failFrameTimeout = 2 * time.Second
@@ -49,7 +53,7 @@ type Provider struct {
 
 // New returns a provider. Options: [WithName], [WithBaseURL],
 // [WithHTTPClient], [WithHeader], [WithAPIKeyEnv], [WithRequireKey],
-// [WithMaxRetries], [WithBackoff], [WithCredentialTTL],
+// [WithMaxRetries], [WithBackoff], [WithCredentialTTL], [WithIdleTimeout],
 // [WithMaxTokensField], [WithReasoningEffort], [WithCoalesce],
 // [WithLogger], [WithClock], [WithLookupEnv].
 func New(opts ...Option) (*Provider, error) {
@@ -63,6 +67,8 @@ func New(opts ...Option) (*Provider, error) {
 		option.WithBaseURL(o.baseURL),
 		option.WithHTTPClient(o.client),
 		option.WithMaxRetries(0),
+		// The SDK reads an error response's body whole: cap it.
+		option.WithMiddleware(capErrorBody),
 	}
 	var sc scrubber
 	for _, h := range o.headers {
@@ -343,9 +349,13 @@ func (p *Provider) retry(ctx context.Context, log *slog.Logger, attempt int, f *
 func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, secret string, a *assembler) (*failure, error) {
 	sc := p.sc.with(secret)
 	// Cancelling actx aborts the read of the body, so the reading goroutine
-	// ends when this one returns early.
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// ends when this one returns early; a server silent for the idle
+	// timeout cancels it with errStalled.
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(p.o.idleTimeout, func() { cancel(errStalled) })
+	defer idle.Stop()
+	stalled := func() bool { return errors.Is(context.Cause(actx), errStalled) }
 	var resp *http.Response
 	opened := p.chat.NewStreaming(actx, params, p.requestOptions(secret, &resp)...)
 	if err := opened.Err(); err != nil {
@@ -353,8 +363,14 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if stalled() {
+			return p.stalledFailure(), nil
+		}
 		return p.requestFailure(err, resp, sc), nil
 	}
+	// From here the timer runs only while the stream is read.
+	idle.Stop()
+	resp.Body = &idleBody{rc: resp.Body, idle: idle, timeout: p.o.idleTimeout}
 	if f := p.notEventStream(resp, sc); f != nil {
 		_ = opened.Close()
 		return f, nil
@@ -376,7 +392,7 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 			}
 			t.Stop()
 		}
-		cancel()
+		cancel(nil)
 		for range items { // until the reading goroutine has closed the body
 		}
 	}()
@@ -401,11 +417,17 @@ loop:
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if !a.done {
-				return &failure{kind: agent.ErrorTransient, text: sc.clean(p.o.name + ": the stream broke: " + transportText(it.err))}, nil
+			why := transportText(it.err)
+			switch {
+			case stalled() && !a.done:
+				return p.stalledFailure(), nil
+			case !a.done:
+				return &failure{kind: agent.ErrorTransient, text: sc.clean(p.o.name + ": the stream broke: " + why)}, nil
+			case stalled():
+				why = errStalled.Error()
 			}
 			// The answer is complete; only its tail (usage, [DONE]) is lost.
-			a.log.Debug("openai: stream broke after the answer finished", "error", sc.clean(transportText(it.err)))
+			a.log.Debug("openai: stream broke after the answer finished", "error", sc.clean(why))
 			break loop
 		}
 		if err := a.chunk(&it.c); err != nil {
@@ -420,9 +442,18 @@ loop:
 		return nil, ctx.Err()
 	}
 	if !a.done {
+		if stalled() {
+			return p.stalledFailure(), nil
+		}
 		return &failure{kind: agent.ErrorTransient, text: p.o.name + ": the stream ended before the model finished"}, nil
 	}
 	return nil, nil
+}
+
+// stalledFailure is the failure of an attempt whose server stayed silent
+// for the idle timeout: transient, as a dropped connection is.
+func (p *Provider) stalledFailure() *failure {
+	return &failure{kind: agent.ErrorTransient, text: fmt.Sprintf("%s: %v: nothing received for %v (idle timeout)", p.o.name, errStalled, p.o.idleTimeout)}
 }
 
 // credential returns the secret to send: from auth::get_token (cached for

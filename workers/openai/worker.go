@@ -42,6 +42,8 @@ const (
 	SettingReasoningEffort = "reasoning_effort"
 	// SettingCoalesce is [WithCoalesce] in bytes ("16384"; "0" is off).
 	SettingCoalesce = "coalesce"
+	// SettingIdleTimeout is [WithIdleTimeout] as a Go duration ("3m").
+	SettingIdleTimeout = "idle_timeout"
 	// SettingHeaderPrefix prefixes [WithHeader] settings:
 	// "header.OpenAI-Organization" = "org-…".
 	SettingHeaderPrefix = "header."
@@ -135,6 +137,12 @@ func settingsOptions(settings map[string]string) ([]Option, error) {
 			} else {
 				opts = append(opts, WithCoalesce(n))
 			}
+		case SettingIdleTimeout:
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s %s=%q is not a duration", engine.ErrInvalidOption, WorkerName, k, v)
+			}
+			opts = append(opts, WithIdleTimeout(d))
 		case SettingMaxTokensField:
 			opts = append(opts, WithMaxTokensField(v))
 		case SettingReasoningEffort:
@@ -142,8 +150,8 @@ func settingsOptions(settings map[string]string) ([]Option, error) {
 		default:
 			name, ok := strings.CutPrefix(k, SettingHeaderPrefix)
 			if !ok {
-				return nil, fmt.Errorf("%w: %s has no setting %q (want %s, %s, %s, %s, %s, %s, %s, %s or %s<Name>)", engine.ErrInvalidOption, WorkerName, k,
-					SettingName, SettingBaseURL, SettingAPIKeyEnv, SettingRequireKey, SettingMaxRetries, SettingMaxTokensField, SettingReasoningEffort, SettingCoalesce, SettingHeaderPrefix)
+				return nil, fmt.Errorf("%w: %s has no setting %q (want %s, %s, %s, %s, %s, %s, %s, %s, %s or %s<Name>)", engine.ErrInvalidOption, WorkerName, k,
+					SettingName, SettingBaseURL, SettingAPIKeyEnv, SettingRequireKey, SettingMaxRetries, SettingMaxTokensField, SettingReasoningEffort, SettingCoalesce, SettingIdleTimeout, SettingHeaderPrefix)
 			}
 			opts = append(opts, WithHeader(name, v))
 		}

@@ -215,7 +215,7 @@ func TestProvision(t *testing.T) {
 		stream   string // the stream function, "" when Provision fails
 	}{
 		{name: "defaults", settings: nil, stream: "provider::openai::stream"},
-		{name: "ollama", settings: map[string]string{"name": "ollama", "base_url": "http://localhost:11434/v1", "require_key": "false", "max_retries": "0"}, stream: "provider::ollama::stream"},
+		{name: "ollama", settings: map[string]string{"name": "ollama", "base_url": "http://localhost:11434/v1", "require_key": "false", "max_retries": "0", "idle_timeout": "15m"}, stream: "provider::ollama::stream"},
 		{name: "kimi", settings: map[string]string{"name": "kimi", "base_url": "https://api.moonshot.ai/v1", "api_key_env": "MOONSHOT_API_KEY",
 			"max_tokens_field": "max_tokens", "reasoning_effort": "never", "header.X-Trace": "on", "coalesce": "0"}, stream: "provider::kimi::stream"},
 		{name: "unknown setting", settings: map[string]string{"model": "x"}},
@@ -227,6 +227,8 @@ func TestProvision(t *testing.T) {
 		{name: "bad effort", settings: map[string]string{"reasoning_effort": "max"}},
 		{name: "bad coalesce", settings: map[string]string{"coalesce": "16KiB"}},
 		{name: "coalesce too big", settings: map[string]string{"coalesce": "1048576"}},
+		{name: "bad idle timeout", settings: map[string]string{"idle_timeout": "3 minutes"}},
+		{name: "zero idle timeout", settings: map[string]string{"idle_timeout": "0s"}},
 		{name: "bad header", settings: map[string]string{"header.Bad Name": "x"}},
 		{name: "header newline", settings: map[string]string{"header.X-A": "a\r\nb"}},
 	}
@@ -295,6 +297,7 @@ func TestOptionsRefused(t *testing.T) {
 		"empty header": openai.WithHeader("", "x"),
 		"coalesce":     openai.WithCoalesce(-1),
 		"coalesce max": openai.WithCoalesce(openai.MaxCoalesce + 1),
+		"idle timeout": openai.WithIdleTimeout(0),
 	} {
 		if _, err := openai.New(opt); !errors.Is(err, engine.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
