@@ -43,6 +43,7 @@ type (
 	readRequest struct {
 		SessionID string `json:"session_id"`
 		Leaf      string `json:"leaf,omitempty"`
+		After     string `json:"after,omitempty"`
 	}
 	pathMessage struct {
 		EntryID string        `json:"entry_id"`
@@ -53,9 +54,11 @@ type (
 		Type    string `json:"type"`
 	}
 	messagesResponse struct {
-		Leaf     string        `json:"leaf"`
-		Messages []pathMessage `json:"messages"`
-		Path     []pathStep    `json:"path"`
+		Leaf        string        `json:"leaf"`
+		Messages    []pathMessage `json:"messages"`
+		Path        []pathStep    `json:"path"`
+		PathOmitted int           `json:"path_omitted"`
+		Truncated   bool          `json:"truncated"`
 	}
 	treeEntry struct {
 		ID        string `json:"id"`
@@ -200,8 +203,8 @@ func (c *compactor) compact(ctx context.Context, req CompactRequest, staleBefore
 // run compacts the session's active path under its lease.
 func (c *compactor) run(ctx context.Context, req CompactRequest, m modelInfo, staleBefore int64) (CompactResponse, error) {
 	sid := req.SessionID
-	var view messagesResponse
-	if err := c.e.Trigger(ctx, sessionMessagesFunction, readRequest{SessionID: sid}, &view); err != nil {
+	view, err := c.readView(ctx, sid)
+	if err != nil {
 		return CompactResponse{}, callErr(err, "read session %s", sid)
 	}
 	msgs := make([]agent.Message, len(view.Messages))
@@ -272,9 +275,16 @@ func (c *compactor) run(ctx context.Context, req CompactRequest, m modelInfo, st
 		} else {
 			quote = latestRequest(prev)
 		}
-		quote = shorten(quote, max(2*keep, minChunkBytes))
+		// At most the turn size the cut keeps whole: twice keep, in
+		// estimated tokens.
+		quote = shorten(quote, max(tokenBytes(2*keep), minChunkBytes))
 	}
-	summary = withLatestRequest(summary, quote)
+	room := summaryRoom(c.o.maxEntrySize, c.e.Conn().MaxPayload())
+	if summary, err = entrySummary(summary, quote, room); err != nil {
+		return CompactResponse{}, wire.Wrap(wire.CodeInternal, err,
+			"session %s: %d bytes of entry limit left for the summary (max_entry_size %d, server max payload %d)",
+			sid, room, c.o.maxEntrySize, c.e.Conn().MaxPayload())
+	}
 
 	if err := context.Cause(ctx); err != nil {
 		return CompactResponse{}, busErr(ctx, err, "compact session %s", sid)
@@ -326,7 +336,40 @@ func (c *compactor) leftPath(ctx context.Context, sid, id string) bool {
 			return false
 		}
 	}
-	return true
+	// A path too long for one answer leaves its oldest steps out: id may
+	// be among them, so only a whole path says it left.
+	return view.PathOmitted == 0
+}
+
+// maxViewPages bounds the pages of one view read.
+const maxViewPages = 10_000
+
+// readView reads sid's active path with session::messages, every page:
+// an answer that would outgrow the server's max payload is cut
+// (truncated) and the rest read after its last message on the same leaf.
+// The path steps are the first page's (the newest steps, the compaction
+// that starts the messages among them).
+func (c *compactor) readView(ctx context.Context, sid string) (messagesResponse, error) {
+	var view messagesResponse
+	if err := c.e.Trigger(ctx, sessionMessagesFunction, readRequest{SessionID: sid}, &view); err != nil {
+		return view, err
+	}
+	for page := 1; view.Truncated; page++ {
+		if len(view.Messages) == 0 || page == maxViewPages {
+			return view, wire.Errorf(wire.CodeInternal, "session::messages answered truncated after %d messages in %d pages", len(view.Messages), page)
+		}
+		var next messagesResponse
+		req := readRequest{SessionID: sid, Leaf: view.Leaf, After: view.Messages[len(view.Messages)-1].EntryID}
+		if err := c.e.Trigger(ctx, sessionMessagesFunction, req, &next); err != nil {
+			return view, err
+		}
+		if len(next.Messages) == 0 && next.Truncated {
+			return view, wire.Errorf(wire.CodeInternal, "session::messages answered an empty truncated page")
+		}
+		view.Messages = append(view.Messages, next.Messages...)
+		view.Truncated = next.Truncated
+	}
+	return view, nil
 }
 
 func isCompaction(path []pathStep, id string) bool {

@@ -464,6 +464,176 @@ func TestSplitTurn(t *testing.T) {
 	})
 }
 
+// quoteOf is the quote of a summary's latest-request section, and
+// whether it has one.
+func quoteOf(summary string) (string, bool) {
+	i := strings.Index(summary, compaction.LatestRequestHeading+"\n\n")
+	if i < 0 {
+		return "", false
+	}
+	return summary[i+len(compaction.LatestRequestHeading)+2:], true
+}
+
+// splitTurn appends a user prompt of promptBytes bytes ("m1 " then
+// filler) followed by pairs call/result pairs whose results are
+// resultBytes bytes each, one append per message (each may be large).
+func (f *fixture) splitTurn(t *testing.T, sid string, promptBytes, pairs, resultBytes int) string {
+	t.Helper()
+	prompt := "m1 " + pad(promptBytes-3)
+	f.appendMsgs(t, sid, agent.UserText(prompt, 1))
+	for i := range pairs {
+		id := fmt.Sprintf("call_%d", i)
+		f.appendMsgs(t, sid, call(id, "fs::read", map[string]any{"path": fmt.Sprintf("/f%d", i)}))
+		f.appendMsgs(t, sid, result(id, "fs::read", fmt.Sprintf("m%d %s", i+2, pad(resultBytes))))
+	}
+	return prompt
+}
+
+// The quote of a split turn's request is bounded in estimated tokens:
+// twice keep_tokens (the turn size the cut keeps whole), at 4 bytes a
+// token. A prompt within it is quoted verbatim; a longer one loses its
+// middle down to that many bytes.
+func TestQuoteFollowsKeepTokens(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false))
+	tests := []struct {
+		name        string
+		keep        int
+		promptBytes int
+		verbatim    bool
+	}{
+		{"well within", 100, 700, true},
+		{"exactly twice keep", 100, 800, true},
+		{"over twice keep", 100, 3000, false},
+		{"larger keep, within", 150, 1100, true},
+		{"larger keep, over", 150, 3000, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sid := f.create(t)
+			prompt := f.splitTurn(t, sid, tt.promptBytes, 6, 800)
+			r, err := f.compact(ctxT(t), compaction.CompactRequest{SessionID: sid, KeepTokens: tt.keep})
+			if err != nil || !r.Compacted {
+				t.Fatalf("%+v, %v", r, err)
+			}
+			q, ok := quoteOf(f.compactions(t, sid)[0].Summary)
+			if !ok {
+				t.Fatal("the split compaction quotes no request")
+			}
+			bound := 2 * tt.keep * 4 // twice keep_tokens, 4 bytes a token
+			if tt.verbatim {
+				if q != prompt {
+					t.Fatalf("quote of %d bytes is not the %d-byte prompt verbatim (bound %d bytes)", len(q), len(prompt), bound)
+				}
+				return
+			}
+			if len(q) != bound || !strings.HasPrefix(q, "m1 ") || !strings.Contains(q, "middle omitted") {
+				t.Fatalf("quote is %d bytes, want the prompt shortened to %d: %.80q", len(q), bound, q)
+			}
+			if tok := compaction.MessageTokens(agent.UserText(q, 0)); tok > 2*tt.keep {
+				t.Fatalf("quote estimates %d tokens, over twice keep_tokens %d", tok, tt.keep)
+			}
+		})
+	}
+}
+
+// On a large window the quote and the summary together can outgrow the
+// session tree's entry limit (256 KiB): the quote is cut first, then the
+// summary, so the entry is stored, and the session compacts again later.
+func TestLargeWindowEntryFits(t *testing.T) {
+	t.Parallel()
+	// A reserve of 100k tokens lets the huge model answer ≈ 400 KB.
+	f := newFixture(t, compaction.WithAuto(false), compaction.WithReserveTokens(100_000))
+	const limit = compaction.DefaultMaxEntrySize
+	tests := []struct {
+		name         string
+		summaryBytes int
+		split        bool // a 240 KB prompt and a short agent loop; else four 100 KB exchanges
+		wantQuote    int  // the quote's size: -1 when not shortened
+		wantFull     bool // the summary is stored whole
+	}{
+		// 240 KB quoted verbatim (twice keep_tokens is 240,000 bytes)
+		// plus a 64 KB summary (16k tokens) is over the limit: the
+		// quote gives way.
+		{"quote cut", 64 << 10, true, -1, true},
+		// A summary over the limit on its own: the quote keeps its
+		// minimum (256 bytes), the summary loses its middle.
+		{"quote and summary cut", 300 << 10, true, 256, false},
+		{"summary cut, no quote", 300 << 10, false, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Not parallel: the huge model's summary size is the fixture's.
+			f.sum.hugeBytes.Store(int64(tt.summaryBytes))
+			sid := f.create(t)
+			if tt.split {
+				f.splitTurn(t, sid, 240_000, 2, 20_000)
+			} else {
+				for i := 1; i <= 4; i++ {
+					f.appendMsgs(t, sid, exchange(i, 100_000))
+				}
+			}
+			req := compaction.CompactRequest{SessionID: sid, Model: hugeModel, KeepTokens: 30_000}
+			r, err := f.compact(ctxT(t), req)
+			if err != nil || !r.Compacted {
+				t.Fatalf("%+v, %v", r, err)
+			}
+			s := f.compactions(t, sid)[0].Summary
+			if len(s) > limit || len(s) < limit-2048 {
+				t.Fatalf("summary of %d bytes: want the entry limit %d used, less room for the other fields", len(s), limit)
+			}
+			body, q := s, ""
+			if i := strings.Index(s, "\n\n"+compaction.LatestRequestHeading); i >= 0 {
+				body, q = s[:i], s[i:]
+				q, _ = quoteOf(q)
+			}
+			switch {
+			case !tt.split && q != "":
+				t.Fatalf("unexpected quote %.80q", q)
+			case tt.split && (!strings.HasPrefix(q, "m1 ") || !strings.Contains(q, "middle omitted")):
+				t.Fatalf("quote %.80q is not the prompt shortened", q)
+			case tt.wantQuote > 0 && len(q) != tt.wantQuote:
+				t.Fatalf("quote is %d bytes, want %d", len(q), tt.wantQuote)
+			}
+			if full := len(body) == tt.summaryBytes && !strings.Contains(body, "middle omitted"); full != tt.wantFull {
+				t.Fatalf("summary of %d bytes (model answered %d): stored whole %v, want %v", len(body), tt.summaryBytes, full, tt.wantFull)
+			}
+			if !strings.HasPrefix(body, "## Goal\nseen: m1") || !strings.HasSuffix(body, summaryEnd) {
+				t.Fatalf("summary lost its head or tail: %.80q … %q", body, body[max(len(body)-40, 0):])
+			}
+			// The session keeps compacting: nothing is stuck.
+			f.sum.hugeBytes.Store(1 << 10)
+			for i := 10; i <= 13; i++ {
+				f.appendMsgs(t, sid, exchange(i, 30_000))
+			}
+			if r, err := f.compact(ctxT(t), req); err != nil || !r.Compacted {
+				t.Fatalf("second compaction: %+v, %v", r, err)
+			}
+		})
+	}
+}
+
+// A lowered entry limit (the session tree's max_entry_size, told to the
+// worker) bounds the summary the same way.
+func TestMaxEntrySize(t *testing.T) {
+	t.Parallel()
+	const limit = 32 << 10
+	f := newFixture(t, compaction.WithAuto(false), compaction.WithMaxEntrySize(limit))
+	f.sum.hugeBytes.Store(60 << 10) // within the default output bound (16k tokens)
+	sid := f.create(t)
+	for i := 1; i <= 4; i++ {
+		f.appendMsgs(t, sid, exchange(i, 20_000))
+	}
+	r, err := f.compact(ctxT(t), compaction.CompactRequest{SessionID: sid, Model: hugeModel, KeepTokens: 5000})
+	if err != nil || !r.Compacted {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if s := f.compactions(t, sid)[0].Summary; len(s) > limit || len(s) < limit-2048 || !strings.Contains(s, "middle omitted") {
+		t.Fatalf("summary of %d bytes under a limit of %d", len(s), limit)
+	}
+}
+
 // Bad input answers coded errors and writes nothing.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
@@ -688,7 +858,10 @@ func TestProvision(t *testing.T) {
 	}{
 		{map[string]string{}, true},
 		{map[string]string{"reserve_tokens": "8000", "keep_fraction": "0.3", "prune_bytes": "4096", "lease_ttl": "90s",
-			"auto": "false", "concurrency": "2", "timeout": "5m", "split_turns": "false"}, true},
+			"auto": "false", "concurrency": "2", "timeout": "5m", "split_turns": "false",
+			"max_entry_size": "1048576"}, true},
+		{map[string]string{"max_entry_size": "1024"}, false},
+		{map[string]string{"max_entry_size": "big"}, false},
 		{map[string]string{"reserve_tokens": "0"}, false},
 		{map[string]string{"reserve_tokens": "many"}, false},
 		{map[string]string{"keep_fraction": "1"}, false},
@@ -1007,5 +1180,33 @@ func TestCompactWhileTheLeafMoves(t *testing.T) {
 				t.Fatalf("the compaction's parent is %s, not the new message %s", p.EntryID, newID)
 			}
 		})
+	}
+}
+
+// A path whose messages outgrow one answer of session::messages (over
+// the server's 1 MiB max payload) is read page by page: the compaction
+// sees, counts and summarises all of it. Before, the tree failed the
+// read; once it paged, the first page alone would have been the session.
+func TestCompactReadsEveryPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, compaction.WithAuto(false), compaction.WithReserveTokens(100_000))
+	f.sum.hugeBytes.Store(1 << 10)
+	sid := f.create(t)
+	const n, size = 12, 100_000 // 1.2 MB of messages
+	var ids []string
+	for i := 1; i <= n; i++ {
+		ids = append(ids, f.appendMsgs(t, sid, exchange(i, size))...)
+	}
+	r, err := f.compact(ctxT(t), compaction.CompactRequest{SessionID: sid, Model: hugeModel, KeepTokens: 30_000})
+	if err != nil || !r.Compacted {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if want := n * size / 4; r.TokensBefore < want {
+		t.Fatalf("tokens before %d: the compaction did not see the whole path (≥ %d)", r.TokensBefore, want)
+	}
+	// What it kept is the newest turn (question n-1, answer n), read on
+	// the last page.
+	if r.FirstKeptEntryID != ids[n-2] {
+		t.Fatalf("first kept %s, want the newest question %s", r.FirstKeptEntryID, ids[n-2])
 	}
 }

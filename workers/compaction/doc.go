@@ -37,7 +37,9 @@
 //     twice keep_tokens (a long agent loop on one prompt): then, with
 //     [WithSplitTurns] (the default), the kept part starts at an
 //     assistant message of that turn and the summary ends with the
-//     newest user message verbatim ([LatestRequestHeading]). Nothing
+//     newest user message verbatim ([LatestRequestHeading]), up to
+//     twice keep_tokens (estimated tokens, 4 bytes each: the turn size
+//     the cut keeps whole); a longer message loses its middle. Nothing
 //     older than the cut (besides the previous summary) answers
 //     "nothing_to_compact".
 //  5. The older part is rendered as text (function outputs larger than
@@ -51,13 +53,19 @@
 //  6. The entry {type: "compaction", summary, first_kept_entry_id,
 //     tokens_before} is appended with session::append at the active leaf,
 //     so messages appended meanwhile stay on the path;
-//     session::messages then answers [summary, ...kept messages].
+//     session::messages then answers [summary, ...kept messages]. The
+//     entry fits the session tree's entry limit ([WithMaxEntrySize],
+//     256 KiB, and at most the server's max payload less 1 KiB) with
+//     1 KiB left for its other fields: the quote loses its middle first
+//     (down to 256 bytes), then the summary.
 //
 // Errors are coded: invalid_payload for bad input or an unknown model;
 // the session tree's not_found for an unknown session; the provider's
 // error when a summary cannot be written; internal when the model
 // answers no text ([ErrEmptySummary]) or an answer that did not end
-// normally, such as one cut by its output bound ([ErrTruncatedSummary]);
+// normally, such as one cut by its output bound ([ErrTruncatedSummary]),
+// or when the entry limit cannot hold even a minimal entry
+// ([ErrEntryTooSmall]);
 // conflict when the compaction lost its lease ([ErrLeaseLost]) or the
 // active leaf moved meanwhile to a branch without the first kept entry
 // ([ErrPathChanged]; a leaf that moved on past it is fine, the entry goes
@@ -99,8 +107,8 @@
 //
 //  1. New: the registry builds a [Worker]; embedders use [NewWorker].
 //  2. Provision: the settings reserve_tokens, keep_fraction, prune_bytes,
-//     lease_ttl, auto, concurrency, timeout and split_turns (see the
-//     Setting* constants); any other is an error.
+//     lease_ttl, auto, concurrency, timeout, split_turns and
+//     max_entry_size (see the Setting* constants); any other is an error.
 //  3. Start: open (create) [LeaseBucket], register compaction::compact
 //     on the engine worker "compaction" with its schemas and skill, start
 //     the trigger.

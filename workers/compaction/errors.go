@@ -25,6 +25,11 @@ var (
 	// hold the summarizer prompt, the running summary and one message
 	// (internal).
 	ErrWindowTooSmall = errors.New("compaction: model window too small to summarize")
+	// ErrEntryTooSmall is returned when the entry limit
+	// ([WithMaxEntrySize], or the server's max payload less 1 KiB) cannot
+	// hold the entry's other fields and 256 bytes each of the summary and
+	// of the quote of the newest user request (internal).
+	ErrEntryTooSmall = errors.New("compaction: entry limit too small for a compaction entry")
 	// ErrEmptySummary is returned when the model answers without text
 	// (internal).
 	ErrEmptySummary = errors.New("compaction: the model returned an empty summary")

@@ -35,6 +35,13 @@ const (
 	window       = 4000
 	usable       = 3000
 	keepDefault  = 750
+	// hugeModel has a window of hugeWindow tokens and answers a summary
+	// of summarizer.hugeBytes bytes ([summarizer.huge]).
+	hugeModel  = "huge"
+	hugeWindow = 400_000
+	// summaryEnd ends every summary of hugeModel: a stored summary that
+	// still ends with it (before its quote) was not shortened.
+	summaryEnd = "END OF SUMMARY"
 )
 
 // summarizer is the scripted summarizer: it fails a request estimated
@@ -42,10 +49,11 @@ const (
 // summary that quotes it: the message markers ("m12") of the
 // conversation it read, then the previous summary, verbatim.
 type summarizer struct {
-	calls   atomic.Int64
-	gate    chan struct{}
-	mu      sync.Mutex
-	prompts []string
+	calls     atomic.Int64
+	hugeBytes atomic.Int64 // the size of hugeModel's summaries
+	gate      chan struct{}
+	mu        sync.Mutex
+	prompts   []string
 }
 
 var markerRE = regexp.MustCompile(`\bm\d+\b`)
@@ -96,6 +104,27 @@ func (s *summarizer) verbose() scripted.ScriptFunc {
 			r.Text += "\n## Files\n" + strings.Repeat("- /src/file.go: read\n", 1000)
 		}
 		return r, err
+	}
+}
+
+// huge answers hugeModel: the markers of the conversation it read, then
+// a "Files" section filling the summary up to s.hugeBytes bytes, then
+// [summaryEnd].
+func (s *summarizer) huge() scripted.ScriptFunc {
+	return func(req scripted.StreamRequest) (scripted.Reply, error) {
+		s.calls.Add(1)
+		text := ""
+		for _, m := range req.Messages {
+			for _, c := range m.Content {
+				text += c.Text
+			}
+		}
+		conv := between(text, "<conversation>\n", "</conversation>")
+		out := "## Goal\nseen: " + strings.Join(markerRE.FindAllString(conv, -1), " ") + "\n## Files\n"
+		if n := int(s.hugeBytes.Load()) - len(out) - len(summaryEnd); n > 0 {
+			out += pad(n)
+		}
+		return scripted.Reply{Text: out + summaryEnd}, nil
 	}
 }
 
@@ -176,6 +205,7 @@ func newFixtureIn(t testing.TB, region string, opts ...compaction.Option) *fixtu
 		scripted.WithScript(gatedModel, sum.script(true, false)),
 		scripted.WithScript(brokenModel, sum.script(false, true)),
 		scripted.WithScript(verboseModel, sum.verbose()),
+		scripted.WithScript(hugeModel, sum.huge()),
 		scripted.WithScript(thinkerModel, func(scripted.StreamRequest) (scripted.Reply, error) {
 			return scripted.Reply{Thinking: "I would rather not."}, nil
 		}),
@@ -187,6 +217,7 @@ func newFixtureIn(t testing.TB, region string, opts ...compaction.Option) *fixtu
 	for _, id := range []string{tinyModel, gatedModel, brokenModel, verboseModel, thinkerModel} {
 		catalog = append(catalog, agent.Model{ID: id, Provider: scripted.ProviderName, ContextWindow: window, MaxOutputTokens: 2000})
 	}
+	catalog = append(catalog, agent.Model{ID: hugeModel, Provider: scripted.ProviderName, ContextWindow: hugeWindow, MaxOutputTokens: 128_000})
 	w := compaction.NewWorker(opts...)
 	closers := []interface {
 		Start(context.Context, *engine.Engine) error

@@ -57,6 +57,7 @@ type options struct {
 	concurrency  int
 	timeout      time.Duration
 	splitTurns   bool
+	maxEntrySize int
 	rescan       time.Duration // how often the trigger lists the events stream's copies
 	logger       *slog.Logger  // nil: the engine's
 }
@@ -72,6 +73,7 @@ func defaultOptions() options {
 		concurrency:  DefaultConcurrency,
 		timeout:      DefaultTimeout,
 		splitTurns:   true,
+		maxEntrySize: DefaultMaxEntrySize,
 		rescan:       triggerRescan,
 	}
 }
@@ -201,6 +203,22 @@ func WithTimeout(d time.Duration) Option {
 func WithSplitTurns(on bool) Option {
 	return func(o *options) error {
 		o.splitTurns = on
+		return nil
+	}
+}
+
+// WithMaxEntrySize sets the entry limit of the session tree the worker
+// writes to (default [DefaultMaxEntrySize], the session tree's default;
+// [MinMaxEntrySize] to [MaxMaxEntrySize]): set it to the session tree's
+// max_entry_size when that is lowered. The summary and its quote are cut
+// to fit it (and the server's max payload less 1 KiB) with room for the
+// entry's other fields.
+func WithMaxEntrySize(n int) Option {
+	return func(o *options) error {
+		if n < MinMaxEntrySize || n > MaxMaxEntrySize {
+			return optErr("max entry size %d not in [%d, %d]", n, MinMaxEntrySize, MaxMaxEntrySize)
+		}
+		o.maxEntrySize = n
 		return nil
 	}
 }

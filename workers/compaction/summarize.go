@@ -103,7 +103,7 @@ type summarizer struct {
 // It returns the summary and the number of model calls.
 func (s summarizer) run(ctx context.Context, prev string, msgs []agent.Message) (string, int, error) {
 	rendered := renderMessages(msgs, s.pruneBytes)
-	room := (s.usable - tokens(len(SystemPrompt))) * 4 // bytes of user message
+	room := tokenBytes(s.usable - tokens(len(SystemPrompt))) // bytes of user message
 	if s.maxBytes > 0 {
 		room = min(room, s.maxBytes)
 	}
@@ -146,8 +146,11 @@ func withLatestRequest(summary, quote string) string {
 	if quote == "" {
 		return summary
 	}
-	return summary + "\n\n" + LatestRequestHeading + "\n\n" + quote
+	return summary + latestRequestSep + quote
 }
+
+// latestRequestSep goes between a summary and its quote.
+const latestRequestSep = "\n\n" + LatestRequestHeading + "\n\n"
 
 // stripLatestRequest drops the latest-request section (and what follows
 // it) from a summary.

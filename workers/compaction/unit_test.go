@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -251,3 +252,106 @@ func TestSummarizerPayloadBound(t *testing.T) {
 		t.Fatalf("%d calls: %v", n, err)
 	}
 }
+
+// tokenBytes inverts the estimate: t tokens are 4t bytes, and 4t bytes
+// estimate t tokens.
+func TestTokenBytes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ tokens, bytes int }{
+		{-1, 0}, {0, 0}, {1, 4}, {200, 800}, {MaxKeepTokens * 2, MaxKeepTokens * 8},
+	} {
+		if got := tokenBytes(tt.tokens); got != tt.bytes {
+			t.Errorf("tokenBytes(%d) = %d, want %d", tt.tokens, got, tt.bytes)
+		}
+		if tt.tokens > 0 && tokens(tt.bytes) != tt.tokens {
+			t.Errorf("tokens(%d) = %d, want %d", tt.bytes, tokens(tt.bytes), tt.tokens)
+		}
+	}
+	if tokenBytes(math.MaxInt/2) != math.MaxInt {
+		t.Error("tokenBytes overflows")
+	}
+}
+
+// The room for a summary is the entry limit, at most the server's max
+// payload less the session tree's headroom, less the entry's other
+// fields.
+func TestSummaryRoom(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		maxEntry   int
+		maxPayload int64
+		want       int
+	}{
+		{DefaultMaxEntrySize, 1 << 20, DefaultMaxEntrySize - entryOverhead},
+		{DefaultMaxEntrySize, 0, DefaultMaxEntrySize - entryOverhead},
+		{DefaultMaxEntrySize, 64 << 10, 64<<10 - entryHeadroom - entryOverhead},
+		{1 << 20, 8 << 20, 1<<20 - entryOverhead},
+		{DefaultMaxEntrySize, 1500, 0},
+	} {
+		if got := summaryRoom(tt.maxEntry, tt.maxPayload); got != tt.want {
+			t.Errorf("summaryRoom(%d, %d) = %d, want %d", tt.maxEntry, tt.maxPayload, got, tt.want)
+		}
+	}
+}
+
+// entrySummary fits the summary and its quote in the room: the quote is
+// cut first, down to minEntryPart, then the summary; too little room is
+// ErrEntryTooSmall.
+func TestEntrySummary(t *testing.T) {
+	t.Parallel()
+	sum := func(n int) string { return "## Goal\n" + strings.Repeat("s", n-len("## Goal\n")-3) + "END" }
+	quote := func(n int) string { return "Q" + strings.Repeat("é", (n-2)/2) + "Z" } // multi-byte
+	sep := len(latestRequestSep)
+	tests := []struct {
+		name           string
+		summary, quote string
+		room           int
+		wantSummary    int // bytes of summary kept (== len(summary): whole)
+		wantQuote      int // bytes of quote kept
+		err            error
+	}{
+		{"fits", sum(1000), quote(1000), 4000, 1000, 1000, nil},
+		{"fits exactly", sum(1000), quote(1000), 1000 + sep + 1000, 1000, 1000, nil},
+		{"no quote fits", sum(1000), "", 1000, 1000, 0, nil},
+		{"quote cut", sum(1000), quote(10000), 4000, 1000, 4000 - 1000 - sep, nil},
+		{"quote cut to its minimum", sum(3000), quote(10000), 3000 + sep + minEntryPart, 3000, minEntryPart, nil},
+		{"then the summary", sum(10000), quote(10000), 2000, 2000 - sep - minEntryPart, minEntryPart, nil},
+		{"short quote stays whole", sum(10000), quote(100), 2000, 2000 - sep - 100, 100, nil},
+		{"no quote, summary cut", sum(10000), "", 2000, 2000, 0, nil},
+		{"minimal entry", sum(10000), quote(10000), 2*minEntryPart + sep, minEntryPart, minEntryPart, nil},
+		{"below minimal", sum(10000), quote(10000), 2*minEntryPart + sep - 1, 0, 0, ErrEntryTooSmall},
+		{"no room", sum(10000), "", 0, 0, 0, ErrEntryTooSmall},
+		{"no quote, below minimal", sum(10000), "", minEntryPart - 1, 0, 0, ErrEntryTooSmall},
+	}
+	for _, tt := range tests {
+		got, err := entrySummary(tt.summary, tt.quote, tt.room)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("%s: error %v, want %v", tt.name, err, tt.err)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if len(got) > tt.room || !utf8.ValidString(got) {
+			t.Errorf("%s: %d bytes in a room of %d (UTF-8 %v)", tt.name, len(got), tt.room, utf8.ValidString(got))
+		}
+		s, q := stripLatestRequest(got), latestRequest(got)
+		s = strings.TrimSpace(s)
+		// A multi-byte character at a cut of the quote moves a byte
+		// between the quote and the summary.
+		if abs(len(s)-tt.wantSummary) > 1 || abs(len(q)-tt.wantQuote) > 1 {
+			t.Errorf("%s: summary %d bytes (want %d), quote %d (want %d)", tt.name, len(s), tt.wantSummary, len(q), tt.wantQuote)
+		}
+		if whole := len(s) == len(tt.summary); whole != (s == tt.summary) {
+			t.Errorf("%s: summary changed: %.60q", tt.name, s)
+		}
+		if !strings.HasPrefix(s, "## Goal") || !strings.HasSuffix(s, "END") {
+			t.Errorf("%s: summary lost its head or tail: %.60q", tt.name, s)
+		}
+		if tt.quote != "" && (!strings.HasPrefix(q, "Q") || !strings.HasSuffix(q, "Z")) {
+			t.Errorf("%s: quote lost its head or tail: %.60q", tt.name, q)
+		}
+	}
+}
+
+func abs(n int) int { return max(n, -n) }

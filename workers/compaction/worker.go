@@ -25,6 +25,7 @@ const (
 	SettingConcurrency   = "concurrency"    // integer, [WithConcurrency]
 	SettingTimeout       = "timeout"        // Go duration, [WithTimeout]
 	SettingSplitTurns    = "split_turns"    // bool, [WithSplitTurns]
+	SettingMaxEntrySize  = "max_entry_size" // integer, [WithMaxEntrySize]
 )
 
 func init() {
@@ -79,7 +80,7 @@ func settingOption(k, v string) (Option, error) {
 		return fmt.Errorf("%w: %s.%s %q: %v", engine.ErrInvalidOption, WorkerName, k, v, err)
 	}
 	switch k {
-	case SettingReserveTokens, SettingPruneBytes, SettingConcurrency:
+	case SettingReserveTokens, SettingPruneBytes, SettingConcurrency, SettingMaxEntrySize:
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return nil, bad(err)
@@ -89,6 +90,8 @@ func settingOption(k, v string) (Option, error) {
 			return WithReserveTokens(n), nil
 		case SettingPruneBytes:
 			return WithPruneBytes(n), nil
+		case SettingMaxEntrySize:
+			return WithMaxEntrySize(n), nil
 		default:
 			return WithConcurrency(n), nil
 		}

@@ -191,11 +191,7 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 		return msgs, k.id, nil
 	}
 	h.mu.Unlock()
-	var out struct {
-		Leaf     string      `json:"leaf"`
-		Messages []pathEntry `json:"messages"`
-	}
-	err = h.read(ctx, sessionMessages, map[string]string{"session_id": sid}, &out)
+	out, err := h.readMessages(ctx, sid)
 	if errors.Is(err, wire.ErrNotFound) {
 		h.forget(sid)
 		return nil, "", nil
@@ -220,6 +216,46 @@ func (h *history) LoadIdentified(ctx context.Context, sid string) ([]agent.Messa
 	}
 	h.mu.Unlock()
 	return slices.Clip(msgs), id, nil
+}
+
+// pathMessages is the part of session::messages's answer the
+// orchestrator reads.
+type pathMessages struct {
+	Leaf      string      `json:"leaf"`
+	Messages  []pathEntry `json:"messages"`
+	Truncated bool        `json:"truncated"`
+}
+
+// maxMessagePages bounds the pages of one transcript read (a session tree
+// that kept answering truncated would otherwise be read for ever).
+const maxMessagePages = 10_000
+
+// readMessages reads sid's active path with session::messages, every
+// page of it: an answer that would outgrow the server's max payload is
+// cut (truncated), and the rest is read after its last message on the
+// same leaf, so the model sees the whole transcript and never only its
+// oldest part.
+func (h *history) readMessages(ctx context.Context, sid string) (pathMessages, error) {
+	var out pathMessages
+	if err := h.read(ctx, sessionMessages, map[string]string{"session_id": sid}, &out); err != nil {
+		return out, err
+	}
+	for page := 1; out.Truncated; page++ {
+		if len(out.Messages) == 0 || page == maxMessagePages {
+			return out, fmt.Errorf("%w: session::messages answered truncated after %d messages in %d pages", wire.ErrInternal, len(out.Messages), page)
+		}
+		var next pathMessages
+		req := map[string]string{"session_id": sid, "leaf": out.Leaf, "after": out.Messages[len(out.Messages)-1].EntryID}
+		if err := h.read(ctx, sessionMessages, req, &next); err != nil {
+			return out, err
+		}
+		if len(next.Messages) == 0 && next.Truncated {
+			return out, fmt.Errorf("%w: session::messages answered an empty truncated page", wire.ErrInternal)
+		}
+		out.Messages = append(out.Messages, next.Messages...)
+		out.Truncated = next.Truncated
+	}
+	return out, nil
 }
 
 // Forget drops what this process knows of sid's path (its grain

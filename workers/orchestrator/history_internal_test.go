@@ -3,14 +3,18 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
 )
 
 // TestHistoryReadAsksAgain: a transcript read taken by a session-tree
@@ -80,5 +84,55 @@ func TestHistoryReadAsksAgain(t *testing.T) {
 				t.Fatalf("got %+v, %v", m, err)
 			}
 		})
+	}
+}
+
+// TestHistoryReadsEveryPage: a transcript whose messages outgrow one
+// answer of session::messages (a server with a small max payload) is
+// read page by page, whole; before, the session tree failed the read, and
+// once it paged, the first page alone would have been the transcript.
+func TestHistoryReadsEveryPage(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(16<<10))
+	e := enginetest.NewEngine(t, ns)
+	tree := sessiontree.NewWorker()
+	if err := tree.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tree.Close(context.Background()) })
+	h := newHistory(e, newPublisher(e), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const sid = "pages1"
+	if err := h.ensure(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300 // ≈ 60 KB of messages: four or more pages
+	for i := range n {
+		msg := agent.Message{Role: agent.RoleUser, Content: []agent.Content{agent.Text(fmt.Sprintf("message %03d %s", i, strings.Repeat("x", 150)))}, Timestamp: int64(i + 1)}
+		if err := h.Append(ctx, sid, fmt.Sprintf("r:%d:0", i), []agent.Message{msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Flush(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	// The first page alone is what a reader that does not page gets.
+	var first pathMessages
+	if err := h.read(ctx, sessionMessages, map[string]string{"session_id": sid}, &first); err != nil || !first.Truncated || len(first.Messages) >= n {
+		t.Fatalf("first page: %d messages, truncated %v, %v", len(first.Messages), first.Truncated, err)
+	}
+	h.forget(sid) // read from the tree, not from what the appends left
+	msgs, _, err := h.LoadIdentified(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != n {
+		t.Fatalf("%d messages, want %d", len(msgs), n)
+	}
+	for i, m := range msgs {
+		if want := fmt.Sprintf("message %03d ", i); !strings.HasPrefix(m.Content[0].Text, want) {
+			t.Fatalf("message %d is %.20q", i, m.Content[0].Text)
+		}
 	}
 }

@@ -20,6 +20,9 @@
 //   - session::create {display_name?, session_id?} → {session_id}
 //     (conflict when session_id exists).
 //   - session::ensure {session_id, display_name?} → {session_id, created}.
+//     created is true only for a session with no history: one whose meta
+//     is missing but whose entries are stored is rebuilt (see "Crash
+//     safety") and answers false.
 //   - session::get {session_id} → [Meta].
 //   - session::append {session_id, parent_id?, entry | message, dedup_id?,
 //     dedup_since_ms?} → {entry_id}. The parent defaults to the active
@@ -38,14 +41,21 @@
 //     those carrying the dedup id and completes a chain the first attempt
 //     stored only a prefix of. Exact for any delay, at the cost of that
 //     read, which only replays pay.
-//   - session::messages {session_id, leaf?} → {messages: [{entry_id,
-//     message}], path: [{entry_id, type}], leaf}: what the model sees on
-//     the path from the root to leaf (default: the active leaf), oldest
-//     first. The last compaction on the path wins: its summary comes first
-//     as a user message ([CompactionPrefix]), then the messages from its
+//   - session::messages {session_id, leaf?, after?} → {messages:
+//     [{entry_id, message}], path: [{entry_id, type}], leaf,
+//     path_omitted?, truncated?}: what the model sees on the path from the
+//     root to leaf (default: the active leaf), oldest first. The last
+//     compaction on the path wins: its summary comes first as a user
+//     message ([CompactionPrefix]), then the messages from its
 //     first_kept_entry_id on; compaction entries never appear verbatim,
 //     branch summaries are user messages ([BranchSummaryPrefix]), custom
-//     entries are left out.
+//     entries are left out. An answer never outgrows the server's max
+//     payload: the messages come in pages, truncated set while more
+//     follow, the next asked with leaf (the answer's) and after (the
+//     entry_id of the last message received); path holds the newest
+//     entries of the path that fit after the messages, path_omitted
+//     counting the older ones (a compacted path is mostly those).
+//     [Store.Messages] answers the whole view.
 //   - session::entries {session_id, leaf?} → {entries, leaf}: the raw path.
 //   - session::fork {session_id, from_entry_id, new_session_id?,
 //     display_name?} → {session_id}: a new session whose history is the
@@ -73,9 +83,11 @@
 // stored record that does not decode or breaks the tree (written around
 // the store).
 //
-// Replies are bounded by the server's max payload (1 MiB by default): a
-// path, tree or page whose encoding is larger fails over the bus (the
-// engine answers internal); the [Store] methods have no such bound.
+// Replies are bounded by the server's max payload (1 MiB by default):
+// session::messages pages (above); a path (session::entries,
+// session::export_html), tree or list page whose encoding is larger fails
+// over the bus (the engine answers internal); the [Store] methods have no
+// such bound.
 //
 // session::inbox_push and session::inbox_drain are the orchestrator's.
 //
@@ -176,9 +188,9 @@
 // if empty. A batch interrupted in the middle leaves a shorter chain,
 // folded the same way; a retry with its dedup_id completes it. A meta
 // that is missing (deleted with `nats kv del`, the repair of one that does
-// not decode) is rebuilt the same way by the next read or append of the
-// session, from its newest entry; a session with no entry stays unknown,
-// and a fork loses its forked_from.
+// not decode) is rebuilt the same way by the next read, ensure or append
+// of the session, from its newest entry; a session with no entry stays
+// unknown (an ensure creates it anew), and a fork loses its forked_from.
 //
 // # Foreign messages
 //

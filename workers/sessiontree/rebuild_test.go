@@ -33,7 +33,8 @@ func deleteMeta(t *testing.T, sid string, stores ...*Store) {
 // from its newest entry by the next read or append, as the docs and the
 // error of a meta that does not decode promise (before, it was not_found
 // until a session::ensure; a deferred meta of it was retried every 2 s
-// for the life of the process). A session with no entry stays unknown.
+// for the life of the process; ensure answered created:true over the
+// history). A session with no entry stays unknown.
 func TestDeletedMetaRebuilt(t *testing.T) {
 	t.Parallel()
 	a, b := twoStores(t)
@@ -51,6 +52,16 @@ func TestDeletedMetaRebuilt(t *testing.T) {
 		}},
 		{"fork", func(sid, first string) error {
 			_, err := b.Fork(ctx, ForkRequest{SessionID: sid, FromEntryID: first})
+			return err
+		}},
+		// Before, ensure created an empty meta over the history and
+		// answered created:true, which a caller reads as "nothing to
+		// read, number from 1".
+		{"ensure", func(sid, _ string) error {
+			r, err := b.Ensure(ctx, EnsureRequest{SessionID: sid, DisplayName: "new"})
+			if err == nil && r.Created {
+				return errors.New("created:true for a session with history")
+			}
 			return err
 		}},
 	} {
@@ -92,6 +103,12 @@ func TestDeletedMetaRebuilt(t *testing.T) {
 		_, err := b.Meta(ctx, "r_empty")
 		if !errors.Is(err, wire.ErrNotFound) {
 			t.Fatalf("meta of a deleted empty session: %v, want not_found", err)
+		}
+		// Nothing to lose: ensure creates it, and then finds it.
+		for _, want := range []bool{true, false} {
+			if r, err := b.Ensure(ctx, EnsureRequest{SessionID: "r_empty"}); err != nil || r.Created != want {
+				t.Fatalf("ensure of a deleted empty session = %+v, %v; want created %v", r, err, want)
+			}
 		}
 	})
 

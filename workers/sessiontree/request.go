@@ -285,6 +285,33 @@ func (r ReadRequest) Validate() error {
 	return validEntryRef("leaf", r.Leaf, false)
 }
 
+// MessagesRequest is the request of session::messages: a path, as
+// [ReadRequest], and where to continue a truncated answer.
+type MessagesRequest struct {
+	SessionID string `json:"session_id"`
+	// Leaf is optional: empty reads the active path. With After, it is
+	// the leaf the truncated answer named, so that every page reads the
+	// same path whatever the session's active leaf does meanwhile.
+	Leaf string `json:"leaf,omitempty"`
+	// After continues a truncated answer: the entry_id of the last
+	// message received; the answer holds the messages after it.
+	After string `json:"after,omitempty"`
+}
+
+// Validate checks the ids; After needs Leaf.
+func (r MessagesRequest) Validate() error {
+	if err := (ReadRequest{SessionID: r.SessionID, Leaf: r.Leaf}).Validate(); err != nil {
+		return err
+	}
+	if err := validEntryRef("after", r.After, false); err != nil {
+		return err
+	}
+	if r.After != "" && r.Leaf == "" {
+		return invalid("after needs leaf: the leaf of the answer it continues")
+	}
+	return nil
+}
+
 // PathMessage is one model-facing message and the entry it comes from.
 type PathMessage struct {
 	EntryID string        `json:"entry_id"`
@@ -305,8 +332,17 @@ type MessagesResponse struct {
 	// the path, its summary (as a user message) followed by the messages
 	// from its first_kept_entry_id on.
 	Messages []PathMessage `json:"messages"`
-	// Path is every entry from the root to the leaf.
+	// Path is every entry from the root to the leaf. Over the bus, it is
+	// the newest of them that fit the server's max payload after the
+	// messages, PathOmitted counting the older ones left out.
 	Path []PathStep `json:"path"`
+	// PathOmitted counts the oldest entries of the path left out of Path
+	// (session::messages only; 0: Path is the whole path).
+	PathOmitted int `json:"path_omitted,omitempty"`
+	// Truncated is set when more messages follow than the server's max
+	// payload lets one answer of session::messages hold: ask again with
+	// Leaf and After the entry_id of the last message.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // EntriesResponse is the answer of session::entries.

@@ -76,8 +76,15 @@ const (
 	readRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
 		`"session_id":` + sessionIDSchema + `,"leaf":` + entryIDSchema + `}}`
 
+	messagesRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"leaf":` + entryIDSchema + `,` +
+		`"after":{"type":"string","pattern":"^e[1-9a-z][0-9a-z]{0,12}$",` +
+		`"description":"continue a truncated answer: the entry_id of the last message received (with leaf: the answer's leaf)"}}}`
+
 	messagesResponseSchema = `{"type":"object","required":["messages","path"],"properties":{` +
 		`"leaf":` + entryIDSchema + `,` +
+		`"truncated":{"type":"boolean","description":"more messages follow than the server's max payload lets one answer hold: ask again with leaf and after"},` +
+		`"path_omitted":{"type":"integer","minimum":0,"description":"the oldest entries of the path left out of path to fit the server's max payload"},` +
 		`"messages":{"type":"array","items":{"type":"object","required":["entry_id","message"],"properties":{"entry_id":` + entryIDSchema + `,"message":` + messageSchema + `}}},` +
 		`"path":{"type":"array","items":{"type":"object","required":["entry_id","type"],"properties":{"entry_id":` + entryIDSchema + `,"type":` + entryTypeSchema + `}}}}}`
 

@@ -25,7 +25,7 @@ title: Make sure a session exists
 ---
 # session::ensure
 
-Creates the session when it does not exist and answers ` + "`{session_id, created}`" + `. Safe to call before every run: an existing session is left as it is (its metadata is repaired if a writer stopped halfway).
+Creates the session when it does not exist and answers ` + "`{session_id, created}`" + `. Safe to call before every run: an existing session is left as it is (its metadata is repaired if a writer stopped halfway, or rebuilt from its entries if it was deleted). ` + "`created`" + ` is true only for a session with no history.
 
 ` + "```json" + `
 {"session_id": "s1"}  →  {"session_id": "s1", "created": true}
@@ -88,9 +88,11 @@ title: Read the messages the model sees
 
 Returns the model-facing messages of the path from the root to ` + "`leaf`" + ` (default: the active leaf), oldest first, as ` + "`{messages: [{entry_id, message}], path: [{entry_id, type}], leaf}`" + `.
 
-With a compaction on the path, the list starts with its summary (a user message whose entry_id is the compaction's) followed by the messages from its first_kept_entry_id; compaction entries never appear verbatim, branch summaries appear as user messages, custom entries not at all. ` + "`path`" + ` lists every entry of the path for UIs. A fork's path continues into the session it was forked from.
+With a compaction on the path, the list starts with its summary (a user message whose entry_id is the compaction's) followed by the messages from its first_kept_entry_id; compaction entries never appear verbatim, branch summaries appear as user messages, custom entries not at all. ` + "`path`" + ` lists the entries of the path for UIs. A fork's path continues into the session it was forked from.
 
-Errors: ` + "`not_found`" + ` for an unknown session or a leaf outside its history.
+An answer never outgrows the server's max payload. When more messages follow than one answer holds, it sets ` + "`truncated`" + `: ask again with ` + "`leaf`" + ` (the answer's) and ` + "`after`" + ` (the entry_id of the last message received) for the next ones. ` + "`path`" + ` holds the newest entries of the path that fit after the messages; ` + "`path_omitted`" + ` counts the older ones left out.
+
+Errors: ` + "`not_found`" + ` for an unknown session or a leaf outside its history; ` + "`invalid_payload`" + ` for an ` + "`after`" + ` without ` + "`leaf`" + ` or that is not a message of the path.
 `
 
 	entriesSkill = `---

@@ -208,25 +208,49 @@ func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, 
 }
 
 // Ensure creates the session when it does not exist; an existing one has
-// its meta repaired (see [Store.Meta]).
+// its meta repaired (see [Store.Meta]). A session whose meta is missing
+// but whose subject holds entries (the meta deleted by hand) exists: its
+// meta is rebuilt from them and created is false, since a caller takes
+// created for a session with no history. Telling costs one direct get of
+// the subject's newest message before the create.
 func (s *Store) Ensure(ctx context.Context, req EnsureRequest) (EnsureResponse, error) {
 	if err := req.Validate(); err != nil {
 		return EnsureResponse{}, err
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
+	sid := req.SessionID
+	_, found, err := s.lastMessage(ctx, sid)
+	if err != nil && !errors.Is(err, errNotEntry) {
+		return EnsureResponse{}, err
+	}
+	if found || err != nil {
+		// The subject holds messages: the session's meta is read, or
+		// rebuilt from its entries when missing. Only another client's
+		// messages and no meta is a session still to create.
+		_, err := s.refresh(ctx, sid)
+		if err == nil {
+			return EnsureResponse{SessionID: sid}, nil
+		}
+		if !errors.Is(err, wire.ErrNotFound) {
+			return EnsureResponse{}, err
+		}
+	}
+	// No entry: a new session, unless another writer created it (or a
+	// fork with no entry of its own) meanwhile. No entry can come before
+	// the meta: an append needs it.
 	now := s.nowMs()
-	err := s.createMeta(ctx, Meta{SessionID: req.SessionID, DisplayName: req.DisplayName, CreatedAt: now, UpdatedAt: now})
+	err = s.createMeta(ctx, Meta{SessionID: sid, DisplayName: req.DisplayName, CreatedAt: now, UpdatedAt: now})
 	if err == nil {
-		return EnsureResponse{SessionID: req.SessionID, Created: true}, nil
+		return EnsureResponse{SessionID: sid, Created: true}, nil
 	}
 	if !errors.Is(err, wire.ErrConflict) {
 		return EnsureResponse{}, err
 	}
-	if _, err := s.refresh(ctx, req.SessionID); err != nil {
+	if _, err := s.refresh(ctx, sid); err != nil {
 		return EnsureResponse{}, err
 	}
-	return EnsureResponse{SessionID: req.SessionID}, nil
+	return EnsureResponse{SessionID: sid}, nil
 }
 
 // Meta returns the meta of session sid, first folding in an entry a

@@ -53,6 +53,66 @@ func (s *Store) Messages(ctx context.Context, req ReadRequest) (MessagesResponse
 	return buildMessages(p), nil
 }
 
+// replyRoom is what an answer leaves of the server's max payload for its
+// headers and the envelope around its lists.
+const replyRoom = 1024
+
+// messagesPage is the answer of session::messages to req, encoded in
+// codec in at most limit bytes, so that no path is too long to read over
+// the bus: the messages after req.After that fit (at least one when any
+// follows; Truncated says more follow), then the newest steps of the
+// path that fit in what is left (PathOmitted counts the others). An
+// answer that fits whole is the whole view, encoded once.
+func (s *Store) messagesPage(ctx context.Context, req MessagesRequest, codec wire.Codec, limit int) (engine.Raw, error) {
+	v, err := s.Messages(ctx, ReadRequest{SessionID: req.SessionID, Leaf: req.Leaf})
+	if err != nil {
+		return nil, err
+	}
+	if req.After != "" {
+		i := slices.IndexFunc(v.Messages, func(m PathMessage) bool { return m.EntryID == req.After })
+		if i < 0 {
+			return nil, invalid("after %s is not a message of the path to %s", req.After, req.Leaf)
+		}
+		v.Messages = v.Messages[i+1:]
+	}
+	body, err := codec.Marshal(v)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "encode messages")
+	}
+	if len(body) <= limit {
+		return body, nil
+	}
+	page := MessagesResponse{Leaf: v.Leaf}
+	size := 0
+	n := 0
+	for ; n < len(v.Messages); n++ {
+		b, err := codec.Marshal(v.Messages[n])
+		if err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "encode message %s", v.Messages[n].EntryID)
+		}
+		if size += len(b) + 1; size > limit && n > 0 { // and a comma
+			page.Truncated = true
+			break
+		}
+	}
+	page.Messages = v.Messages[:n]
+	k := len(v.Path)
+	for ; k > 0 && !page.Truncated; k-- {
+		b, err := codec.Marshal(v.Path[k-1])
+		if err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "encode path")
+		}
+		if size += len(b) + 1; size > limit {
+			break
+		}
+	}
+	page.Path, page.PathOmitted = v.Path[k:], k
+	if body, err = codec.Marshal(page); err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "encode messages")
+	}
+	return body, nil
+}
+
 // buildMessages is the model's view of path p. The last compaction on the
 // path wins: its summary comes first (as a user message carrying the
 // compaction's entry id), then the entries from its first_kept_entry_id

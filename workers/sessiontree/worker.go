@@ -156,12 +156,18 @@ func (s *Store) Functions() []engine.Function {
 		},
 		{
 			ID:             MessagesFunction,
-			Description:    "The model-facing messages of the path from the root to leaf (default: the active leaf), oldest first, compactions applied.",
-			RequestSchema:  readRequestSchema,
+			Description:    "The model-facing messages of the path from the root to leaf (default: the active leaf), oldest first, compactions applied; a long path comes in pages (truncated, then ask again with leaf and after).",
+			RequestSchema:  messagesRequestSchema,
 			ResponseSchema: messagesResponseSchema,
 			Idempotent:     true,
 			Skill:          messagesSkill,
-			Handler:        engine.Typed(s.Messages),
+			Handler: func(ctx context.Context, r *engine.Request) (any, error) {
+				var req MessagesRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
+				return s.messagesPage(ctx, req, r.Codec, int(s.nc.MaxPayload())-replyRoom)
+			},
 		},
 		{
 			ID:             EntriesFunction,
