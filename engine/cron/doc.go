@@ -20,7 +20,21 @@
 // per job id), written by [Schedule] / [Unschedule] or by the functions
 // cron::schedule, cron::unschedule and cron::list that [Serve] registers.
 // Every node runs one [Scheduler] ([Start]); each watches the bucket, so all
-// of them run the same set and follow changes live.
+// of them run the same set and follow changes live. A watch that ends, or
+// a bucket deleted and created again under it (`nats kv rm`/`add`, a
+// restore; checked every 5s), is opened again with backoff, and the
+// bucket's contents then replace the running set: jobs it holds unchanged
+// run on untouched, the others are replaced or stopped. While the bucket is
+// gone the running jobs go on as they were: the watch waits for it and
+// does not create it ([Start], [Schedule] and [List] do).
+//
+// A change takes effect at the moment a scheduler applies it: the old
+// definition still claims its ticks due by then (one that fell due as the
+// change arrived, not claimed yet, fires once, as the old definition says), the new
+// one those after it. So a tick of the old schedule that is not due yet
+// when the change is applied does not fire, nor does a removed job's. Nodes
+// apply a change at slightly different moments; the lease still lets one
+// tick fire at most once, with either definition.
 //
 // Every scheduler computes every tick. For a tick, each one tries to create
 // the lease key "<job id>.<tick unix ms>" in [subjects.CronBucket] with a

@@ -23,6 +23,9 @@ type options struct {
 	loc         *time.Location
 	grace       time.Duration
 	fireTimeout time.Duration
+	// bucketCheck is how often the scheduler asks whether the jobs bucket
+	// its watch follows is still the same bucket.
+	bucketCheck time.Duration
 }
 
 func defaultOptions() options {
@@ -31,6 +34,7 @@ func defaultOptions() options {
 		loc:         time.UTC,
 		grace:       DefaultMisfireGrace,
 		fireTimeout: DefaultFireTimeout,
+		bucketCheck: defaultBucketCheck,
 	}
 }
 

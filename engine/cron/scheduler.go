@@ -34,14 +34,13 @@ const (
 type Scheduler struct {
 	e        *engine.Engine
 	opts     options
-	jobsKV   jetstream.KeyValue
 	leaseKV  jetstream.KeyValue
 	leaseTTL time.Duration
 	node     []byte
 
-	// stopLoops ends the watch and the job loops. Function calls derive
-	// from base, which stopFires cancels once Close has waited long enough
-	// (the engine keeps its handler base context the same way).
+	// stopLoops ends the watch and the job loops. Claims and function calls
+	// derive from base, which stopFires cancels once Close has waited long
+	// enough (the engine keeps its handler base context the same way).
 	stopLoops context.CancelFunc
 	base      context.Context
 	stopFires context.CancelFunc
@@ -54,11 +53,26 @@ type Scheduler struct {
 	closed bool
 }
 
+// runningJob is one definition of a job and its loop. A definition owns
+// the ticks after from and, once replaced or removed, those up to stopAt:
+// the change takes effect at the moment this scheduler applies it, so it
+// neither eats a tick that was already due nor lets two definitions claim
+// one.
 type runningJob struct {
 	job    Job
 	raw    []byte
 	expr   *Expression
 	cancel context.CancelFunc
+	// from is when this definition took over: when it was first applied,
+	// or the stopAt of the definition it replaced.
+	from time.Time
+	// prev is the definition this one replaced; its loop ends (having
+	// claimed its ticks up to from) before this one starts.
+	prev *runningJob
+	// stopAt (under Scheduler.mu) is when this definition was replaced or
+	// removed; zero while it runs and when the scheduler closes.
+	stopAt time.Time
+	done   chan struct{}
 }
 
 // Start opens the job and lease buckets (creating them when missing), loads
@@ -95,17 +109,10 @@ func Start(ctx context.Context, e *engine.Engine, opts ...Option) (*Scheduler, e
 
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	base, stopFires := context.WithCancel(context.Background())
-	w, err := jobs.WatchAll(loopCtx)
-	if err != nil {
-		stopLoops()
-		stopFires()
-		return nil, wire.Wrap(wire.CodeUnavailable, err, "watch %s", JobsBucket)
-	}
 	host, _ := os.Hostname()
 	s := &Scheduler{
 		e:         e,
 		opts:      o,
-		jobsKV:    jobs,
 		leaseKV:   leases,
 		leaseTTL:  ttl,
 		node:      []byte(host + "/" + strconv.Itoa(os.Getpid())),
@@ -115,11 +122,17 @@ func Start(ctx context.Context, e *engine.Engine, opts ...Option) (*Scheduler, e
 		watchDone: make(chan struct{}),
 		jobs:      map[string]*runningJob{},
 	}
+	w, created, err := s.openWatch(loopCtx, jobs)
+	if err != nil {
+		stopLoops()
+		stopFires()
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "watch %s", JobsBucket)
+	}
 	if id, err := e.Conn().GetClientID(); err == nil {
 		s.node = strconv.AppendUint(append(s.node, '/'), id, 10)
 	}
 	ready := make(chan struct{})
-	go s.watch(loopCtx, w, ready)
+	go s.watch(loopCtx, jobs, w, created, ready)
 	select {
 	case <-ready:
 		return s, nil
@@ -129,22 +142,6 @@ func Start(ctx context.Context, e *engine.Engine, opts ...Option) (*Scheduler, e
 	case <-ctx.Done():
 		_ = s.Close(context.Background())
 		return nil, wire.FromNATS(ctx.Err())
-	}
-}
-
-// watch applies the jobs bucket to the running set until ctx ends.
-func (s *Scheduler) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
-	defer close(s.watchDone)
-	defer s.stopAll()
-	err := engine.FollowKV(ctx, w, func(ent jetstream.KeyValueEntry) {
-		if ent.Operation() == jetstream.KeyValuePut {
-			s.apply(ent.Key(), ent.Value())
-		} else {
-			s.remove(ent.Key())
-		}
-	}, func() { close(ready) })
-	if err != nil {
-		s.e.Logger().Error("cron jobs watch closed; the job set no longer follows the bucket", "bucket", JobsBucket)
 	}
 }
 
@@ -171,14 +168,18 @@ func (s *Scheduler) apply(key string, value []byte) {
 	if s.closed {
 		return
 	}
-	if old, ok := s.jobs[key]; ok {
-		if bytes.Equal(old.raw, value) {
-			return
-		}
-		old.cancel()
+	now := s.opts.clock.Now()
+	old, replacing := s.jobs[key]
+	if replacing && bytes.Equal(old.raw, value) {
+		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rj := &runningJob{job: j, raw: bytes.Clone(value), expr: x, cancel: cancel}
+	rj := &runningJob{job: j, raw: bytes.Clone(value), expr: x, cancel: cancel, from: now, done: make(chan struct{})}
+	if replacing {
+		old.stopAt = now
+		old.cancel()
+		rj.prev = old
+	}
 	s.jobs[key] = rj
 	s.loops.Add(1)
 	go s.run(ctx, rj)
@@ -189,6 +190,7 @@ func (s *Scheduler) remove(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rj, ok := s.jobs[key]; ok {
+		rj.stopAt = s.opts.clock.Now()
 		rj.cancel()
 		delete(s.jobs, key)
 		s.e.Logger().Debug("cron job unscheduled", "job_id", key)
@@ -205,35 +207,65 @@ func (s *Scheduler) stopAll() {
 	}
 }
 
-// run waits for each tick of one job and claims it, until ctx ends. A
-// scheduler that starts (or a job that is replaced) begins with the next
-// tick after now: missed ticks are not caught up.
+// retain removes every running job whose id is not in keep.
+func (s *Scheduler) retain(keep map[string]bool) {
+	s.mu.Lock()
+	var gone []string
+	for k := range s.jobs {
+		if !keep[k] {
+			gone = append(gone, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range gone {
+		s.remove(k)
+	}
+}
+
+// stopTime is rj's stopAt.
+func (s *Scheduler) stopTime(rj *runningJob) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return rj.stopAt
+}
+
+// run waits for each tick of one job definition and claims it, until ctx
+// ends; a definition that was replaced or removed then still claims its
+// ticks due by its stopAt. A job that starts (or a scheduler that starts)
+// begins with the next tick after now, a replacing definition with the
+// next one after the moment it replaced the old: missed ticks are not
+// caught up.
 func (s *Scheduler) run(ctx context.Context, rj *runningJob) {
 	defer s.loops.Done()
+	defer close(rj.done)
+	if rj.prev != nil {
+		<-rj.prev.done
+		rj.prev = nil
+	}
 	clock := s.opts.clock
 	log := s.e.Logger()
-	next := rj.expr.Next(clock.Now())
+	next := rj.expr.Next(rj.from)
 	for {
 		if next.IsZero() {
 			log.Warn("cron job has no further ticks", "job_id", rj.job.ID, "expression", rj.job.Expression)
 			return
 		}
-		if d := next.Sub(clock.Now()); d > 0 {
+		now := clock.Now()
+		if ctx.Err() != nil {
+			if stop := s.stopTime(rj); stop.IsZero() || next.After(stop) || next.After(now) {
+				return
+			}
+		} else if d := next.Sub(now); d > 0 {
 			select {
 			case <-ctx.Done():
-				return
 			case <-clock.After(d):
 			}
 			continue // re-check: the clock may have moved less than d
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		now := clock.Now()
 		if late := now.Sub(next); late > s.opts.grace {
 			log.Warn("cron tick skipped: too late", "job_id", rj.job.ID, "tick", next, "late", late)
 		} else {
-			s.claim(ctx, rj, next)
+			s.claim(rj, next)
 		}
 		// Ticks that fell due while this one was late are left to nodes
 		// that were on time.
@@ -248,9 +280,11 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// claim creates the tick's lease; the node that creates it fires.
-func (s *Scheduler) claim(ctx context.Context, rj *runningJob, tick time.Time) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+// claim creates the tick's lease; the node that creates it fires. A claim
+// begun is finished even if the job changes meanwhile: a lease stored
+// under a canceled create would name the tick taken with no one firing it.
+func (s *Scheduler) claim(rj *runningJob, tick time.Time) {
+	cctx, cancel := context.WithTimeout(s.base, 5*time.Second)
 	defer cancel()
 	_, err := s.leaseKV.Create(cctx, leaseKey(rj.job.ID, tick), s.node, jetstream.KeyTTL(s.leaseTTL))
 	switch {
@@ -258,7 +292,7 @@ func (s *Scheduler) claim(ctx context.Context, rj *runningJob, tick time.Time) {
 	case errors.Is(err, jetstream.ErrKeyExists):
 		return // another node fires this tick
 	default:
-		if ctx.Err() == nil {
+		if s.base.Err() == nil {
 			s.e.Logger().Warn("cron lease failed; tick not fired here", "job_id", rj.job.ID, "tick", tick, "error", err)
 		}
 		return

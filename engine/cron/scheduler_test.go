@@ -52,9 +52,23 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 }
 
 func (c *fakeClock) Advance(d time.Duration) {
+	c.Move(d)
+	c.Wake()
+}
+
+// Move moves the clock without waking the waiters whose deadline passes:
+// a loop blocked in After stays blocked until Wake, so a test can hold a
+// tick that is due but not yet seen.
+func (c *fakeClock) Move(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// Wake fires the After channels whose deadline has passed.
+func (c *fakeClock) Wake() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	keep := c.waiters[:0]
 	for _, w := range c.waiters {
 		if w.at.After(c.now) {
@@ -498,5 +512,119 @@ func TestOptions(t *testing.T) {
 	}
 	if _, err := cron.Start(context.Background(), nil); !errors.Is(err, engine.ErrInvalidOption) {
 		t.Fatalf("nil engine: %v", err)
+	}
+}
+
+// TestChangeRacingADueTick: a job changed or removed just as one of its
+// ticks falls due, before its loop has claimed it. The change takes effect
+// when the scheduler applies it: the due tick fires once, with the old
+// definition, and the new definition's ticks follow. The fake clock holds
+// the due tick (Move without Wake) until the change is applied, which is
+// the race every node could lose at once.
+func TestChangeRacingADueTick(t *testing.T) {
+	t.Parallel()
+	v1 := cron.Job{ID: "racy", Expression: "* * * * *", FunctionID: "test::racy", Data: map[string]any{"v": "1"}}
+	for _, tc := range []struct {
+		name string
+		// change is applied with the 10:01 tick due; nil unschedules.
+		change *cron.Job
+		// then advances the clock once the due tick has fired.
+		then time.Duration
+		want []string
+	}{
+		{
+			name:   "data changed",
+			change: &cron.Job{ID: "racy", Expression: "* * * * *", FunctionID: "test::racy", Data: map[string]any{"v": "2"}},
+			then:   time.Minute,
+			want:   []string{"10:01:00 v1", "10:02:00 v2"},
+		},
+		{
+			name:   "schedule changed",
+			change: &cron.Job{ID: "racy", Expression: "30 * * * * *", FunctionID: "test::racy", Data: map[string]any{"v": "2"}},
+			then:   30 * time.Second,
+			want:   []string{"10:01:00 v1", "10:01:30 v2"},
+		},
+		{
+			name: "unscheduled",
+			want: []string{"10:01:00 v1"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t)
+			e := enginetest.NewEngine(t, ns)
+			var rec tickRecorder
+			rec.register(t, e, "test::racy")
+			clk := newFakeClock(time.Date(2030, 1, 1, 10, 0, 30, 0, time.UTC))
+			s := start(t, e, cron.WithClock(clk))
+			ctx := context.Background()
+			fired := func() []string {
+				_, events := rec.snapshot()
+				out := make([]string, 0, len(events))
+				for _, ev := range events {
+					out = append(out, ev.Time().Format("15:04:05")+" v"+fmt.Sprint(ev.Data.(map[string]any)["v"]))
+				}
+				sort.Strings(out)
+				return out
+			}
+			expect := func(want []string) {
+				t.Helper()
+				enginetest.Eventually(t, 5*time.Second, func() error {
+					if got := fired(); fmt.Sprint(got) != fmt.Sprint(want) {
+						return fmt.Errorf("fired %v, want %v", got, want)
+					}
+					return nil
+				})
+			}
+			jobs := func(want string) {
+				t.Helper()
+				enginetest.Eventually(t, 5*time.Second, func() error {
+					var got []string
+					for _, j := range s.Jobs() {
+						got = append(got, j.Expression+" v"+fmt.Sprint(j.Data.(map[string]any)["v"]))
+					}
+					if fmt.Sprint(got) != want {
+						return fmt.Errorf("jobs %v, want %s", got, want)
+					}
+					return nil
+				})
+			}
+
+			if err := s.Schedule(ctx, v1); err != nil {
+				t.Fatal(err)
+			}
+			jobs("[* * * * * v1]")
+			enginetest.Eventually(t, 5*time.Second, func() error {
+				if clk.Waiting() < 1 {
+					return errors.New("job loop not waiting for 10:01")
+				}
+				return nil
+			})
+			clk.Move(30 * time.Second) // 10:01:00 is due; the loop has not seen it
+			if tc.change != nil {
+				if err := s.Schedule(ctx, *tc.change); err != nil {
+					t.Fatal(err)
+				}
+				jobs(fmt.Sprintf("[%s v2]", tc.change.Expression))
+			} else {
+				if _, err := s.Unschedule(ctx, v1.ID); err != nil {
+					t.Fatal(err)
+				}
+				jobs("[]")
+			}
+			clk.Wake()
+			expect(tc.want[:1])
+			if tc.then > 0 {
+				clk.Advance(tc.then)
+				expect(tc.want)
+			}
+			// Close waits for the loops and the calls: the counts are final.
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := fired(); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("fired %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
