@@ -31,7 +31,12 @@
 // ones reaches the function, Authorization, Cookie and Accept included:
 // the gateway authenticates nobody and negotiates nothing. OPTIONS is
 // routed like any method (no automatic CORS answer). The function answers
-// a [Response] {status_code, headers, body}.
+// a [Response] {status_code, headers, body}. A body without a Content-Type
+// gets the one of its kind (text/plain; charset=utf-8 for a string,
+// application/octet-stream for bytes or base64, application/json for any
+// other value), never a sniffed one, and every response says
+// X-Content-Type-Options: nosniff: a function that echoes user input is not
+// served as HTML unless it says so.
 //
 // Status codes the gateway produces itself, each with the JSON error
 // envelope {"error":{"code",...}} as body:
@@ -52,9 +57,14 @@
 //   - 502 the reply is not a valid response (status outside 200-599, bad
 //     header, bad base64).
 //
-// The gateway bounds the body, the function call and the reply; the
-// http.Server it is mounted on must bound the rest: ReadHeaderTimeout
-// (slow headers) and IdleTimeout (idle keep-alive connections).
+// The gateway bounds the body, the function call, the reply and the
+// writing of the response ([WithWriteTimeout], default 60 s from the
+// response's start: a client that stops reading has its connection closed
+// and holds no handler; the gateway streams nothing, so no response is
+// meant to take longer); the http.Server it is mounted on must bound the
+// rest: ReadHeaderTimeout (slow headers) and IdleTimeout (idle keep-alive
+// connections). It needs no ReadTimeout or WriteTimeout, which would count
+// the function's time too.
 //
 // Trace context: an incoming W3C traceparent/tracestate/baggage is the
 // parent of the gateway's server span, which the NATS request carries on to

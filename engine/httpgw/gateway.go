@@ -348,7 +348,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve handles the request and returns the status it wrote.
 func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWriter, r *http.Request) int {
+	// The write deadline is per response (WithWriteTimeout). Before the
+	// response, the only write is a 100 Continue when the body is read,
+	// which a client that does not read could block too: it gets a
+	// deadline past the body and the function call, so that the function's
+	// time never cuts the request (HTTP/2 resets a stream when its deadline
+	// passes). ErrNotSupported (a ResponseWriter that is no connection):
+	// no deadline.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(g.opts.bodyTimeout + g.opts.timeout + g.opts.writeTimeout))
+	startResponse := func() { _ = rc.SetWriteDeadline(time.Now().Add(g.opts.writeTimeout)) }
 	fail := func(status int, e *wire.Error) int {
+		startResponse()
 		writeError(w, status, e)
 		return status
 	}
@@ -456,8 +467,14 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	for k, v := range hdr {
 		w.Header()[k] = v
 	}
+	startResponse()
 	w.WriteHeader(status)
-	_, _ = w.Write(out)
+	if _, err := w.Write(out); err != nil {
+		// The client went away or did not read within the write timeout;
+		// net/http closes the connection.
+		span.RecordError(err)
+		g.e.Logger().Debug("http response not delivered", "route", rt.Path, "error", err)
+	}
 	return status
 }
 

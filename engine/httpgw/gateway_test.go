@@ -535,7 +535,7 @@ func TestCloseAndOptions(t *testing.T) {
 		t.Fatalf("add after close: %v", err)
 	}
 	e := enginetest.NewEngine(t, f.ns)
-	for _, opt := range []httpgw.Option{httpgw.WithMaxBodyBytes(-1), httpgw.WithTimeout(0), httpgw.WithBodyTimeout(0)} {
+	for _, opt := range []httpgw.Option{httpgw.WithMaxBodyBytes(-1), httpgw.WithTimeout(0), httpgw.WithBodyTimeout(0), httpgw.WithWriteTimeout(0)} {
 		if _, err := httpgw.New(context.Background(), e, opt); !errors.Is(err, engine.ErrInvalidOption) {
 			t.Fatalf("option: %v", err)
 		}

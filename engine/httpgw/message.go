@@ -52,10 +52,13 @@ type Response struct {
 	// Headers are the response headers. A function in another language may
 	// send each value as a string or a list of strings.
 	Headers map[string][]string `json:"headers,omitempty"`
-	// Body is the response body: a string is sent as it is (or decoded from
-	// standard base64 when BodyBase64 is set), []byte (msgpack bin) as
-	// bytes, and any other value as JSON with Content-Type
-	// application/json unless Headers sets one.
+	// Body is the response body: a string is sent as it is, with
+	// Content-Type text/plain; charset=utf-8 (or decoded from standard
+	// base64 when BodyBase64 is set, application/octet-stream), []byte
+	// (msgpack bin) as bytes (application/octet-stream), and any other
+	// value as JSON (application/json); a Content-Type in Headers wins.
+	// The gateway never lets the type be sniffed: every response has
+	// X-Content-Type-Options: nosniff.
 	Body       any  `json:"body,omitempty"`
 	BodyBase64 bool `json:"body_base64,omitempty"`
 }
@@ -209,11 +212,17 @@ func render(rr *replyResponse) (int, http.Header, []byte, error) {
 			h.Add(ck, s)
 		}
 	}
+	// A body without a Content-Type gets the one of its kind, never a
+	// sniffed one: net/http (and browsers, without nosniff) would serve a
+	// string echoing user input as text/html.
 	var body []byte
+	ct := ""
 	switch x := rr.Body.(type) {
 	case nil:
 	case string:
+		ct = "text/plain; charset=utf-8"
 		if rr.BodyBase64 {
+			ct = "application/octet-stream"
 			b, err := base64.StdEncoding.DecodeString(x)
 			if err != nil {
 				b, err = base64.RawStdEncoding.DecodeString(x)
@@ -226,17 +235,22 @@ func render(rr *replyResponse) (int, http.Header, []byte, error) {
 			body = []byte(x)
 		}
 	case []byte:
+		ct = "application/octet-stream"
 		body = x
 	default:
 		b, err := json.Marshal(x)
 		if err != nil {
 			return 0, nil, nil, fmt.Errorf("%w: body does not encode as JSON: %v", errBadResponse, err)
 		}
+		ct = "application/json"
 		body = b
-		if h.Get("Content-Type") == "" {
-			h.Set("Content-Type", "application/json")
-		}
 	}
+	// An empty value counts as none: browsers sniff it too. An empty body
+	// gets none (a 304's would overwrite the cached one).
+	if len(body) > 0 && h.Get("Content-Type") == "" {
+		h.Set("Content-Type", ct)
+	}
+	h.Set("X-Content-Type-Options", "nosniff")
 	return status, h, body, nil
 }
 

@@ -17,19 +17,23 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// DefaultBodyTimeout bounds receiving one request's body.
 	DefaultBodyTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds writing one response.
+	DefaultWriteTimeout = 60 * time.Second
 )
 
 // Option configures a [Gateway].
 type Option func(*options) error
 
 type options struct {
-	maxBody     int64
-	timeout     time.Duration
-	bodyTimeout time.Duration
+	maxBody      int64
+	timeout      time.Duration
+	bodyTimeout  time.Duration
+	writeTimeout time.Duration
 }
 
 func defaultOptions() options {
-	return options{maxBody: DefaultMaxBodyBytes, timeout: DefaultTimeout, bodyTimeout: DefaultBodyTimeout}
+	return options{maxBody: DefaultMaxBodyBytes, timeout: DefaultTimeout, bodyTimeout: DefaultBodyTimeout,
+		writeTimeout: DefaultWriteTimeout}
 }
 
 // WithMaxBodyBytes bounds a request body; a larger one is answered 413 and
@@ -68,6 +72,24 @@ func WithBodyTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: body timeout %v must be positive", engine.ErrInvalidOption, d)
 		}
 		o.bodyTimeout = d
+		return nil
+	}
+}
+
+// WithWriteTimeout bounds writing a response, from the moment the gateway
+// starts writing it (the function's time does not count): a client that
+// reads it slower, or stops reading, has its connection closed when it
+// passes, and holds no handler. It sets the connection's write deadline
+// (through [http.ResponseController]) in place of the server's
+// WriteTimeout, which would also count the function's time. Every
+// response is whole (the gateway streams nothing), so this only cuts
+// clients that do not read.
+func WithWriteTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: write timeout %v must be positive", engine.ErrInvalidOption, d)
+		}
+		o.writeTimeout = d
 		return nil
 	}
 }

@@ -234,12 +234,13 @@ func FuzzRender(f *testing.F) {
 	f.Add(`{"body":"aGk=","body_base64":true}`)
 	f.Add(`{"status_code":99}`)
 	f.Add(`{"headers":{"bad name":"x"}}`)
+	f.Add(`{"headers":{"content-type":""},"body":"<html>"}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var rr replyResponse
 		if wire.JSON.Unmarshal([]byte(s), &rr) != nil {
 			return
 		}
-		status, _, _, err := render(&rr)
+		status, h, body, err := render(&rr)
 		if err != nil {
 			if !errors.Is(err, errBadResponse) {
 				t.Fatalf("error %v does not wrap errBadResponse", err)
@@ -248,6 +249,10 @@ func FuzzRender(f *testing.F) {
 		}
 		if status < 200 || status > 599 {
 			t.Fatalf("status %d", status)
+		}
+		// Nothing is left for net/http or a browser to sniff.
+		if len(body) > 0 && h.Get("Content-Type") == "" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("headers %v for a body of %d bytes", h, len(body))
 		}
 	})
 }
