@@ -108,7 +108,10 @@
 //     the quota, the result says over_quota and the next exec is refused
 //     with forbidden (ErrDiskQuota, details used_bytes and limit_bytes)
 //     until files are removed — from the host (fs tools) or by destroy;
-//     each refused exec measures again.
+//     each refused exec measures again. fs::write and fs::edit measure
+//     it too, before a write that grows the workdir, and refuse one that
+//     would pass the quota the same way (details also write_bytes),
+//     writing nothing; writes that shrink it always go through.
 //   - wall_ms: the timeout of an exec; timeout_ms may shorten it (a
 //     longer one is invalid_payload), and a caller's shorter deadline
 //     wins (minus a margin to answer). At the timeout every process of

@@ -32,7 +32,8 @@ var (
 	ErrNoIsolation = errors.New("sandbox: isolation unavailable")
 	// ErrDiskQuota is wrapped when a sandbox's workdir holds more than its
 	// disk_mb: the next exec is refused (forbidden) until files are
-	// removed.
+	// removed; and when an fs::write or fs::edit would take it past
+	// disk_mb (forbidden, nothing written).
 	ErrDiskQuota = errors.New("sandbox: disk quota exceeded")
 	// ErrNoRoot is returned by [Worker.Start] when neither a root
 	// directory ([WithRoot], setting "root") nor a home directory is known.

@@ -7,7 +7,7 @@ const limitsSchema = `{
         "cpu_seconds": {"type": "integer", "minimum": 0, "description": "CPU seconds per process of an exec (RLIMIT_CPU)"},
         "memory_mb": {"type": "integer", "minimum": 0, "description": "memory of the whole sandbox (cgroup), /tmp included"},
         "pids": {"type": "integer", "minimum": 0, "description": "tasks (processes and threads) of the whole sandbox (cgroup pids.max)"},
-        "disk_mb": {"type": "integer", "minimum": 0, "description": "largest file (RLIMIT_FSIZE) and workdir quota, checked after each exec"},
+        "disk_mb": {"type": "integer", "minimum": 0, "description": "largest file (RLIMIT_FSIZE) and workdir quota, checked after each exec and before each growing fs::write or fs::edit"},
         "wall_ms": {"type": "integer", "minimum": 0, "description": "wall-clock timeout of an exec"}
       }
     }`

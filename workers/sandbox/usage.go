@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -8,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/sandbox/fstool"
 )
 
@@ -21,6 +25,38 @@ import (
 func scanWorkdir(dir string, uid, gid int) int64 {
 	total, _ := walkWorkdir(dir, uid, gid, nil)
 	return total
+}
+
+// fsQuota is the fs tools' [fstool.Quota]: a write that would take the
+// caller's workdir past its disk_mb is refused with forbidden
+// (ErrDiskQuota; details used_bytes, limit_bytes and write_bytes), as
+// the next exec would be, and nothing is written. It measures the
+// workdir as the check after each exec does, and the fs tools ask only
+// about writes that grow it.
+func (m *manager) fsQuota(ctx context.Context, root string, grow int64) error {
+	sid, _ := engine.SessionFromContext(ctx)
+	if sid == "" {
+		return errNoSession
+	}
+	if err := validateSessionID(sid); err != nil {
+		return wire.Wrap(wire.CodeNotFound, fmt.Errorf("%w for session %q: %w", ErrNoSandbox, sid, err), "")
+	}
+	lv, err := m.resolve(ctx, "", sid)
+	if err != nil {
+		return err
+	}
+	rec := lv.snapshot()
+	if filepath.Clean(rec.Workdir) != root {
+		// Destroyed and made again since the call resolved its root.
+		return wire.Errorf(wire.CodeUnavailable, "sandbox %s changed during the call; retry", rec.SandboxID)
+	}
+	quota := int64(rec.Limits.DiskMB) << 20
+	if used := scanWorkdir(root, -1, -1); used+grow > quota {
+		return wire.Wrap(wire.CodeForbidden, fmt.Errorf("%w: sandbox %s's workdir uses %d KiB of its %d MiB (disk_mb) and the write needs %d KiB more; remove files or write less",
+			ErrDiskQuota, rec.SandboxID, used>>10, rec.Limits.DiskMB, (grow+1023)>>10), "").
+			WithDetails(map[string]any{"used_bytes": used, "limit_bytes": quota, "write_bytes": grow})
+	}
+	return nil
 }
 
 // tempGrace is how old a temporary file of the fs tools must be before

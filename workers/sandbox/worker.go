@@ -262,7 +262,7 @@ func (w *Worker) functions(m *manager) ([]engine.Function, error) {
 	// The file tools work in the caller's sandbox workdir, on this node,
 	// from the host side (files they create are given to the sandbox's
 	// user before its next exec).
-	tools, err := fstool.Functions(w.CallerWorkdir)
+	tools, err := fstool.Functions(w.CallerWorkdir, fstool.WithQuota(m.fsQuota))
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@
 //	fs::edit  {path, old_text, new_text, replace_all?} → {path, replacements}
 //	fs::ls    {path?}                        → {path, entries:[{name, type, size, mod_time}], truncated}
 //	fs::glob  {pattern, path?}               → {matches:[...], truncated}
-//	fs::grep  {pattern, path?, glob?, ignore_case?, max_results?} → {matches:[{path, line, text}], truncated}
+//	fs::grep  {pattern, path?, glob?, ignore_case?, max_results?} → {matches:[{path, line, text}], truncated, skipped?, skipped_files?}
 //
 // Every call asks the [Resolver] for its root (the session's workdir),
 // opens it as an [os.Root] and works beneath it. A path is relative to the
@@ -35,6 +35,10 @@
 //     replaced rather than written through. A process killed between the
 //     two leaves the temporary file; [IsTempFile] recognises its name, and
 //     the sandbox worker removes old ones when it adopts a workdir.
+//   - Since a rename ignores the target's mode (and the tools often run
+//     as root), fs::write and fs::edit check it themselves: a file whose
+//     owner may not write it (chmod 0444) is forbidden, as a write in the
+//     sandbox would be. A replaced file keeps its mode.
 //   - A NUL byte, bytes that are not UTF-8, an over-long path or an
 //     empty required path is invalid_payload.
 //
@@ -47,8 +51,17 @@
 // bytes per answer, bytes per write, entries per fs::ls and fs::glob,
 // matches and file size for fs::grep, entries walked per call. An answer
 // that reaches one says truncated; a write over its bound is refused.
-// Within them a call also stops when its caller's time runs out, in the
-// middle of a line or of a directory.
+// fs::grep does not search a text file over its size bound (or one that
+// grows while read, or cannot be read): it says truncated and names the
+// file in skipped (at most [MaxGrepSkipped] names, skipped_files counts
+// them all), so a missing match is never taken for a missing string.
+// Binary files are not searched, whatever their size, and not named.
+// Within the bounds a call also stops when its caller's time runs out,
+// in the middle of a line or of a directory.
+//
+// With [WithQuota], fs::write and fs::edit ask the [Quota] before a write
+// that grows the disk space the root takes (the sandbox worker holds the
+// workdir to its disk_mb this way) and write nothing when it refuses.
 //
 // # Errors
 //
@@ -58,7 +71,9 @@
 //     bad pattern or expression, old_text empty or equal to new_text), or
 //     does not fit the file (a directory to fs::read, old_text not found
 //     or ambiguous — details carry "matches" —, content over the cap);
-//   - forbidden: the path leaves the root or goes through a symlink;
+//   - forbidden: the path leaves the root or goes through a symlink; the
+//     file to write is read-only; the quota refused the write (its error
+//     passes through as is);
 //   - not_found: the file does not exist, or the resolver found no root
 //     (a *wire.Error from the resolver passes through as is);
 //   - unavailable: the disk is full;

@@ -2,11 +2,13 @@ package fstool
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"path/filepath"
 	"sync"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // Resolver returns the root directory the call may work in: the workdir of
@@ -14,6 +16,17 @@ import (
 // The root must be an absolute path to an existing directory. A *wire.Error
 // it returns reaches the caller as is; any other error becomes not_found.
 type Resolver func(ctx context.Context) (root string, err error)
+
+// Quota is asked by fs::write and fs::edit before a write that makes the
+// files under root take more disk space, grow bytes more: the new
+// content in whole blocks, less the blocks of the file it replaces, plus
+// a block per directory it creates. It returns nil to let the write go
+// on, or an error to refuse it: a *wire.Error reaches the caller as is
+// (the sandbox worker answers forbidden when the write would take the
+// workdir past its disk_mb), any other error becomes internal. A refused
+// write leaves the disk as it was. Writes that do not grow the root are
+// never asked about, so a root over its quota can still be cleaned up.
+type Quota func(ctx context.Context, root string, grow int64) error
 
 // FixedRoot is a [Resolver] that answers dir for every call, for tests and
 // single-workspace nodes. dir is made absolute when the resolver is made.
@@ -41,6 +54,9 @@ func Functions(resolve Resolver, opts ...Option) ([]engine.Function, error) {
 		return nil, err
 	}
 	t := &tools{resolve: resolve, o: o}
+	for i := range t.growing {
+		t.growing[i] = make(chan struct{}, 1)
+	}
 	fns := []engine.Function{
 		{
 			ID:             ReadFunction,
@@ -108,6 +124,11 @@ type tools struct {
 	resolve Resolver
 	o       options
 	locks   [64]sync.Mutex
+	// growing serialises, per root, the writes the quota is asked about,
+	// from the question to the rename, so two writes cannot both pass a
+	// check that only one of them fits. A channel of one, so a waiter
+	// can give up when its caller's time runs out.
+	growing [64]chan struct{}
 }
 
 // lock serialises fs::write and fs::edit on one file of one root within
@@ -121,6 +142,37 @@ func (t *tools) lock(w *workdir, rel string) func() {
 	mu := &t.locks[h.Sum32()%uint32(len(t.locks))]
 	mu.Lock()
 	return mu.Unlock
+}
+
+// reserve asks the quota, when there is one, about a write that adds
+// grow bytes under w's root. Until release is called no other growing
+// write of the root passes its own check. A write that does not grow the
+// root goes straight on.
+func (t *tools) reserve(ctx context.Context, w *workdir, grow int64) (release func(), err error) {
+	if t.o.quota == nil || grow <= 0 {
+		return func() {}, nil
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(w.names[0]))
+	sem := t.growing[h.Sum32()%uint32(len(t.growing))]
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctxErr(ctx)
+	}
+	release = func() { <-sem }
+	if err := t.o.quota(ctx, w.names[0], grow); err != nil {
+		release()
+		var we *wire.Error
+		if errors.As(err, &we) {
+			return nil, we
+		}
+		if e := ctxErr(ctx); e != nil {
+			return nil, e
+		}
+		return nil, wire.Errorf(wire.CodeInternal, "disk quota check: %s", stripPath(err))
+	}
+	return release, nil
 }
 
 // call opens the caller's root, runs fn in it and closes it, turning

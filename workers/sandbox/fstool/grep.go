@@ -73,13 +73,17 @@ func (t *tools) grep(ctx context.Context, req GrepRequest) (GrepResult, error) {
 				}
 			}
 			fi, err := d.Info()
-			if err != nil || fi.Size() > t.o.maxGrepFileBytes {
+			if err != nil {
+				s.unsearched(rel, err)
 				return struct{}{}, false, false
 			}
 			stop, err := s.file(ctx, rel, fi)
 			if err != nil {
-				// An unreadable file is skipped; the context ending stops.
-				return struct{}{}, false, ctx.Err() != nil
+				if ctx.Err() != nil {
+					return struct{}{}, false, true
+				}
+				// An unreadable file is skipped, and the answer says so.
+				s.unsearched(rel, err)
 			}
 			return struct{}{}, false, stop
 		})
@@ -107,7 +111,9 @@ type search struct {
 }
 
 // file searches the file rel; it returns true when the answer is full.
-// Binary files are skipped.
+// Binary files are not searched, as the doc says; a text file larger
+// than the bound, or one that grew while it was read, is not searched
+// either but named in the answer ([search.skip]).
 func (s *search) file(ctx context.Context, rel string, info fs.FileInfo) (stop bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
@@ -116,9 +122,16 @@ func (s *search) file(ctx context.Context, rel string, info fs.FileInfo) (stop b
 	if err != nil {
 		return false, err
 	}
-	// One buffer serves every file of the search. A file larger than its
-	// Lstat said is being written: it is skipped.
+	// One buffer serves every file of the search. Of a file over the
+	// bound only the head is read: it says whether the file is binary
+	// (skipped quietly, as every binary file) or text the answer must
+	// name. A file larger than its Lstat said is being written: it is
+	// named too.
+	over := info.Size() > s.t.o.maxGrepFileBytes
 	want := int(min(info.Size(), s.t.o.maxGrepFileBytes)) + 1
+	if over {
+		want = int(min(info.Size(), sniffBytes))
+	}
 	if cap(s.buf) < want {
 		s.buf = make([]byte, want)
 	}
@@ -127,11 +140,16 @@ func (s *search) file(ctx context.Context, rel string, info fs.FileInfo) (stop b
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return false, err
 	}
-	if n == want {
+	data := s.buf[:n]
+	head := data[:min(n, sniffBytes)]
+	if isBinary(head, n > len(head) || int64(n) < info.Size()) {
 		return false, nil
 	}
-	data := s.buf[:n]
-	if isBinary(data[:min(len(data), sniffBytes)], len(data) > sniffBytes) || (s.pre != nil && !s.pre.Match(data)) {
+	if over || n == want {
+		s.skip(rel)
+		return false, nil
+	}
+	if s.pre != nil && !s.pre.Match(data) {
 		return false, nil
 	}
 	for n := 1; len(data) > 0; n++ {
@@ -163,4 +181,27 @@ func (s *search) file(ctx context.Context, rel string, info fs.FileInfo) (stop b
 		s.res.Matches = append(s.res.Matches, m)
 	}
 	return false, nil
+}
+
+// unsearched records a file the walk found but could not search: one
+// removed meanwhile is no loss, any other is named ([search.skip]).
+func (s *search) unsearched(rel string, err error) {
+	if !errors.Is(err, fs.ErrNotExist) {
+		s.skip(rel)
+	}
+}
+
+// skip records a text file fs::grep did not search: the answer says
+// truncated (a match may be in it) and counts it in skipped_files, and
+// names it in skipped while fewer than [MaxGrepSkipped] are named and the
+// name fits the answer's byte bound.
+func (s *search) skip(rel string) {
+	s.res.Truncated = true
+	s.res.SkippedFiles++
+	name := validName(rel)
+	cost := len(name) + 4 // quotes and a comma, with room to spare
+	if len(s.res.Skipped) < MaxGrepSkipped && s.size+cost <= s.t.o.maxAnswerBytes {
+		s.size += cost
+		s.res.Skipped = append(s.res.Skipped, name)
+	}
 }

@@ -59,6 +59,7 @@ type options struct {
 	maxWalk          int
 	skipDirs         map[string]bool
 	timeout          time.Duration
+	quota            Quota
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -204,6 +205,19 @@ func WithTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: fstool: timeout %v must be positive", engine.ErrInvalidOption, d)
 		}
 		o.timeout = d
+		return nil
+	}
+}
+
+// WithQuota makes fs::write and fs::edit ask q before every write that
+// grows the disk space the root takes (default: no quota). The sandbox
+// worker passes one that holds each workdir to its disk_mb.
+func WithQuota(q Quota) Option {
+	return func(o *options) error {
+		if q == nil {
+			return fmt.Errorf("%w: fstool: nil quota", engine.ErrInvalidOption)
+		}
+		o.quota = q
 		return nil
 	}
 }

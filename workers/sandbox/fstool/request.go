@@ -266,7 +266,18 @@ type GrepMatch struct {
 type GrepResult struct {
 	// Matches are in path order, then line order.
 	Matches []GrepMatch `json:"matches"`
-	// Truncated says there are more matches than the answer holds (or the
-	// walk stopped at its bound).
+	// Truncated says there may be more matches than the answer holds:
+	// max_results or the answer's byte bound stopped it, the walk
+	// reached its bound, or a file was not searched (see Skipped).
 	Truncated bool `json:"truncated"`
+	// Skipped names text files that were not searched: larger than the
+	// file size bound ([WithMaxGrepFileBytes]), growing while read, or
+	// unreadable. At most [MaxGrepSkipped] are named; SkippedFiles counts
+	// them all. Binary files are never searched and never named.
+	Skipped []string `json:"skipped,omitempty"`
+	// SkippedFiles is the number of files not searched, named or not.
+	SkippedFiles int `json:"skipped_files,omitempty"`
 }
+
+// MaxGrepSkipped bounds the names in [GrepResult].Skipped.
+const MaxGrepSkipped = 20

@@ -139,7 +139,9 @@ const grepResponseSchema = `{
         "required": ["path", "line", "text"]
       }
     },
-    "truncated": {"type": "boolean", "description": "there are more matches than the answer holds"}
+    "truncated": {"type": "boolean", "description": "there may be more matches than the answer holds: a bound stopped it or a file was not searched"},
+    "skipped": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "text files not searched (over the size bound, 4 MiB by default; changing; unreadable): a match may be in them"},
+    "skipped_files": {"type": "integer", "description": "how many files were not searched, named in skipped or not"}
   },
   "required": ["matches", "truncated"]
 }`

@@ -366,34 +366,41 @@ func TestGrep(t *testing.T) {
 	mustWrite(t, filepath.Join(f.root, ".git/x.go"), "Open\n")
 	mustWrite(t, filepath.Join(f.root, "long.go"), "Open"+strings.Repeat("x", 600)+"\n")
 	m := func(p string, line int, text string) GrepMatch { return GrepMatch{Path: p, Line: line, Text: text} }
+	// big.go is over the size bound: an answer whose walk meets it names
+	// it and says truncated, as a match may be in it.
+	big := []string{"big.go"}
 	for _, tc := range []struct {
 		name      string
 		req       GrepRequest
 		want      []GrepMatch
 		truncated bool
+		skipped   []string
 	}{
 		{"go files", GrepRequest{Pattern: `\bOpen\(`, Glob: "*.go"}, []GrepMatch{
 			m("cmd/main.go", 4, "\tOpen()"), m("lib/open.go", 4, "func Open() {}"), m("lib/open_test.go", 3, "func TestOpen() { Open() }"),
-		}, false},
-		{"path glob", GrepRequest{Pattern: `Open`, Glob: "lib/*_test.go"}, []GrepMatch{m("lib/open_test.go", 3, "func TestOpen() { Open() }")}, false},
-		{"brace glob", GrepRequest{Pattern: `open`, Glob: "*.{md,txt}", IgnoreCase: true}, []GrepMatch{m("README.md", 1, "call open() first")}, false},
-		{"ignore case in a dir", GrepRequest{Pattern: `^func open`, Path: "lib", IgnoreCase: true}, []GrepMatch{m("lib/open.go", 4, "func Open() {}")}, false},
-		{"one file", GrepRequest{Pattern: `package`, Path: "lib/open.go"}, []GrepMatch{m("lib/open.go", 1, "package lib")}, false},
+		}, true, big},
+		{"path glob", GrepRequest{Pattern: `Open`, Glob: "lib/*_test.go"}, []GrepMatch{m("lib/open_test.go", 3, "func TestOpen() { Open() }")}, false, nil},
+		{"brace glob", GrepRequest{Pattern: `open`, Glob: "*.{md,txt}", IgnoreCase: true}, []GrepMatch{m("README.md", 1, "call open() first")}, false, nil},
+		{"ignore case in a dir", GrepRequest{Pattern: `^func open`, Path: "lib", IgnoreCase: true}, []GrepMatch{m("lib/open.go", 4, "func Open() {}")}, false, nil},
+		{"one file", GrepRequest{Pattern: `package`, Path: "lib/open.go"}, []GrepMatch{m("lib/open.go", 1, "package lib")}, false, nil},
 		{"max results", GrepRequest{Pattern: `Open`, Glob: "*.go", MaxResults: 2}, []GrepMatch{
 			m("cmd/main.go", 4, "\tOpen()"), m("lib/open.go", 3, "// Open opens."),
-		}, true},
-		{"long line cut", GrepRequest{Pattern: `Openx`}, []GrepMatch{m("long.go", 1, "Open"+strings.Repeat("x", DefaultGrepLineBytes-4)+LineCutMarker)}, false},
-		{"no match", GrepRequest{Pattern: `nothing here`}, []GrepMatch{}, false},
-		{"begin of text is begin of line", GrepRequest{Pattern: `\Afunc O`, Path: "lib"}, []GrepMatch{m("lib/open.go", 4, "func Open() {}")}, false},
-		{"own flags", GrepRequest{Pattern: `(?i)^FUNC OPEN`, Path: "lib"}, []GrepMatch{m("lib/open.go", 4, "func Open() {}")}, false},
+		}, true, big},
+		{"long line cut", GrepRequest{Pattern: `Openx`, Glob: "long.go"}, []GrepMatch{m("long.go", 1, "Open"+strings.Repeat("x", DefaultGrepLineBytes-4)+LineCutMarker)}, false, nil},
+		{"no match", GrepRequest{Pattern: `nothing here`}, []GrepMatch{}, true, big},
+		{"no match, big file filtered out", GrepRequest{Pattern: `nothing here`, Glob: "*.md"}, []GrepMatch{}, false, nil},
+		{"begin of text is begin of line", GrepRequest{Pattern: `\Afunc O`, Path: "lib"}, []GrepMatch{m("lib/open.go", 4, "func Open() {}")}, false, nil},
+		{"own flags", GrepRequest{Pattern: `(?i)^FUNC OPEN`, Path: "lib"}, []GrepMatch{m("lib/open.go", 4, "func Open() {}")}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got GrepResult
 			if err := f.call(t, GrepFunction, tc.req, &got); err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got.Matches, tc.want) || got.Truncated != tc.truncated {
-				t.Fatalf("got %+v (truncated %v)\nwant %+v", got.Matches, got.Truncated, tc.want)
+			if !reflect.DeepEqual(got.Matches, tc.want) || got.Truncated != tc.truncated ||
+				!reflect.DeepEqual(got.Skipped, tc.skipped) || got.SkippedFiles != len(tc.skipped) {
+				t.Fatalf("got %+v (truncated %v, skipped %q of %d)\nwant %+v (truncated %v, skipped %q)",
+					got.Matches, got.Truncated, got.Skipped, got.SkippedFiles, tc.want, tc.truncated, tc.skipped)
 			}
 		})
 	}
@@ -438,6 +445,79 @@ func TestGrepCaps(t *testing.T) {
 	}
 }
 
+// Files over the size bound are not searched, but a text one is named
+// (a bounded list, and a count of all) and the answer says truncated: the
+// caller must not take a missing match for a missing string. A binary
+// one is skipped quietly, as every binary file.
+func TestGrepSkipped(t *testing.T) {
+	t.Parallel()
+	const bound = 100
+	needle := strings.Repeat("needle here\n", 20) // 240 bytes of text
+	for _, tc := range []struct {
+		name      string
+		files     map[string]string
+		want      []string // the names in skipped
+		count     int      // skipped_files
+		truncated bool
+		matches   int
+	}{
+		{"small text is searched", map[string]string{"a.txt": "needle\n"}, nil, 0, false, 1},
+		{"large text is named", map[string]string{"a.txt": "needle\n", "big.log": needle}, []string{"big.log"}, 1, true, 1},
+		{"large binary is not", map[string]string{"big.bin": "needle\x00" + needle}, nil, 0, false, 0},
+		{"a NUL past the sniff window is text", map[string]string{"big.bin": needle + strings.Repeat("x", sniffBytes) + "\x00"}, []string{"big.bin"}, 1, true, 0},
+		{"nested", map[string]string{"d/e/big.txt": needle, "d/small.txt": "needle"}, []string{"d/e/big.txt"}, 1, true, 1},
+		{"names are bounded", bigFiles(MaxGrepSkipped+5, needle), bigNames(MaxGrepSkipped), MaxGrepSkipped + 5, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, WithMaxGrepFileBytes(bound))
+			for name, content := range tc.files {
+				mustWrite(t, filepath.Join(f.root, "s", name), content)
+			}
+			var got GrepResult
+			if err := f.call(t, GrepFunction, GrepRequest{Pattern: "needle", Path: "s"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, n := range tc.want {
+				want = append(want, "s/"+n)
+			}
+			if !reflect.DeepEqual(got.Skipped, want) || got.SkippedFiles != tc.count || got.Truncated != tc.truncated || len(got.Matches) != tc.matches {
+				t.Fatalf("got %d matches, truncated %v, skipped %q of %d\nwant %d, %v, %q of %d",
+					len(got.Matches), got.Truncated, got.Skipped, got.SkippedFiles, tc.matches, tc.truncated, want, tc.count)
+			}
+		})
+	}
+	// The names count toward the answer's byte bound.
+	f := newFixture(t, WithMaxGrepFileBytes(bound), WithMaxAnswerBytes(30))
+	for name, content := range bigFiles(3, needle) {
+		mustWrite(t, filepath.Join(f.root, name), content)
+	}
+	var got GrepResult
+	if err := f.call(t, GrepFunction, GrepRequest{Pattern: "needle", Glob: "big*"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Skipped) != 2 || got.SkippedFiles != 3 || !got.Truncated {
+		t.Fatalf("byte bound: skipped %q of %d, truncated %v", got.Skipped, got.SkippedFiles, got.Truncated)
+	}
+}
+
+func bigFiles(n int, content string) map[string]string {
+	m := map[string]string{}
+	for _, name := range bigNames(n) {
+		m[name] = content
+	}
+	return m
+}
+
+func bigNames(n int) []string {
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("big%02d.txt", i))
+	}
+	return names
+}
+
 func TestFunctionsOptions(t *testing.T) {
 	t.Parallel()
 	if _, err := Functions(nil); err != ErrNilResolver {
@@ -446,7 +526,7 @@ func TestFunctionsOptions(t *testing.T) {
 	for _, opt := range []Option{
 		WithMaxLineBytes(0), WithMaxAnswerBytes(-1), WithMaxWriteBytes(0), WithMaxEntries(0),
 		WithMaxGrepResults(0), WithMaxGrepFileBytes(0), WithMaxWalk(0), WithSkipDirs("a/b"), WithSkipDirs(""),
-		WithTimeout(0),
+		WithTimeout(0), WithQuota(nil),
 	} {
 		if _, err := Functions(FixedRoot("."), opt); err == nil {
 			t.Fatal("a bad option was accepted")

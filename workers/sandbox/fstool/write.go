@@ -67,13 +67,10 @@ func (t *tools) write(ctx context.Context, req WriteRequest) (WriteResult, error
 		unlock := t.lock(w, rel)
 		defer unlock()
 		info, missing, err := w.lstat(rel)
+		dirs := 0 // parent directories to create
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			if missing < strings.Count(rel, "/") {
-				if err := w.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
-					return WriteResult{}, err
-				}
-			}
+			dirs = strings.Count(rel, "/") - missing
 		case err != nil:
 			return WriteResult{}, err
 		case !info.Mode().IsRegular():
@@ -84,8 +81,13 @@ func (t *tools) write(ctx context.Context, req WriteRequest) (WriteResult, error
 		}
 		res := WriteResult{Path: rel, Bytes: len(req.Content), Created: info == nil}
 		mode := fs.FileMode(newFileMode)
+		grow := blocksFor(int64(len(req.Content))) + int64(dirs)*blockBytes
 		if info != nil {
+			if err := writable(rel, info); err != nil {
+				return WriteResult{}, err
+			}
 			mode = info.Mode().Perm()
+			grow -= allocated(info)
 			if info.Size() == int64(len(req.Content)) {
 				same, err := w.sameContent(rel, info, req.Content)
 				if err != nil {
@@ -96,12 +98,39 @@ func (t *tools) write(ctx context.Context, req WriteRequest) (WriteResult, error
 				}
 			}
 		}
+		release, err := t.reserve(ctx, w, grow)
+		if err != nil {
+			return WriteResult{}, err
+		}
+		defer release()
+		if dirs > 0 {
+			if err := w.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+				return WriteResult{}, err
+			}
+		}
 		if err := w.writeAtomic(rel, []byte(req.Content), mode); err != nil {
 			return WriteResult{}, err
 		}
 		return res, nil
 	})
 }
+
+// writable refuses to replace a file its owner may not write. A rename
+// ignores the target's mode, and the tools often run as root, whom modes
+// do not stop: without this a file the sandbox made read-only (chmod
+// 0444) would be replaced, where a write in the sandbox fails.
+func writable(rel string, info fs.FileInfo) error {
+	if info.Mode().Perm()&0o200 == 0 {
+		return forbidden("%.256q is read-only (mode %04o): permission denied; make it writable (chmod u+w) first if it is meant to change", rel, uint32(info.Mode().Perm()))
+	}
+	return nil
+}
+
+// blockBytes is the block the disk space of new content is counted in.
+const blockBytes = 4096
+
+// blocksFor is the disk space n bytes of content take: whole blocks.
+func blocksFor(n int64) int64 { return (n + blockBytes - 1) / blockBytes * blockBytes }
 
 // sameContent reports whether the file rel already holds content.
 func (w *workdir) sameContent(rel string, info fs.FileInfo, content string) (bool, error) {
@@ -159,6 +188,11 @@ func (t *tools) edit(ctx context.Context, req EditRequest) (EditResult, error) {
 		if err != nil {
 			return EditResult{}, err
 		}
+		if info.Mode().IsRegular() {
+			if err := writable(rel, info); err != nil {
+				return EditResult{}, err
+			}
+		}
 		if info.Size() > int64(t.o.maxWriteBytes) {
 			return EditResult{}, invalid("%.256q is %d bytes, more than the %d fs::edit handles", rel, info.Size(), t.o.maxWriteBytes)
 		}
@@ -196,6 +230,11 @@ func (t *tools) edit(ctx context.Context, req EditRequest) (EditResult, error) {
 		if len(out) > t.o.maxWriteBytes {
 			return EditResult{}, invalid("the edited file would be %d bytes, more than the %d allowed", len(out), t.o.maxWriteBytes)
 		}
+		release, err := t.reserve(ctx, w, blocksFor(int64(len(out)))-allocated(info))
+		if err != nil {
+			return EditResult{}, err
+		}
+		defer release()
 		if err := w.writeAtomic(rel, out, info.Mode().Perm()); err != nil {
 			return EditResult{}, err
 		}
