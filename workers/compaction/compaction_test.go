@@ -883,6 +883,38 @@ func TestProvision(t *testing.T) {
 	}
 }
 
+// With no max_entry_size of its own, the worker follows the session
+// tree's, when that is one it can take.
+func TestEntryLimitFollowsTheSessionTree(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		own, session string
+		want         int
+	}{
+		{"", "", compaction.DefaultMaxEntrySize},
+		{"", "65536", 65536},
+		{"131072", "65536", 131072},                  // its own wins
+		{"", "1024", compaction.DefaultMaxEntrySize}, // below its range: not taken
+		{"", "lots", compaction.DefaultMaxEntrySize}, // the tree refuses it itself
+	}
+	for _, tt := range tests {
+		settings := map[string]map[string]string{"session": {}, compaction.WorkerName: {}}
+		if tt.own != "" {
+			settings[compaction.WorkerName][compaction.SettingMaxEntrySize] = tt.own
+		}
+		if tt.session != "" {
+			settings["session"]["max_entry_size"] = tt.session
+		}
+		w := compaction.NewWorker()
+		if err := w.Provision(context.Background(), workers.Env{Settings: settings}); err != nil {
+			t.Fatalf("%+v: %v", tt, err)
+		}
+		if got, err := w.EntryLimit(); err != nil || got != tt.want {
+			t.Errorf("%+v: entry limit %d, %v; want %d", tt, got, err, tt.want)
+		}
+	}
+}
+
 // The worker's lifecycle: one start, close idempotent, no start after
 // close; the function is in the catalog with its schemas.
 func TestLifecycle(t *testing.T) {

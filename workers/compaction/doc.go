@@ -109,6 +109,8 @@
 //  2. Provision: the settings reserve_tokens, keep_fraction, prune_bytes,
 //     lease_ttl, auto, concurrency, timeout, split_turns and
 //     max_entry_size (see the Setting* constants); any other is an error.
+//     Without max_entry_size of its own the worker takes the session
+//     tree's (session.max_entry_size) when set and within its range.
 //  3. Start: open (create) [LeaseBucket], register compaction::compact
 //     on the engine worker "compaction" with its schemas and skill, start
 //     the trigger.

@@ -33,3 +33,12 @@ func SetBackgroundCompact(t interface{ Cleanup(func()) }, f func(ctx context.Con
 	}
 	t.Cleanup(func() { backgroundCompact = old })
 }
+
+// EntryLimit is the entry limit the worker's options come to.
+func (w *Worker) EntryLimit() (int, error) {
+	o, err := buildOptions(w.opts)
+	if err != nil {
+		return 0, err
+	}
+	return o.maxEntrySize, nil
+}

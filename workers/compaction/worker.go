@@ -62,6 +62,11 @@ func NewWorker(opts ...Option) *Worker { return &Worker{opts: opts} }
 // Provision reads the settings (the Setting* constants); anything else,
 // or a value that does not parse or is out of range, is an error wrapping
 // engine.ErrInvalidOption.
+//
+// With no max_entry_size of its own, the worker takes the session tree's
+// ("session.max_entry_size", the module it writes to) when that is set
+// and within this worker's range: an operator who changes the tree's
+// limit changes what a compaction entry must fit without saying it twice.
 func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	settings := env.Settings[WorkerName]
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
@@ -71,9 +76,18 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 		}
 		w.opts = append(w.opts, opt)
 	}
+	if _, own := settings[SettingMaxEntrySize]; !own {
+		if n, err := strconv.Atoi(env.Settings[sessionModule][SettingMaxEntrySize]); err == nil && n >= MinMaxEntrySize && n <= MaxMaxEntrySize {
+			w.opts = append(w.opts, WithMaxEntrySize(n))
+		}
+	}
 	_, err := buildOptions(w.opts)
 	return err
 }
+
+// sessionModule is the session tree's module name, whose max_entry_size
+// the worker follows (it imports no other worker).
+const sessionModule = "session"
 
 func settingOption(k, v string) (Option, error) {
 	bad := func(err error) error {
