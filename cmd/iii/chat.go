@@ -346,9 +346,9 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			if !ok {
 				decision = agent.DecisionAborted
 			}
-			err := e.Trigger(ctx, "approval::resolve", map[string]string{
+			err := resolveDecision(ctx, e, map[string]string{
 				"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": decision, "reason": "decided in iii chat",
-			}, nil)
+			}, resolveAttempt)
 			if err != nil {
 				fmt.Fprintf(out, "could not record the decision (%v); the call stays parked\n", err)
 			}
@@ -363,6 +363,22 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			return ev.StopReason, nil
 		}
 	}
+}
+
+// resolveAttempt bounds one approval::resolve call of `iii chat`.
+const resolveAttempt = 10 * time.Second
+
+// resolveDecision sends an approval decision, and sends it again while
+// the answer is a retryable error (timeout, unavailable, conflict), for
+// three attempts' time: a timeout may hide a decision that was recorded,
+// and approval::resolve answers the same decision asked again with ok, so
+// a lost reply is not reported as a failure.
+func resolveDecision(ctx context.Context, e *engine.Engine, req map[string]string, attempt time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*attempt)
+	defer cancel()
+	return engine.Retry(ctx, attempt, func(ctx context.Context) error {
+		return e.Trigger(ctx, "approval::resolve", req, nil)
+	}, func(err error) bool { return wire.From(err).Retryable })
 }
 
 func clip(s string, n int) string {

@@ -5,17 +5,26 @@
 // # Functions
 //
 //   - approval::resolve {session_id, function_call_id, decision:
-//     "allow"|"deny"|"aborted", reason?, args_hash?} → {ok:true}. "aborted"
-//     asks the orchestrator to abort the whole run. Errors: invalid_payload
+//     "allow"|"deny"|"aborted", reason?, args_hash?} → {ok:true,
+//     already_decided?, decision, decided_at}: the decision as recorded.
+//     "aborted" asks the orchestrator to abort the whole run. A call is
+//     decided once; the same request again — same call, decision and
+//     reason, and args_hash, when given, the call's: a retry after a lost
+//     reply — answers ok with already_decided:true and the first call's
+//     decided_at, while the decided record is there and, once the
+//     orchestrator consumed and deleted it, for the decision TTL (see
+//     Decision receipts). Errors: invalid_payload
 //     (bad ids — a call id with '/', '.', '*', '>' or whitespace —, an
 //     unknown decision, a reason over 4 KiB or not UTF-8, an args_hash that
 //     is not "sha256:" and 64 hex digits, a decided record that would not
 //     fit the server's max payload — only another client's record comes
-//     that close; a shorter reason may fit); not_pending (no such parked call,
-//     already decided, a record that does not decode, or args_hash given and
-//     different from the record's: the call changed since it was shown);
-//     conflict (two lost compare-and-sets in a row; retry); unavailable.
-//     Not idempotent.
+//     that close; a shorter reason may fit); not_pending (no such parked
+//     call, decided with another decision or reason, a record that does
+//     not decode, or args_hash given and different from the record's: the
+//     call changed since it was shown); conflict (lost compare-and-sets;
+//     retry: the decision may be taken already, and the retry completes
+//     it); unavailable. Not declared idempotent in the catalog (that would
+//     let mode "auto" pre-approve it), but safe to retry.
 //   - approval::list_pending {session_id?} → {pending:[{session_id,
 //     function_call_id, function_id, args, args_hash, requested_at}],
 //     omitted?}, only pending records, oldest first (requested_at, then
@@ -45,7 +54,7 @@
 //
 // # Session homes
 //
-// Both buckets are per-session buckets (engine.EnsureSessionKV): a primary
+// The buckets are per-session buckets (engine.EnsureSessionKV): a primary
 // copy, named as below, for the sessions without a region, and one copy per
 // region, subjects.RegionalBucket(bucket, region) ("iii-approvals-at-eu",
 // "iii-approval-settings-at-eu"), created by the nodes of that region in its
@@ -59,10 +68,10 @@
 //
 // # KV layout (shared with the orchestrator)
 //
-// Both buckets are created by whichever side comes first, with exactly
-// [ApprovalsBucketConfig] and [SettingsBucketConfig] (a region's copy adds
-// its placement): History 1, file storage, the engine's replicas. Values
-// are JSON.
+// The approvals and settings buckets are created by whichever side comes
+// first, with exactly [ApprovalsBucketConfig] and [SettingsBucketConfig]
+// (a region's copy adds its placement): History 1, file storage, the
+// engine's replicas. Values are JSON.
 //
 // subjects.ApprovalsBucket ("iii-approvals"), key
 // subjects.ApprovalKey(session_id, function_call_id) =
@@ -84,9 +93,10 @@
 //     read, to status "decided" with "decision" ("allow", "deny",
 //     "aborted"), "reason" (omitted when empty) and "decided_at" (Unix ms).
 //     Every other field keeps its JSON value (compacted), including fields this
-//     package does not know. A lost compare-and-set re-reads once; a record
-//     found decided (or gone) is not_pending: a call is decided at most
-//     once.
+//     package does not know. Just before, it writes the decision's receipt
+//     (see Decision receipts). A lost compare-and-set re-reads once; a
+//     record found decided (or gone) answers the same decision and refuses
+//     any other: a call is decided at most once.
 //  3. The orchestrator watches the bucket, applies a decided record if its
 //     call is still parked with the same args_hash and run_id, then deletes
 //     the key; it deletes the pending keys of a run that ends. This worker
@@ -104,13 +114,54 @@
 // Readers treat an absent key as [DefaultSettings] and an absent mode as
 // "manual".
 //
+// # Decision receipts
+//
+// [DecisionsBucket] ("iii-approval-decisions", a per-session bucket like
+// the others: "iii-approval-decisions-at-eu" for the sessions of region
+// eu; History 1, max age the decision TTL), written and read by this
+// worker only, key the call's approval key, value a receipt:
+//
+//	{"session_id": "s1", "function_call_id": "toolu_01", "run_id": "r1",
+//	  "function_id": "fs::write", "args_hash": "sha256:<64 hex>",
+//	  "requested_at": 1700000000000, "decision": "allow", "reason": "ok",
+//	  "decided_at": 1700000005000}
+//
+// A decision is taken when its receipt is written: created (first writer
+// wins) after the pending record is read and checked, and before that
+// record is decided. The receipt names the pending record it decides (run,
+// function, args hash, requested_at). A resolve that finds a receipt bound
+// to the pending record — its writer was killed between the two writes,
+// or is writing right now — writes the receipt's decision into the record
+// (answering ok to the same request, not_pending to any other), so no
+// state has the call decided one way and reported the other; until a
+// resolve does, the call is still listed pending. A receipt of
+// another record (a call of another run with the same id, or one older
+// than the TTL, or a value that does not decode) decides nothing and is
+// replaced. Once the orchestrator deleted the record, a live receipt only
+// answers: approval::resolve never writes an approval record from it, and
+// the orchestrator never reads this bucket, so a receipt cannot make a
+// call run. (A caller with write access to the buckets could write a
+// decided approval record directly anyway.) A resolver stopped after its
+// receipt when the run ended before the record was decided leaves a
+// receipt that answers ok to its retry: the decision was taken; the run
+// that would have applied it was over.
+//
+// The decision TTL is [DefaultDecisionTTL] (24h), set with
+// [WithDecisionTTL] or the module setting "decision_ttl" (a Go duration,
+// 1m to 720h). It is the bucket's max age when this worker creates it (an
+// existing bucket keeps its own; a shorter one is logged at Warn), and a
+// receipt older than it is ignored in any case. A session whose region has
+// an approvals copy but no decisions copy (its nodes predate it) is
+// decided without a receipt.
+//
 // # Lifecycle
 //
 //  1. New: the registry builds a [Worker]; embedders use [NewWorker].
-//  2. Provision: the module has no settings; any setting is an error.
-//  3. Start: open (create) both buckets — the primary copies and, on a node
-//     with a region (engine.WithRegion), that region's — and register the
-//     four functions.
+//  2. Provision: the one setting is [SettingDecisionTTL]; any other, or a
+//     value out of range, is an error.
+//  3. Start: open (create) the three buckets — the primary copies and, on
+//     a node with a region (engine.WithRegion), that region's — and
+//     register the four functions.
 //  4. Close: stop the endpoints. The buckets and their records stay.
 //
 // # Example
@@ -120,9 +171,10 @@
 //		return err
 //	}
 //	defer w.Close(ctx)
-//	_, err := engine.Call[approval.ResolveResponse](ctx, e, approval.ResolveFunction,
+//	resp, err := engine.Call[approval.ResolveResponse](ctx, e, approval.ResolveFunction,
 //		approval.ResolveRequest{SessionID: "s1", FunctionCallID: "toolu_01", Decision: agent.DecisionAllow})
 //	if errors.Is(err, wire.ErrNotPending) {
-//		// decided already, or the call changed since it was shown
+//		// decided otherwise, not waiting, or the call changed since it was shown
 //	}
+//	_ = resp.AlreadyDecided // true when a retry found this decision recorded
 package approval

@@ -127,7 +127,11 @@ func FuzzDecide(f *testing.F) {
 		if req.Validate() != nil {
 			return // decide only ever sees validated requests
 		}
-		out, werr := decide(value, req, 42, nil)
+		stored, raw, werr := readRecord(value, req)
+		var out []byte
+		if werr == nil {
+			out, werr = decide(stored, raw, req, verdict{Decision: req.Decision, Reason: reason, DecidedAt: 42})
+		}
 		if werr != nil {
 			if !errors.Is(werr, wire.ErrNotPending) {
 				t.Fatalf("%v is not not_pending", werr)

@@ -127,3 +127,17 @@ func resolve(ctx context.Context, e *engine.Engine, req ResolveRequest) error {
 	}
 	return err
 }
+
+// resolveIn resolves req on s in process, dropping the answer.
+func resolveIn(ctx context.Context, s *Store, req ResolveRequest) error {
+	_, err := s.Resolve(ctx, req)
+	return err
+}
+
+// otherDecision is a decision other than d.
+func otherDecision(d string) string {
+	if d == agent.DecisionDeny {
+		return agent.DecisionAllow
+	}
+	return agent.DecisionDeny
+}

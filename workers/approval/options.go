@@ -8,16 +8,30 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 )
 
+// Bounds of [WithDecisionTTL].
+const (
+	// DefaultDecisionTTL is how long a decision's receipt answers a
+	// repeated approval::resolve by default.
+	DefaultDecisionTTL = 24 * time.Hour
+	// MinDecisionTTL is the shortest receipt life: a client that lost a
+	// reply must have time to ask again.
+	MinDecisionTTL = time.Minute
+	// MaxDecisionTTL is the longest: receipts are one small value per
+	// decision, kept that long.
+	MaxDecisionTTL = 30 * 24 * time.Hour
+)
+
 // Option configures a [Store] (and the [Worker] that opens one).
 type Option func(*options) error
 
 type options struct {
-	now    func() time.Time
-	logger *slog.Logger // nil: the engine's logger
+	now         func() time.Time
+	logger      *slog.Logger // nil: the engine's logger
+	decisionTTL time.Duration
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{now: time.Now}
+	o := options{now: time.Now, decisionTTL: DefaultDecisionTTL}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -29,8 +43,8 @@ func buildOptions(opts []Option) (options, error) {
 	return o, nil
 }
 
-// WithClock sets the clock that stamps decided_at and updated_at (default
-// time.Now), for deterministic tests.
+// WithClock sets the clock that stamps decided_at and updated_at and ages
+// decision receipts (default time.Now), for deterministic tests.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) error {
 		if now == nil {
@@ -49,6 +63,22 @@ func WithLogger(l *slog.Logger) Option {
 			return fmt.Errorf("%w: nil logger", engine.ErrInvalidOption)
 		}
 		o.logger = l
+		return nil
+	}
+}
+
+// WithDecisionTTL sets how long a decision's receipt is kept (default
+// [DefaultDecisionTTL], within [MinDecisionTTL] and [MaxDecisionTTL]): for
+// that long, approval::resolve asked again with the same decision answers
+// it, even after the orchestrator consumed and deleted the approval
+// record. It is the max age of [DecisionsBucket] when this worker creates
+// it; a receipt older than the TTL is ignored whatever the bucket keeps.
+func WithDecisionTTL(d time.Duration) Option {
+	return func(o *options) error {
+		if d < MinDecisionTTL || d > MaxDecisionTTL {
+			return fmt.Errorf("%w: decision TTL %v not in [%v, %v]", engine.ErrInvalidOption, d, MinDecisionTTL, MaxDecisionTTL)
+		}
+		o.decisionTTL = d
 		return nil
 	}
 }

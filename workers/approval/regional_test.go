@@ -128,6 +128,10 @@ func TestRegionalSessions(t *testing.T) {
 	if rec, _, _ := stored(t, primary, plainKey); rec.Decision != "deny" {
 		t.Fatalf("plain record %+v", rec)
 	}
+	// Each decision's receipt sits in its session's copy too.
+	if g, p := mustJSON(t, keys(t, bucketCopy(t, e, DecisionsBucket, "eu"))), mustJSON(t, keys(t, bucketCopy(t, e, DecisionsBucket, ""))); g != `["eu.s1.c1"]` || p != `["s2.c1"]` {
+		t.Fatalf("receipt keys: eu %s, primary %s", g, p)
+	}
 	// The stray "eu.s9" in the primary copy is not where eu.s9 lives.
 	if err := resolve(ctx, e, ResolveRequest{SessionID: "eu.s9", FunctionCallID: "c1", Decision: "allow"}); !errors.Is(err, wire.ErrNotPending) {
 		t.Fatalf("resolve of a stray: %v", err)
@@ -141,7 +145,7 @@ func TestRegionalSessions(t *testing.T) {
 	for name, call := range map[string]func() (error, error){
 		"resolve": func() (error, error) {
 			req := ResolveRequest{SessionID: "zz.s3", FunctionCallID: "c1", Decision: "allow"}
-			return resolve(ctx, e, req), s.Resolve(ctx, req)
+			return resolve(ctx, e, req), resolveIn(ctx, s, req)
 		},
 		"list_pending": func() (error, error) {
 			_, err := engine.Call[ListPendingResponse](ctx, e, ListPendingFunction, ListPendingRequest{SessionID: "zz.s3"})
@@ -190,7 +194,7 @@ func TestRegionalSessions(t *testing.T) {
 	if err != nil || mustJSON(t, ids(got)) != `["eu.s4/c2"]` {
 		t.Fatalf("list from a plain node: %v, %v", ids(got), err)
 	}
-	if err := s2.Resolve(ctx, ResolveRequest{SessionID: "eu.s4", FunctionCallID: "c2", Decision: "allow"}); err != nil {
+	if err := resolveIn(ctx, s2, ResolveRequest{SessionID: "eu.s4", FunctionCallID: "c2", Decision: "allow"}); err != nil {
 		t.Fatalf("resolve from a plain node: %v", err)
 	}
 }

@@ -78,9 +78,19 @@ func validArgsHash(h string) bool {
 	return true
 }
 
-// ResolveResponse is the answer of approval::resolve: {"ok":true}.
+// ResolveResponse is the answer of approval::resolve: the decision as
+// recorded.
 type ResolveResponse struct {
 	OK bool `json:"ok"`
+	// AlreadyDecided is true when this call did not decide: the call had
+	// been decided before with this very decision and reason (a retry
+	// after a lost reply), and is answered from what was recorded.
+	AlreadyDecided bool `json:"already_decided,omitempty"`
+	// Decision is the recorded decision (the request's).
+	Decision string `json:"decision"`
+	// DecidedAt is when it was recorded, Unix milliseconds: that of the
+	// first call when AlreadyDecided.
+	DecidedAt int64 `json:"decided_at"`
 }
 
 // ListPendingRequest is the request of approval::list_pending.
@@ -195,8 +205,13 @@ const resolveRequestSchema = `{
 
 const resolveResponseSchema = `{
   "type": "object",
-  "properties": {"ok": {"const": true}},
-  "required": ["ok"]
+  "properties": {
+    "ok": {"const": true},
+    "already_decided": {"type": "boolean", "description": "true when the call had already been decided with this same decision and reason (a retry after a lost reply): nothing new was decided; absent otherwise"},
+    "decision": {"enum": ["allow", "deny", "aborted"], "description": "the recorded decision"},
+    "decided_at": {"type": "integer", "description": "when it was recorded, Unix milliseconds"}
+  },
+  "required": ["ok", "decision", "decided_at"]
 }`
 
 const listPendingRequestSchema = `{

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
@@ -47,15 +48,21 @@ func TestResolve(t *testing.T) {
 		if _, has := raw["reason"]; has != (tc.reason != "") {
 			t.Errorf("%s: reason key present=%v in %v", tc.decision, has, raw)
 		}
-		// Consumed once.
-		if err := resolve(ctx, f.e, req); !errors.Is(err, wire.ErrNotPending) {
-			t.Errorf("%s: second resolve = %v, want not_pending", tc.decision, err)
+		// Decided once: the same decision again is answered from the
+		// record; any other is refused.
+		again, err := engine.Call[ResolveResponse](ctx, f.e, ResolveFunction, req)
+		if err != nil || !again.OK || !again.AlreadyDecided || again.Decision != tc.decision || again.DecidedAt != testNow.UnixMilli() {
+			t.Errorf("%s: second resolve = %+v, %v; want ok, already decided", tc.decision, again, err)
 		}
-		req.Decision = agent.DecisionDeny
-		if err := resolve(ctx, f.e, req); !errors.Is(err, wire.ErrNotPending) {
-			t.Errorf("%s: other decision after = %v, want not_pending", tc.decision, err)
+		for _, other := range []ResolveRequest{
+			{SessionID: "s1", FunctionCallID: callID, Decision: otherDecision(tc.decision), Reason: tc.reason},
+			{SessionID: "s1", FunctionCallID: callID, Decision: tc.decision, Reason: tc.reason + " (changed)"},
+		} {
+			if err := resolve(ctx, f.e, other); !errors.Is(err, wire.ErrNotPending) || !strings.Contains(err.Error(), "already decided") {
+				t.Errorf("%s: %+v after = %v, want not_pending", tc.decision, other, err)
+			}
 		}
-		if again, _, _ := stored(t, f.approvals, key); again.Decision != tc.decision {
+		if again, _, _ := stored(t, f.approvals, key); again.Decision != tc.decision || again.Reason != tc.reason {
 			t.Errorf("%s: decision overwritten: %+v", tc.decision, again)
 		}
 	}
@@ -129,7 +136,7 @@ func TestResolveUndecodableRecords(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	for i, v := range []string{`not json`, `[1,2]`, `null`, `"pending"`, `{"status":5}`, `{"status":"weird"}`, `{}`, `{"status":"decided","decision":"allow"}`} {
+	for i, v := range []string{`not json`, `[1,2]`, `null`, `"pending"`, `{"status":5}`, `{"status":"weird"}`, `{}`, `{"status":"decided","decision":"deny"}`} {
 		callID := fmt.Sprintf("c%d", i)
 		key, rev := parkRaw(t, f.approvals, "s1", callID, []byte(v))
 		err := resolve(ctx, f.e, ResolveRequest{SessionID: "s1", FunctionCallID: callID, Decision: "allow"})
@@ -160,7 +167,7 @@ func TestResolveConcurrent(t *testing.T) {
 				if round%2 == 0 {
 					err = resolve(ctx, f.e, req) // through the bus
 				} else {
-					err = store.Resolve(ctx, req) // in process: more overlap
+					err = resolveIn(ctx, store, req) // in process: more overlap
 				}
 				switch {
 				case err == nil:
@@ -215,16 +222,32 @@ func TestResolveLostCAS(t *testing.T) {
 		return ResolveRequest{SessionID: "s1", FunctionCallID: callID, Decision: "allow"}
 	}
 
-	// Another resolver wins between our read and our write: not_pending.
+	// Another resolver decides between our read and our write: the
+	// decision whose receipt came first stands, the other is not_pending.
 	key, _ := park(t, f.approvals, record(t, "s1", "c1", "x::y", nil, 1))
 	s := withKV(&racingKV{KeyValue: f.approvals, before: func(n int) {
 		if n == 1 {
-			if err := base.Resolve(ctx, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "deny", Reason: "first"}); err != nil {
-				t.Error(err)
+			// Our receipt is written: the other resolver writes ours.
+			err := resolveIn(ctx, base, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "deny", Reason: "second"})
+			if !errors.Is(err, wire.ErrNotPending) || !strings.Contains(err.Error(), "already decided (allow)") {
+				t.Errorf("the later decision: %v, want not_pending", err)
 			}
 		}
 	}})
-	if err := s.Resolve(ctx, req("c1")); !errors.Is(err, wire.ErrNotPending) {
+	if err := resolveIn(ctx, s, req("c1")); err != nil {
+		t.Fatalf("the first decision, written by the other resolver: %v", err)
+	}
+	if rec, _, _ := stored(t, f.approvals, key); rec.Decision != "allow" || rec.Reason != "" {
+		t.Fatalf("first decision overwritten: %+v", rec)
+	}
+	// ... and before our receipt: ours is not_pending.
+	key, _ = park(t, f.approvals, record(t, "s1", "c1b", "x::y", nil, 1))
+	s = withReceipts(base, &racingReceipts{KeyValue: decisionsKV(t, f), before: func() {
+		if err := resolveIn(ctx, base, ResolveRequest{SessionID: "s1", FunctionCallID: "c1b", Decision: "deny", Reason: "first"}); err != nil {
+			t.Error(err)
+		}
+	}})
+	if err := resolveIn(ctx, s, req("c1b")); !errors.Is(err, wire.ErrNotPending) {
 		t.Fatalf("lost to a decision: %v", err)
 	}
 	if rec, _, _ := stored(t, f.approvals, key); rec.Decision != "deny" || rec.Reason != "first" {
@@ -248,31 +271,49 @@ func TestResolveLostCAS(t *testing.T) {
 			touch()
 		}
 	}})
-	if err := s.Resolve(ctx, req("c2")); err != nil {
+	if err := resolveIn(ctx, s, req("c2")); err != nil {
 		t.Fatalf("after one lost CAS on a still pending record: %v", err)
 	}
 
-	// Deleted in between (the run ended): not_pending.
+	// Deleted before it was read (the run ended): not_pending.
 	key, _ = park(t, f.approvals, record(t, "s1", "c3", "x::y", nil, 1))
+	if err := f.approvals.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := resolveIn(ctx, base, req("c3")); !errors.Is(err, wire.ErrNotPending) {
+		t.Fatalf("deleted before: %v", err)
+	}
+	// Deleted after the decision was taken (its receipt written), before
+	// our record write: another resolver may have written it and the
+	// orchestrator applied it, so it is not refused.
+	key, _ = park(t, f.approvals, record(t, "s1", "c3b", "x::y", nil, 1))
 	s = withKV(&racingKV{KeyValue: f.approvals, before: func(int) {
 		if err := f.approvals.Delete(ctx, key); err != nil {
 			t.Error(err)
 		}
 	}})
-	if err := s.Resolve(ctx, req("c3")); !errors.Is(err, wire.ErrNotPending) {
-		t.Fatalf("deleted in between: %v", err)
+	if got, err := s.Resolve(ctx, req("c3b")); err != nil || got.AlreadyDecided || got.Decision != "allow" {
+		t.Fatalf("deleted in between: %+v, %v", got, err)
 	}
 
-	// Losing twice: conflict, retryable, and nothing decided.
+	// Losing twice: conflict, retryable, and the record not decided yet;
+	// the decision is taken (its receipt written): a retry, or any other
+	// resolve, writes it.
 	key, _ = park(t, f.approvals, record(t, "s1", "c4", "x::y", nil, 1))
 	s = withKV(&racingKV{KeyValue: f.approvals, before: func(int) { touch() }})
-	err := s.Resolve(ctx, req("c4"))
+	err := resolveIn(ctx, s, req("c4"))
 	var we *wire.Error
 	if !errors.Is(err, wire.ErrConflict) || !errors.As(err, &we) || !we.Retryable {
 		t.Fatalf("lost twice: %v", err)
 	}
 	if rec, _, _ := stored(t, f.approvals, key); rec.Status != agent.ApprovalPending {
 		t.Fatalf("decided after two lost CAS: %+v", rec)
+	}
+	if got, err := base.Resolve(ctx, req("c4")); err != nil || !got.AlreadyDecided {
+		t.Fatalf("retry after conflict: %+v, %v", got, err)
+	}
+	if rec, _, _ := stored(t, f.approvals, key); rec.Decision != "allow" {
+		t.Fatalf("after the retry: %+v", rec)
 	}
 }
 
@@ -312,7 +353,7 @@ func TestWritesOverMaxPayload(t *testing.T) {
 	}
 	for name, call := range map[string]func() error{
 		"resolve": func() error {
-			return s.Resolve(ctx, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", Reason: long})
+			return resolveIn(ctx, s, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", Reason: long})
 		},
 		"settings": func() error {
 			_, err := s.SetSettings(ctx, SettingsSetRequest{SessionID: "s1", AlwaysAllow: &patterns})
@@ -328,7 +369,7 @@ func TestWritesOverMaxPayload(t *testing.T) {
 	if got, _, r := stored(t, approvals, key); r != rev || got.Status != agent.ApprovalPending {
 		t.Fatalf("record changed by a refused decision: rev %d", r)
 	}
-	if err := s.Resolve(ctx, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", Reason: "short"}); err != nil {
+	if err := resolveIn(ctx, s, ResolveRequest{SessionID: "s1", FunctionCallID: "c1", Decision: "allow", Reason: "short"}); err != nil {
 		t.Fatalf("with a short reason: %v", err)
 	}
 }

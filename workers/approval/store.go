@@ -38,8 +38,9 @@ func SettingsBucketConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{Bucket: subjects.ApprovalSettingsBucket, History: 1, Storage: jetstream.FileStorage}
 }
 
-// Store is the approval gate over its two per-session KV buckets: the
-// logic behind the four functions, callable in process. Every error it
+// Store is the approval gate over its per-session KV buckets (approvals,
+// settings, and the decision receipts): the logic behind the four
+// functions, callable in process. Every error it
 // returns is a *wire.Error. A Store is safe for concurrent use; every write
 // is a compare-and-set, so any number of replicas may share the buckets.
 type Store struct {
@@ -55,12 +56,14 @@ type Store struct {
 	maxPayload func() int64
 	now        func() time.Time
 	logger     *slog.Logger
+	// decisionTTL is how long a receipt answers a repeated resolve.
+	decisionTTL time.Duration
 }
 
-// Open opens (creating when missing) the approvals and settings buckets
-// through e: their primary copies and, when e has a region, that region's
-// copies (engine.EnsureSessionKV). Each session's keys are then read and
-// written in the copy of its home region.
+// Open opens (creating when missing) the approvals, settings and
+// decisions buckets through e: their primary copies and, when e has a
+// region, that region's copies (engine.EnsureSessionKV). Each session's
+// keys are then read and written in the copy of its home region.
 func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -76,7 +79,15 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if logger == nil {
 		logger = e.Logger().With("worker", WorkerName)
 	}
-	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, now: o.now, logger: logger}, nil
+	decisions, err := e.EnsureSessionKV(ctx, DecisionsBucketConfig(o.decisionTTL))
+	if err != nil {
+		return nil, err
+	}
+	// The bucket keeps the max age of whoever created it.
+	if st, err := decisions.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < o.decisionTTL {
+		logger.Warn("the decisions bucket drops receipts before the decision TTL", "bucket", DecisionsBucket, "max_age", st.TTL(), "decision_ttl", o.decisionTTL)
+	}
+	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, now: o.now, logger: logger, decisionTTL: o.decisionTTL}, nil
 }
 
 // bucket is the copy of per-session bucket holding session sid's keys. A
@@ -95,71 +106,144 @@ func (s *Store) bucket(ctx context.Context, bucket, sid string) (jetstream.KeyVa
 
 // Resolve decides a pending call: the record under subjects.ApprovalKey
 // turns from pending to decided (decision, reason, decided_at) by a
-// compare-and-set on its revision, so a call is decided at most once. A
-// call that is not waiting — no record, already decided, a record that does
+// compare-and-set on its revision, so a call is decided at most once.
+//
+// The decision is taken when its receipt is written to [DecisionsBucket]
+// (create, first writer wins), just before the record: a call that finds a
+// receipt bound to the pending record writes that receipt's decision into
+// it, so a resolver stopped between the two writes loses nothing, and a
+// decision once taken is the only one. Asked again with the same decision
+// and reason (args_hash, when given, the call's) — a retry after a lost
+// reply — it answers success with already_decided, from the decided
+// record, or from the receipt once the orchestrator deleted the record,
+// for the decision TTL. Any other request for a call that is not waiting
+// — no record and no such receipt, decided otherwise, a record that does
 // not decode, or args_hash given and different from the record's — is
 // not_pending. Losing the compare-and-set re-reads the record once.
-func (s *Store) Resolve(ctx context.Context, req ResolveRequest) error {
+func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (ResolveResponse, error) {
 	if err := req.Validate(); err != nil {
-		return err
+		return ResolveResponse{}, err
 	}
 	key, err := subjects.ApprovalKey(req.SessionID, req.FunctionCallID)
 	if err != nil {
-		return invalidWrap(err)
+		return ResolveResponse{}, invalidWrap(err)
 	}
 	approvals, err := s.bucket(ctx, subjects.ApprovalsBucket, req.SessionID)
 	if err != nil {
-		return err
+		return ResolveResponse{}, err
 	}
+	receipts, err := s.receipts(ctx, req.SessionID)
+	if err != nil {
+		return ResolveResponse{}, err
+	}
+	ours := verdict{Decision: req.Decision, Reason: req.Reason, DecidedAt: s.now().UnixMilli(), DecidedTrace: traceCarrier(ctx)}
+	var mine uint64 // the revision of the receipt this call wrote
 	for attempt := 0; ; attempt++ {
 		ent, err := approvals.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return notPending("call %q of session %q is not waiting for approval", req.FunctionCallID, req.SessionID)
+			return s.answerGone(ctx, receipts, key, req, mine)
 		}
 		if err != nil {
-			return storeErr(ctx, err, "read approval %s", key)
+			return ResolveResponse{}, storeErr(ctx, err, "read approval %s", key)
 		}
-		data, werr := decide(ent.Value(), req, s.now().UnixMilli(), traceCarrier(ctx))
+		rec, raw, werr := readRecord(ent.Value(), req)
 		if werr != nil {
-			if errors.Is(werr, errUndecodable) {
-				s.logger.Warn("approval record does not decode", "key", key, "error", werr)
+			s.logger.Warn("approval record does not decode", "key", key, "error", werr)
+			return ResolveResponse{}, werr
+		}
+		if rec.Status == agent.ApprovalDecided {
+			v := recordVerdict(rec)
+			return answer(req, v, rec.ArgsHash, mine != 0 && v.same(ours))
+		}
+		data, werr := decide(rec, raw, req, ours)
+		if werr != nil {
+			return ResolveResponse{}, werr
+		}
+		// Refused before the receipt is written: a decision taken must fit.
+		if limit := s.maxPayload() - writeRoom; int64(len(data)) > limit {
+			return ResolveResponse{}, tooLarge(req, len(data))
+		}
+		v, ownV := ours, true
+		if receipts != nil {
+			var rev uint64
+			var wrote bool
+			if v, rev, wrote, err = s.claim(ctx, receipts, key, req, rec, ours); err != nil {
+				return ResolveResponse{}, err
 			}
-			return werr
+			if wrote {
+				mine = rev
+			}
+			if ownV = rev == mine; !ownV {
+				// An earlier call's decision, not yet in the record.
+				if data, werr = decided(raw, v); werr != nil {
+					return ResolveResponse{}, werr
+				}
+			}
 		}
 		_, err = approvals.Update(ctx, key, data, ent.Revision())
 		if err == nil {
-			return nil
+			return answer(req, v, rec.ArgsHash, ownV)
 		}
 		if errors.Is(err, nats.ErrMaxPayload) {
-			// Only a record another client wrote comes this close to the
-			// limit; a shorter reason may still fit.
-			return storeErr(ctx, err, "call %q of session %q: its decided record of %d bytes would not fit the server's max payload (a shorter reason may)", req.FunctionCallID, req.SessionID, len(data))
+			return ResolveResponse{}, tooLarge(req, len(data))
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return storeErr(ctx, err, "write approval %s", key)
+			return ResolveResponse{}, storeErr(ctx, err, "write approval %s", key)
 		}
 		if attempt > 0 {
-			return wire.Errorf(wire.CodeConflict, "call %q of session %q changed concurrently; retry", req.FunctionCallID, req.SessionID)
+			return ResolveResponse{}, wire.Errorf(wire.CodeConflict, "call %q of session %q changed concurrently; retry", req.FunctionCallID, req.SessionID)
 		}
 	}
+}
+
+// writeRoom is what a KV write leaves of the server's max payload for its
+// headers (the expected revision: under 100 bytes).
+const writeRoom = 256
+
+// tooLarge is the invalid_payload error of a decided record of size bytes
+// that would not fit the server's max payload. Only a record another
+// client wrote comes this close to the limit; a shorter reason may fit.
+func tooLarge(req ResolveRequest, size int) *wire.Error {
+	return wire.Wrap(wire.CodeInvalidPayload, nats.ErrMaxPayload, "call %q of session %q: its decided record of %d bytes would not fit the server's max payload (a shorter reason may)", req.FunctionCallID, req.SessionID, size)
+}
+
+// receipts is the copy of [DecisionsBucket] holding session sid's
+// receipts; nil (and a warning) when the session's region has a copy of
+// the approvals bucket but none of this one (its nodes predate it): the
+// call is then decided without a receipt, and a repeat after the
+// orchestrator's delete is not_pending.
+func (s *Store) receipts(ctx context.Context, sid string) (jetstream.KeyValue, error) {
+	kv, err := s.kv(ctx, DecisionsBucket, sid)
+	if err == nil {
+		return kv, nil
+	}
+	if errors.Is(err, engine.ErrUnknownRegion) {
+		s.logger.Warn("no decisions bucket in the session's region; deciding without a receipt", "session_id", sid, "bucket", subjects.SessionBucket(DecisionsBucket, sid))
+		return nil, nil
+	}
+	return nil, storeErr(ctx, err, "open bucket %s", subjects.SessionBucket(DecisionsBucket, sid))
 }
 
 // errUndecodable marks a record that is not an approval record.
 var errUndecodable = errors.New("approval record does not decode")
 
-// decide checks that the stored record value is pending (and binds to
-// req.ArgsHash when given), and returns it decided. Every other field —
-// those it does not know included, so the orchestrator may add some — keeps
-// its JSON value.
-func decide(value []byte, req ResolveRequest, nowMs int64, trace map[string]string) ([]byte, *wire.Error) {
+// readRecord decodes a stored approval record, keeping its raw fields. A
+// value that does not decode is not_pending wrapping errUndecodable.
+func readRecord(value []byte, req ResolveRequest) (agent.ApprovalRecord, map[string]json.RawMessage, *wire.Error) {
 	var rec agent.ApprovalRecord
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(value, &rec); err != nil {
-		return nil, wire.Wrap(wire.CodeNotPending, fmt.Errorf("%w: %v", errUndecodable, err), "call %q of session %q has a record that cannot be decided", req.FunctionCallID, req.SessionID)
+		return rec, nil, wire.Wrap(wire.CodeNotPending, fmt.Errorf("%w: %v", errUndecodable, err), "call %q of session %q has a record that cannot be decided", req.FunctionCallID, req.SessionID)
 	}
 	if err := json.Unmarshal(value, &raw); err != nil || raw == nil {
-		return nil, wire.Wrap(wire.CodeNotPending, errUndecodable, "call %q of session %q has a record that cannot be decided", req.FunctionCallID, req.SessionID)
+		return rec, nil, wire.Wrap(wire.CodeNotPending, errUndecodable, "call %q of session %q has a record that cannot be decided", req.FunctionCallID, req.SessionID)
 	}
+	return rec, raw, nil
+}
+
+// decide checks that the record rec (raw, as stored) is pending, and binds
+// to req.ArgsHash when given, and returns it decided to v.
+func decide(rec agent.ApprovalRecord, raw map[string]json.RawMessage, req ResolveRequest, v verdict) ([]byte, *wire.Error) {
 	switch rec.Status {
 	case agent.ApprovalPending:
 	case agent.ApprovalDecided:
@@ -170,20 +254,27 @@ func decide(value []byte, req ResolveRequest, nowMs int64, trace map[string]stri
 	if req.ArgsHash != "" && !strings.EqualFold(req.ArgsHash, rec.ArgsHash) {
 		return nil, notPending("the call changed since it was shown: call %q of session %q now has args_hash %.80q, not %s", req.FunctionCallID, req.SessionID, rec.ArgsHash, req.ArgsHash)
 	}
-	set := func(k string, v any) {
-		b, _ := json.Marshal(v) // strings and ints always encode
+	return decided(raw, v)
+}
+
+// decided is the record raw decided to v. Every other field — those this
+// package does not know included, so the orchestrator may add some —
+// keeps its JSON value. raw is changed.
+func decided(raw map[string]json.RawMessage, v verdict) ([]byte, *wire.Error) {
+	set := func(k string, x any) {
+		b, _ := json.Marshal(x) // strings, ints and string maps always encode
 		raw[k] = b
 	}
 	set("status", agent.ApprovalDecided)
-	set("decision", req.Decision)
-	set("decided_at", nowMs)
-	if req.Reason != "" {
-		set("reason", req.Reason)
+	set("decision", v.Decision)
+	set("decided_at", v.DecidedAt)
+	if v.Reason != "" {
+		set("reason", v.Reason)
 	} else {
 		delete(raw, "reason")
 	}
-	if len(trace) > 0 {
-		set("decided_trace", trace) // the resumed run links to the decision
+	if len(v.DecidedTrace) > 0 {
+		set("decided_trace", v.DecidedTrace) // the resumed run links to the decision
 	} else {
 		delete(raw, "decided_trace")
 	}

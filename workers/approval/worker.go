@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
@@ -53,15 +54,27 @@ type Worker struct {
 // module registry builds one with no options.
 func NewWorker(opts ...Option) *Worker { return &Worker{opts: opts} }
 
-// Provision checks the settings: the module has none, so any setting is an
-// error.
+// SettingDecisionTTL is the module's one setting
+// (workers.Env.Settings["approval"]): a Go duration, [WithDecisionTTL].
+const SettingDecisionTTL = "decision_ttl"
+
+// Provision reads the settings ([SettingDecisionTTL]); anything else, or a
+// value that does not parse or is out of range, is an error wrapping
+// engine.ErrInvalidOption.
 func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	settings := env.Settings[WorkerName]
-	if len(settings) == 0 {
-		return nil
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		if k != SettingDecisionTTL {
+			return fmt.Errorf("%w: %s has no setting %q", engine.ErrInvalidOption, WorkerName, k)
+		}
+		d, err := time.ParseDuration(settings[k])
+		if err != nil {
+			return fmt.Errorf("%w: %s.%s %q: %v", engine.ErrInvalidOption, WorkerName, k, settings[k], err)
+		}
+		w.opts = append(w.opts, WithDecisionTTL(d))
 	}
-	keys := slices.Sorted(maps.Keys(settings))
-	return fmt.Errorf("%w: %s has no settings (got %q)", engine.ErrInvalidOption, WorkerName, keys)
+	_, err := buildOptions(w.opts)
+	return err
 }
 
 // Store is the worker's store, nil before Start.
@@ -95,15 +108,10 @@ func (s *Store) functions() []engine.Function {
 	return []engine.Function{
 		{
 			ID:             ResolveFunction,
-			Description:    "Decide a parked function call: allow, deny, or aborted (abort the run). Consumed once: a call that is not waiting (or whose args_hash changed) is not_pending. Human-only.",
+			Description:    "Decide a parked function call: allow, deny, or aborted (abort the run). Decided once: the same decision asked again answers ok with already_decided; another decision, or a call that is not waiting (or whose args_hash changed), is not_pending. Human-only.",
 			RequestSchema:  resolveRequestSchema,
 			ResponseSchema: resolveResponseSchema,
-			Handler: engine.Typed(func(ctx context.Context, req ResolveRequest) (ResolveResponse, error) {
-				if err := s.Resolve(ctx, req); err != nil {
-					return ResolveResponse{}, err
-				}
-				return ResolveResponse{OK: true}, nil
-			}),
+			Handler:        engine.Typed(s.Resolve),
 		},
 		{
 			ID:             ListPendingFunction,

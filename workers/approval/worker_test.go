@@ -37,11 +37,20 @@ func TestResolveOverRawJSON(t *testing.T) {
 	if we := wire.Decode(m); we != nil {
 		t.Fatal(we)
 	}
-	if string(m.Data) != `{"ok":true}` || m.Header.Get(wire.HeaderContentType) != wire.ContentJSON {
+	if string(m.Data) != `{"ok":true,"decision":"allow","decided_at":1700000000123}` || m.Header.Get(wire.HeaderContentType) != wire.ContentJSON {
 		t.Fatalf("reply %s (%s)", m.Data, m.Header.Get(wire.HeaderContentType))
 	}
 	if got, _, _ := stored(t, f.approvals, key); got.Status != agent.ApprovalDecided || got.Reason != "ok by me" {
 		t.Fatalf("record %+v", got)
+	}
+	// The same request again (a `nats req` retried after a timeout): the
+	// recorded decision.
+	m, err = nc.Request(subj, []byte(body), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if we := wire.Decode(m); we != nil || string(m.Data) != `{"ok":true,"already_decided":true,"decision":"allow","decided_at":1700000000123}` {
+		t.Fatalf("repeated: %v %s", we, m.Data)
 	}
 	for body, want := range map[string]*wire.Error{
 		`{"session_id":"s1","function_call_id":"toolu_01","decision":"deny"}`: wire.ErrNotPending,
@@ -163,7 +172,7 @@ func TestStoreValidates(t *testing.T) {
 	f := newFixture(t)
 	s, ctx := f.w.Store(), context.Background()
 	errs := []error{
-		s.Resolve(ctx, ResolveRequest{SessionID: "a.b.c", FunctionCallID: "c", Decision: "allow"}),
+		resolveIn(ctx, s, ResolveRequest{SessionID: "a.b.c", FunctionCallID: "c", Decision: "allow"}),
 		func() error { _, err := s.ListPending(ctx, "a>"); return err }(),
 		func() error { _, err := s.Settings(ctx, ""); return err }(),
 		func() error { _, err := s.SetSettings(ctx, SettingsSetRequest{SessionID: "a*"}); return err }(),
@@ -189,7 +198,7 @@ func TestStoreErrors(t *testing.T) {
 	m := agent.ApprovalAuto
 	calls := map[string]func(context.Context) error{
 		"resolve": func(ctx context.Context) error {
-			return s.Resolve(ctx, ResolveRequest{SessionID: "s", FunctionCallID: "c", Decision: "allow"})
+			return resolveIn(ctx, s, ResolveRequest{SessionID: "s", FunctionCallID: "c", Decision: "allow"})
 		},
 		"list all":     func(ctx context.Context) error { _, err := s.ListPending(ctx, ""); return err },
 		"list session": func(ctx context.Context) error { _, err := s.ListPending(ctx, "s"); return err },
