@@ -27,7 +27,9 @@
 //     budget_exceeded naming the budget, its ceiling and what remains
 //     (details: budget_id, ceiling_usd, remaining_usd, estimated_usd,
 //     period_end). All or nothing across budgets. Idempotent by
-//     reservation_id. The hold lapses after ttl_ms (1 s to 24 h, default
+//     reservation_id: a reserve of an id granted before holds nothing
+//     more and answers existing:true with that reserve's estimated_usd
+//     and the reservation's state (held, settling, settled). The hold lapses after ttl_ms (1 s to 24 h, default
 //     15 min) if never settled. No matching budget: {reservation_id,
 //     budgets: []} and nothing is written, so there is nothing to settle
 //     (budget::settle would answer not_found).

@@ -463,7 +463,7 @@ func (l *Ledger) answer(ctx context.Context, rec reservation, nowMs int64) (Rese
 	if err != nil {
 		return ReserveResponse{}, err
 	}
-	return ReserveResponse{ReservationID: rec.ReservationID, Budgets: out}, nil
+	return ReserveResponse{ReservationID: rec.ReservationID, Budgets: out, Existing: true, EstimatedUSD: rec.EstimatedUSD, State: rec.State}, nil
 }
 
 // hold places reservation rid's hold of est (until exp) in budget b's

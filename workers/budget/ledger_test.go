@@ -214,6 +214,11 @@ func TestIdempotentReserve(t *testing.T) {
 		if len(again.Budgets) != 1 || again.Budgets[0] != first.Budgets[0] {
 			t.Fatalf("retry: %+v, first %+v", again, first)
 		}
+		// The retry says it holds nothing of its own, and what the
+		// first holds.
+		if first.Existing || !again.Existing || again.EstimatedUSD != 0.6 || again.State != "held" {
+			t.Fatalf("retry: existing %v, estimated %v, state %q; first existing %v", again.Existing, again.EstimatedUSD, again.State, first.Existing)
+		}
 	}
 	if st := f.state(t, b, t0); len(st.Holds) != 1 || st.Holds["r1"].USD != 0.6 {
 		t.Fatalf("state %+v", st)
@@ -222,7 +227,7 @@ func TestIdempotentReserve(t *testing.T) {
 	// holds nothing.
 	f.mustSettle(t, "r1", 0.5)
 	again := f.mustReserve(t, ReserveRequest{WorkspaceID: "W", EstimatedUSD: 0.6, ReservationID: "r1"})
-	if len(again.Budgets) != 1 || again.Budgets[0].SpentUSD != 0.5 || again.Budgets[0].ReservedUSD != 0 {
+	if len(again.Budgets) != 1 || again.Budgets[0].SpentUSD != 0.5 || again.Budgets[0].ReservedUSD != 0 || !again.Existing || again.State != "settled" {
 		t.Fatalf("retry after settle: %+v", again)
 	}
 	// Even if the budget no longer matches the request (deleted), the

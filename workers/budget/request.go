@@ -245,6 +245,16 @@ func (r ReserveRequest) Validate() error {
 type ReserveResponse struct {
 	ReservationID string   `json:"reservation_id"`
 	Budgets       []Status `json:"budgets"`
+	// Existing is set when the reservation was granted by an earlier
+	// reserve of the id (a retry, or a caller that died holding it and
+	// whose successor asks again); EstimatedUSD is then that earlier
+	// reserve's estimate and State its record's state ("held",
+	// "settling" or "settled"). A caller that cannot tell whether the
+	// earlier holder spent can settle it at EstimatedUSD (a no-op once
+	// settled) and reserve its own call under a new id.
+	Existing     bool    `json:"existing,omitempty"`
+	EstimatedUSD float64 `json:"estimated_usd,omitempty"`
+	State        string  `json:"state,omitempty"`
 }
 
 // SettleRequest is the request of budget::settle. ActualUSD 0 just drops

@@ -112,7 +112,10 @@ const reserveResponseSchema = `{
   "type": "object",
   "properties": {
     "reservation_id": {"type": "string"},
-    "budgets": {"type": "array", "items": ` + statusSchema + `}
+    "budgets": {"type": "array", "items": ` + statusSchema + `},
+    "existing": {"type": "boolean", "description": "an earlier reserve of this id granted it; this one holds nothing more"},
+    "estimated_usd": {"type": "number", "description": "with existing: the earlier reserve's estimate"},
+    "state": {"type": "string", "enum": ["held", "settling", "settled"], "description": "with existing: the reservation's state"}
   },
   "required": ["reservation_id", "budgets"]
 }`

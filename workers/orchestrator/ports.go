@@ -548,8 +548,8 @@ func (m model) Stream(ctx context.Context, req session.ModelRequest) turn.Input 
 		if !req.WaitCommitted(ctx) {
 			return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "aborted"}
 		}
-		id := fmt.Sprintf("%s-%d", req.RunID, req.Step) // a reservation id is an id: [A-Za-z0-9_-]
-		held, stop := m.spend.reserve(ctx, req, id, estimate(info, req, preq.Tools), known)
+		base := fmt.Sprintf("%s-%d", req.RunID, req.Step) // a reservation id is an id: [A-Za-z0-9_-]
+		id, held, stop := m.spend.reserve(ctx, req, base, estimate(info, req, preq.Tools), known)
 		if stop != nil {
 			return stop
 		}

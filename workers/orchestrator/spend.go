@@ -94,29 +94,62 @@ type budgetsAnswer struct {
 	Budgets []struct {
 		BudgetID string `json:"budget_id"`
 	} `json:"budgets"`
+	// Existing: an earlier reserve of the id granted it (see reserve).
+	Existing     bool    `json:"existing"`
+	EstimatedUSD float64 `json:"estimated_usd"`
 }
 
-// reserve holds estimate in the run's budgets for reservation id; held
-// says whether any budget matched (only then is there something to
-// settle). It returns a non-nil stop when the model must not be called:
-// BudgetExceeded when a budget refuses (or has no price to enforce), a
-// failure when the budget worker cannot be asked (fail closed on money).
-func (s *spend) reserve(ctx context.Context, req session.ModelRequest, id string, estimate float64, priced bool) (held bool, stop turn.Input) {
-	var ans budgetsAnswer
-	err := s.e.Trigger(ctx, budgetReserveFunction, reserveRequest{
-		WorkspaceID: req.Run.WorkspaceID, AgentID: req.Run.AgentID, EstimatedUSD: estimate, ReservationID: id,
-	}, &ans)
-	if errors.Is(err, wire.ErrBudgetExceeded) {
-		return false, turn.BudgetExceeded{Message: wire.From(err).Message}
+// maxReserveRounds bounds how many reservation ids reserve walks past
+// that earlier activations of the step left behind (one a crash).
+const maxReserveRounds = 16
+
+// reserve holds estimate in the run's budgets for a reservation named
+// after base (the run and step), and returns the id it holds (held: any
+// budget matched; only then is there something to settle). It returns a
+// non-nil stop when the model must not be called: BudgetExceeded when a
+// budget refuses (or has no price to enforce), a failure when the budget
+// worker cannot be asked (fail closed on money).
+//
+// A reservation of base granted before was made by an earlier call of
+// this step: an activation killed after it reserved (whose call's spend
+// is unknown: the provider may have charged it in part or whole) or one
+// that settled and died before its record moved on. Its hold is settled
+// at its own estimate, an upper bound of what it spent (a no-op when it
+// was settled already), and this call reserves the next id, base-2,
+// base-3 and so on: before, the replay's reserve found the old hold
+// granted, the replayed call settled it, and the dead call's spend was
+// never counted. Within one activation a step reserves once, so an
+// existing reservation always belongs to an earlier one.
+func (s *spend) reserve(ctx context.Context, req session.ModelRequest, base string, estimate float64, priced bool) (id string, held bool, stop turn.Input) {
+	for round := 1; ; round++ {
+		id = base
+		if round > 1 {
+			id = fmt.Sprintf("%s-%d", base, round)
+		}
+		var ans budgetsAnswer
+		err := s.e.Trigger(ctx, budgetReserveFunction, reserveRequest{
+			WorkspaceID: req.Run.WorkspaceID, AgentID: req.Run.AgentID, EstimatedUSD: estimate, ReservationID: id,
+		}, &ans)
+		if errors.Is(err, wire.ErrBudgetExceeded) {
+			return "", false, turn.BudgetExceeded{Message: wire.From(err).Message}
+		}
+		if err != nil {
+			return "", false, turn.ModelFailed{Kind: agent.ErrorTransient, Message: "the budget gate did not answer, so the model was not called: " + wire.From(err).Error()}
+		}
+		if ans.Existing {
+			if round == maxReserveRounds {
+				return "", false, turn.ModelFailed{Kind: agent.ErrorTransient, Message: fmt.Sprintf("%d earlier calls of this step hold reservations; the model was not called again", round)}
+			}
+			s.logger.WarnContext(ctx, "an earlier call of this step held a budget reservation; counting its estimate as spent", "reservation_id", id, "estimated_usd", ans.EstimatedUSD)
+			s.settle(ctx, id, ans.EstimatedUSD)
+			continue
+		}
+		if len(ans.Budgets) > 0 && !priced {
+			s.settle(ctx, id, 0)
+			return "", false, turn.BudgetExceeded{Message: fmt.Sprintf("model %s/%s has no price in the catalog, so budget %s cannot be enforced", req.Provider, req.Model, ans.Budgets[0].BudgetID)}
+		}
+		return id, len(ans.Budgets) > 0, nil
 	}
-	if err != nil {
-		return false, turn.ModelFailed{Kind: agent.ErrorTransient, Message: "the budget gate did not answer, so the model was not called: " + wire.From(err).Error()}
-	}
-	if len(ans.Budgets) > 0 && !priced {
-		s.settle(ctx, id, 0)
-		return false, turn.BudgetExceeded{Message: fmt.Sprintf("model %s/%s has no price in the catalog, so budget %s cannot be enforced", req.Provider, req.Model, ans.Budgets[0].BudgetID)}
-	}
-	return len(ans.Budgets) > 0, nil
 }
 
 // settleTimeout bounds settle's tries; settleAttempt one of them.
