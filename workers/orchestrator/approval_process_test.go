@@ -124,10 +124,19 @@ func TestApprovalAcrossOrchestratorKill(t *testing.T) {
 	if c := tl.count("crash::fast", "ap", 1); c != 1 {
 		t.Fatalf("the approved call ran %d times", c)
 	}
-	// The decision was consumed: resolving again is refused.
+	// The decision was consumed: the same one again (a retry after a
+	// lost reply) is answered as recorded, another is refused, and the
+	// call does not run again.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := resolve(ctx, tl.nc, map[string]any{"session_id": sid, "function_call_id": p.FunctionCallID, "decision": "allow"}); err == nil {
-		t.Fatal("a consumed decision was accepted again")
+	if out, err := resolve(ctx, tl.nc, map[string]any{"session_id": sid, "function_call_id": p.FunctionCallID, "decision": "allow"}); err != nil || out["already_decided"] != true {
+		t.Fatalf("the same decision again: %v, %v", out, err)
+	}
+	if _, err := resolve(ctx, tl.nc, map[string]any{"session_id": sid, "function_call_id": p.FunctionCallID, "decision": "deny"}); err == nil {
+		t.Fatal("a consumed decision was changed")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if c := tl.count("crash::fast", "ap", 1); c != 1 {
+		t.Fatalf("the approved call ran %d times", c)
 	}
 }

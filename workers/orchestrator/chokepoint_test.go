@@ -230,9 +230,14 @@ func TestApprovalAllowResumesTurn(t *testing.T) {
 	if n := s.calls.Load(); n != 1 {
 		t.Fatalf("the approved call ran %d times", n)
 	}
-	// Consumed once: the same decision again is refused.
-	if _, err := resolve(ctx, s.e.Conn(), map[string]any{"session_id": "ap1", "function_call_id": p.FunctionCallID, "decision": "allow"}); !errors.Is(err, wire.ErrNotPending) {
-		t.Fatalf("second resolve: %v", err)
+	// Consumed once: the same decision again (a retry after a lost
+	// reply) is answered as recorded and runs nothing; another decision
+	// is refused.
+	if out, err := resolve(ctx, s.e.Conn(), map[string]any{"session_id": "ap1", "function_call_id": p.FunctionCallID, "decision": "allow"}); err != nil || out["already_decided"] != true {
+		t.Fatalf("second resolve: %v, %v", out, err)
+	}
+	if _, err := resolve(ctx, s.e.Conn(), map[string]any{"session_id": "ap1", "function_call_id": p.FunctionCallID, "decision": "deny"}); !errors.Is(err, wire.ErrNotPending) {
+		t.Fatalf("another decision: %v", err)
 	}
 	enginetest.Eventually(t, 10*time.Second, func() error {
 		if err := s.e.Trigger(ctx, "approval::list_pending", map[string]any{}, &list); err != nil {
