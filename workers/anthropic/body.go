@@ -3,6 +3,7 @@ package anthropic
 import (
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 )
@@ -34,3 +35,23 @@ type cappedBody struct {
 
 func (b *cappedBody) Read(p []byte) (int, error) { return b.r.Read(p) }
 func (b *cappedBody) Close() error               { return b.c.Close() }
+
+// idleBody is a stream's body whose idle timer fires when one read waits
+// longer than the idle timeout for a byte. The timer runs only inside
+// Read, so time the reading goroutine spends blocked on a slow channel
+// reader is not the server's silence, and any byte (an SSE comment, a
+// ping) is not silence either. One goroutine reads at a time.
+type idleBody struct {
+	rc      io.ReadCloser
+	idle    *time.Timer
+	timeout time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.idle.Reset(b.timeout)
+	n, err := b.rc.Read(p)
+	b.idle.Stop()
+	return n, err
+}
+
+func (b *idleBody) Close() error { return b.rc.Close() }

@@ -80,11 +80,15 @@
 // error event {kind, error, message: the partial answer}: 401 and 403 are
 // auth_expired, 429 rate_limited (with retry_after_ms), a 400 that says
 // the prompt is too long context_overflow, other 4xx permanent, 5xx, 529
-// and network failures transient; an error event mid-stream is classified
-// by its type (overloaded_error → transient, rate_limit_error →
-// rate_limited...). A 200 answer that is not an event stream is not taken
-// for a dropped connection: HTML (a proxy's page) is permanent, a JSON API
-// error is classified by its type, other JSON is permanent. An error
+// and network failures transient, as is a stream whose API stays silent
+// for the idle timeout ([WithIdleTimeout], 3 min by default: no response
+// headers, or no byte of the stream while the provider waits for one; an
+// SSE comment or a ping is a byte, and time spent on a slow channel reader
+// is not silence); an error event mid-stream is classified by its type
+// (overloaded_error → transient, rate_limit_error → rate_limited...). A
+// 200 answer that is not an event stream is not taken for a dropped
+// connection: HTML (a proxy's page) is permanent, a JSON API error is
+// classified by its type, other JSON is permanent. An error
 // response's body is read up to 64 KiB, however long a gateway makes it
 // (a cut body is classified by its status).
 //

@@ -28,9 +28,7 @@ func readAll(body string) ([]streamEvent, error) {
 		Body:   io.NopCloser(strings.NewReader(body)),
 	}
 	items := make(chan item, itemBuffer)
-	idle := time.AfterFunc(time.Hour, func() {})
-	defer idle.Stop()
-	go read(context.Background(), resp, items, idle, time.Hour)
+	go read(context.Background(), resp, items)
 	var evs []streamEvent
 	var err error
 	for it := range items {

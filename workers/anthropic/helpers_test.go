@@ -65,6 +65,12 @@ type response struct {
 	// endless follows the body with filler, generated while it is
 	// written, until the client leaves or endlessSize bytes went out.
 	endless *endless
+	// silent sends nothing, not even the headers, until the client
+	// leaves.
+	silent bool
+	// write, when set, writes the body after the headers in place of
+	// body.
+	write func(w http.ResponseWriter, r *http.Request)
 }
 
 // endlessSize is how much filler an endless body holds.
@@ -144,6 +150,10 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Unlock()
 
+	if resp.silent {
+		<-r.Context().Done()
+		return
+	}
 	ct := "text/event-stream; charset=utf-8"
 	if resp.status != 200 || strings.HasPrefix(resp.body, "{") {
 		ct = "application/json"
@@ -165,9 +175,12 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		_ = conn.Close()
 		return
 	}
-	if resp.flush {
+	switch {
+	case resp.write != nil:
+		resp.write(w, r)
+	case resp.flush:
 		serveSSE(w, resp.body)
-	} else {
+	default:
 		_, _ = io.WriteString(w, resp.body)
 		w.(http.Flusher).Flush()
 	}

@@ -29,8 +29,9 @@ const (
 	// DefaultCredentialTTL is how long a credential from auth::get_token
 	// (or the environment) is reused before it is asked for again.
 	DefaultCredentialTTL = 30 * time.Second
-	// DefaultIdleTimeout is how long a stream may stay silent (no SSE event,
-	// pings included) before it counts as dropped.
+	// DefaultIdleTimeout is how long the API may stay silent (no response
+	// headers, or no byte of the stream while the provider waits for one:
+	// SSE comments and pings count) before the stream counts as dropped.
 	DefaultIdleTimeout = 3 * time.Minute
 	// DefaultAPIKeyEnv is the environment variable read when the auth
 	// worker is not running.
@@ -186,8 +187,10 @@ func WithCredentialTTL(d time.Duration) Option {
 	}
 }
 
-// WithIdleTimeout sets how long a stream may stay silent before it counts
-// as a dropped connection (default [DefaultIdleTimeout]).
+// WithIdleTimeout sets how long the API may stay silent before the stream
+// counts as a dropped connection (default [DefaultIdleTimeout]). Only the
+// waits for the API count: time the provider spends on a slow channel
+// reader does not.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

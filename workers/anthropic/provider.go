@@ -47,9 +47,9 @@ var (
 	// errReaderGone ends a stream whose reader cancelled the channel while
 	// the provider waited on the API.
 	errReaderGone = fmt.Errorf("%w: the reader cancelled the channel", channel.ErrReaderGone)
-	// errStalled ends an attempt whose stream stayed silent for the idle
+	// errStalled ends an attempt whose server stayed silent for the idle
 	// timeout.
-	errStalled = errors.New("the stream stalled (no event for the idle timeout)")
+	errStalled = errors.New("the stream stalled (nothing received for the idle timeout)")
 	// errDropped ends an attempt whose stream ended before message_stop.
 	errDropped = fmt.Errorf("the stream ended before message_stop: %w", io.ErrUnexpectedEOF)
 )
@@ -317,14 +317,17 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 		}
 		return f
 	}
+	// Cancelling actx aborts the request and the read of its body. The idle
+	// timer times only the waits for the server: for the response, then
+	// each read of the body (see idleBody).
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	idle := time.AfterFunc(p.o.idleTimeout, func() { cancel(errStalled) })
+	defer idle.Stop()
 
 	var resp *http.Response
 	opts := append(credentialOptions(cred), option.WithJSONSet("stream", true), option.WithHeader("Accept", "text/event-stream"))
 	if err := p.client.Post(actx, "v1/messages", m.params, &resp, opts...); err != nil {
-		idle.Stop()
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
@@ -333,14 +336,16 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 		}
 		return nil, fail(err, nil)
 	}
+	// From here the timer runs only inside reads of the body.
+	idle.Stop()
+	resp.Body = &idleBody{rc: resp.Body, idle: idle, timeout: p.o.idleTimeout}
 
 	if f := notEventStream(resp, p.o.now()); f != nil {
-		idle.Stop()
 		_ = resp.Body.Close()
 		return nil, fail(f, nil)
 	}
 	items := make(chan item, itemBuffer)
-	go read(actx, resp, items, idle, p.o.idleTimeout)
+	go read(actx, resp, items)
 	finished := false
 	defer func() {
 		if finished {
@@ -363,7 +368,6 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 		cancel(nil) // stops the read, which closes items
 		for range items {
 		}
-		idle.Stop()
 	}()
 
 	tr := newTranslator(m.names, req.Model, p.o.now().UnixMilli())
@@ -492,9 +496,8 @@ func deltaField(ev *streamEvent) *string {
 
 // read decodes the SSE stream of resp into items until it ends, fails or
 // ctx ends, then closes items. An error event of the stream is sent as the
-// SDK's API error. Every event (pings too) restarts the idle timer; read
-// is the only one to touch it once started.
-func read(ctx context.Context, resp *http.Response, items chan<- item, idle *time.Timer, idleTimeout time.Duration) {
+// SDK's API error.
+func read(ctx context.Context, resp *http.Response, items chan<- item) {
 	defer close(items)
 	dec := ssestream.NewDecoder(resp)
 	defer func() { _ = dec.Close() }()
@@ -510,7 +513,6 @@ func read(ctx context.Context, resp *http.Response, items chan<- item, idle *tim
 	// address, which would move a fresh one to the heap every time.
 	var it item
 	for dec.Next() {
-		idle.Reset(idleTimeout)
 		e := dec.Event()
 		data := bytes.TrimSuffix(e.Data, []byte("\n"))
 		it = item{}

@@ -2,6 +2,8 @@ package anthropic_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -275,19 +277,89 @@ func TestDroppedMidStreamEndsWithPartial(t *testing.T) {
 	}
 }
 
-func TestStalledStreamEnds(t *testing.T) {
+// TestStalledStream: a server silent for the idle timeout (no headers,
+// or no byte of the stream while the provider waits for one) ends the
+// attempt as a dropped connection: retried before anything streamed, else
+// a transient error event with the partial answer. SSE comments and ping
+// events that keep the stream alive are not silence, and neither is the
+// time the provider waits on a slow channel reader.
+func TestStalledStream(t *testing.T) {
 	t.Parallel()
+	const idle = 300 * time.Millisecond
 	body := sse(t, "text")
-	cut := strings.Index(body, "event: content_block_stop")
-	api := newFakeAPI(t, response{status: 200, body: body[:cut], hold: true})
-	en := setup(t, api, config{opts: []anthropic.Option{anthropic.WithIdleTimeout(200 * time.Millisecond)}})
-	res := en.stream(t, userReq("Hello"), nil)
-	ev := last(res.Events)
-	if ev.Type != agent.ModelError || ev.Kind != agent.ErrorTransient || !strings.Contains(ev.Error, "stalled") {
-		t.Fatalf("last event %+v", ev)
+	stop := strings.Index(body, "event: content_block_stop")
+	delta := strings.Index(body, "event: content_block_delta")
+	// keepAlive writes the stream up to its first delta, then tick every
+	// sixth of the idle timeout for four idle timeouts, then the rest.
+	keepAlive := func(tick string) func(w http.ResponseWriter, r *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
+			serveSSE(w, body[:delta])
+			for range 4 * 6 {
+				select {
+				case <-time.After(idle / 6):
+				case <-r.Context().Done():
+					return
+				}
+				_, _ = io.WriteString(w, tick)
+				w.(http.Flusher).Flush()
+			}
+			serveSSE(w, body[delta:])
+		}
 	}
-	if ev.Message == nil || ev.Message.Content[0].Text != "Hello!" {
-		t.Fatalf("partial %+v", ev.Message)
+	cases := []struct {
+		name   string
+		script []response
+		// hold is how long the channel reader sleeps at its third event.
+		hold time.Duration
+		// partial is the text of the error event's partial answer; ""
+		// when the call must succeed.
+		partial  string
+		requests int
+	}{
+		{name: "mid-stream", script: []response{{status: 200, body: body[:stop], hold: true}}, partial: "Hello!", requests: 1},
+		{name: "before the first event", script: []response{{status: 200, hold: true}, ok(body)}, requests: 2},
+		{name: "no headers", script: []response{{silent: true}, ok(body)}, requests: 2},
+		{name: "keep-alive comments", script: []response{{status: 200, write: keepAlive(": keep-alive\n\n")}}, requests: 1},
+		{name: "ping events", script: []response{{status: 200, write: keepAlive("event: ping\ndata: {\"type\": \"ping\"}\n\n")}}, requests: 1},
+		// More events than the provider reads ahead, so that its reading
+		// goroutine waits on the reader for three idle timeouts.
+		{name: "slow channel reader", script: []response{ok(bigStream(1000))}, hold: 3 * idle, requests: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			api := newFakeAPI(t, tc.script...)
+			en := setup(t, api, config{opts: []anthropic.Option{anthropic.WithIdleTimeout(idle), anthropic.WithCoalesce(0)}})
+			n := 0
+			hold := func(_ *channel.Reader, _ agent.ModelEvent) {
+				if n++; n == 3 {
+					time.Sleep(tc.hold)
+				}
+			}
+			res := en.stream(t, userReq("Hello"), hold, channel.WithWindow(1))
+			if res.err != nil || !isEnd(res.end) {
+				t.Fatalf("call err %v, stream end %v", res.err, res.end)
+			}
+			if n := len(api.received()); n != tc.requests {
+				t.Fatalf("%d requests, want %d", n, tc.requests)
+			}
+			ev := last(res.Events)
+			if tc.partial == "" {
+				if ev.Type != agent.ModelDone || res.Reply.StopReason != agent.StopEnd {
+					t.Fatalf("last event %+v, reply %+v, want done and end", ev, res.Reply)
+				}
+				return
+			}
+			if ev.Type != agent.ModelError || ev.Kind != agent.ErrorTransient || !strings.Contains(ev.Error, "stalled") {
+				t.Fatalf("last event %+v", ev)
+			}
+			if ev.Message == nil || len(ev.Message.Content) != 1 || ev.Message.Content[0].Text != tc.partial {
+				t.Fatalf("partial %+v", ev.Message)
+			}
+			if res.Reply.StopReason != agent.StopError || res.Reply.Kind != agent.ErrorTransient {
+				t.Fatalf("reply %+v", res.Reply)
+			}
+		})
 	}
 }
 
