@@ -67,8 +67,9 @@ type (
 		Summary   string `json:"summary"`
 	}
 	entriesResponse struct {
-		Leaf    string      `json:"leaf"`
-		Entries []treeEntry `json:"entries"`
+		Leaf      string      `json:"leaf"`
+		Entries   []treeEntry `json:"entries"`
+		Truncated bool        `json:"truncated"`
 	}
 	compactionEntry struct {
 		Type             string `json:"type"`
@@ -221,19 +222,14 @@ func (c *compactor) run(ctx context.Context, req CompactRequest, m modelInfo, st
 	start, prev := 0, ""
 	if len(view.Messages) > 0 && isCompaction(view.Path, view.Messages[0].EntryID) {
 		start = 1
-		var ents entriesResponse
-		err := c.e.Trigger(ctx, sessionEntriesFunction, readRequest{SessionID: sid, Leaf: view.Leaf}, &ents)
+		en, err := c.findEntry(ctx, sid, view.Leaf, view.Messages[0].EntryID)
 		if err != nil {
 			return CompactResponse{}, callErr(err, "read session %s", sid)
 		}
-		for _, en := range ents.Entries {
-			if en.ID == view.Messages[0].EntryID {
-				prev = en.Summary
-				if staleBefore > 0 && en.Timestamp >= staleBefore {
-					resp.Reason = OutcomeDoneByOther
-					return resp, nil
-				}
-			}
+		prev = en.Summary
+		if staleBefore > 0 && en.Timestamp >= staleBefore {
+			resp.Reason = OutcomeDoneByOther
+			return resp, nil
 		}
 	}
 
@@ -370,6 +366,29 @@ func (c *compactor) readView(ctx context.Context, sid string) (messagesResponse,
 		view.Truncated = next.Truncated
 	}
 	return view, nil
+}
+
+// findEntry reads entry id of the path to leaf with session::entries,
+// page after page (a path whose entries outgrow one answer comes
+// truncated) until it has it. An entry the path does not hold is
+// internal: the caller found it on the path.
+func (c *compactor) findEntry(ctx context.Context, sid, leaf, id string) (treeEntry, error) {
+	req := readRequest{SessionID: sid, Leaf: leaf}
+	for page := 1; ; page++ {
+		var ents entriesResponse
+		if err := c.e.Trigger(ctx, sessionEntriesFunction, req, &ents); err != nil {
+			return treeEntry{}, err
+		}
+		for _, en := range ents.Entries {
+			if en.ID == id {
+				return en, nil
+			}
+		}
+		if !ents.Truncated || len(ents.Entries) == 0 || page == maxViewPages {
+			return treeEntry{}, wire.Errorf(wire.CodeInternal, "entry %s is not on the path to %s (%d pages of session::entries)", id, leaf, page)
+		}
+		req.Leaf, req.After = ents.Leaf, ents.Entries[len(ents.Entries)-1].ID
+	}
 }
 
 func isCompaction(path []pathStep, id string) bool {

@@ -27,7 +27,9 @@
 //     (the caller then re-reads the session).
 //  3. The active path is read with session::messages (and
 //     session::entries for the previous summary's text, when there is
-//     one): the session tree finds the session's own copy of its stores,
+//     one), every page of an answer the tree cut to fit the max payload
+//     (truncated, then after the last item on the same leaf); a previous
+//     summary not on the path is internal. The session tree finds the session's own copy of its stores,
 //     so the worker reads no stream itself. A session of a region with no
 //     stores is the session tree's not_found. Tokens are estimated with [EstimateTokens].
 //  4. The cut: the newest messages up to keep_tokens (default a quarter

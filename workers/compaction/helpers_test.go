@@ -193,7 +193,13 @@ func newFixture(t testing.TB, opts ...compaction.Option) *fixture {
 // workers create their stores' copies for the sessions homed there.
 func newFixtureIn(t testing.TB, region string, opts ...compaction.Option) *fixture {
 	t.Helper()
-	ns := enginetest.RunServer(t)
+	return newFixtureOn(t, enginetest.RunServer(t), region, opts...)
+}
+
+// newFixtureOn is newFixtureIn on server ns (one with a smaller max
+// payload, say).
+func newFixtureOn(t testing.TB, ns *server.Server, region string, opts ...compaction.Option) *fixture {
+	t.Helper()
 	var eopts []engine.Option
 	if region != "" {
 		eopts = append(eopts, engine.WithRegion(region))

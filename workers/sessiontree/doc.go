@@ -56,27 +56,41 @@
 //     entries of the path that fit after the messages, path_omitted
 //     counting the older ones (a compacted path is mostly those).
 //     [Store.Messages] answers the whole view.
-//   - session::entries {session_id, leaf?} → {entries, leaf}: the raw path.
+//   - session::entries {session_id, leaf?, after?} → {entries, leaf,
+//     truncated?}: the raw path, root first, in pages as messages are
+//     (the next asked with leaf and after, the id of the last entry
+//     received).
 //   - session::fork {session_id, from_entry_id, new_session_id?,
 //     display_name?} → {session_id}: a new session whose history is the
 //     path up to and including from_entry_id, shared and not copied. It
 //     has the home region of the session it forks (see "Session homes").
 //   - session::clone {session_id, leaf?, new_session_id?, display_name?} →
 //     {session_id}: a fork at the leaf.
-//   - session::tree {session_id} → {nodes: [{entry_id, parent_id, type,
-//     timestamp, summary, children_count, session_id}], active_leaf}.
+//   - session::tree {session_id, after?} → {nodes: [{entry_id, parent_id,
+//     type, timestamp, summary, children_count, session_id}],
+//     active_leaf, truncated?}, in pages (the next asked with after, the
+//     entry_id of the last node received; nodes appended meanwhile come
+//     on later pages, child counts are those of the page's read).
 //   - session::list {limit?, cursor?} → {sessions, next_cursor?}: one page
-//     of [Meta] values, most recently updated first, of every home region.
+//     of [Meta] values, most recently updated first, of every home region;
+//     fewer than limit when that many would outgrow the max payload.
 //   - session::set_active_leaf {session_id, entry_id} → {session_id,
 //     active_leaf}.
-//   - session::export_html {session_id, leaf?} → {html}: one
-//     self-contained page (inline CSS, html/template escaping).
+//   - session::export_html {session_id, leaf?, after?} → {html, leaf,
+//     last_entry_id, truncated?}: one self-contained page (inline CSS,
+//     html/template escaping). A page larger than an answer comes in
+//     parts, whole entries each, the next asked with leaf and after =
+//     last_entry_id: the parts concatenated are the page, byte for byte.
+//     An entry too large for an answer of its own comes with its texts
+//     cut and its images left out, with a note saying how many bytes.
 //
 // Errors: invalid_payload for bad ids, invalid entries, an entry over the
 // size cap (256 KiB encoded, [WithMaxEntrySize]) or a compaction whose
-// first_kept_entry_id is not on its path, or a fork (clone) into another
-// home region; not_found for an unknown session, a session whose home
-// region has no stores (engine.ErrUnknownRegion: nothing is written), or
+// first_kept_entry_id is not on its path, a fork (clone) into another
+// home region, or an after that is not an item of the answer it
+// continues or comes without leaf (session::tree takes no leaf);
+// not_found for an unknown session, a session whose home region has no
+// stores (engine.ErrUnknownRegion: nothing is written), or
 // an entry that is not in the session's history (unknown, or of an
 // unrelated session); conflict for a create (fork, clone) of an existing
 // id; unavailable, timeout when JetStream does not answer; internal for a
@@ -84,10 +98,10 @@
 // the store).
 //
 // Replies are bounded by the server's max payload (1 MiB by default):
-// session::messages pages (above); a path (session::entries,
-// session::export_html), tree or list page whose encoding is larger fails
-// over the bus (the engine answers internal); the [Store] methods have no
-// such bound.
+// an answer that fits is encoded once and sent whole; a longer one is cut
+// after the items that fit (at least one) and says so (truncated, or a
+// next_cursor), as above. The [Store] methods answer whole, with no such
+// bound.
 //
 // session::inbox_push and session::inbox_drain are the orchestrator's.
 //

@@ -7,10 +7,14 @@ import (
 	"encoding/json"
 	"html/template"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
@@ -29,13 +33,178 @@ func (s *Store) ExportHTML(ctx context.Context, req ReadRequest) (ExportHTMLResp
 	if err != nil {
 		return ExportHTMLResponse{}, wire.Wrap(wire.CodeInternal, err, "render session %s", m.SessionID)
 	}
-	return ExportHTMLResponse{HTML: page}, nil
+	resp := ExportHTMLResponse{HTML: page}
+	if len(p) > 0 {
+		resp.Leaf = p[len(p)-1].id()
+		resp.LastEntryID = resp.Leaf
+	}
+	return resp, nil
+}
+
+// exportPage is the answer of session::export_html to req, encoded in
+// codec in at most limit bytes: the page from the entry after req.After
+// (from its head without one) as far as it fits, whole entries only, the
+// end of the page with the last entry. An entry too large for an answer
+// of its own comes with its texts cut, saying how much was left out. A
+// page that fits whole is rendered and encoded once.
+func (s *Store) exportPage(ctx context.Context, req ExportHTMLRequest, codec wire.Codec, limit int) (engine.Raw, error) {
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	m, p, err := s.readPath(ctx, ReadRequest{SessionID: req.SessionID, Leaf: req.Leaf})
+	if err != nil {
+		return nil, err
+	}
+	resp := ExportHTMLResponse{}
+	if len(p) > 0 {
+		resp.Leaf = p[len(p)-1].id()
+	}
+	start := 0
+	if req.After != "" {
+		i := slices.IndexFunc(p, func(n node) bool { return n.id() == req.After })
+		if i < 0 {
+			return nil, invalid("after %s is not an entry of the path to %s", req.After, req.Leaf)
+		}
+		start = i + 1
+	} else {
+		if resp.HTML, err = renderHTML(m, p); err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "render session %s", m.SessionID)
+		}
+		resp.LastEntryID = resp.Leaf
+		body, err := codec.Marshal(resp)
+		if err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "encode the export of session %s", m.SessionID)
+		}
+		if len(body) <= limit {
+			return body, nil
+		}
+	}
+	render := func(name string, data any) (string, int, error) {
+		var b strings.Builder
+		if err := pageTemplate.ExecuteTemplate(&b, name, data); err != nil {
+			return "", 0, wire.Wrap(wire.CodeInternal, err, "render session %s", m.SessionID)
+		}
+		enc, err := codec.Marshal(b.String())
+		if err != nil {
+			return "", 0, wire.Wrap(wire.CodeInternal, err, "encode the export of session %s", m.SessionID)
+		}
+		return b.String(), len(enc), nil
+	}
+	var parts []string
+	used := 0
+	if start == 0 {
+		head, n, err := render("head", newHTMLPage(m, len(p)))
+		if err != nil {
+			return nil, err
+		}
+		parts, used = append(parts, head), n
+	}
+	// The end of the page is small: room is kept for it on every part.
+	foot, footSize, err := render("foot", nil)
+	if err != nil {
+		return nil, err
+	}
+	i := start
+	for ; i < len(p); i++ {
+		e := htmlEntryOf(&p[i])
+		sec, n, err := render("entry", e)
+		if err != nil {
+			return nil, err
+		}
+		if used+n+footSize > limit {
+			if i > start {
+				break
+			}
+			if sec, n, err = cutSection(e, limit-used-footSize, render); err != nil {
+				return nil, err
+			}
+		}
+		parts, used = append(parts, sec), used+n
+	}
+	if i > start {
+		resp.LastEntryID = p[i-1].id()
+	}
+	if resp.Truncated = i < len(p); !resp.Truncated {
+		if len(p) == 0 {
+			empty, _, err := render("empty", nil)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, empty)
+		}
+		parts = append(parts, foot)
+	}
+	resp.HTML = strings.Join(parts, "")
+	body, err := codec.Marshal(resp)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "encode the export of session %s", m.SessionID)
+	}
+	return body, nil
+}
+
+// cutSection renders e alone in at most room encoded bytes: its texts
+// cut, its images left out, a note saying how much.
+func cutSection(e htmlEntry, room int, render func(string, any) (string, int, error)) (string, int, error) {
+	longest := len(e.Note)
+	for _, b := range e.Blocks {
+		longest = max(longest, len(b.Text))
+	}
+	for n := longest / 2; ; n /= 2 {
+		sec, size, err := render("entry", cutEntry(e, n))
+		if err != nil || size <= room || n == 0 {
+			return sec, size, err
+		}
+	}
+}
+
+// cutEntry is e with every text (its note included) cut to at most n
+// bytes and its images left out, noting how many bytes it left out.
+func cutEntry(e htmlEntry, n int) htmlEntry {
+	left := 0
+	cut := func(s string) string {
+		if len(s) <= n {
+			return s
+		}
+		k := n
+		for k > 0 && !utf8.RuneStart(s[k]) {
+			k--
+		}
+		left += len(s) - k
+		return s[:k] + "…"
+	}
+	out := e
+	out.Blocks = make([]htmlBlock, len(e.Blocks))
+	for i, b := range e.Blocks {
+		if b.Kind == "image" {
+			left += len(b.Image)
+			b = htmlBlock{Kind: "text", Text: "[image not shown]"}
+		} else {
+			b.Text = cut(b.Text)
+		}
+		out.Blocks[i] = b
+	}
+	out.Note = cut(e.Note)
+	if out.Note != "" {
+		out.Note += " · "
+	}
+	out.Note += strconv.Itoa(left) + " bytes of this entry left out: it is larger than one answer of session::export_html can hold"
+	return out
 }
 
 type htmlPage struct {
-	Title   string
-	Meta    Meta
-	Entries []htmlEntry
+	Title string
+	Meta  Meta
+	// Count is the number of entries on the path.
+	Count int
+}
+
+// newHTMLPage is the head of the page of a path of count entries of
+// session m, titled with its display name, or its id.
+func newHTMLPage(m Meta, count int) htmlPage {
+	p := htmlPage{Title: m.DisplayName, Meta: m, Count: count}
+	if p.Title == "" {
+		p.Title = "Session " + m.SessionID
+	}
+	return p
 }
 
 type htmlEntry struct {
@@ -52,16 +221,25 @@ type htmlBlock struct {
 	Image template.URL
 }
 
+// renderHTML is the whole page of path p of session m: its head, an
+// entry after another, its end (session::export_html may send them in
+// several parts).
 func renderHTML(m Meta, p []node) (string, error) {
-	page := htmlPage{Title: m.DisplayName, Meta: m}
-	if page.Title == "" {
-		page.Title = "Session " + m.SessionID
+	var b bytes.Buffer
+	if err := pageTemplate.ExecuteTemplate(&b, "head", newHTMLPage(m, len(p))); err != nil {
+		return "", err
 	}
 	for i := range p {
-		page.Entries = append(page.Entries, htmlEntryOf(&p[i]))
+		if err := pageTemplate.ExecuteTemplate(&b, "entry", htmlEntryOf(&p[i])); err != nil {
+			return "", err
+		}
 	}
-	var b bytes.Buffer
-	if err := pageTemplate.Execute(&b, page); err != nil {
+	if len(p) == 0 {
+		if err := pageTemplate.ExecuteTemplate(&b, "empty", nil); err != nil {
+			return "", err
+		}
+	}
+	if err := pageTemplate.ExecuteTemplate(&b, "foot", nil); err != nil {
 		return "", err
 	}
 	return b.String(), nil
@@ -149,7 +327,7 @@ func prettyJSON(v any) string {
 
 var pageTemplate = template.Must(template.New("session").Funcs(template.FuncMap{
 	"ms": func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) },
-}).Parse(`<!DOCTYPE html>
+}).Parse(`{{define "head"}}<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -183,10 +361,10 @@ img{max-width:100%;border-radius:6px}
 <body>
 <header>
 <h1>{{.Title}}</h1>
-<p>session {{.Meta.SessionID}} · created {{ms .Meta.CreatedAt}} · {{len .Entries}} entries on this path{{with .Meta.ForkedFrom}} · forked from {{.SessionID}}{{with .EntryID}} at {{.}}{{end}}{{end}}</p>
+<p>session {{.Meta.SessionID}} · created {{ms .Meta.CreatedAt}} · {{.Count}} entries on this path{{with .Meta.ForkedFrom}} · forked from {{.SessionID}}{{with .EntryID}} at {{.}}{{end}}{{end}}</p>
 </header>
-<main>
-{{- range .Entries}}
+<main>{{end}}
+{{- define "entry"}}
 <section class="{{.Class}}" id="{{.ID}}">
 <h2><span>{{.Heading}}</span><span class="id">{{.ID}} · {{.Time}}</span></h2>
 {{- range .Blocks}}
@@ -205,11 +383,11 @@ img{max-width:100%;border-radius:6px}
 {{- with .Note}}
 <div class="note">{{.}}</div>
 {{- end}}
-</section>
-{{- else}}
-<p class="empty">This session has no entries.</p>
-{{- end}}
+</section>{{end}}
+{{- define "empty"}}
+<p class="empty">This session has no entries.</p>{{end}}
+{{- define "foot"}}
 </main>
 </body>
 </html>
-`))
+{{end}}`))

@@ -269,8 +269,9 @@ type AppendBatchResponse struct {
 	EntryIDs []string `json:"entry_ids"`
 }
 
-// ReadRequest names a path: the session and its leaf (session::messages,
-// session::entries, session::export_html).
+// ReadRequest names a path: the session and its leaf ([Store.Messages],
+// [Store.Entries], [Store.ExportHTML]; the functions take it too, as the
+// first page of their answers).
 type ReadRequest struct {
 	SessionID string `json:"session_id"`
 	// Leaf is optional: empty reads the active path.
@@ -299,14 +300,18 @@ type MessagesRequest struct {
 }
 
 // Validate checks the ids; After needs Leaf.
-func (r MessagesRequest) Validate() error {
-	if err := (ReadRequest{SessionID: r.SessionID, Leaf: r.Leaf}).Validate(); err != nil {
+func (r MessagesRequest) Validate() error { return validPathPage(r.SessionID, r.Leaf, r.After) }
+
+// validPathPage checks the request of one page of a path: the ids, and a
+// leaf with every after (the pages of one answer read one path).
+func validPathPage(sid, leaf, after string) error {
+	if err := (ReadRequest{SessionID: sid, Leaf: leaf}).Validate(); err != nil {
 		return err
 	}
-	if err := validEntryRef("after", r.After, false); err != nil {
+	if err := validEntryRef("after", after, false); err != nil {
 		return err
 	}
-	if r.After != "" && r.Leaf == "" {
+	if after != "" && leaf == "" {
 		return invalid("after needs leaf: the leaf of the answer it continues")
 	}
 	return nil
@@ -345,10 +350,32 @@ type MessagesResponse struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
+// EntriesRequest is the request of session::entries: a path, as
+// [ReadRequest], and where to continue a truncated answer.
+type EntriesRequest struct {
+	SessionID string `json:"session_id"`
+	// Leaf is optional: empty reads the active path. With After, it is
+	// the leaf the truncated answer named.
+	Leaf string `json:"leaf,omitempty"`
+	// After continues a truncated answer: the id of the last entry
+	// received; the answer holds the entries after it.
+	After string `json:"after,omitempty"`
+}
+
+// Validate checks the ids; After needs Leaf.
+func (r EntriesRequest) Validate() error { return validPathPage(r.SessionID, r.Leaf, r.After) }
+
 // EntriesResponse is the answer of session::entries.
 type EntriesResponse struct {
-	Leaf    string  `json:"leaf,omitempty"`
+	// Leaf is the path's leaf; empty when the session has no history.
+	Leaf string `json:"leaf,omitempty"`
+	// Entries are the path's entries, root first (over the bus: those
+	// after the request's After that fit the server's max payload).
 	Entries []Entry `json:"entries"`
+	// Truncated is set when more entries follow than the server's max
+	// payload lets one answer of session::entries hold: ask again with
+	// Leaf and After the id of the last entry.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ForkRequest is the request of session::fork.
@@ -417,12 +444,35 @@ type TreeNode struct {
 	SessionID string `json:"session_id"`
 }
 
+// TreeRequest is the request of session::tree: the session, and where
+// to continue a truncated answer.
+type TreeRequest struct {
+	SessionID string `json:"session_id"`
+	// After continues a truncated answer: the entry_id of the last node
+	// received; the answer holds the nodes after it.
+	After string `json:"after,omitempty"`
+}
+
+// Validate checks the ids.
+func (r TreeRequest) Validate() error {
+	if err := validSessionID(r.SessionID); err != nil {
+		return err
+	}
+	return validEntryRef("after", r.After, false)
+}
+
 // TreeResponse is the answer of session::tree: the shared history of a
 // fork (root to fork point) then the session's own entries, oldest first.
 type TreeResponse struct {
-	SessionID  string     `json:"session_id"`
+	SessionID string `json:"session_id"`
+	// Nodes are the tree's entries, oldest first (over the bus: those
+	// after the request's After that fit the server's max payload).
 	Nodes      []TreeNode `json:"nodes"`
 	ActiveLeaf string     `json:"active_leaf,omitempty"`
+	// Truncated is set when more nodes follow than the server's max
+	// payload lets one answer of session::tree hold: ask again with
+	// After the entry_id of the last node.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ListRequest is the request of session::list.
@@ -450,6 +500,8 @@ func (r ListRequest) Validate() error {
 // ListResponse is the answer of session::list: sessions by updated_at,
 // newest first.
 type ListResponse struct {
+	// Sessions are at most the request's limit of sessions; over the bus,
+	// fewer when that many would outgrow the server's max payload.
 	Sessions []Meta `json:"sessions"`
 	// NextCursor is set when more sessions follow.
 	NextCursor string `json:"next_cursor,omitempty"`
@@ -475,7 +527,32 @@ type SetActiveLeafResponse struct {
 	ActiveLeaf string `json:"active_leaf"`
 }
 
+// ExportHTMLRequest is the request of session::export_html: a path, as
+// [ReadRequest], and where to continue a truncated answer.
+type ExportHTMLRequest struct {
+	SessionID string `json:"session_id"`
+	// Leaf is optional: empty exports the active path. With After, it is
+	// the leaf the truncated answer named.
+	Leaf string `json:"leaf,omitempty"`
+	// After continues a truncated answer: its last_entry_id; the answer
+	// holds the rest of the page from the entry after it.
+	After string `json:"after,omitempty"`
+}
+
+// Validate checks the ids; After needs Leaf.
+func (r ExportHTMLRequest) Validate() error { return validPathPage(r.SessionID, r.Leaf, r.After) }
+
 // ExportHTMLResponse is the answer of session::export_html.
 type ExportHTMLResponse struct {
+	// HTML is the page; over the bus, a part of it: the parts of a
+	// truncated export, concatenated in order, are the whole page.
 	HTML string `json:"html"`
+	// Leaf is the path's leaf; empty when the session has no history.
+	Leaf string `json:"leaf,omitempty"`
+	// LastEntryID is the last entry HTML renders.
+	LastEntryID string `json:"last_entry_id,omitempty"`
+	// Truncated is set when the rest of the page is more than the
+	// server's max payload lets one answer of session::export_html hold:
+	// ask again with Leaf and After LastEntryID for the next part.
+	Truncated bool `json:"truncated,omitempty"`
 }

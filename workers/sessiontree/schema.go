@@ -81,6 +81,21 @@ const (
 		`"after":{"type":"string","pattern":"^e[1-9a-z][0-9a-z]{0,12}$",` +
 		`"description":"continue a truncated answer: the entry_id of the last message received (with leaf: the answer's leaf)"}}}`
 
+	entriesRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"leaf":` + entryIDSchema + `,` +
+		`"after":{"type":"string","pattern":"^e[1-9a-z][0-9a-z]{0,12}$",` +
+		`"description":"continue a truncated answer: the id of the last entry received (with leaf: the answer's leaf)"}}}`
+
+	treeRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,` +
+		`"after":{"type":"string","pattern":"^e[1-9a-z][0-9a-z]{0,12}$",` +
+		`"description":"continue a truncated answer: the entry_id of the last node received"}}}`
+
+	exportHTMLRequestSchema = `{"type":"object","required":["session_id"],"properties":{` +
+		`"session_id":` + sessionIDSchema + `,"leaf":` + entryIDSchema + `,` +
+		`"after":{"type":"string","pattern":"^e[1-9a-z][0-9a-z]{0,12}$",` +
+		`"description":"continue a truncated answer: its last_entry_id (with leaf: the answer's leaf)"}}}`
+
 	messagesResponseSchema = `{"type":"object","required":["messages","path"],"properties":{` +
 		`"leaf":` + entryIDSchema + `,` +
 		`"truncated":{"type":"boolean","description":"more messages follow than the server's max payload lets one answer hold: ask again with leaf and after"},` +
@@ -89,7 +104,8 @@ const (
 		`"path":{"type":"array","items":{"type":"object","required":["entry_id","type"],"properties":{"entry_id":` + entryIDSchema + `,"type":` + entryTypeSchema + `}}}}}`
 
 	entriesResponseSchema = `{"type":"object","required":["entries"],"properties":{` +
-		`"leaf":` + entryIDSchema + `,"entries":{"type":"array","items":` + entrySchema + `}}}`
+		`"leaf":` + entryIDSchema + `,"entries":{"type":"array","items":` + entrySchema + `},` +
+		`"truncated":{"type":"boolean","description":"more entries follow than the server's max payload lets one answer hold: ask again with leaf and after"}}}`
 
 	forkRequestSchema = `{"type":"object","required":["session_id","from_entry_id"],"properties":{` +
 		`"session_id":` + sessionIDSchema + `,"from_entry_id":` + entryIDSchema + `,` +
@@ -103,14 +119,16 @@ const (
 		`"session_id":` + sessionIDSchema + `,"active_leaf":` + entryIDSchema + `,` +
 		`"nodes":{"type":"array","items":{"type":"object","required":["entry_id","type","timestamp","summary","children_count","session_id"],"properties":{` +
 		`"entry_id":` + entryIDSchema + `,"parent_id":` + entryIDSchema + `,"type":` + entryTypeSchema + `,` +
-		`"timestamp":{"type":"integer"},"summary":{"type":"string"},"children_count":{"type":"integer"},"session_id":` + sessionIDSchema + `}}}}}`
+		`"timestamp":{"type":"integer"},"summary":{"type":"string"},"children_count":{"type":"integer"},"session_id":` + sessionIDSchema + `}}},` +
+		`"truncated":{"type":"boolean","description":"more nodes follow than the server's max payload lets one answer hold: ask again with after"}}}`
 
 	listRequestSchema = `{"type":"object","properties":{` +
 		`"limit":{"type":"integer","minimum":0,"maximum":1000,"description":"0 or absent: 50"},` +
 		`"cursor":{"type":"string","description":"next_cursor of the previous page"}}}`
 
 	listResponseSchema = `{"type":"object","required":["sessions"],"properties":{` +
-		`"sessions":{"type":"array","items":` + metaSchema + `},"next_cursor":{"type":"string"}}}`
+		`"sessions":{"type":"array","items":` + metaSchema + `,"description":"at most limit; fewer when limit would outgrow the server's max payload"},` +
+		`"next_cursor":{"type":"string","description":"set when more sessions follow"}}}`
 
 	setActiveLeafRequestSchema = `{"type":"object","required":["session_id","entry_id"],"properties":{` +
 		`"session_id":` + sessionIDSchema + `,"entry_id":` + entryIDSchema + `}}`
@@ -118,5 +136,8 @@ const (
 	setActiveLeafResponseSchema = `{"type":"object","required":["session_id","active_leaf"],"properties":{` +
 		`"session_id":` + sessionIDSchema + `,"active_leaf":` + entryIDSchema + `}}`
 
-	exportHTMLResponseSchema = `{"type":"object","required":["html"],"properties":{"html":{"type":"string"}}}`
+	exportHTMLResponseSchema = `{"type":"object","required":["html"],"properties":{` +
+		`"html":{"type":"string","description":"the page, or a part of it: the parts of a truncated export, concatenated in order, are the whole page"},` +
+		`"leaf":` + entryIDSchema + `,"last_entry_id":` + entryIDSchema + `,` +
+		`"truncated":{"type":"boolean","description":"the rest of the page is more than the server's max payload lets one answer hold: ask again with leaf and after = last_entry_id"}}}`
 )

@@ -101,6 +101,10 @@ title: Read the raw entries of a path
 # session::entries
 
 Returns every entry on the path from the root to ` + "`leaf`" + ` (default: the active leaf), root first, as stored: ` + "`{entries: [{id, parent_id, type, timestamp, …}], leaf}`" + `, compactions and custom entries included.
+
+An answer never outgrows the server's max payload. When more entries follow than one answer holds, it sets ` + "`truncated`" + `: ask again with ` + "`leaf`" + ` (the answer's) and ` + "`after`" + ` (the id of the last entry received) for the next ones.
+
+Errors: ` + "`not_found`" + ` for an unknown session or a leaf outside its history; ` + "`invalid_payload`" + ` for an ` + "`after`" + ` without ` + "`leaf`" + ` or that is not an entry of the path.
 `
 
 	forkSkill = `---
@@ -131,6 +135,10 @@ title: Show a session's tree
 # session::tree
 
 Returns every entry of the session as ` + "`{nodes: [{entry_id, parent_id, type, timestamp, summary, children_count, session_id}], active_leaf}`" + `: for a fork, first the shared path from the root to the fork point (their session_id is the original's), then the session's own entries, oldest first. ` + "`summary`" + ` is one line of the entry's content. Reads the whole session: use session::messages for the conversation itself.
+
+An answer never outgrows the server's max payload. When more nodes follow than one answer holds, it sets ` + "`truncated`" + `: ask again with ` + "`after`" + ` (the entry_id of the last node received) for the next ones. Entries appended meanwhile come on later pages; a child count is the one its page read.
+
+Errors: ` + "`not_found`" + ` for an unknown session; ` + "`invalid_payload`" + ` for an ` + "`after`" + ` that is not a node of the tree.
 `
 
 	listSkill = `---
@@ -138,7 +146,7 @@ title: List sessions
 ---
 # session::list
 
-Pages through sessions, most recently updated first: ` + "`{limit?, cursor?}`" + ` → ` + "`{sessions: [metadata], next_cursor?}`" + `. ` + "`limit`" + ` is 1–1000 (default 50); pass ` + "`next_cursor`" + ` back as ` + "`cursor`" + ` for the next page. Each session's ` + "`summary`" + ` is its first user text, on one line.
+Pages through sessions, most recently updated first: ` + "`{limit?, cursor?}`" + ` → ` + "`{sessions: [metadata], next_cursor?}`" + `. ` + "`limit`" + ` is 1–1000 (default 50); pass ` + "`next_cursor`" + ` back as ` + "`cursor`" + ` for the next page, until there is none. A page holds fewer than ` + "`limit`" + ` sessions when that many would outgrow the server's max payload. Each session's ` + "`summary`" + ` is its first user text, on one line.
 `
 
 	setActiveLeafSkill = `---
@@ -154,6 +162,10 @@ title: Export a conversation as HTML
 ---
 # session::export_html
 
-Renders the path to ` + "`leaf`" + ` (default: the active leaf) as one self-contained HTML page (inline CSS, no scripts, all text escaped): ` + "`{html}`" + `. Save it to a file to share or archive a conversation.
+Renders the path to ` + "`leaf`" + ` (default: the active leaf) as one self-contained HTML page (inline CSS, no scripts, all text escaped): ` + "`{html, leaf, last_entry_id}`" + `. Save it to a file to share or archive a conversation.
+
+An answer never outgrows the server's max payload. A longer page comes in parts, whole entries each: the answer sets ` + "`truncated`" + `; ask again with ` + "`leaf`" + ` (the answer's) and ` + "`after`" + ` (its ` + "`last_entry_id`" + `) for the next part, and append each part's ` + "`html`" + ` to the last: together they are the page. An entry too large for an answer of its own is shown with its texts cut and its images left out, with a note saying how many bytes.
+
+Errors: ` + "`not_found`" + ` for an unknown session or a leaf outside its history; ` + "`invalid_payload`" + ` for an ` + "`after`" + ` without ` + "`leaf`" + ` or that is not an entry of the path.
 `
 )

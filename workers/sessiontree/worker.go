@@ -161,22 +161,16 @@ func (s *Store) Functions() []engine.Function {
 			ResponseSchema: messagesResponseSchema,
 			Idempotent:     true,
 			Skill:          messagesSkill,
-			Handler: func(ctx context.Context, r *engine.Request) (any, error) {
-				var req MessagesRequest
-				if err := r.Bind(&req); err != nil {
-					return nil, err
-				}
-				return s.messagesPage(ctx, req, r.Codec, int(s.nc.MaxPayload())-replyRoom)
-			},
+			Handler:        pageHandler(s, s.messagesPage),
 		},
 		{
 			ID:             EntriesFunction,
-			Description:    "The raw entries of the path from the root to leaf (default: the active leaf).",
-			RequestSchema:  readRequestSchema,
+			Description:    "The raw entries of the path from the root to leaf (default: the active leaf), root first; a long path comes in pages (truncated, then ask again with leaf and after).",
+			RequestSchema:  entriesRequestSchema,
 			ResponseSchema: entriesResponseSchema,
 			Idempotent:     true,
 			Skill:          entriesSkill,
-			Handler:        engine.Typed(s.Entries),
+			Handler:        pageHandler(s, s.entriesPage),
 		},
 		{
 			ID:             ForkFunction,
@@ -196,12 +190,12 @@ func (s *Store) Functions() []engine.Function {
 		},
 		{
 			ID:             TreeFunction,
-			Description:    "Every entry of the session (and the history a fork shares) with parent, type, one-line summary and child count.",
-			RequestSchema:  sessionRequestSchema,
+			Description:    "Every entry of the session (and the history a fork shares) with parent, type, one-line summary and child count; a big tree comes in pages (truncated, then ask again with after).",
+			RequestSchema:  treeRequestSchema,
 			ResponseSchema: treeResponseSchema,
 			Idempotent:     true,
 			Skill:          treeSkill,
-			Handler:        engine.Typed(s.Tree),
+			Handler:        pageHandler(s, s.treePage),
 		},
 		{
 			ID:             ListFunction,
@@ -210,7 +204,7 @@ func (s *Store) Functions() []engine.Function {
 			ResponseSchema: listResponseSchema,
 			Idempotent:     true,
 			Skill:          listSkill,
-			Handler:        engine.Typed(s.List),
+			Handler:        pageHandler(s, s.listPage),
 		},
 		{
 			ID:             SetActiveLeafFunction,
@@ -223,12 +217,12 @@ func (s *Store) Functions() []engine.Function {
 		},
 		{
 			ID:             ExportHTMLFunction,
-			Description:    "Render the path to leaf (default: the active leaf) as one self-contained HTML page.",
-			RequestSchema:  readRequestSchema,
+			Description:    "Render the path to leaf (default: the active leaf) as one self-contained HTML page; a long one comes in parts to concatenate (truncated, then ask again with leaf and after).",
+			RequestSchema:  exportHTMLRequestSchema,
 			ResponseSchema: exportHTMLResponseSchema,
 			Idempotent:     true,
 			Skill:          exportHTMLSkill,
-			Handler:        engine.Typed(s.ExportHTML),
+			Handler:        pageHandler(s, s.exportPage),
 		},
 	}
 }

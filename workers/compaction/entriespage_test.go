@@ -1,0 +1,85 @@
+package compaction_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/workers/compaction"
+	"github.com/iii-on-nats/iii/workers/sessiontree"
+)
+
+// A compaction of a path whose entries outgrow one answer of
+// session::entries (over the server's max payload: custom entries the
+// model never sees) reads the previous compaction's summary from the
+// page that holds it, and updates it. Before, the read failed (internal:
+// the reply exceeded the max payload), and a read of the first page
+// alone would have summarised without it, losing what it held.
+func TestCompactFindsSummaryOnLaterPage(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 128 << 10
+	f := newFixtureOn(t, enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload)), "", compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+
+	// Application data before the compaction, more than the max payload.
+	f.conversation(t, sid, 1, 16)
+	for b := range 4 {
+		var custom []sessiontree.Entry
+		for i := range 50 {
+			custom = append(custom, sessiontree.Entry{Type: sessiontree.TypeCustom, CustomType: "ui.note",
+				Data: map[string]any{"n": fmt.Sprintf("%d.%d", b, i), "text": pad(700)}})
+		}
+		if _, err := engine.Call[sessiontree.AppendBatchResponse](ctx, f.e, sessiontree.AppendBatchFunction,
+			sessiontree.AppendBatchRequest{SessionID: sid, Entries: custom}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.conversation(t, sid, 17, 32)
+	r1, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || !r1.Compacted {
+		t.Fatalf("first compaction: %+v, %v", r1, err)
+	}
+	f.conversation(t, sid, 33, 64)
+
+	entries := func() []sessiontree.Entry {
+		t.Helper()
+		var out []sessiontree.Entry
+		req := sessiontree.EntriesRequest{SessionID: sid}
+		for {
+			r, err := engine.Call[sessiontree.EntriesResponse](ctx, f.e, sessiontree.EntriesFunction, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r.Entries...)
+			if !r.Truncated {
+				return out
+			}
+			req.Leaf, req.After = r.Leaf, r.Entries[len(r.Entries)-1].ID
+		}
+	}
+	if r, err := engine.Call[sessiontree.EntriesResponse](ctx, f.e, sessiontree.EntriesFunction, sessiontree.ReadRequest{SessionID: sid}); err != nil ||
+		!r.Truncated || slices.ContainsFunc(r.Entries, func(en sessiontree.Entry) bool { return en.ID == r1.EntryID }) {
+		t.Fatalf("setup: the first page of entries (truncated %v, %v) should not hold the compaction %s", r.Truncated, err, r1.EntryID)
+	}
+
+	r2, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || !r2.Compacted {
+		t.Fatalf("second compaction: %+v, %v", r2, err)
+	}
+	var s1, s2 string
+	for _, en := range entries() {
+		switch en.ID {
+		case r1.EntryID:
+			s1 = en.Summary
+		case r2.EntryID:
+			s2 = en.Summary
+		}
+	}
+	if s1 == "" || !strings.Contains(s2, s1) {
+		t.Fatalf("summary 2 does not update summary 1 %q:\n%s", s1, s2)
+	}
+}
