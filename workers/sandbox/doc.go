@@ -66,9 +66,10 @@
 // check the kernel makes by uid (not by capability). A node running as
 // root runs bubblewrap as an unprivileged host user (setting host_uid,
 // default 65534 "nobody"; [WithHostUser]): bubblewrap maps the sandbox's
-// uid 1000 to it, and it owns the sandbox's files ([Worker.FileOwner];
-// files written into a workdir as root, by the fs tools, are given to it
-// before the next exec). That needs unprivileged user namespaces and a
+// uid 1000 to it, and it owns the sandbox's files ([Worker.FileOwner]):
+// the fs tools give it what they create and keep a replaced file's
+// owner, and files written into a workdir as root otherwise are given
+// to it before the next exec. That needs unprivileged user namespaces and a
 // root folder that user can reach: the root is then mode 0711 (search,
 // no listing; workdirs 0700 with unguessable names), and every parent of
 // it must be searchable (o+x). Where that does not work the node logs a
@@ -107,8 +108,9 @@
 //     each exec the workdir's usage (allocated blocks) is measured: over
 //     the quota, the result says over_quota and the next exec is refused
 //     with forbidden (ErrDiskQuota, details used_bytes and limit_bytes)
-//     until files are removed — from the host (fs tools) or by destroy;
-//     each refused exec measures again. fs::write and fs::edit measure
+//     until space is freed — by fs::write shrinking files (the fs tools
+//     delete nothing; rm works once exec does), from the host, or by
+//     destroy; each refused exec measures again. fs::write and fs::edit measure
 //     it too, before a write that grows the workdir, and refuse one that
 //     would pass the quota the same way (details also write_bytes),
 //     writing nothing; writes that shrink it always go through.

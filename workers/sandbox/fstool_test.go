@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/sandbox/fstool"
 )
@@ -108,5 +111,149 @@ func TestFSWriteReadOnly(t *testing.T) {
 	fi, serr := os.Stat(filepath.Join(sb.Workdir, "ro"))
 	if rerr != nil || serr != nil || string(b) != "keep\n" || fi.Mode().Perm() != 0o444 {
 		t.Fatalf("ro: %q %v %v %v", b, fi, rerr, serr)
+	}
+}
+
+// fs::write and fs::edit add no file to a directory the sandbox made
+// read-only (chmod 0555), where a command gets permission denied: not a
+// new file, not a replacement, not missing parents. Nothing is left.
+func TestFSWriteReadOnlyDir(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const sid = "fsrodir"
+	sb := f.create(t, CreateRequest{SessionID: sid})
+	if r := f.sh(t, sid, "mkdir ro && echo keep > ro/f && chmod 0555 ro && { (echo x > ro/new) 2>/dev/null && echo wrote || echo denied; }"); r.Stdout != "denied\n" {
+		t.Fatalf("setup: %+v", r)
+	}
+	ctx := engine.WithSession(context.Background(), sid, "m1")
+	for _, tc := range []struct {
+		name string
+		id   string
+		req  any
+		gone string // "" when the path exists before and after
+	}{
+		{"new file", fstool.WriteFunction, fstool.WriteRequest{Path: "ro/new", Content: "x"}, "ro/new"},
+		{"missing parents", fstool.WriteFunction, fstool.WriteRequest{Path: "ro/a/b", Content: "x"}, "ro/a"},
+		{"replace", fstool.WriteFunction, fstool.WriteRequest{Path: "ro/f", Content: "lost\n"}, ""},
+		{"edit", fstool.EditFunction, fstool.EditRequest{Path: "ro/f", OldText: "keep", NewText: "lost"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := engine.Call[map[string]any](ctx, f.e, tc.id, tc.req)
+			wantCode(t, err, wire.CodeForbidden)
+			if !strings.Contains(err.Error(), "not writable") {
+				t.Fatalf("message %v", err)
+			}
+			if tc.gone != "" && exists(filepath.Join(sb.Workdir, tc.gone)) {
+				t.Fatalf("%s was created", tc.gone)
+			}
+			if b, err := os.ReadFile(filepath.Join(sb.Workdir, "ro", "f")); err != nil || string(b) != "keep\n" {
+				t.Fatalf("ro/f: %q %v", b, err)
+			}
+			ents, _ := os.ReadDir(filepath.Join(sb.Workdir, "ro"))
+			for _, e := range ents {
+				if fstool.IsTempFile(e.Name()) {
+					t.Fatalf("temporary file left: %s", e.Name())
+				}
+			}
+		})
+	}
+}
+
+// A command already running in the sandbox may write what fs::write and
+// fs::edit wrote meanwhile: a replaced file keeps its owner and a new
+// file or folder is the sandbox user's at once, not root's until the
+// next exec's owner fix.
+func TestFSWriteOwner(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const sid = "fsown"
+	sb := f.create(t, CreateRequest{SessionID: sid})
+	if r := f.sh(t, sid, "echo a > f && echo a > g && mkdir d"); r.ExitCode != 0 {
+		t.Fatalf("setup: %+v", r)
+	}
+	running := make(chan Result, 1)
+	go func() {
+		r, err := engine.Call[Result](engine.WithSession(context.Background(), sid, "m1"), f.e, ShellExecFunction, Command{
+			Command: `touch started; i=0; while [ ! -e go ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+echo more >> f && echo more >> g && echo more >> d/n/new && echo x > d/n/mine && echo ok`})
+		if err != nil {
+			r.Stderr = err.Error()
+		}
+		running <- r
+	}()
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if !exists(filepath.Join(sb.Workdir, "started")) {
+			return errors.New("not started yet")
+		}
+		return nil
+	})
+	ctx := engine.WithSession(context.Background(), sid, "m1")
+	for _, c := range []struct {
+		id  string
+		req any
+	}{
+		{fstool.WriteFunction, fstool.WriteRequest{Path: "f", Content: "b\n"}},
+		{fstool.EditFunction, fstool.EditRequest{Path: "g", OldText: "a", NewText: "b"}},
+		{fstool.WriteFunction, fstool.WriteRequest{Path: "d/n/new", Content: "b\n"}},
+		{fstool.WriteFunction, fstool.WriteRequest{Path: "go", Content: ""}},
+	} {
+		if _, err := engine.Call[map[string]any](ctx, f.e, c.id, c.req); err != nil {
+			t.Fatalf("%s %+v: %v", c.id, c.req, err)
+		}
+	}
+	uid, gid := f.w.FileOwner()
+	if uid < 0 {
+		uid, gid = os.Geteuid(), os.Getegid()
+	}
+	for _, p := range []string{"f", "g", "d/n", "d/n/new", "go"} {
+		fi, err := os.Lstat(filepath.Join(sb.Workdir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != uid || int(st.Gid) != gid {
+			t.Errorf("%s is owned by %d:%d, want %d:%d", p, st.Uid, st.Gid, uid, gid)
+		}
+	}
+	select {
+	case r := <-running:
+		if r.Stdout != "ok\n" {
+			t.Fatalf("the running command could not write the files: %+v", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the running command did not end")
+	}
+}
+
+// Over disk_mb, exec is refused and there is no delete tool; what the
+// refusal and shell::exec's skill tell the model to do works: shrink a
+// file with fs::write, then rm it.
+func TestFSOverQuotaRecovery(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const sid = "fsrecover"
+	sb := f.create(t, CreateRequest{SessionID: sid, Limits: Limits{DiskMB: 1}})
+	if r := f.sh(t, sid, "head -c 700000 /dev/urandom > a; head -c 700000 /dev/urandom > b"); !r.OverQuota {
+		t.Fatalf("setup: %+v", r)
+	}
+	_, err := f.execErr(sb.SandboxID, Command{Command: "rm a"})
+	wantCode(t, err, wire.CodeForbidden)
+	// The advice names what works, in the error and in the skill.
+	if msg := err.Error(); !strings.Contains(msg, "fs::write") || !strings.Contains(msg, "rm") {
+		t.Fatalf("the refusal does not say how to recover: %v", err)
+	}
+	sk := skill(ShellExecFunction)
+	i := strings.Index(sk, "- `forbidden`")
+	if i < 0 {
+		t.Fatal("shell::exec's skill has no forbidden entry")
+	}
+	if entry, _, _ := strings.Cut(sk[i+1:], "\n- "); !strings.Contains(entry, "`fs::write`") || !strings.Contains(entry, "`rm`") {
+		t.Fatalf("shell::exec's skill does not say how to recover: %s", entry)
+	}
+	ctx := engine.WithSession(context.Background(), sid, "m1")
+	if _, err := engine.Call[fstool.WriteResult](ctx, f.e, fstool.WriteFunction, fstool.WriteRequest{Path: "a", Content: ""}); err != nil {
+		t.Fatalf("shrink over the quota: %v", err)
+	}
+	if r := f.sh(t, sid, "rm a && ls"); r.ExitCode != 0 || r.Stdout != "b\n" || r.OverQuota {
+		t.Fatalf("rm after the shrink: %+v", r)
 	}
 }

@@ -583,7 +583,7 @@ func (m *manager) exec(ctx context.Context, lv *liveSandbox, cmd Command) (Resul
 	quota := int64(rec.Limits.DiskMB) << 20
 	if over {
 		if used := scanWorkdir(rec.Workdir, -1, -1); used > quota {
-			return Result{}, wire.Wrap(wire.CodeForbidden, fmt.Errorf("%w: sandbox %s's workdir uses %d MiB of its %d MiB (disk_mb); remove files (the fs tools can) before running commands again",
+			return Result{}, wire.Wrap(wire.CodeForbidden, fmt.Errorf("%w: sandbox %s's workdir uses %d MiB of its %d MiB (disk_mb), so commands are refused: free space first by writing an empty content over large files with fs::write (a write that shrinks the workdir is allowed), then remove them with rm once commands run again, or destroy the sandbox",
 				ErrDiskQuota, rec.SandboxID, used>>20, rec.Limits.DiskMB), "").WithDetails(map[string]any{"used_bytes": used, "limit_bytes": quota})
 		}
 		lv.mu.Lock()

@@ -260,9 +260,11 @@ func (w *Worker) execTimeout(o options) time.Duration {
 
 func (w *Worker) functions(m *manager) ([]engine.Function, error) {
 	// The file tools work in the caller's sandbox workdir, on this node,
-	// from the host side (files they create are given to the sandbox's
-	// user before its next exec).
-	tools, err := fstool.Functions(w.CallerWorkdir, fstool.WithQuota(m.fsQuota))
+	// from the host side. As root they give what they create to the
+	// sandbox's user at once (and a replaced file keeps its owner), so a
+	// process of the sandbox already running may write it; the owner fix
+	// before each exec does the same for everything else.
+	tools, err := fstool.Functions(w.CallerWorkdir, fstool.WithQuota(m.fsQuota), fstool.WithOwner(m.fileOwner()))
 	if err != nil {
 		return nil, err
 	}

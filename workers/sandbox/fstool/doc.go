@@ -38,7 +38,14 @@
 //   - Since a rename ignores the target's mode (and the tools often run
 //     as root), fs::write and fs::edit check it themselves: a file whose
 //     owner may not write it (chmod 0444) is forbidden, as a write in the
-//     sandbox would be. A replaced file keeps its mode.
+//     sandbox would be, and so is a new or replaced file (or a missing
+//     parent) in a directory whose owner may not write and search it
+//     (chmod 0555). A replaced file keeps its mode.
+//   - Run as root, they keep a replaced file's owner and give what
+//     fs::write creates to [WithOwner]'s (the sandbox's user), so a
+//     process of the sandbox may write it at once (best effort, like the
+//     sandbox worker's owner fix before each exec). Any other process
+//     makes files of its own.
 //   - A NUL byte, bytes that are not UTF-8, an over-long path or an
 //     empty required path is invalid_payload.
 //
@@ -72,8 +79,8 @@
 //     does not fit the file (a directory to fs::read, old_text not found
 //     or ambiguous — details carry "matches" —, content over the cap);
 //   - forbidden: the path leaves the root or goes through a symlink; the
-//     file to write is read-only; the quota refused the write (its error
-//     passes through as is);
+//     file to write, or the directory it goes in, is read-only; the quota
+//     refused the write (its error passes through as is);
 //   - not_found: the file does not exist, or the resolver found no root
 //     (a *wire.Error from the resolver passes through as is);
 //   - unavailable: the disk is full;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -53,7 +54,7 @@ func Functions(resolve Resolver, opts ...Option) ([]engine.Function, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tools{resolve: resolve, o: o}
+	t := &tools{resolve: resolve, o: o, euid: os.Geteuid()}
 	for i := range t.growing {
 		t.growing[i] = make(chan struct{}, 1)
 	}
@@ -123,6 +124,7 @@ func Functions(resolve Resolver, opts ...Option) ([]engine.Function, error) {
 type tools struct {
 	resolve Resolver
 	o       options
+	euid    int // the process's effective uid: 0 gives files owners
 	locks   [64]sync.Mutex
 	// growing serialises, per root, the writes the quota is asked about,
 	// from the question to the rename, so two writes cannot both pass a

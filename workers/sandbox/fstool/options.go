@@ -60,6 +60,7 @@ type options struct {
 	skipDirs         map[string]bool
 	timeout          time.Duration
 	quota            Quota
+	owner            owner // of new files and directories, when root
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -72,6 +73,7 @@ func buildOptions(opts []Option) (options, error) {
 		maxGrepFileBytes: DefaultMaxGrepFileBytes,
 		maxWalk:          DefaultMaxWalk,
 		skipDirs:         map[string]bool{},
+		owner:            noOwner,
 	}
 	for _, d := range DefaultSkipDirs {
 		o.skipDirs[d] = true
@@ -218,6 +220,23 @@ func WithQuota(q Quota) Option {
 			return fmt.Errorf("%w: fstool: nil quota", engine.ErrInvalidOption)
 		}
 		o.quota = q
+		return nil
+	}
+}
+
+// WithOwner names the host uid and gid that files and directories
+// fs::write creates should belong to when the tools run as root (default
+// -1, -1: root's own; -1 leaves one id as it is). The sandbox worker
+// passes the sandbox's user on the host, which its owner fix before each
+// exec gives every file anyway, so a process of the sandbox may write
+// them at once. A replaced file keeps its owner without this option. A
+// process that is not root makes files of its own and ignores it.
+func WithOwner(uid, gid int) Option {
+	return func(o *options) error {
+		if uid < -1 || gid < -1 {
+			return fmt.Errorf("%w: fstool: owner %d:%d (ids are -1 or more)", engine.ErrInvalidOption, uid, gid)
+		}
+		o.owner = owner{uid, gid}
 		return nil
 	}
 }

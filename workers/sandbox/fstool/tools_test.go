@@ -526,7 +526,7 @@ func TestFunctionsOptions(t *testing.T) {
 	for _, opt := range []Option{
 		WithMaxLineBytes(0), WithMaxAnswerBytes(-1), WithMaxWriteBytes(0), WithMaxEntries(0),
 		WithMaxGrepResults(0), WithMaxGrepFileBytes(0), WithMaxWalk(0), WithSkipDirs("a/b"), WithSkipDirs(""),
-		WithTimeout(0), WithQuota(nil),
+		WithTimeout(0), WithQuota(nil), WithOwner(-2, 0), WithOwner(0, -2),
 	} {
 		if _, err := Functions(FixedRoot("."), opt); err == nil {
 			t.Fatal("a bad option was accepted")

@@ -67,10 +67,17 @@ func (t *tools) write(ctx context.Context, req WriteRequest) (WriteResult, error
 		unlock := t.lock(w, rel)
 		defer unlock()
 		info, missing, err := w.lstat(rel)
+		parts := strings.Split(rel, "/")
 		dirs := 0 // parent directories to create
+		// The directory the write adds an entry to: the file's, or the
+		// one its first missing parent goes in.
+		parent := path.Dir(rel)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			dirs = strings.Count(rel, "/") - missing
+			dirs = len(parts) - 1 - missing
+			if parent = "."; missing > 0 {
+				parent = strings.Join(parts[:missing], "/")
+			}
 		case err != nil:
 			return WriteResult{}, err
 		case !info.Mode().IsRegular():
@@ -82,11 +89,16 @@ func (t *tools) write(ctx context.Context, req WriteRequest) (WriteResult, error
 		res := WriteResult{Path: rel, Bytes: len(req.Content), Created: info == nil}
 		mode := fs.FileMode(newFileMode)
 		grow := blocksFor(int64(len(req.Content))) + int64(dirs)*blockBytes
+		own := ownerFor(t.euid, noOwner, false, t.o.owner)
+		if err := w.checkDir(parent); err != nil {
+			return WriteResult{}, err
+		}
 		if info != nil {
 			if err := writable(rel, info); err != nil {
 				return WriteResult{}, err
 			}
 			mode = info.Mode().Perm()
+			own = ownerFor(t.euid, ownerOf(info), true, t.o.owner)
 			grow -= allocated(info)
 			if info.Size() == int64(len(req.Content)) {
 				same, err := w.sameContent(rel, info, req.Content)
@@ -104,15 +116,32 @@ func (t *tools) write(ctx context.Context, req WriteRequest) (WriteResult, error
 		}
 		defer release()
 		if dirs > 0 {
-			if err := w.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+			if err := w.mkdirs(parts[:len(parts)-1], missing, own); err != nil {
 				return WriteResult{}, err
 			}
 		}
-		if err := w.writeAtomic(rel, []byte(req.Content), mode); err != nil {
+		if err := w.writeAtomic(rel, []byte(req.Content), mode, own); err != nil {
 			return WriteResult{}, err
 		}
 		return res, nil
 	})
+}
+
+// mkdirs creates the directories dir[from:] (dir is a path split at
+// "/", dir[:from] exists) and gives them to own.
+func (w *workdir) mkdirs(dir []string, from int, own owner) error {
+	if err := w.root.MkdirAll(strings.Join(dir, "/"), 0o755); err != nil {
+		return err
+	}
+	if own.none() {
+		return nil
+	}
+	for i := from; i < len(dir); i++ {
+		// Lchown: never through a symlink swapped in; best effort, as
+		// the sandbox worker's owner fix.
+		_ = w.root.Lchown(strings.Join(dir[:i+1], "/"), own.uid, own.gid)
+	}
+	return nil
 }
 
 // writable refuses to replace a file its owner may not write. A rename
@@ -148,11 +177,11 @@ func (w *workdir) sameContent(rel string, info fs.FileInfo, content string) (boo
 
 // writeAtomic replaces rel with data: it writes a temporary file in the
 // same directory (created exclusively, so it never opens an existing file
-// or a symlink), syncs it and renames it over rel. A rename replaces a
-// symlink at rel instead of writing through it, and a reader sees the old
-// content or the new, never a mix. On failure the temporary file is
-// removed and rel is untouched.
-func (w *workdir) writeAtomic(rel string, data []byte, mode fs.FileMode) (err error) {
+// or a symlink), gives it to own unless that is [noOwner], syncs it and
+// renames it over rel. A rename replaces a symlink at rel instead of
+// writing through it, and a reader sees the old content or the new, never
+// a mix. On failure the temporary file is removed and rel is untouched.
+func (w *workdir) writeAtomic(rel string, data []byte, mode fs.FileMode, own owner) (err error) {
 	tmp := tempName(rel)
 	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
@@ -166,6 +195,12 @@ func (w *workdir) writeAtomic(rel string, data []byte, mode fs.FileMode) (err er
 	}()
 	if _, err = f.Write(data); err != nil {
 		return err
+	}
+	if !own.none() {
+		// Before the chmod: a chown may clear set-id bits. Best effort,
+		// as the sandbox worker's owner fix: a failure leaves the file
+		// root's until that fix, as before.
+		_ = f.Chown(own.uid, own.gid)
 	}
 	// The umask may have narrowed the mode of the new file.
 	if err = f.Chmod(mode); err != nil {
@@ -190,6 +225,9 @@ func (t *tools) edit(ctx context.Context, req EditRequest) (EditResult, error) {
 		}
 		if info.Mode().IsRegular() {
 			if err := writable(rel, info); err != nil {
+				return EditResult{}, err
+			}
+			if err := w.checkDir(path.Dir(rel)); err != nil {
 				return EditResult{}, err
 			}
 		}
@@ -235,7 +273,7 @@ func (t *tools) edit(ctx context.Context, req EditRequest) (EditResult, error) {
 			return EditResult{}, err
 		}
 		defer release()
-		if err := w.writeAtomic(rel, out, info.Mode().Perm()); err != nil {
+		if err := w.writeAtomic(rel, out, info.Mode().Perm(), ownerFor(t.euid, ownerOf(info), true, t.o.owner)); err != nil {
 			return EditResult{}, err
 		}
 		return EditResult{Path: rel, Replacements: n}, nil

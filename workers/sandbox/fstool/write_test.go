@@ -63,6 +63,10 @@ func TestWriteReadOnly(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Readable, for a test that is not root (mode 0200).
+				if err := os.Chmod(name, after.Mode()|0o400); err != nil {
+					t.Fatal(err)
+				}
 				if f.read(t, "f") != "new\n" {
 					t.Fatalf("content %q", f.read(t, "f"))
 				}
