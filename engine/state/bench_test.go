@@ -2,10 +2,13 @@ package state_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/state"
@@ -76,5 +79,79 @@ func BenchmarkKVUpdateCAS(b *testing.B) {
 				b.Fatalf("counter = %v, %v; want %d", got, err, b.N)
 			}
 		})
+	}
+}
+
+// BenchmarkListPages lists a scope of keys page by page through state::list
+// (limit items a page, after set to the last key received), as a client
+// walking the whole scope does: one op is the whole walk. limit=0 leaves
+// the max payload alone to cut the pages (one or two pages here).
+func BenchmarkListPages(b *testing.B) {
+	for _, bc := range []struct{ keys, limit int }{
+		{20000, 100},
+		{20000, 1000},
+		{20000, 0}, // pages cut by the max payload only
+	} {
+		b.Run(fmt.Sprintf("keys=%d,limit=%d", bc.keys, bc.limit), func(b *testing.B) {
+			v := newEnv(b, nil)
+			serve(b, v)
+			fillScope(b, v, "bench", bc.keys)
+			nc := enginetest.Connect(b, v.ns)
+			b.ReportAllocs()
+			b.ResetTimer()
+			pages := 0
+			for i := 0; i < b.N; i++ {
+				n, after := 0, ""
+				for {
+					body, _ := json.Marshal(map[string]any{"scope": "bench", "after": after, "limit": bc.limit})
+					got, werr := jsonReq(b, nc, "iii.fn.state.list", string(body))
+					if werr != nil {
+						b.Fatal(werr)
+					}
+					var resp state.ListResponse
+					if err := json.Unmarshal([]byte(got), &resp); err != nil {
+						b.Fatal(err)
+					}
+					pages++
+					n += len(resp.Items)
+					if !resp.Truncated {
+						break
+					}
+					after = resp.Items[len(resp.Items)-1].Key
+				}
+				if n != bc.keys {
+					b.Fatalf("listed %d keys, want %d", n, bc.keys)
+				}
+			}
+			b.ReportMetric(float64(pages)/b.Elapsed().Seconds(), "pages/s")
+		})
+	}
+}
+
+// fillScope writes n small values, keys k000000.., into scope, a chunk of
+// asynchronous publishes at a time.
+func fillScope(t testing.TB, v *env, scope string, n int) {
+	t.Helper()
+	ctx := testCtx(t)
+	js := v.e.JetStream()
+	for start := 0; start < n; start += 1000 {
+		acks := make([]jetstream.PubAckFuture, 0, 1000)
+		for i := start; i < min(start+1000, n); i++ {
+			subj := fmt.Sprintf("$KV.%s.%s.k%06d", v.store.Bucket(), scope, i)
+			f, err := js.PublishAsync(subj, []byte(fmt.Sprintf(`{"i":%d}`, i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			acks = append(acks, f)
+		}
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				t.Fatalf("fill: %v", err)
+			case <-ctx.Done():
+				t.Fatal("fill: publishes not acknowledged")
+			}
+		}
 	}
 }

@@ -76,6 +76,15 @@
 // JSON or msgpack; unknown fields, wrong types, bad scopes or keys are invalid_payload.
 // Msgpack replies carry integral numbers as integers.
 //
+// A state::list page (sorted by key, after the key after) reads only its
+// own values, with batch direct gets (nats-server 2.11 or later), so
+// walking a scope of n keys costs n values, not n per page. For that the
+// store keeps the sorted keys of each scope it pages through (at most 2^20
+// keys in all, each scope's dropped after 5 idle minutes) and brings them up
+// to date on every page from the messages written since; the first page,
+// or one after more than 32 writes under the scope, lists the scope's
+// subjects from the server's index instead (names only, no values).
+//
 // # State triggers
 //
 // [OnChange] runs a durable trigger: a JetStream consumer on the bucket's

@@ -191,39 +191,47 @@ func (h handlers) list(ctx context.Context, r *engine.Request) (any, error) {
 		}
 		limit = int(f)
 	}
-	items, err := h.s.List(ctx, scope, prefix)
-	if err != nil {
-		return nil, err
+	// Read one value past the limit: truncated says that another item is
+	// left, not merely another key.
+	batch := listBatch
+	if limit > 0 {
+		batch = limit + 1
 	}
-	resp := ListResponse{Items: make([]Item, 0, len(items))}
+	resp := ListResponse{Items: []Item{}}
 	budget := int(h.s.e.Conn().MaxPayload()) - payloadHeadroom
-	for _, it := range items {
-		if after != "" && it.Key <= after {
-			continue
-		}
+	var itemErr error
+	err = h.s.scan(ctx, scope, prefix, after, batch, func(it Item) bool {
 		if limit > 0 && len(resp.Items) == limit {
 			resp.Truncated = true
-			break
+			return false
 		}
 		it.Value = forCodec(r, it.Value)
 		n, err := itemSize(r, it)
 		if err != nil {
-			return nil, err
+			itemErr = err
+			return false
 		}
 		if n > budget && len(resp.Items) == 0 {
 			// One item alone does not fit (only a value written by a
 			// foreign client can be that large): send it without its value,
 			// so the page still moves past it.
 			it.Value, it.ValueUnavailable = nil, true
-			if n, err = itemSize(r, it); err != nil {
-				return nil, err
+			if n, itemErr = itemSize(r, it); itemErr != nil {
+				return false
 			}
 		}
 		if budget -= n; budget < 0 {
 			resp.Truncated = true
-			break
+			return false
 		}
 		resp.Items = append(resp.Items, it)
+		return true
+	})
+	if err == nil {
+		err = itemErr
+	}
+	if err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

@@ -48,6 +48,8 @@ type Store struct {
 	opts   options
 	// subjPrefix is "$KV.<bucket>.", the subject prefix of every key.
 	subjPrefix string
+	// index keeps the sorted keys of the scopes being paged through.
+	index indexCache
 }
 
 // New opens the state bucket, creating it (file storage, the engine's
@@ -431,24 +433,4 @@ func (s *Store) List(ctx context.Context, scope, prefix string) ([]Item, error) 
 			items = append(items, Item{Key: key, Value: decodeValue(e.Value()), Revision: e.Revision()})
 		}
 	}
-}
-
-// keyFilters are the KV key filters (relative to the bucket) of prefix in
-// scope, with the meaning [Store.List] documents.
-func keyFilters(scope, prefix string) ([]string, error) {
-	if err := subjects.ValidateID("scope", scope); err != nil {
-		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "")
-	}
-	below, err := subjects.StatePrefixFilter(scope, prefix)
-	if err != nil {
-		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "prefix")
-	}
-	if prefix == "" || strings.HasSuffix(prefix, "/") {
-		return []string{below}, nil
-	}
-	exact, err := subjects.StateKVKey(scope, prefix)
-	if err != nil {
-		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "prefix")
-	}
-	return []string{exact, below}, nil
 }
