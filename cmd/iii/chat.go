@@ -346,11 +346,11 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			if !ok {
 				decision = agent.DecisionAborted
 			}
-			err := resolveDecision(ctx, e, map[string]string{
+			req := map[string]string{
 				"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": decision, "reason": "decided in iii chat",
-			}, resolveAttempt)
-			if err != nil {
-				fmt.Fprintf(out, "could not record the decision (%v); the call stays parked\n", err)
+			}
+			if err := resolveDecision(ctx, e, req, resolveAttempt); err != nil {
+				fmt.Fprint(out, decisionFailed(err, req))
 			}
 		case agent.EventTurnStateChanged:
 			if ev.State != agent.StateFunctionAwaitingApproval {
@@ -379,6 +379,26 @@ func resolveDecision(ctx context.Context, e *engine.Engine, req map[string]strin
 	return engine.Retry(ctx, attempt, func(ctx context.Context) error {
 		return e.Trigger(ctx, "approval::resolve", req, nil)
 	}, func(err error) bool { return wire.From(err).Retryable })
+}
+
+// decisionFailed says what is known of the decision req that
+// resolveDecision failed to send with err. Only a refusal (not_pending,
+// invalid_payload, forbidden) says it was not recorded; after a timeout
+// or any other error it may have been, and the commands to check and to
+// send it again (safe: the same decision again is answered ok) are
+// printed.
+func decisionFailed(err error, req map[string]string) string {
+	we := wire.From(err) // one line, without the attempts' context errors
+	switch we.Code {
+	case wire.CodeNotPending:
+		return fmt.Sprintf("decision not recorded (%v): the call was decided otherwise or is not waiting\n", we)
+	case wire.CodeInvalidPayload, wire.CodeForbidden:
+		return fmt.Sprintf("decision not recorded (%v); the call stays parked\n", we)
+	}
+	list, _ := json.Marshal(map[string]string{"session_id": req["session_id"]})
+	again, _ := json.Marshal(req)
+	return fmt.Sprintf("the decision may or may not have been recorded (%v). The call is listed while it waits:\n"+
+		"  iii trigger approval::list_pending '%s'\nSending the decision again is safe:\n  iii trigger approval::resolve '%s'\n", we, list, again)
 }
 
 func clip(s string, n int) string {

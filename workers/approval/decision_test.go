@@ -249,7 +249,7 @@ func TestResolveKilledBetweenWrites(t *testing.T) {
 // the TTL) or a value that is no receipt is ignored.
 func TestDecisionReceiptApprovesNothingNew(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, WithSettleDelay(0)) // its clock would see c's old receipts live
 	ctx := context.Background()
 	c := newClock()
 	s, err := Open(ctx, f.e, WithClock(c.now), WithDecisionTTL(time.Hour), WithLogger(slog.New(slog.DiscardHandler)))
@@ -429,6 +429,9 @@ func TestResolveWithoutDecisionsCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := park(t, us, record(t, "old.s1", "c1", "x::y", nil, 1))
+	if got := ids(listPendingOn(t, f.e, "old.s1")); len(got) != 1 || got[0] != "old.s1/c1" {
+		t.Fatalf("listed %v", got)
+	}
 	if err := resolve(ctx, f.e, ResolveRequest{SessionID: "old.s1", FunctionCallID: "c1", Decision: agent.DecisionAllow}); err != nil {
 		t.Fatal(err)
 	}

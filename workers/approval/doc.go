@@ -31,7 +31,9 @@
 //     key); never null. Without session_id it lists every copy of the
 //     bucket (see Session homes). When the list would not fit the server's
 //     max payload, the oldest that fit are listed and omitted counts the
-//     others (decide those, or list one session, to see them).
+//     others (decide those, or list one session, to see them). A pending
+//     record whose decision is taken (see Decision receipts) is not
+//     listed: the list writes that decision into it.
 //   - approval::settings::get {session_id} → {session_id, mode,
 //     always_allow, updated_at?}; a session never set reads
 //     {mode:"manual", always_allow:[]}.
@@ -133,8 +135,19 @@
 // to the pending record — its writer was killed between the two writes,
 // or is writing right now — writes the receipt's decision into the record
 // (answering ok to the same request, not_pending to any other), so no
-// state has the call decided one way and reported the other; until a
-// resolve does, the call is still listed pending. A receipt of
+// state has the call decided one way and reported the other. When nobody
+// resolves the call again, the worker does: approval::list_pending writes
+// the decision of each listed record that has one, and each replica's
+// sweep follows the receipts and, [WithSettleDelay] (10 s) after it sees
+// one (at start, every one), writes its decision into its record if that
+// is still pending and bound to it. These writes are compare-and-sets on
+// the pending record, so replicas write a decision once, and need a live
+// receipt bound to the record, so they never decide a call nobody
+// decided; the orchestrator sees the record decided as if the resolver
+// had written it. A sweep follows the decisions copies its node opened
+// (the primary, its region's); a check that cannot reach the buckets is
+// retried with backoff 8 times, then logged at Error (the next list or
+// resolve of the call settles it). A receipt of
 // another record (a call of another run with the same id, or one older
 // than the TTL, or a value that does not decode) decides nothing and is
 // replaced. Once the orchestrator deleted the record, a live receipt only
@@ -160,9 +173,11 @@
 //  2. Provision: the one setting is [SettingDecisionTTL]; any other, or a
 //     value out of range, is an error.
 //  3. Start: open (create) the three buckets — the primary copies and, on
-//     a node with a region (engine.WithRegion), that region's — and
-//     register the four functions.
-//  4. Close: stop the endpoints. The buckets and their records stay.
+//     a node with a region (engine.WithRegion), that region's —, start
+//     the sweep of the decision receipts, and register the four
+//     functions.
+//  4. Close: stop the sweep and the endpoints. The buckets and their
+//     records stay.
 //
 // # Example
 //

@@ -28,12 +28,12 @@ type fixture struct {
 }
 
 // newFixture starts a server, an engine and a started worker with the
-// fixed clock.
-func newFixture(t testing.TB) *fixture {
+// fixed clock and opts.
+func newFixture(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
 	ns := enginetest.RunServer(t)
 	e := enginetest.NewEngine(t, ns)
-	w := NewWorker(WithClock(func() time.Time { return testNow }))
+	w := NewWorker(append([]Option{WithClock(func() time.Time { return testNow })}, opts...)...)
 	ctx := context.Background()
 	if err := w.Start(ctx, e); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,16 @@ const (
 	MaxDecisionTTL = 30 * 24 * time.Hour
 )
 
+// Bounds of [WithSettleDelay].
+const (
+	// DefaultSettleDelay is how long after a receipt is written the
+	// worker checks, by default, that its record was decided: far longer
+	// than a resolve takes between its two writes.
+	DefaultSettleDelay = 10 * time.Second
+	// MaxSettleDelay is the longest settle delay.
+	MaxSettleDelay = time.Hour
+)
+
 // Option configures a [Store] (and the [Worker] that opens one).
 type Option func(*options) error
 
@@ -28,10 +38,11 @@ type options struct {
 	now         func() time.Time
 	logger      *slog.Logger // nil: the engine's logger
 	decisionTTL time.Duration
+	settleDelay time.Duration
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{now: time.Now, decisionTTL: DefaultDecisionTTL}
+	o := options{now: time.Now, decisionTTL: DefaultDecisionTTL, settleDelay: DefaultSettleDelay}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -79,6 +90,22 @@ func WithDecisionTTL(d time.Duration) Option {
 			return fmt.Errorf("%w: decision TTL %v not in [%v, %v]", engine.ErrInvalidOption, d, MinDecisionTTL, MaxDecisionTTL)
 		}
 		o.decisionTTL = d
+		return nil
+	}
+}
+
+// WithSettleDelay sets how long after a decision's receipt is written the
+// [Worker] checks that the approval record carries it, and writes it there
+// when its resolver stopped between the two writes (default
+// [DefaultSettleDelay], at most [MaxSettleDelay]). 0 turns that sweep off:
+// approval::list_pending and approval::resolve still finish such a
+// decision when they meet it.
+func WithSettleDelay(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > MaxSettleDelay {
+			return fmt.Errorf("%w: settle delay %v not in [0, %v]", engine.ErrInvalidOption, d, MaxSettleDelay)
+		}
+		o.settleDelay = d
 		return nil
 	}
 }

@@ -58,6 +58,9 @@ type Store struct {
 	logger     *slog.Logger
 	// decisionTTL is how long a receipt answers a repeated resolve.
 	decisionTTL time.Duration
+	// settleDelay is how long the worker's sweep waits before it checks a
+	// receipt (0: no sweep).
+	settleDelay time.Duration
 }
 
 // Open opens (creating when missing) the approvals, settings and
@@ -87,7 +90,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if st, err := decisions.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < o.decisionTTL {
 		logger.Warn("the decisions bucket drops receipts before the decision TTL", "bucket", DecisionsBucket, "max_age", st.TTL(), "decision_ttl", o.decisionTTL)
 	}
-	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, now: o.now, logger: logger, decisionTTL: o.decisionTTL}, nil
+	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, now: o.now, logger: logger, decisionTTL: o.decisionTTL, settleDelay: o.settleDelay}, nil
 }
 
 // bucket is the copy of per-session bucket holding session sid's keys. A
@@ -290,7 +293,11 @@ func decided(raw map[string]json.RawMessage, v verdict) ([]byte, *wire.Error) {
 // (requested_at, then key), of session sid — in the approvals copy of its
 // home region — or, when sid is "", of every session in every copy.
 // Records that do not decode, are already decided, or sit in a copy that
-// is not their session's are left out. The list is never nil.
+// is not their session's are left out, and so are the pending records
+// whose decision is taken (a live receipt is bound to them: their
+// resolver stopped between its two writes): ListPending writes that
+// decision into them, as a resolve of the call would. The list is never
+// nil.
 func (s *Store) ListPending(ctx context.Context, sid string) ([]Pending, error) {
 	if err := (ListPendingRequest{SessionID: sid}).Validate(); err != nil {
 		return nil, err
@@ -338,10 +345,11 @@ func (s *Store) ListPending(ctx context.Context, sid string) ([]Pending, error) 
 	return out, nil
 }
 
-// pendingItem is a listed call and its key.
+// pendingItem is a listed call, its key and its record.
 type pendingItem struct {
 	key string
 	p   Pending
+	ent jetstream.KeyValueEntry
 }
 
 // snapshot reads the pending calls of kv, the approvals copy of region
@@ -374,7 +382,7 @@ func (s *Store) snapshot(ctx context.Context, kv jetstream.KeyValue, region, fil
 			return
 		}
 		if p != nil {
-			items = append(items, pendingItem{ent.Key(), *p})
+			items = append(items, pendingItem{ent.Key(), *p, ent})
 		}
 	}, func() {
 		loaded = true
@@ -386,7 +394,38 @@ func (s *Store) snapshot(ctx context.Context, kv jetstream.KeyValue, region, fil
 		}
 		return nil, storeErr(ctx, ferr, "list approvals in %s", kv.Bucket())
 	}
-	return items, nil
+	return s.untaken(ctx, kv, region, items), nil
+}
+
+// untaken is items, the pending calls of kv, the approvals copy of region,
+// less those whose decision is taken: a live receipt is bound to the
+// record, its resolver stopped before it wrote the record. Their records
+// are settled here, as a resolve of the call would; a call whose receipt
+// cannot be read is listed (a resolve of it finds the decision).
+func (s *Store) untaken(ctx context.Context, kv jetstream.KeyValue, region string, items []pendingItem) []pendingItem {
+	if len(items) == 0 {
+		return items
+	}
+	receipts, err := s.regionKV(ctx, DecisionsBucket, region)
+	if errors.Is(err, engine.ErrUnknownRegion) {
+		return items // the region's nodes predate receipts
+	}
+	if err != nil {
+		s.logger.Warn("decision receipts not read; calls listed as pending", "bucket", subjects.RegionalBucket(DecisionsBucket, region), "error", err)
+		return items
+	}
+	out := items[:0]
+	for _, it := range items {
+		req := ResolveRequest{SessionID: it.p.SessionID, FunctionCallID: it.p.FunctionCallID}
+		taken, err := s.settle(ctx, kv, receipts, it.key, it.ent, req)
+		if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) { // else another writer came first
+			s.logger.Warn("decision receipt of a pending call not settled", "session_id", req.SessionID, "function_call_id", req.FunctionCallID, "taken", taken, "error", err)
+		}
+		if !taken {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // splitKey is the inverse of subjects.ApprovalKey for a key of the

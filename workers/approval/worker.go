@@ -48,6 +48,7 @@ type Worker struct {
 
 	mu    sync.Mutex
 	store *Store
+	sweep *sweeper
 }
 
 // NewWorker returns a worker whose store is opened with opts at Start. The
@@ -84,25 +85,48 @@ func (w *Worker) Store() *Store {
 	return w.store
 }
 
-// Start opens the buckets (creating them when missing) and registers the
-// four functions on e. It returns [ErrStarted] when called twice and
-// engine.ErrClosed after Close.
+// Start opens the buckets (creating them when missing), starts the sweep
+// that finishes the decisions whose resolver stopped between its two
+// writes ([WithSettleDelay]; over the decisions copies Start opened), and
+// registers the four functions on e. It returns [ErrStarted] when called
+// twice and engine.ErrClosed after Close.
 func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
-	return w.eps.Start(ctx, e, WorkerName, "approval gate: decisions on parked function calls and per-session approval settings", func() ([]engine.Function, error) {
+	var sweep *sweeper
+	err := w.eps.Start(ctx, e, WorkerName, "approval gate: decisions on parked function calls and per-session approval settings", func() ([]engine.Function, error) {
 		s, err := Open(ctx, e, w.opts...)
 		if err != nil {
 			return nil, err
 		}
+		regions := []string{""}
+		if r := e.Region(); r != "" {
+			regions = append(regions, r)
+		}
+		if sweep, err = s.startSweep(ctx, regions); err != nil {
+			return nil, err
+		}
 		w.mu.Lock()
-		w.store = s
+		w.store, w.sweep = s, sweep
 		w.mu.Unlock()
 		return s.functions(), nil
 	})
+	if err != nil && sweep != nil {
+		sweep.Stop() // the functions did not register
+	}
+	return err
 }
 
-// Close stops the endpoints, waiting for calls in flight until ctx ends.
-// Close is idempotent.
-func (w *Worker) Close(ctx context.Context) error { return w.eps.Close(ctx, nil) }
+// Close stops the sweep and the endpoints, waiting for calls in flight
+// until ctx ends. Close is idempotent.
+func (w *Worker) Close(ctx context.Context) error {
+	return w.eps.Close(ctx, func() {
+		w.mu.Lock()
+		sweep := w.sweep
+		w.mu.Unlock()
+		if sweep != nil {
+			sweep.Stop()
+		}
+	})
+}
 
 func (s *Store) functions() []engine.Function {
 	return []engine.Function{
