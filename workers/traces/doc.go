@@ -18,8 +18,9 @@
 // per message ([DecodeSpans]), so any process can publish spans.
 // Publishes are asynchronous within a window ([WithMaxPending]); a span that
 // finds the window full is dropped and counted ([Exporter.Stats]), so
-// tracing never holds up the traced code. ForceFlush and Shutdown wait for
-// the acknowledgements. Any process may export: the spans of every node
+// tracing never holds up the traced code. Lost spans are logged at Warn,
+// the first at once, then at most once a minute with the counts since.
+// ForceFlush and Shutdown wait for the acknowledgements. Any process may export: the spans of every node
 // meet in the one stream.
 //
 // # The store
@@ -27,20 +28,28 @@
 // [Open] (and the worker's Start) replays the stream from its first
 // message with an ordered consumer, then follows it live: a restarted store
 // rebuilds whatever the stream still keeps. The store holds at most
-// [WithMaxSpans] spans (default 200,000) and evicts whole traces, oldest
-// first, to make room. Spans are deduplicated by trace and span id.
+// [WithMaxSpans] spans (default 200,000) and [WithMaxBytes] bytes of them
+// (default 256 MiB; a span is held as its JSON encoding and counted as
+// such), and evicts whole traces, oldest first, to make room. A span whose
+// encoding is over [MaxStoredSpanBytes] (64 KiB) is held trimmed
+// ([Span.Trim]). Spans are deduplicated by trace and span id. A span that
+// ends more than [MaxClockSkew] in the future is refused; duration_ms is
+// recomputed from the times.
 //
 // group_by skips spans that lack the attribute; groups come newest (latest
 // span end) first. tree puts every span under its parent, children by
 // start time. A span whose parent the store does not hold is a root with
 // missing_parent: true (no separate orphan list). Links stay on their span.
-// Bad input is invalid_payload (an attribute outside the three, a trace id
-// that is not 32 hex digits), an unknown trace not_found.
+// An answer never outgrows the bus's max payload: group_by leaves out
+// the groups that do not fit, tree the latest spans, and both say
+// truncated. Bad input is invalid_payload (an attribute outside the
+// three, a trace id that is not 32 hex digits, since_ms past 2262), an
+// unknown trace not_found.
 //
 // # Lifecycle
 //
 // The module registers itself in init; a node starts it by name
-// ("traces"), with the settings max_spans, stream_max_age and
+// ("traces"), with the settings max_spans, max_bytes, stream_max_age and
 // stream_max_bytes. The exporter is wired by the node into its tracer
 // provider:
 //

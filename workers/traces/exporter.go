@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,7 +29,8 @@ var _ sdktrace.SpanExporter = (*Exporter)(nil)
 // the JSON of a [Span], on [StreamName] under [SpanSubject]. Publishes are
 // asynchronous within a bounded window ([WithMaxPending]): ExportSpans
 // never waits for the server, and a span that finds the window full is
-// dropped and counted ([ExporterStats]). [Exporter.ForceFlush] and
+// dropped and counted ([ExporterStats]), and lost spans are logged at
+// Warn at most once a minute with their counts. [Exporter.ForceFlush] and
 // [Exporter.Shutdown] wait for the acknowledgements.
 //
 // Use it behind a batch span processor ([NewSpanProcessor] also flushes the
@@ -39,7 +39,7 @@ var _ sdktrace.SpanExporter = (*Exporter)(nil)
 type Exporter struct {
 	js         jetstream.JetStream
 	maxPending int
-	logger     *slog.Logger
+	losses     *lossLog
 
 	stopped   atomic.Bool
 	published atomic.Uint64
@@ -78,15 +78,16 @@ func NewExporter(ctx context.Context, e *engine.Engine, opts ...Option) (*Export
 	if _, err := e.EnsureStream(ctx, o.streamConfig(e)); err != nil {
 		return nil, err
 	}
-	x := &Exporter{maxPending: o.maxPending, logger: o.loggerFor(e)}
+	x := &Exporter{maxPending: o.maxPending, losses: newLossLog(o.loggerFor(e), "spans not exported")}
 	// An own JetStream context: its async window is this exporter's alone.
 	x.js, err = jetstream.New(e.Conn(),
 		jetstream.WithPublishAsyncMaxPending(o.maxPending),
 		jetstream.WithPublishAsyncTimeout(o.ackTimeout),
 		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) { x.acked.Add(spanCount(m)) }),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-			x.failed.Add(spanCount(m))
-			x.logger.Debug("span publish failed", slog.String("subject", m.Subject), slog.Any("error", err))
+			n := spanCount(m)
+			x.failed.Add(n)
+			x.losses.note(0, n, 0, err)
 		}),
 	)
 	if err != nil {
@@ -108,6 +109,7 @@ func (x *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		data, err := wire.MarshalJSON(&sp)
 		if err != nil {
 			x.failed.Add(1)
+			x.losses.note(0, 1, 0, err)
 			continue
 		}
 		if _, ok := byTrace[sp.TraceID]; !ok {
@@ -117,8 +119,13 @@ func (x *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	}
 	for i, id := range order {
 		if x.stopped.Load() || ctx.Err() != nil {
+			var n uint64
 			for _, rest := range order[i:] {
-				x.dropped.Add(uint64(len(byTrace[rest])))
+				n += uint64(len(byTrace[rest]))
+			}
+			x.dropped.Add(n)
+			if !x.stopped.Load() {
+				x.losses.note(n, 0, 0, ctx.Err())
 			}
 			return nil
 		}
@@ -134,11 +141,13 @@ func (x *Exporter) publish(traceID string, spans []json.RawMessage) {
 	n := uint64(len(spans))
 	if x.js.PublishAsyncPending() >= x.maxPending {
 		x.dropped.Add(n)
+		x.losses.note(n, 0, 0, nil)
 		return
 	}
 	data, err := wire.MarshalJSON(spans)
 	if err != nil {
 		x.failed.Add(n)
+		x.losses.note(0, n, 0, err)
 		return
 	}
 	msg := &nats.Msg{Subject: SpanSubject(traceID), Data: data, Header: nats.Header{}}
@@ -149,9 +158,10 @@ func (x *Exporter) publish(traceID string, spans []json.RawMessage) {
 		x.published.Add(n)
 	case errors.Is(err, jetstream.ErrTooManyStalledMsgs):
 		x.dropped.Add(n)
+		x.losses.note(n, 0, 0, nil)
 	default:
 		x.failed.Add(n)
-		x.logger.Debug("span publish failed", slog.String("trace_id", traceID), slog.Any("error", err))
+		x.losses.note(0, n, 0, err)
 	}
 }
 

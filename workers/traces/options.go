@@ -28,6 +28,10 @@ const (
 	DefaultStreamMaxBytes = 256 << 20
 	// DefaultMaxSpans bounds the spans a [Store] holds in memory.
 	DefaultMaxSpans = 200_000
+	// DefaultMaxBytes bounds the bytes of spans a [Store] holds (256 MiB).
+	DefaultMaxBytes = 256 << 20
+	// MinMaxBytes is the least [WithMaxBytes] takes.
+	MinMaxBytes = 1 << 20
 	// MaxMaxSpans bounds [WithMaxSpans].
 	MaxMaxSpans = 10_000_000
 	// DefaultMaxPending is the exporter's window of unacknowledged
@@ -40,14 +44,15 @@ const (
 )
 
 // Option configures an [Exporter] (stream limits, window, ack timeout,
-// logger) or a [Store] and its [Worker] (stream limits, max spans,
-// logger); each ignores the options that are not its own.
+// logger) or a [Store] and its [Worker] (stream limits, max spans and
+// bytes, logger); each ignores the options that are not its own.
 type Option func(*options) error
 
 type options struct {
 	maxAge     time.Duration
 	maxBytes   int64
 	maxSpans   int
+	maxStore   int64
 	maxPending int
 	ackTimeout time.Duration
 	logger     *slog.Logger // nil: the engine's
@@ -58,6 +63,7 @@ func buildOptions(opts []Option) (options, error) {
 		maxAge:     DefaultStreamMaxAge,
 		maxBytes:   DefaultStreamMaxBytes,
 		maxSpans:   DefaultMaxSpans,
+		maxStore:   DefaultMaxBytes,
 		maxPending: DefaultMaxPending,
 		ackTimeout: DefaultAckTimeout,
 	}
@@ -111,6 +117,21 @@ func WithMaxSpans(n int) Option {
 	}
 }
 
+// WithMaxBytes bounds the bytes of spans a [Store] holds (default
+// [DefaultMaxBytes], at least [MinMaxBytes]): each span counts as its JSON
+// encoding, which is how the store holds it, plus a fixed overhead for
+// its index. Beyond it, whole traces are evicted, oldest first, as for
+// [WithMaxSpans].
+func WithMaxBytes(n int64) Option {
+	return func(o *options) error {
+		if n < MinMaxBytes {
+			return fmt.Errorf("%w: traces max bytes %d must be at least %d", engine.ErrInvalidOption, n, MinMaxBytes)
+		}
+		o.maxStore = n
+		return nil
+	}
+}
+
 // WithMaxPending sets the [Exporter]'s window of publishes waiting for
 // their acknowledgement (default [DefaultMaxPending]). A span that finds
 // the window full is dropped and counted, never waited for.
@@ -138,8 +159,10 @@ func WithAckTimeout(d time.Duration) Option {
 }
 
 // WithLogger sets the logger (default: the engine's, with
-// worker=traces). Spans that do not decode and failed publishes are
-// logged at Debug; they are counted in the stats.
+// worker=traces). Spans the store could not decode and spans the exporter
+// dropped or failed to publish are counted in the stats and logged at
+// Warn, the first at once, then at most one record a minute with the
+// counts since: an outage loses spans by the thousand.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {

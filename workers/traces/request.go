@@ -1,6 +1,7 @@
 package traces
 
 import (
+	"math"
 	"strings"
 
 	"github.com/iii-on-nats/iii/engine"
@@ -24,6 +25,9 @@ const (
 	// MaxTreeSpans bounds the spans of one engine::traces::tree answer (the
 	// earliest by start); span_count has them all.
 	MaxTreeSpans = 5000
+	// MaxSinceMs bounds since_ms: the last millisecond whose nanoseconds
+	// fit an int64 (in 2262).
+	MaxSinceMs = math.MaxInt64 / 1_000_000
 )
 
 // GroupAttributes are the span attributes engine::traces::group_by groups
@@ -57,8 +61,8 @@ func (r *GroupByRequest) Validate() error {
 	if attrIndex(r.Attribute) < 0 {
 		return invalid("attribute %q: want one of %s", r.Attribute, strings.Join(GroupAttributes[:], ", "))
 	}
-	if r.SinceMs < 0 {
-		return invalid("since_ms %d must not be negative", r.SinceMs)
+	if r.SinceMs < 0 || r.SinceMs > MaxSinceMs {
+		return invalid("since_ms %d must be in [0, %d]", r.SinceMs, MaxSinceMs)
 	}
 	if r.Limit < 0 || r.Limit > MaxGroupLimit {
 		return invalid("limit %d must be in [0, %d]", r.Limit, MaxGroupLimit)
@@ -132,7 +136,7 @@ type TreeResponse struct {
 	// latest span end.
 	StartMs    int64 `json:"start_ms"`
 	DurationMs int64 `json:"duration_ms"`
-	// Truncated is true when the trace has more than [MaxTreeSpans] spans:
-	// the tree holds the earliest ones.
+	// Truncated is true when the trace has more than [MaxTreeSpans] spans,
+	// or more than fit one answer: the tree holds the earliest ones.
 	Truncated bool `json:"truncated,omitempty"`
 }

@@ -30,7 +30,7 @@ const groupByResponseSchema = `{
         "required": ["value", "trace_ids", "trace_count", "span_count", "first_seen_ms", "last_seen_ms", "duration_ms", "error_count"]
       }
     },
-    "truncated": {"type": "boolean", "description": "more groups matched than the limit"}
+    "truncated": {"type": "boolean", "description": "more groups matched than the limit, or than fit one message"}
   },
   "required": ["groups"]
 }`
@@ -77,7 +77,7 @@ const treeResponseSchema = `{
     "error_count": {"type": "integer"},
     "start_ms": {"type": "integer", "description": "earliest span start, Unix ms"},
     "duration_ms": {"type": "integer", "description": "from the earliest start to the latest end"},
-    "truncated": {"type": "boolean", "description": "more than 5000 spans: the tree holds the earliest"}
+    "truncated": {"type": "boolean", "description": "more than 5000 spans, or more than fit one message: the tree holds the earliest"}
   },
   "required": ["trace_id", "spans", "span_count", "error_count", "start_ms", "duration_ms"]
 }`

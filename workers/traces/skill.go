@@ -38,7 +38,7 @@ session id).
 ` + "`groups`" + `, newest (` + "`last_seen_ms`" + `) first, each
 ` + "`{value, trace_ids, trace_count, span_count, first_seen_ms, last_seen_ms, duration_ms, error_count}`" + `;
 ` + "`trace_ids`" + ` lists at most 100, newest first. ` + "`truncated`" + `
-is true when more groups matched than the limit.
+is true when more groups matched than the limit, or than fit one message.
 
 ## Example
 
@@ -84,6 +84,8 @@ A span whose parent is not in the store (not exported yet, or evicted) is
 listed among the roots with ` + "`missing_parent: true`" + `. Links (to the
 span that enqueued a queued call, say) stay on the span: follow them with
 another ` + "`engine::traces::tree`" + ` call on the link's trace id.
-A trace of more than 5000 spans comes back with its earliest 5000 and
-` + "`truncated: true`" + `.
+A trace of more than 5000 spans, or of more than fit one message, comes
+back with its earliest spans and ` + "`truncated: true`" + `. A span too large
+to keep whole is held without its events, links and other attributes,
+with ` + "`iii.traces.trimmed_bytes`" + ` set to its size.
 `

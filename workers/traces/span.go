@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -21,6 +22,18 @@ const (
 // MaxSpanBytes bounds one encoded span on the stream; [DecodeSpan] refuses
 // larger input.
 const MaxSpanBytes = 1 << 20
+
+// MaxStoredSpanBytes bounds the encoding of a span a [Store] holds: a
+// larger one is held trimmed ([Span.Trim]), so that one tree answer holds
+// many spans and any span fits an answer.
+const MaxStoredSpanBytes = 64 << 10
+
+// maxTrimmedText bounds each text a trimmed span keeps.
+const maxTrimmedText = 1 << 10
+
+// AttrTrimmedBytes is the attribute of a span trimmed by a [Store]: the
+// size in bytes of its encoding before.
+const AttrTrimmedBytes = "iii.traces.trimmed_bytes"
 
 // Span is the compact JSON form of one ended span, as published on
 // [StreamName] under [SpanSubject] and served by engine::traces::tree.
@@ -137,6 +150,38 @@ func resourceMap(r *sdkresource.Resource) map[string]any {
 	return attrMap(r.Attributes())
 }
 
+// Trim returns the span without its events, links, resource and
+// attributes other than [GroupAttributes], its texts cut to 1 KiB (a
+// group attribute longer than that is dropped rather than cut, so that it
+// never joins another group), and the attribute [AttrTrimmedBytes] set to
+// size, the span's encoded size.
+func (s Span) Trim(size int) Span {
+	t := Span{
+		TraceID: s.TraceID, SpanID: s.SpanID, ParentSpanID: s.ParentSpanID,
+		Name: cut(s.Name, maxTrimmedText), Kind: cut(s.Kind, maxTrimmedText),
+		StartNs: s.StartNs, EndNs: s.EndNs, DurationMs: s.DurationMs,
+		Status: s.Status, StatusMessage: cut(s.StatusMessage, maxTrimmedText),
+		Attributes: map[string]any{AttrTrimmedBytes: size},
+	}
+	for _, a := range GroupAttributes {
+		if v, ok := s.StringAttribute(a); ok && len(v) <= maxTrimmedText {
+			t.Attributes[a] = v
+		}
+	}
+	return t
+}
+
+// cut shortens s to at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // DecodeSpan decodes and validates one span as published on the stream.
 // Every failure wraps [ErrInvalidSpan].
 func DecodeSpan(data []byte) (Span, error) {
@@ -185,7 +230,8 @@ func DecodeSpans(data []byte) (spans []Span, invalid int, err error) {
 	return spans, invalid, nil
 }
 
-// Validate checks the ids, times and status. Every failure wraps
+// Validate checks the ids, times and status, and sets DurationMs from the
+// times (a publisher's own figure is not trusted). Every failure wraps
 // [ErrInvalidSpan].
 func (s *Span) Validate() error {
 	if !ValidTraceID(s.TraceID) {
@@ -200,6 +246,7 @@ func (s *Span) Validate() error {
 	if s.StartNs < 0 || s.EndNs < s.StartNs {
 		return fmt.Errorf("%w: start_ns %d, end_ns %d", ErrInvalidSpan, s.StartNs, s.EndNs)
 	}
+	s.DurationMs = float64(s.EndNs-s.StartNs) / 1e6
 	switch s.Status {
 	case StatusUnset, StatusOK, StatusError:
 	case "":

@@ -3,9 +3,11 @@ package traces
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -14,20 +16,28 @@ import (
 )
 
 // Store is a bounded in-memory index of spans by trace. It holds at most
-// [WithMaxSpans] spans; to make room it evicts whole traces, oldest (by
-// the arrival of their first span) first, sparing the trace a span is
-// being added to. A store opened with [Open] follows [StreamName]; one
+// [WithMaxSpans] spans and [WithMaxBytes] bytes of them (each span counted
+// as its JSON encoding, which is how it is held, plus a fixed overhead);
+// to make room it evicts whole traces, oldest (by the arrival of their
+// first span) first, sparing the trace a span is being added to. A span
+// whose encoding exceeds [MaxStoredSpanBytes] is kept trimmed
+// ([StoreStats.Trimmed]). A store opened with [Open] follows [StreamName]; one
 // from [NewStore] is filled with [Store.Add]. A Store is safe for
 // concurrent use.
 type Store struct {
-	maxSpans int
-	logger   *slog.Logger
+	maxSpans   int
+	maxBytes   int64
+	logger     *slog.Logger
+	losses     *lossLog
+	now        func() time.Time
+	maxPayload func() int64 // the bus's max payload, bounding an answer
 
 	mu     sync.RWMutex
 	traces map[string]*traceRec
 	order  []*traceRec // by first arrival; evicted ones are skipped lazily
 	head   int
 	spans  int
+	bytes  int64
 	stats  StoreStats
 
 	closeOnce sync.Once
@@ -39,19 +49,38 @@ type traceRec struct {
 	spans   []*stored
 	ids     map[string]struct{}
 	errors  int
+	bytes   int64
 	evicted bool
 }
 
-// stored is a span with the values of the group_by attributes.
+// stored is a span as the store holds it: its JSON encoding, decoded only
+// to answer tree, and the fields the store indexes and sorts by. Holding
+// the encoding rather than the decoded attribute maps keeps a span's
+// memory what [WithMaxBytes] counts, however many attributes it has.
 type stored struct {
-	Span
-	keys [len(GroupAttributes)]string
+	spanID   string
+	parentID string
+	startNs  int64
+	endNs    int64
+	isError  bool
+	keys     [len(GroupAttributes)]string
+	raw      []byte
 }
+
+// cost is what a span counts against [WithMaxBytes]: its encoding and the
+// index around it.
+func (st *stored) cost() int64 { return int64(len(st.raw)) + spanOverhead }
+
+// spanOverhead approximates the memory of a stored span besides its
+// encoding (the struct, its ids, the map entry).
+const spanOverhead = 256
 
 // StoreStats counts what a [Store] holds and what it refused.
 type StoreStats struct {
 	Traces int `json:"traces"`
 	Spans  int `json:"spans"`
+	// Bytes is what the held spans count against [WithMaxBytes].
+	Bytes int64 `json:"bytes"`
 	// Received counts the spans handed to the store (decoded or not).
 	Received uint64 `json:"received"`
 	// EvictedTraces and EvictedSpans count what was evicted for room.
@@ -61,14 +90,19 @@ type StoreStats struct {
 	Duplicates uint64 `json:"duplicates"`
 	// Dropped spans belong to a trace that alone fills the store.
 	Dropped uint64 `json:"dropped"`
-	// Invalid messages of the stream did not decode as a [Span].
+	// Invalid messages of the stream did not decode as a [Span], or the
+	// span ended more than [MaxClockSkew] in the future.
 	Invalid uint64 `json:"invalid"`
+	// Trimmed spans were over [MaxStoredSpanBytes] and are held without
+	// their events, links, resource and other attributes ([Span.Trim]).
+	Trimmed uint64 `json:"trimmed"`
 	// LastSeq is the stream sequence of the last message consumed.
 	LastSeq uint64 `json:"last_seq"`
 }
 
 // NewStore returns an empty store that follows nothing (for tests, and to
-// feed it spans by hand). Only [WithMaxSpans] and [WithLogger] apply.
+// feed it spans by hand). Only [WithMaxSpans], [WithMaxBytes] and
+// [WithLogger] apply.
 func NewStore(opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -81,8 +115,17 @@ func newStore(o options, logger *slog.Logger) *Store {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{maxSpans: o.maxSpans, logger: logger, traces: map[string]*traceRec{}}
+	return &Store{
+		maxSpans: o.maxSpans, maxBytes: o.maxStore, logger: logger, now: time.Now,
+		losses:     newLossLog(logger, "spans not stored"),
+		maxPayload: func() int64 { return defaultMaxPayload },
+		traces:     map[string]*traceRec{},
+	}
 }
+
+// defaultMaxPayload is the server's default max payload, the answer bound
+// of a store that is not on a bus.
+const defaultMaxPayload = 1 << 20
 
 // Open creates [StreamName] when missing and returns a store that follows
 // it: an ordered consumer replays the stream from its first message (so a
@@ -94,6 +137,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 		return nil, err
 	}
 	s := newStore(o, o.loggerFor(e))
+	s.maxPayload = e.Conn().MaxPayload
 	if _, err := e.EnsureStream(ctx, o.streamConfig(e)); err != nil {
 		return nil, err
 	}
@@ -130,7 +174,7 @@ func (s *Store) consume(m jetstream.Msg) {
 		s.stats.Invalid += uint64(bad)
 		s.stats.LastSeq = max(s.stats.LastSeq, seq)
 		s.mu.Unlock()
-		s.logger.Debug("span does not decode", slog.String("subject", m.Subject()), slog.Any("error", err), slog.Int("invalid", invalid))
+		s.losses.note(0, 0, uint64(bad), err)
 	}
 	for _, sp := range spans {
 		s.add(sp, seq)
@@ -162,10 +206,28 @@ func (s *Store) Add(sp Span) bool {
 	return s.add(sp, 0)
 }
 
+// MaxClockSkew is how far in the future a span may end: a store refuses
+// (as invalid) a span that ends later, which would otherwise head
+// group_by, newest first, until evicted.
+const MaxClockSkew = time.Hour
+
 func (s *Store) add(sp Span, seq uint64) bool {
-	st := &stored{Span: sp}
-	for i, a := range GroupAttributes {
-		st.keys[i], _ = sp.StringAttribute(a)
+	if sp.EndNs > s.now().Add(MaxClockSkew).UnixNano() {
+		s.mu.Lock()
+		s.stats.Received++
+		s.stats.Invalid++
+		s.stats.LastSeq = max(s.stats.LastSeq, seq)
+		s.mu.Unlock()
+		return false
+	}
+	st, trimmed, err := newStored(sp)
+	if err != nil {
+		s.mu.Lock()
+		s.stats.Received++
+		s.stats.Invalid++
+		s.stats.LastSeq = max(s.stats.LastSeq, seq)
+		s.mu.Unlock()
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -178,11 +240,15 @@ func (s *Store) add(sp Span, seq uint64) bool {
 			return false
 		}
 	}
-	for s.spans >= s.maxSpans {
+	cost := st.cost()
+	for s.spans >= s.maxSpans || s.bytes+cost > s.maxBytes {
 		if !s.evictOldest(t) {
 			s.stats.Dropped++
 			return false
 		}
+	}
+	if trimmed {
+		s.stats.Trimmed++
 	}
 	if t == nil {
 		t = &traceRec{id: sp.TraceID, ids: map[string]struct{}{}}
@@ -191,11 +257,37 @@ func (s *Store) add(sp Span, seq uint64) bool {
 	}
 	t.spans = append(t.spans, st)
 	t.ids[sp.SpanID] = struct{}{}
-	if sp.Status == StatusError {
+	if st.isError {
 		t.errors++
 	}
+	t.bytes += cost
 	s.spans++
+	s.bytes += cost
 	return true
+}
+
+// newStored encodes sp (valid) as the store holds it, trimmed when its
+// encoding is over [MaxStoredSpanBytes].
+func newStored(sp Span) (st *stored, trimmed bool, err error) {
+	raw, err := wire.MarshalJSON(&sp)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(raw) > MaxStoredSpanBytes {
+		sp = sp.Trim(len(raw))
+		if raw, err = wire.MarshalJSON(&sp); err != nil {
+			return nil, false, err
+		}
+		trimmed = true
+	}
+	st = &stored{
+		spanID: sp.SpanID, parentID: sp.ParentSpanID, startNs: sp.StartNs, endNs: sp.EndNs,
+		isError: sp.Status == StatusError, raw: raw,
+	}
+	for i, a := range GroupAttributes {
+		st.keys[i], _ = sp.StringAttribute(a)
+	}
+	return st, trimmed, nil
 }
 
 // evictOldest evicts the oldest trace other than keep; false when there is
@@ -209,6 +301,7 @@ func (s *Store) evictOldest(keep *traceRec) bool {
 		t.evicted = true
 		delete(s.traces, t.id)
 		s.spans -= len(t.spans)
+		s.bytes -= t.bytes
 		s.stats.EvictedTraces++
 		s.stats.EvictedSpans += uint64(len(t.spans))
 		s.compact()
@@ -240,22 +333,26 @@ func (s *Store) Stats() StoreStats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	st := s.stats
-	st.Traces, st.Spans = len(s.traces), s.spans
+	st.Traces, st.Spans, st.Bytes = len(s.traces), s.spans, s.bytes
 	return st
 }
 
-// maxAnswerBytes bounds the estimated JSON size of a group_by answer
-// (the server's default max payload is 1 MiB).
-const maxAnswerBytes = 900 << 10
+// answerRoom is what an answer leaves of the bus's max payload for the
+// headers and the fields around its list.
+const answerRoom = 8 << 10
+
+// answerLimit is how many bytes the list of an answer may take.
+func (s *Store) answerLimit() int {
+	return max(int(s.maxPayload())-answerRoom, 4<<10)
+}
 
 // groupAcc accumulates one group.
 type groupAcc struct {
-	g        Group
-	lastRec  *traceRec
-	traces   []traceSeen
-	firstNs  int64
-	lastNs   int64
-	lastSeen int64 // of the current trace
+	g       Group
+	lastRec *traceRec
+	traces  []traceSeen
+	firstNs int64
+	lastNs  int64
 }
 
 type traceSeen struct {
@@ -266,6 +363,8 @@ type traceSeen struct {
 // GroupBy groups the spans holding req.Attribute by its value (spans
 // without it are skipped), newest group first. req must be valid
 // ([GroupByRequest.Validate]); an invalid one is an invalid_payload error.
+// The groups' JSON stays within the bus's max payload: groups that do not
+// fit are left out and the answer is truncated.
 func (s *Store) GroupBy(req GroupByRequest) (GroupByResponse, error) {
 	if err := req.Validate(); err != nil {
 		return GroupByResponse{}, err
@@ -275,32 +374,32 @@ func (s *Store) GroupBy(req GroupByRequest) (GroupByResponse, error) {
 	if limit == 0 {
 		limit = DefaultGroupLimit
 	}
-	sinceNs := req.SinceMs * 1e6
+	sinceNs := req.SinceMs * 1e6 // Validate bounds SinceMs so this does not overflow
 	accs := map[string]*groupAcc{}
 
 	s.mu.RLock()
 	for _, t := range s.traces {
 		for _, sp := range t.spans {
 			v := sp.keys[idx]
-			if v == "" || sp.EndNs < sinceNs {
+			if v == "" || sp.endNs < sinceNs {
 				continue
 			}
 			a := accs[v]
 			if a == nil {
-				a = &groupAcc{g: Group{Value: v}, firstNs: sp.StartNs, lastNs: sp.EndNs}
+				a = &groupAcc{g: Group{Value: v}, firstNs: sp.startNs, lastNs: sp.endNs}
 				accs[v] = a
 			}
 			a.g.SpanCount++
-			if sp.Status == StatusError {
+			if sp.isError {
 				a.g.ErrorCount++
 			}
-			a.firstNs = min(a.firstNs, sp.StartNs)
-			a.lastNs = max(a.lastNs, sp.EndNs)
+			a.firstNs = min(a.firstNs, sp.startNs)
+			a.lastNs = max(a.lastNs, sp.endNs)
 			if a.lastRec != t {
 				a.lastRec = t
-				a.traces = append(a.traces, traceSeen{id: t.id, lastNs: sp.EndNs})
-			} else if n := len(a.traces) - 1; sp.EndNs > a.traces[n].lastNs {
-				a.traces[n].lastNs = sp.EndNs
+				a.traces = append(a.traces, traceSeen{id: t.id, lastNs: sp.endNs})
+			} else if n := len(a.traces) - 1; sp.endNs > a.traces[n].lastNs {
+				a.traces[n].lastNs = sp.endNs
 			}
 		}
 	}
@@ -320,14 +419,8 @@ func (s *Store) GroupBy(req GroupByRequest) (GroupByResponse, error) {
 	if len(groups) > limit {
 		groups, resp.Truncated = groups[:limit], true
 	}
-	size := 0
+	room := s.answerLimit()
 	for _, a := range groups {
-		// Keep the answer within one message: the largest possible limit
-		// with full trace id lists would not fit.
-		if size += 200 + 2*len(a.g.Value) + 35*min(len(a.traces), MaxGroupTraceIDs); size > maxAnswerBytes {
-			resp.Truncated = true
-			break
-		}
 		slices.SortFunc(a.traces, func(x, y traceSeen) int {
 			if c := cmp.Compare(y.lastNs, x.lastNs); c != 0 {
 				return c
@@ -343,6 +436,16 @@ func (s *Store) GroupBy(req GroupByRequest) (GroupByResponse, error) {
 		}
 		g.FirstSeenMs, g.LastSeenMs = a.firstNs/1e6, a.lastNs/1e6
 		g.DurationMs = g.LastSeenMs - g.FirstSeenMs
+		// Measured, not estimated: a value of control characters takes
+		// six bytes of JSON per byte.
+		b, err := wire.MarshalJSON(&g)
+		if err != nil {
+			return GroupByResponse{}, wire.Wrap(wire.CodeInternal, err, "encode group")
+		}
+		if room -= len(b) + 1; room < 0 {
+			resp.Truncated = true
+			break
+		}
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp, nil
@@ -350,7 +453,9 @@ func (s *Store) GroupBy(req GroupByRequest) (GroupByResponse, error) {
 
 // Tree returns the spans of traceID as a tree: every span under its
 // parent, children by start time; a span whose parent is not held is a
-// root flagged missing_parent. An invalid id is invalid_payload, an
+// root flagged missing_parent. The tree holds the earliest spans (by
+// start) that fit within [MaxTreeSpans] and the bus's max payload; it is
+// truncated when there are more. An invalid id is invalid_payload, an
 // unknown trace not_found.
 func (s *Store) Tree(traceID string) (TreeResponse, error) {
 	req := TreeRequest{TraceID: traceID}
@@ -368,35 +473,52 @@ func (s *Store) Tree(traceID string) (TreeResponse, error) {
 	if t == nil {
 		return TreeResponse{}, wire.Errorf(wire.CodeNotFound, "trace %s is not in the store", req.TraceID)
 	}
-	return buildTree(req.TraceID, spans, errs), nil
+	return buildTree(req.TraceID, spans, errs, s.answerLimit())
 }
 
-// buildTree links spans (owned by the caller) into a tree.
-func buildTree(traceID string, spans []*stored, errs int) TreeResponse {
+// nodeOverhead bounds what a tree node adds to its span's JSON
+// (missing_parent, the children array, a comma).
+const nodeOverhead = 48
+
+// buildTree links spans (owned by the caller) into a tree of at most
+// limit bytes of spans.
+func buildTree(traceID string, spans []*stored, errs int, limit int) (TreeResponse, error) {
 	resp := TreeResponse{TraceID: traceID, SpanCount: len(spans), ErrorCount: errs}
 	slices.SortStableFunc(spans, func(x, y *stored) int {
-		if c := cmp.Compare(x.StartNs, y.StartNs); c != 0 {
+		if c := cmp.Compare(x.startNs, y.startNs); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.SpanID, y.SpanID)
+		return cmp.Compare(x.spanID, y.spanID)
 	})
 	if len(spans) > 0 {
-		resp.StartMs = spans[0].StartNs / 1e6
+		resp.StartMs = spans[0].startNs / 1e6
 		var end int64
 		for _, sp := range spans {
-			end = max(end, sp.EndNs)
+			end = max(end, sp.endNs)
 		}
 		resp.DurationMs = end/1e6 - resp.StartMs
 	}
 	if len(spans) > MaxTreeSpans {
 		spans, resp.Truncated = spans[:MaxTreeSpans], true
 	}
+	// The earliest spans that fit the answer, at least one: a stored span
+	// is at most MaxStoredSpanBytes.
+	size := 0
+	for i, sp := range spans {
+		if size += len(sp.raw) + nodeOverhead; size > limit && i > 0 {
+			spans, resp.Truncated = spans[:i], true
+			break
+		}
+	}
 	nodes := make(map[string]*TreeNode, len(spans))
 	all := make([]*TreeNode, len(spans))
 	for i, sp := range spans {
-		n := &TreeNode{Span: sp.Span}
+		n := &TreeNode{}
+		if err := json.Unmarshal(sp.raw, &n.Span); err != nil {
+			return TreeResponse{}, wire.Wrap(wire.CodeInternal, err, "decode stored span %s", sp.spanID)
+		}
 		all[i] = n
-		nodes[sp.SpanID] = n
+		nodes[sp.spanID] = n
 	}
 	// Link in start order, so children come out sorted.
 	for _, n := range all {
@@ -439,5 +561,5 @@ func buildTree(traceID string, spans []*stored, errs int) TreeResponse {
 		mark(n)
 	}
 	slices.SortStableFunc(resp.Spans, func(x, y *TreeNode) int { return cmp.Compare(x.StartNs, y.StartNs) })
-	return resp
+	return resp, nil
 }

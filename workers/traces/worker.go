@@ -19,6 +19,8 @@ const WorkerName = "traces"
 const (
 	// SettingMaxSpans is [WithMaxSpans] (an integer).
 	SettingMaxSpans = "max_spans"
+	// SettingMaxBytes is [WithMaxBytes] (an integer of bytes).
+	SettingMaxBytes = "max_bytes"
 	// SettingStreamMaxAge is [WithStreamMaxAge] (a Go duration: "24h").
 	SettingStreamMaxAge = "stream_max_age"
 	// SettingStreamMaxBytes is [WithStreamMaxBytes] (an integer of bytes).
@@ -54,7 +56,7 @@ type Worker struct {
 func NewWorker(opts ...Option) *Worker { return &Worker{opts: opts} }
 
 // Provision reads the module's settings ([SettingMaxSpans],
-// [SettingStreamMaxAge], [SettingStreamMaxBytes]); any other setting, or a
+// [SettingMaxBytes], [SettingStreamMaxAge], [SettingStreamMaxBytes]); any other setting, or a
 // value that does not parse, is an error wrapping engine.ErrInvalidOption.
 func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	settings := env.Settings[WorkerName]
@@ -68,6 +70,12 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 				return fmt.Errorf("%w: %s %s %q: %w", engine.ErrInvalidOption, WorkerName, k, v, err)
 			}
 			opt = WithMaxSpans(n)
+		case SettingMaxBytes:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: %s %s %q: %w", engine.ErrInvalidOption, WorkerName, k, v, err)
+			}
+			opt = WithMaxBytes(n)
 		case SettingStreamMaxAge:
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -81,8 +89,8 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 			}
 			opt = WithStreamMaxBytes(n)
 		default:
-			return fmt.Errorf("%w: %s has no setting %q (want %s, %s or %s)", engine.ErrInvalidOption, WorkerName, k,
-				SettingMaxSpans, SettingStreamMaxAge, SettingStreamMaxBytes)
+			return fmt.Errorf("%w: %s has no setting %q (want %s, %s, %s or %s)", engine.ErrInvalidOption, WorkerName, k,
+				SettingMaxSpans, SettingMaxBytes, SettingStreamMaxAge, SettingStreamMaxBytes)
 		}
 		w.opts = append(w.opts, opt)
 	}

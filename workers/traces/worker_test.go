@@ -226,6 +226,9 @@ func TestProvision(t *testing.T) {
 	}{
 		{nil, true},
 		{map[string]string{"max_spans": "1000", "stream_max_age": "1h", "stream_max_bytes": "2097152"}, true},
+		{map[string]string{"max_bytes": "1048576"}, true},
+		{map[string]string{"max_bytes": "1000"}, false},
+		{map[string]string{"max_bytes": "lots"}, false},
 		{map[string]string{"max_spans": "0"}, false},
 		{map[string]string{"max_spans": "many"}, false},
 		{map[string]string{"stream_max_age": "-1s"}, false},
