@@ -141,6 +141,9 @@ func TestBadSequences(t *testing.T) {
 		{"gap before end", []rawFrame{{seq: "1", kind: "data"}, {seq: "2", kind: "data"}, {seq: "4", kind: "end"}}, 2, channel.ErrGap},
 		{"first frame missing", []rawFrame{{seq: "2", kind: "data"}}, 0, channel.ErrGap},
 		{"duplicate", []rawFrame{{seq: "1", kind: "data"}, {seq: "1", kind: "data"}}, 1, channel.ErrGap},
+		{"reordered", []rawFrame{{seq: "1", kind: "data"}, {seq: "3", kind: "data"}, {seq: "2", kind: "data"}}, 1, channel.ErrGap},
+		{"frame after the end", []rawFrame{{seq: "1", kind: "data"}, {seq: "2", kind: "end"}, {seq: "3", kind: "data"}}, 1, channel.ErrEnd},
+		{"error frame without an error", []rawFrame{{seq: "1", kind: "error"}}, 0, channel.ErrWriterFailed},
 		{"not a number", []rawFrame{{seq: "one", kind: "data"}}, 0, channel.ErrInvalidFrame},
 		{"zero", []rawFrame{{seq: "0", kind: "data"}}, 0, channel.ErrInvalidFrame},
 		{"leading zero", []rawFrame{{seq: "01", kind: "data"}}, 0, channel.ErrInvalidFrame},
@@ -186,8 +189,8 @@ func TestBadSequences(t *testing.T) {
 			if _, again := r.Next(ctx); again != err {
 				t.Fatalf("error is not sticky: %v then %v", err, again)
 			}
-			if tt.want == channel.ErrEnd {
-				return
+			if tt.want == channel.ErrEnd || tt.want == channel.ErrWriterFailed {
+				return // the writer ended the stream: no cancel
 			}
 			// A reader that fails tells the writer to stop.
 			for {

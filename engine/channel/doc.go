@@ -14,7 +14,10 @@
 // [Writer.Fail] (an error for the reader). The reader calls [Reader.Next]
 // until it returns an error: [ErrEnd] after a clean end, or the failure;
 // then it calls [Reader.Close]. Closing the reader early tells the writer
-// to stop: its next Write returns [ErrReaderGone].
+// to stop: its next Write returns [ErrReaderGone]. Either side's Close
+// releases a call of the same side blocked in another goroutine: a Next
+// returns [ErrClosed], and a Write waiting for credit returns [ErrClosed]
+// while Close or Fail sends the terminal frame.
 //
 //	r, err := channel.Open(ctx, e)
 //	defer r.Close()
@@ -37,10 +40,14 @@
 //	if err != nil {
 //		return nil, err // invalid_payload
 //	}
-//	defer w.Close(ctx)
+//	defer w.Close(ctx) // a no-op after Fail
 //	for ev := range events {
 //		if err := w.Write(ctx, ev); err != nil {
-//			return nil, err // ErrReaderGone: the orchestrator gave up
+//			// ErrReaderGone: the orchestrator gave up, and Fail sends
+//			// nothing. Otherwise the reader gets the error, not a clean
+//			// end after a truncated stream.
+//			_ = w.Fail(ctx, err)
+//			return nil, err
 //		}
 //	}
 //

@@ -68,7 +68,8 @@ func WithWindow(n int) Option {
 // WithAttachTimeout bounds, on a reader, how long a writer may take to
 // attach (ping or send its first frame) before Next fails with
 // [ErrWriterGone]: a function call that starts the writer and was lost
-// with its worker's node never attaches. Default: the idle timeout.
+// with its worker's node never attaches. The time runs from [Open].
+// Default: none; the idle timeout bounds each wait ([ErrIdleTimeout]).
 func WithAttachTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

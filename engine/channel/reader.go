@@ -47,11 +47,9 @@ type Reader struct {
 	// smu guards bus and gone: the reader's subscriptions, made by Open
 	// or, with WithLocalFirst, by Subscribe; gone once they are dropped
 	// for good.
-	smu    sync.Mutex
-	bus    *busSubs
-	gone   bool
-	subbed sync.Once
-	subErr error
+	smu  sync.Mutex
+	bus  *busSubs
+	gone bool
 	// probes receives the server's answers to liveness probes of the
 	// writer; attached is set once the writer showed up.
 	probes   chan *nats.Msg
@@ -144,17 +142,13 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 // that a writer in any process can attach. [Open] does it, unless
 // [WithLocalFirst]: then hand Subscribe to the call that starts the writer
 // as engine.BeforeBus(ctx, r.Subscribe), and it runs only when that call
-// goes over the bus. It is idempotent, and a no-op after Close or the
-// stream's end.
+// goes over the bus. It is idempotent once it succeeded, a no-op after
+// Close or the stream's end, and may be retried after an error (ctx ended
+// before the server confirmed the subscriptions: none are left behind).
 func (r *Reader) Subscribe(ctx context.Context) error {
-	r.subbed.Do(func() { r.subErr = r.subscribe(ctx) })
-	return r.subErr
-}
-
-func (r *Reader) subscribe(ctx context.Context) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
-	if r.gone {
+	if r.gone || r.bus != nil {
 		return nil
 	}
 	b := &busSubs{probeInbox: r.nc.NewInbox()}
@@ -224,6 +218,14 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 		r.timer.Reset(r.idle)
 		probe := time.NewTicker(probeInterval(r.idle))
 		defer probe.Stop()
+		// The attach timeout has a timer of its own: probes come every 2 s
+		// at most, which would round it up.
+		var attach <-chan time.Time
+		if r.attach > 0 && !r.attached.Load() {
+			t := time.NewTimer(max(r.attach-time.Since(r.opened), 0))
+			defer t.Stop()
+			attach = t.C
+		}
 	wait:
 		for {
 			select {
@@ -241,11 +243,12 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 					return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
 				}
 				return Frame{}, r.fail(fmt.Errorf("%w: no frame for %v after frame %d", ErrIdleTimeout, r.idle, r.next-1))
-			case <-probe.C:
-				if r.attach > 0 && !r.attached.Load() && time.Since(r.opened) > r.attach {
+			case <-attach:
+				if !r.attached.Load() {
 					r.timer.Stop()
 					return Frame{}, r.fail(fmt.Errorf("%w: no writer attached within %v", ErrWriterGone, r.attach))
 				}
+			case <-probe.C:
 				r.probe()
 			case pm := <-r.probes:
 				if len(pm.Data) == 0 && pm.Header.Get(statusHeader) == statusNoResponders {
@@ -256,6 +259,10 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 					default:
 					}
 					r.timer.Stop()
+					if n := r.dropped(); n > 0 {
+						// Frames were lost here, not only the writer.
+						return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
+					}
 					return Frame{}, r.fail(fmt.Errorf("%w: no subscriber on its control subject after frame %d", ErrWriterGone, r.next-1))
 				}
 			}

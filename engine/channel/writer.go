@@ -23,7 +23,9 @@ import (
 const closeFlushTimeout = 10 * time.Second
 
 // Writer is the sending end of a channel. Its calls are safe for concurrent
-// use and are serialized: frames go out in call order.
+// use and are serialized: frames go out in call order, except that Close
+// and Fail do not wait behind a Write blocked for credit (it returns
+// [ErrClosed]).
 type Writer struct {
 	e     *engine.Engine
 	nc    *nats.Conn
@@ -47,6 +49,10 @@ type Writer struct {
 	goneCh   chan struct{}
 	goneOnce sync.Once
 	wake     chan struct{} // signalled on every credit or cancel
+	// closing is set, and closingCh closed, by the first Close or Fail: a
+	// Write waiting for credit gives way to the terminal frame.
+	closing   atomic.Bool
+	closingCh chan struct{}
 
 	// sem serializes frames; the fields below are guarded by it.
 	sem   chan struct{}
@@ -83,19 +89,20 @@ func NewWriter(e *engine.Engine, id string, opts ...Option) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{
-		e:      e,
-		nc:     e.Conn(),
-		id:     id,
-		subj:   subj,
-		ack:    subj + ackSuffix,
-		ping:   subj + pingSuffix,
-		codec:  o.codec,
-		idle:   o.idle,
-		probe:  max(min(o.idle/4, maxProbeInterval), time.Millisecond),
-		log:    e.Logger(),
-		wake:   make(chan struct{}, 1),
-		goneCh: make(chan struct{}),
-		sem:    make(chan struct{}, 1),
+		e:         e,
+		nc:        e.Conn(),
+		id:        id,
+		subj:      subj,
+		ack:       subj + ackSuffix,
+		ping:      subj + pingSuffix,
+		codec:     o.codec,
+		idle:      o.idle,
+		probe:     max(min(o.idle/4, maxProbeInterval), time.Millisecond),
+		log:       e.Logger(),
+		wake:      make(chan struct{}, 1),
+		goneCh:    make(chan struct{}),
+		closingCh: make(chan struct{}),
+		sem:       make(chan struct{}, 1),
 	}
 	w.limit.Store(1) // frame 1 needs no credit
 	w.timer = time.NewTimer(o.idle)
@@ -232,15 +239,19 @@ func (w *Writer) signal() {
 // Write sends one data frame. data is encoded with the writer's codec,
 // except []byte and engine.Raw, which are sent as they are (pre-encoded in
 // that codec). Write blocks while the reader's credit is used up, until
-// credit arrives or ctx ends; it returns [ErrReaderGone] when the reader
-// closed the channel or granted nothing for the idle timeout, [ErrClosed]
-// after Close or Fail, an invalid_payload wire error for data that does not
-// encode or exceeds the server's max payload (nothing is sent), and ctx's
-// error when ctx ends first. A failed Write sends nothing and uses no
-// sequence number.
+// credit arrives, ctx ends, or Close or Fail is called; it returns
+// [ErrReaderGone] when the reader closed the channel or granted nothing
+// for the idle timeout, [ErrClosed] once Close or Fail has been called
+// (also to a Write they interrupt), an invalid_payload wire error for
+// data that does not encode or exceeds the server's max payload (nothing
+// is sent), and ctx's error when ctx ends first. A failed Write sends
+// nothing and uses no sequence number.
 func (w *Writer) Write(ctx context.Context, data any) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if w.closing.Load() {
+		return ErrClosed
 	}
 	body, err := w.encode(data)
 	if err != nil {
@@ -258,7 +269,7 @@ func (w *Writer) Write(ctx context.Context, data any) error {
 		return err
 	}
 	defer w.unlock()
-	if w.ended {
+	if w.ended || w.closing.Load() {
 		return ErrClosed
 	}
 	seq := w.seq + 1
@@ -294,11 +305,11 @@ func (w *Writer) encode(data any) ([]byte, error) {
 	return b, nil
 }
 
-// lock takes the writer; a free writer is taken even when ctx is done, so
-// Close with an expired ctx still ends the stream.
+// lock takes the writer for a Write, unless ctx ends or Close or Fail is
+// called first.
 func (w *Writer) lock(ctx context.Context) error {
 	select {
-	case w.sem <- struct{}{}:
+	case w.sem <- struct{}{}: // a free writer, without a three-way select
 		return nil
 	default:
 	}
@@ -307,6 +318,8 @@ func (w *Writer) lock(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-w.closingCh:
+		return ErrClosed
 	}
 }
 
@@ -337,6 +350,8 @@ func (w *Writer) awaitCredit(ctx context.Context, seq uint64) error {
 			continue
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-w.closingCh:
+			return ErrClosed
 		case <-w.timer.C:
 			w.setGone()
 			return fmt.Errorf("%w: no credit for %v after frame %d", ErrReaderGone, w.idle, seq-1)
@@ -376,10 +391,12 @@ func (w *Writer) publish(ctx context.Context, seq uint64, h nats.Header, body []
 
 // Close ends the stream cleanly: it sends the end frame (which needs no
 // credit) and flushes the connection within ctx, so the reader's Next
-// returns [ErrEnd] after the last data frame. An expired ctx still sends
-// the end frame, without waiting for the flush. If the reader is already gone it
-// sends nothing and returns [ErrReaderGone]. Close after Close or Fail is a
-// no-op returning nil, so `defer w.Close(ctx)` is safe.
+// returns [ErrEnd] after the last data frame. A Write blocked for credit in
+// another goroutine gives way: it returns [ErrClosed], having sent
+// nothing. An expired ctx still sends the end frame, without waiting for
+// the flush. If the reader is already gone it sends nothing and returns
+// [ErrReaderGone]. Close after Close or Fail is a no-op returning nil, so
+// `defer w.Close(ctx)` is safe.
 func (w *Writer) Close(ctx context.Context) error {
 	return w.terminate(ctx, func(seq uint64) (nats.Header, []byte) {
 		return frameHeader(seq, KindEnd, ""), nil
@@ -389,8 +406,8 @@ func (w *Writer) Close(ctx context.Context) error {
 // Fail ends the stream with err: the reader's Next returns an error
 // wrapping [ErrWriterFailed] and err as a *wire.Error (err keeps its code
 // if it is one; context errors become canceled or timeout; anything else is
-// internal). Like Close, it needs no credit, flushes, and is a no-op after
-// Close or Fail.
+// internal). Like Close, it needs no credit, interrupts a Write waiting
+// for credit, flushes, and is a no-op after Close or Fail.
 func (w *Writer) Fail(ctx context.Context, err error) error {
 	werr := wire.FromNATS(err)
 	if werr == nil {
@@ -415,13 +432,15 @@ func errorFrame(seq uint64, werr *wire.Error, codec wire.Codec, maxPayload int64
 
 // terminate sends a terminal frame once and releases the writer.
 func (w *Writer) terminate(ctx context.Context, build func(seq uint64) (nats.Header, []byte)) error {
-	if err := w.lock(ctx); err != nil {
-		return err
-	}
-	defer w.unlock()
-	if w.ended {
+	if !w.closing.CompareAndSwap(false, true) {
 		return nil
 	}
+	// A Write waiting for credit returns at once; one that is publishing
+	// does not block. So the wait for the writer is short, and it does not
+	// depend on ctx: the stream always ends and the subscription goes.
+	close(w.closingCh)
+	w.sem <- struct{}{}
+	defer w.unlock()
 	w.ended = true
 	if w.sub != nil {
 		defer func() { _ = w.sub.Unsubscribe() }()
