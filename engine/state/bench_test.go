@@ -75,7 +75,7 @@ func BenchmarkKVUpdateCAS(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 			got, _, err := stores[0].Get(ctx, "bench", "counter")
-			if err != nil || got.(map[string]any)["n"] != float64(b.N) {
+			if err != nil || got.(map[string]any)["n"] != int64(b.N) {
 				b.Fatalf("counter = %v, %v; want %d", got, err, b.N)
 			}
 		})

@@ -10,10 +10,15 @@
 // with non-empty '/'-separated segments maps injectively). Values are
 // stored as compact JSON, so `nats kv get iii-state orders.a.b` shows them
 // and any language can read them. The Go API takes any value with a JSON
-// encoding and returns decoded JSON: map[string]any, []any, float64,
-// string, bool or nil (integers beyond 2^53 lose precision, as in
-// JavaScript). Bytes written by a foreign client that are not JSON read as a
-// string. The bucket keeps [DefaultHistory] revisions per key.
+// encoding and returns decoded JSON: map[string]any, []any, int64,
+// uint64, float64, string, bool or nil. Numbers are exact: a number
+// written without fraction or exponent is an integer, an int64 (a uint64
+// above int64's range), so ids, counters and nanosecond timestamps past
+// 2^53 keep every digit in the stored JSON and in every answer; any other
+// number (1.5, 1e3, or an integer beyond 2^64-1) is a float64. Values
+// stored before this rule read the same way. Bytes written by a foreign
+// client that are not JSON read as a string. The bucket keeps
+// [DefaultHistory] revisions per key.
 //
 // A value's JSON may be at most half the server's max payload minus 4 KiB
 // (about 510 KiB by default; [Store.MaxValueSize]), so that a reply or a
@@ -47,7 +52,10 @@
 //
 //	set       target = value (value may be anything, null included)
 //	increment target = target + by; a missing or null target counts as 0;
-//	          by defaults to 1; a non-number target is an error
+//	          by defaults to 1; a non-number target is an error. Integer
+//	          plus integer is exact and stays an integer; a result outside
+//	          -2^63..2^64-1 is an error (invalid_payload, nothing written).
+//	          With a float on either side the sum is a float64
 //	decrement target = target - by, otherwise as increment
 //	append    missing/null target: [value]; array: value appended as one
 //	          element; string: value (a string) concatenated; else error
@@ -60,8 +68,9 @@
 //	          target: value's fields replace the target's (shallow); else error
 //
 // by is only valid on increment/decrement, value not on them; a result
-// that is not a finite number is an error. [Apply] is the evaluator, pure
-// and usable on its own.
+// that is not a finite number is an error. A result's integral floats are
+// returned as the integers they are stored and read as (2.0 is 2). [Apply]
+// is the evaluator, pure and usable on its own.
 //
 // # Functions
 //
@@ -74,11 +83,17 @@
 // truncated; a page is never empty while items are left: one too large
 // alone comes with value null and value_unavailable set). Payloads are
 // JSON or msgpack; unknown fields, wrong types, bad scopes or keys are invalid_payload.
-// Msgpack replies carry integral numbers as integers.
+// Numbers keep the rule above both ways: a JSON request's integers are
+// decoded exact, JSON replies write every digit, and msgpack replies carry
+// integers as msgpack integers (int64, or uint64 above int64's range).
 //
 // A state::list page (sorted by key, after the key after) reads only its
-// own values, with batch direct gets (nats-server 2.11 or later), so
-// walking a scope of n keys costs n values, not n per page. For that the
+// own values, with batch direct gets (nats-server 2.11 or later) bounded
+// by the bytes the page can hold: a page reads a few max payloads at most
+// (the server sends in stream order, so a page whose keys were written out
+// of order reads a little past its own values), and walking a scope of n
+// keys costs about n values, not n per page. Each item is encoded once; a
+// JSON reply carries a value this store wrote as it is stored. For that the
 // store keeps the sorted keys of each scope it pages through (at most 2^20
 // keys in all, each scope's dropped after 5 idle minutes) and brings them up
 // to date on every page from the messages written since; the first page,

@@ -1,10 +1,17 @@
 package state
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -107,7 +114,7 @@ func (h handlers) get(ctx context.Context, r *engine.Request) (any, error) {
 		}
 		return nil, err
 	}
-	return GetResponse{Value: forCodec(r, v), Revision: rev}, nil
+	return GetResponse{Value: v, Revision: rev}, nil
 }
 
 func (h handlers) set(ctx context.Context, r *engine.Request) (any, error) {
@@ -127,7 +134,7 @@ func (h handlers) set(ctx context.Context, r *engine.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ChangeResponse{OldValue: forCodec(r, old), NewValue: forCodec(r, next)}, nil
+	return ChangeResponse{OldValue: old, NewValue: next}, nil
 }
 
 func (h handlers) update(ctx context.Context, r *engine.Request) (any, error) {
@@ -147,7 +154,7 @@ func (h handlers) update(ctx context.Context, r *engine.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ChangeResponse{OldValue: forCodec(r, old), NewValue: forCodec(r, next)}, nil
+	return ChangeResponse{OldValue: old, NewValue: next}, nil
 }
 
 func (h handlers) delete(ctx context.Context, r *engine.Request) (any, error) {
@@ -163,7 +170,7 @@ func (h handlers) delete(ctx context.Context, r *engine.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DeleteResponse{OldValue: forCodec(r, old)}, nil
+	return DeleteResponse{OldValue: old}, nil
 }
 
 func (h handlers) list(ctx context.Context, r *engine.Request) (any, error) {
@@ -185,8 +192,15 @@ func (h handlers) list(ctx context.Context, r *engine.Request) (any, error) {
 	}
 	limit := 0
 	if v, ok := args["limit"]; ok && v != nil {
-		f, ok := toFloat(v)
-		if !ok || f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
+		n, _ := toNumber(v)
+		f := -1.0 // not a number
+		switch x := n.(type) {
+		case int64:
+			f = float64(x)
+		case float64: // 2.0 is 2
+			f = x
+		}
+		if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
 			return nil, wire.Errorf(wire.CodeInvalidPayload, "limit must be a non-negative integer")
 		}
 		limit = int(f)
@@ -197,69 +211,195 @@ func (h handlers) list(ctx context.Context, r *engine.Request) (any, error) {
 	if limit > 0 {
 		batch = limit + 1
 	}
-	resp := ListResponse{Items: []Item{}}
 	budget := int(h.s.e.Conn().MaxPayload()) - payloadHeadroom
-	var itemErr error
-	err = h.s.scan(ctx, scope, prefix, after, batch, func(it Item) bool {
-		if limit > 0 && len(resp.Items) == limit {
-			resp.Truncated = true
+	page := listPage{codec: r.Codec, budget: budget}
+	err = h.s.scan(ctx, scope, prefix, after, batch, budget, func(it rawItem) bool {
+		if limit > 0 && len(page.items) == limit {
+			page.truncated = true
 			return false
 		}
-		it.Value = forCodec(r, it.Value)
-		n, err := itemSize(r, it)
-		if err != nil {
-			itemErr = err
-			return false
-		}
-		if n > budget && len(resp.Items) == 0 {
-			// One item alone does not fit (only a value written by a
-			// foreign client can be that large): send it without its value,
-			// so the page still moves past it.
-			it.Value, it.ValueUnavailable = nil, true
-			if n, itemErr = itemSize(r, it); itemErr != nil {
-				return false
-			}
-		}
-		if budget -= n; budget < 0 {
-			resp.Truncated = true
-			return false
-		}
-		resp.Items = append(resp.Items, it)
-		return true
+		return page.add(it)
 	})
 	if err == nil {
-		err = itemErr
+		err = page.err
 	}
 	if err != nil {
 		return nil, err
 	}
-	return resp, nil
+	return page.body(), nil
 }
 
-// itemSize is the encoded size of it in a list reply, separator included.
-func itemSize(r *engine.Request, it Item) (int, error) {
-	b, err := r.Codec.Marshal(it)
+// listPage builds a state::list reply item by item. Each item is encoded
+// once, as it is added: its size decides whether it fits, and the reply is
+// the encoded items put together, not encoded again.
+type listPage struct {
+	codec     wire.Codec
+	budget    int // bytes left for items
+	items     [][]byte
+	truncated bool
+	err       error
+}
+
+// add adds it when it fits and reports whether the page takes more.
+func (p *listPage) add(it rawItem) bool {
+	b, err := p.item(it)
 	if err != nil {
-		return 0, wire.Wrap(wire.CodeInternal, err, "list item %q does not encode", it.Key)
+		p.err = err
+		return false
 	}
-	return len(b) + 1, nil
+	if b == nil || len(b)+1 > p.budget { // +1: the separator
+		if len(p.items) > 0 {
+			p.truncated = true
+			return false
+		}
+		// One item alone does not fit (only a value written by a foreign
+		// client can be that large): send it without its value, so the
+		// page still moves past it.
+		if b, p.err = p.encode(Item{Key: it.key, Revision: it.rev, ValueUnavailable: true}); p.err != nil {
+			return false
+		}
+	}
+	p.budget -= len(b) + 1
+	p.items = append(p.items, b)
+	return true
 }
 
-// forCodec shapes a decoded value for the reply codec: msgpack carries
-// integral numbers as integers (as JSON text would), which also keeps a
-// msgpack reply no larger than its JSON twin for integer-heavy values.
-func forCodec(r *engine.Request, v any) any {
-	if r.Codec.ContentType() == wire.ContentMsgpack {
-		return compactNumbers(v)
+// item encodes it for the reply, or returns nil when it is too large for
+// the page, which some values tell without being encoded.
+func (p *listPage) item(it rawItem) ([]byte, error) {
+	if p.codec.ContentType() == wire.ContentJSON && it.own && utf8.Valid(it.data) && json.Valid(it.data) {
+		// JSON this store wrote, which decoding and encoding again would
+		// give back: it goes in as it is, digits and all.
+		if len(it.data) > p.budget {
+			return nil, nil
+		}
+		key, err := wire.MarshalJSON(it.key)
+		if err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "list item %q does not encode", it.key)
+		}
+		b := make([]byte, 0, len(key)+len(it.data)+48)
+		b = append(append(append(b, `{"key":`...), key...), `,"value":`...)
+		b = append(append(b, it.data...), `,"revision":`...)
+		return append(strconv.AppendUint(b, it.rev, 10), '}'), nil
 	}
-	return v
+	v, isJSON := decodeJSON(it.data)
+	if !isJSON {
+		// Not JSON (a foreign write): it reads as a string, whose encoded
+		// size is known without encoding it (control bytes take six
+		// bytes each in JSON: a large one is slow to encode).
+		if stringSize(p.codec, it.data) > p.budget {
+			return nil, nil
+		}
+		v = string(it.data)
+	}
+	return p.encode(Item{Key: it.key, Value: v, Revision: it.rev})
+}
+
+// stringSize is the size of s encoded as a string in codec: for JSON, as
+// encoding/json writes it without HTML escaping.
+func stringSize(codec wire.Codec, s []byte) int {
+	if codec.ContentType() == wire.ContentMsgpack {
+		switch n := len(s); {
+		case n < 32:
+			return n + 1
+		case n <= math.MaxUint8:
+			return n + 2
+		case n <= math.MaxUint16:
+			return n + 3
+		default:
+			return n + 5
+		}
+	}
+	n := 2 // quotes
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20:
+				n += 6 // \u00XX
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			n += 6 // \ufffd, \u2028, \u2029
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+func (p *listPage) encode(it Item) ([]byte, error) {
+	b, err := p.codec.Marshal(it)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "list item %q does not encode", it.Key)
+	}
+	return b, nil
+}
+
+// body is the reply, a [ListResponse] in the request's codec.
+func (p *listPage) body() engine.Raw {
+	size := 32
+	for _, b := range p.items {
+		size += len(b) + 1
+	}
+	out := make([]byte, 0, size)
+	if p.codec.ContentType() == wire.ContentMsgpack {
+		fields := byte(1)
+		if p.truncated {
+			fields = 2
+		}
+		out = append(out, 0x80|fields) // fixmap
+		out = append(out, 0xa0|5)
+		out = append(out, "items"...)
+		switch n := len(p.items); {
+		case n < 16:
+			out = append(out, 0x90|byte(n)) // fixarray
+		case n <= math.MaxUint16:
+			out = binary.BigEndian.AppendUint16(append(out, 0xdc), uint16(n))
+		default:
+			out = binary.BigEndian.AppendUint32(append(out, 0xdd), uint32(n))
+		}
+		for _, b := range p.items {
+			out = append(out, b...)
+		}
+		if p.truncated {
+			out = append(out, 0xa0|9)
+			out = append(out, "truncated"...)
+			out = append(out, 0xc3) // true
+		}
+		return out
+	}
+	out = append(out, `{"items":[`...)
+	for i, b := range p.items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	out = append(out, ']')
+	if p.truncated {
+		out = append(out, `,"truncated":true`...)
+	}
+	return append(out, '}')
 }
 
 // decodeArgs decodes the payload as an object and refuses fields outside
 // allowed, so a misspelt field is an error rather than silently ignored.
+// JSON numbers are decoded exact (see value.go), as msgpack's are.
 func decodeArgs(r *engine.Request, allowed ...string) (map[string]any, error) {
 	var m map[string]any
-	if err := r.Bind(&m); err != nil {
+	if r.Codec.ContentType() == wire.ContentJSON {
+		if err := decodeJSONArgs(r.Data, &m); err != nil {
+			return nil, wire.Wrap(wire.CodeInvalidPayload, nil, "payload does not decode as %s: %v", wire.ContentJSON, err)
+		}
+	} else if err := r.Bind(&m); err != nil {
 		return nil, err
 	}
 	for k := range m {
@@ -268,6 +408,24 @@ func decodeArgs(r *engine.Request, allowed ...string) (map[string]any, error) {
 		}
 	}
 	return m, nil
+}
+
+// decodeJSONArgs is the JSON codec's decoding of a request (an empty body
+// is {}), with exact numbers.
+func decodeJSONArgs(data []byte, m *map[string]any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(m); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("trailing data after the value")
+	}
+	_, err := exactNumbers(*m)
+	return err
 }
 
 func stringArg(m map[string]any, name string, required bool) (string, error) {
@@ -340,11 +498,11 @@ func parseOps(v any) ([]Op, error) {
 				if f == nil {
 					continue
 				}
-				n, ok := toFloat(f)
+				n, ok := toNumber(f)
 				if !ok {
 					return nil, wire.Errorf(wire.CodeInvalidPayload, "ops[%d].by must be a number, not %s", i, typeName(f))
 				}
-				op.By = &n
+				op.By = n
 			default:
 				return nil, wire.Errorf(wire.CodeInvalidPayload, "ops[%d]: unknown field %q (expected type, path, value, by)", i, k)
 			}
@@ -357,13 +515,13 @@ func parseOps(v any) ([]Op, error) {
 	return ops, nil
 }
 
-// toFloat reads a decoded number of either codec.
-func toFloat(v any) (float64, bool) {
+// toNumber reads a decoded number of either codec in the decoded shape:
+// an int64, a uint64 or a finite float64.
+func toNumber(v any) (any, bool) {
 	switch v.(type) {
 	case float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		n, err := normalize(v)
-		f, ok := n.(float64)
-		return f, err == nil && ok
+		return n, err == nil
 	}
-	return 0, false
+	return nil, false
 }

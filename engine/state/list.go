@@ -199,11 +199,21 @@ func (s *Store) subjectKey(scope, subj string) (key string, ok bool) {
 	return key, err == nil && sc == scope
 }
 
+// rawItem is one key read by scan, its value still as stored.
+type rawItem struct {
+	key  string
+	rev  uint64
+	data []byte
+	own  bool // written by a Store (it carries [HeaderPrevRevision]): compact JSON
+}
+
 // scan calls yield with the items of scope under prefix (as [Store.List]
 // means it) whose key sorts after after, in key order, until yield
-// returns false. Values are read batch by batch, the first batch of size
-// batch, so a page reads about as many values as it holds.
-func (s *Store) scan(ctx context.Context, scope, prefix, after string, batch int, yield func(Item) bool) error {
+// returns false. Values are read batch by batch, the first batch of at
+// most batch keys, each batch bounded by what is left of budget (the bytes
+// of values the caller expects to take), so a page reads about the values
+// it holds, not every value of the batch.
+func (s *Store) scan(ctx context.Context, scope, prefix, after string, batch, budget int, yield func(rawItem) bool) error {
 	filters, err := keyFilters(scope, prefix)
 	if err != nil {
 		return err
@@ -228,47 +238,53 @@ func (s *Store) scan(ctx context.Context, scope, prefix, after string, batch int
 	for _, keys := range [][]indexKey{exact, ix.keys[i:]} {
 		for len(keys) > 0 {
 			n := min(batch, len(keys))
-			items, err := s.readItems(ctx, keys[:n])
+			items, err := s.readItems(ctx, keys[:n], max(budget, minReadBytes))
 			if err != nil {
 				return err
 			}
 			for _, it := range items {
-				if it != nil && !yield(*it) {
+				if it == nil {
+					continue
+				}
+				budget -= len(it.data)
+				if !yield(*it) {
 					return nil
 				}
 			}
-			keys = keys[n:]
+			keys = keys[len(items):]
 			batch = min(batch*2, maxListBatch)
 		}
 	}
 	return nil
 }
 
-// readItems reads the latest value of each key (at most [maxListBatch])
-// with batch direct gets (multi_last): one request, and one more for about
-// each readBatchPayloads max payloads the values take. A key that is missing or deleted reads as
-// nil. The server reads every key at one sequence, so the batch is a
-// consistent snapshot.
-func (s *Store) readItems(ctx context.Context, keys []indexKey) ([]*Item, error) {
-	req := multiLastRequest{MultiLast: make([]string, len(keys)),
-		MaxBytes: readBatchPayloads * int(s.e.Conn().MaxPayload())}
+// minReadBytes is the least max_bytes of a batch read: a page that takes
+// more than its caller expected reads on in steps of at least this.
+const minReadBytes = 64 << 10
+
+// readItems reads the latest values of keys (at most [maxListBatch]) with
+// batch direct gets (multi_last), all at one stream sequence, and returns
+// those of a prefix of keys (at least one key), nil for a key that is
+// missing or deleted: every key when their values take at most budget
+// bytes, else about as many as budget holds ([Store.readPrefix]).
+func (s *Store) readItems(ctx context.Context, keys []indexKey, budget int) ([]*rawItem, error) {
+	req := multiLastRequest{MultiLast: make([]string, len(keys)), MaxBytes: budget}
 	for i, k := range keys {
 		req.MultiLast[i] = k.subj
 	}
 	found := make(map[string]*nats.Msg, len(keys))
-	for {
-		last, pending, upTo, err := s.multiLast(ctx, req, found)
-		if err != nil {
+	last, pending, upTo, err := s.multiLast(ctx, req, found)
+	if err != nil {
+		return nil, err
+	}
+	n := len(keys)
+	if pending > 0 && last > 0 {
+		if n, err = s.readPrefix(ctx, keys, budget, upTo, found); err != nil {
 			return nil, err
 		}
-		if pending == 0 || last == 0 {
-			break
-		}
-		// Cut short by max_bytes: the rest, at the same sequence.
-		req.Seq, req.UpToSeq = last+1, upTo
 	}
-	items := make([]*Item, len(keys))
-	for i, k := range keys {
+	items := make([]*rawItem, n)
+	for i, k := range keys[:n] {
 		m := found[k.subj]
 		if m == nil || isDeleteMarker(m.Header) {
 			continue
@@ -277,16 +293,72 @@ func (s *Store) readItems(ctx context.Context, keys []indexKey) ([]*Item, error)
 		if err != nil {
 			return nil, wire.Errorf(wire.CodeUnavailable, "state list: direct get reply without a sequence")
 		}
-		items[i] = &Item{Key: k.key, Value: decodeValue(m.Data), Revision: seq}
+		items[i] = &rawItem{key: k.key, rev: seq, data: m.Data, own: m.Header.Get(HeaderPrevRevision) != ""}
 	}
 	return items, nil
+}
+
+// readPrefix goes on after a batch read of keys that max_bytes cut short:
+// their values take more than budget, and the server sent the first of
+// them in stream order, not key order. It reads the keys not read yet in
+// key order, at sequence upTo, a chunk at a time sized by the mean value
+// seen so far, until the values of a prefix of keys reach budget (a page
+// takes no more) or every key is read, and returns that prefix's length.
+// Each request resolves at least one key, and reads about what is left
+// of budget: a page costs about its own values, whatever order the keys
+// were written in, not every value of the batch.
+func (s *Store) readPrefix(ctx context.Context, keys []indexKey, budget int, upTo uint64, found map[string]*nats.Msg) (int, error) {
+	empty := make(map[string]bool) // keys a complete read found nothing for
+	n, sum := 0, 0
+	for {
+		for ; n < len(keys); n++ {
+			m, ok := found[keys[n].subj]
+			if !ok && !empty[keys[n].subj] {
+				break
+			}
+			if m != nil {
+				sum += len(m.Data)
+			}
+			if sum >= budget {
+				return n + 1, nil
+			}
+		}
+		if n == len(keys) {
+			return n, nil
+		}
+		seen := 0
+		for _, m := range found {
+			seen += len(m.Data)
+		}
+		mean := max(seen/max(len(found), 1), 1)
+		want := max((budget-sum+mean-1)/mean, 1)
+		req := multiLastRequest{UpToSeq: upTo, MaxBytes: max(budget-sum, 1)}
+		for _, k := range keys[n:] {
+			if len(req.MultiLast) == want {
+				break
+			}
+			if _, ok := found[k.subj]; !ok && !empty[k.subj] {
+				req.MultiLast = append(req.MultiLast, k.subj)
+			}
+		}
+		last, pending, _, err := s.multiLast(ctx, req, found)
+		if err != nil {
+			return 0, err
+		}
+		if pending == 0 || last == 0 { // complete: a key not sent holds nothing
+			for _, subj := range req.MultiLast {
+				if _, ok := found[subj]; !ok {
+					empty[subj] = true
+				}
+			}
+		}
+	}
 }
 
 // multiLastRequest is the JSON request of a batch direct get of the
 // latest message of each of several subjects.
 type multiLastRequest struct {
 	MultiLast []string `json:"multi_last"`
-	Seq       uint64   `json:"seq,omitempty"`
 	UpToSeq   uint64   `json:"up_to_seq,omitempty"`
 	MaxBytes  int      `json:"max_bytes"`
 }
@@ -296,11 +368,6 @@ const (
 	numPendingHeader = "Nats-Num-Pending"
 	upToSeqHeader    = "Nats-UpTo-Sequence"
 )
-
-// readBatchPayloads bounds the bytes of one batch direct get reply, in
-// max payloads (the server stops after the message that reaches the bound;
-// readItems asks for the rest): 8 MiB by default.
-const readBatchPayloads = 8
 
 // multiLast runs one batch direct get and adds the messages it returns to
 // found by subject. last is the sequence of the last message, pending how

@@ -52,6 +52,15 @@ func walk(t testing.TB, nc *nats.Conn, scope string, limit int, each func(state.
 	}
 }
 
+func outBytes(t testing.TB, ns *server.Server) int64 {
+	t.Helper()
+	vz, err := ns.Varz(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vz.OutBytes
+}
+
 func outMsgs(t testing.TB, ns *server.Server) int64 {
 	t.Helper()
 	vz, err := ns.Varz(nil)
@@ -245,5 +254,82 @@ func TestFunctionsListLargeValues(t *testing.T) {
 	})
 	if n != keys {
 		t.Fatalf("walked %d keys, want %d", n, keys)
+	}
+}
+
+// TestFunctionsListPageBytes: a page reads about the values it holds. The
+// server sends at most a few max payloads per page beside the reply (2.6
+// at worst here), whatever the order the keys were written in; a page used
+// to read every value of its batch (up to 64 keys) to return the few that
+// fit (6.5 to 7.3 max payloads a page here).
+func TestFunctionsListPageBytes(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 64 << 10
+	tests := []struct {
+		name    string
+		keys    int
+		size    int  // bytes of each value; 0 is the largest value allowed
+		reverse bool // written last key first: a batch read meets the last keys first
+	}{
+		{"small values", 150, 8 << 10, false},
+		{"small values reverse", 150, 8 << 10, true},
+		{"largest values reverse", 30, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			v := newEnv(t, []enginetest.ServerOption{enginetest.WithMaxPayload(maxPayload)})
+			serve(t, v)
+			nc := enginetest.Connect(t, v.ns)
+			ctx := testCtx(t)
+			size := tt.size
+			if size == 0 {
+				size = v.store.MaxValueSize() - 2
+			}
+			for i := range tt.keys {
+				if tt.reverse {
+					i = tt.keys - 1 - i
+				}
+				if _, _, err := v.store.Set(ctx, "s", fmt.Sprintf("k%04d", i), strings.Repeat("x", size)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := outBytes(t, v.ns)
+			var pages, replies, items int
+			after := ""
+			for ; ; pages++ {
+				body, _ := json.Marshal(map[string]any{"scope": "s", "after": after})
+				got, werr := jsonReq(t, nc, "iii.fn.state.list", string(body))
+				if werr != nil {
+					t.Fatal(werr)
+				}
+				replies += len(got)
+				var resp state.ListResponse
+				if err := json.Unmarshal([]byte(got), &resp); err != nil {
+					t.Fatal(err)
+				}
+				for _, it := range resp.Items {
+					if want := fmt.Sprintf("k%04d", items); it.Key != want || it.ValueUnavailable {
+						t.Fatalf("item %d is %q (value_unavailable %v), want %s", items, it.Key, it.ValueUnavailable, want)
+					}
+					items++
+				}
+				if !resp.Truncated {
+					pages++
+					break
+				}
+				after = resp.Items[len(resp.Items)-1].Key
+			}
+			if items != tt.keys {
+				t.Fatalf("walked %d keys, want %d", items, tt.keys)
+			}
+			// What the server sent beside the replies: the values read for
+			// the pages (and the requests, a few hundred bytes each).
+			read := int(outBytes(t, v.ns)-before) - replies
+			if limit := 4 * maxPayload * pages; read > limit {
+				t.Fatalf("%d pages read %d bytes (%d per page), want at most 4 max payloads per page (%d)",
+					pages, read, read/pages, limit)
+			}
+		})
 	}
 }

@@ -1,9 +1,9 @@
 package state
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
-	"math"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -43,18 +43,49 @@ type Op struct {
 	// Value is the operand of set, append, merge and (optionally) remove.
 	// Any Go value with a JSON encoding; it is copied, never aliased.
 	Value any `json:"value,omitempty"`
-	// By is the operand of increment and decrement; nil means 1.
-	By *float64 `json:"by,omitempty"`
+	// By is the operand of increment and decrement, a Go number (any
+	// integer or float type, or a json.Number); nil means 1. An integer
+	// by keeps an integer target exact; a float makes the result a float.
+	By any `json:"by,omitempty"`
+}
+
+// UnmarshalJSON decodes op with exact numbers in Value and By, as the
+// state functions read a request: an integer past 2^53 keeps its digits.
+func (op *Op) UnmarshalJSON(b []byte) error {
+	type plain Op
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var p plain
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	var err error
+	if p.Value, err = exactNumbers(p.Value); err != nil {
+		return err
+	}
+	if p.By, err = exactNumbers(p.By); err != nil {
+		return err
+	}
+	*op = Op(p)
+	return nil
+}
+
+// Number is the Go number types [Increment] and [Decrement] take.
+type Number interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64 |
+		~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr |
+		~float32 | ~float64
 }
 
 // Set returns a set operation.
 func Set(path string, value any) Op { return Op{Type: OpSet, Path: path, Value: value} }
 
-// Increment returns an increment operation by by.
-func Increment(path string, by float64) Op { return Op{Type: OpIncrement, Path: path, By: &by} }
+// Increment returns an increment operation by by: Increment("n", 1) adds
+// the integer 1, Increment("n", 0.5) the float 0.5.
+func Increment[N Number](path string, by N) Op { return Op{Type: OpIncrement, Path: path, By: by} }
 
 // Decrement returns a decrement operation by by.
-func Decrement(path string, by float64) Op { return Op{Type: OpDecrement, Path: path, By: &by} }
+func Decrement[N Number](path string, by N) Op { return Op{Type: OpDecrement, Path: path, By: by} }
 
 // Append returns an append operation.
 func Append(path string, value any) Op { return Op{Type: OpAppend, Path: path, Value: value} }
@@ -86,7 +117,7 @@ func Apply(value any, ops []Op) (any, error) {
 			return nil, opError(i, op, err)
 		}
 	}
-	return root, nil
+	return asRead(root), nil
 }
 
 func opError(i int, op Op, err error) *wire.Error {
@@ -118,8 +149,10 @@ func validateOp(op Op) error {
 		if op.Value != nil {
 			return fmt.Errorf("%w: %s takes by, not value", ErrInvalidOp, op.Type)
 		}
-		if op.By != nil && (math.IsNaN(*op.By) || math.IsInf(*op.By, 0)) {
-			return fmt.Errorf("%w: by must be a finite number", ErrInvalidOp)
+		if op.By != nil {
+			if _, err := byOperand(op); err != nil {
+				return err
+			}
 		}
 	case OpSet, OpAppend, OpRemove, OpMerge:
 		if op.By != nil {
@@ -131,6 +164,21 @@ func validateOp(op Op) error {
 		return fmt.Errorf("%w: unknown type %q (set, increment, decrement, append, remove, merge)", ErrInvalidOp, op.Type)
 	}
 	return nil
+}
+
+// byOperand is op's by in the decoded shape: the integer 1 when unset.
+func byOperand(op Op) (any, error) {
+	if op.By == nil {
+		return int64(1), nil
+	}
+	n, err := normalize(op.By)
+	if err != nil {
+		return nil, fmt.Errorf("%w: by must be a finite number: %v", ErrInvalidOp, err)
+	}
+	if !isNumber(n) {
+		return nil, fmt.Errorf("%w: by must be a number, not %s", ErrInvalidOp, typeName(n))
+	}
+	return n, nil
 }
 
 // parsePath splits a dot path; "" is the root (no segments).
@@ -181,25 +229,19 @@ func editFor(op Op) (edit, bool, error) {
 		}
 		return func(any, bool) (any, bool, error) { return v, true, nil }, true, nil
 	case OpIncrement, OpDecrement:
-		by := 1.0
-		if op.By != nil {
-			by = *op.By
-		}
-		if op.Type == OpDecrement {
-			by = -by
+		by, err := byOperand(op)
+		if err != nil {
+			return nil, false, err
 		}
 		return func(cur any, _ bool) (any, bool, error) {
-			var n float64
-			switch c := cur.(type) {
-			case nil:
-			case float64:
-				n = c
-			default:
+			if cur == nil {
+				cur = int64(0)
+			} else if !isNumber(cur) {
 				return nil, false, fmt.Errorf("%w: cannot %s a %s", ErrInvalidOp, op.Type, typeName(cur))
 			}
-			r := n + by
-			if math.IsInf(r, 0) || math.IsNaN(r) {
-				return nil, false, fmt.Errorf("%w: %s overflows", ErrInvalidOp, op.Type)
+			r, err := add(cur, by, op.Type == OpDecrement)
+			if err != nil {
+				return nil, false, fmt.Errorf("%s overflows: %w", op.Type, err)
 			}
 			return r, true, nil
 		}, true, nil
@@ -238,7 +280,7 @@ func editFor(op Op) (edit, bool, error) {
 			case []any:
 				out := c[:0]
 				for _, e := range c {
-					if !reflect.DeepEqual(e, v) {
+					if !equal(e, v) {
 						out = append(out, e)
 					}
 				}

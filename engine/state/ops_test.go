@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iii-on-nats/iii/engine/state"
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -33,8 +34,6 @@ func toJSON(t testing.TB, v any) string {
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
-
-func by(f float64) *float64 { return &f }
 
 func TestApply(t *testing.T) {
 	t.Parallel()
@@ -65,7 +64,7 @@ func TestApply(t *testing.T) {
 			X int `json:"x"`
 		}{3})}, `{"p":{"x":3}}`, false},
 		{"set NaN", "", []state.Op{state.Set("a", math.NaN())}, "", true},
-		{"set with by", "", []state.Op{{Type: state.OpSet, Path: "a", By: by(1)}}, "", true},
+		{"set with by", "", []state.Op{{Type: state.OpSet, Path: "a", By: 1}}, "", true},
 
 		// increment / decrement
 		{"increment missing key", "", []state.Op{state.Increment("", 5)}, `5`, false},
@@ -79,8 +78,8 @@ func TestApply(t *testing.T) {
 		{"increment object", `{"n":{}}`, []state.Op{state.Increment("n", 1)}, "", true},
 		{"increment array", `[1]`, []state.Op{state.Increment("", 1)}, "", true},
 		{"increment overflow", `{"n":1.7976931348623157e308}`, []state.Op{state.Increment("n", 1.7976931348623157e308)}, "", true},
-		{"increment NaN by", `{}`, []state.Op{{Type: state.OpIncrement, Path: "n", By: by(math.NaN())}}, "", true},
-		{"increment infinite by", `{}`, []state.Op{{Type: state.OpIncrement, Path: "n", By: by(math.Inf(1))}}, "", true},
+		{"increment NaN by", `{}`, []state.Op{{Type: state.OpIncrement, Path: "n", By: math.NaN()}}, "", true},
+		{"increment infinite by", `{}`, []state.Op{{Type: state.OpIncrement, Path: "n", By: math.Inf(1)}}, "", true},
 		{"increment with value", `{}`, []state.Op{{Type: state.OpIncrement, Path: "n", Value: 1}}, "", true},
 		{"decrement missing", `{}`, []state.Op{state.Decrement("n", 2)}, `{"n":-2}`, false},
 		{"decrement default by", `{"n":5}`, []state.Op{{Type: state.OpDecrement, Path: "n"}}, `{"n":4}`, false},
@@ -181,7 +180,103 @@ func TestApplyLimits(t *testing.T) {
 	if _, err := state.Apply(nil, []state.Op{state.Set(deep, 1)}); !errors.Is(err, wire.ErrInvalidPayload) {
 		t.Fatalf("too deep path: %v", err)
 	}
-	if got, err := state.Apply(nil, many[:state.MaxOps]); err != nil || got.(map[string]any)["n"] != float64(state.MaxOps) {
+	if got, err := state.Apply(nil, many[:state.MaxOps]); err != nil || got.(map[string]any)["n"] != int64(state.MaxOps) {
 		t.Fatalf("MaxOps ops = %v, %v", got, err)
+	}
+}
+
+// exactJSON decodes s keeping its numbers as json.Number, which Apply reads
+// exactly ("" is a missing key).
+func exactJSON(t testing.TB, s string) any {
+	t.Helper()
+	if s == "" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("bad test JSON %q: %v", s, err)
+	}
+	return v
+}
+
+// TestApplyNumbers: numbers stay exact through every op; integer
+// increments are exact and refuse an overflow; a float on either side makes
+// a float, and a result reads as its JSON does (integral floats as
+// integers).
+func TestApplyNumbers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		value string // JSON, numbers exact; "" is a missing key
+		ops   []state.Op
+		want  string // typed; "" for an overflow error
+	}{
+		{"2^53+1 plus 1", `9007199254740993`, []state.Op{state.Increment("", 1)}, `9007199254740994`},
+		{"default by is the integer 1", `{"n":9007199254740993}`, []state.Op{{Type: state.OpIncrement, Path: "n"}}, `{"n":9007199254740994}`},
+		{"missing plus int", ``, []state.Op{state.Increment("n", int64(1<<53+1))}, `{"n":9007199254740993}`},
+		{"missing plus float", ``, []state.Op{state.Increment("n", 0.5)}, `{"n":0.5f}`},
+		{"max int64 plus 1", `9223372036854775807`, []state.Op{state.Increment("", 1)}, `9223372036854775808`},
+		{"max int64 to max uint64", `9223372036854775807`, []state.Op{state.Increment("", uint64(math.MaxInt64)+1)}, `18446744073709551615`},
+		{"max uint64 overflow", `18446744073709551615`, []state.Op{state.Increment("", 1)}, ``},
+		{"max uint64 minus 1", `18446744073709551615`, []state.Op{state.Decrement("", 1)}, `18446744073709551614`},
+		{"min int64 minus 1", `-9223372036854775808`, []state.Op{state.Decrement("", 1)}, ``},
+		{"min int64 plus min int64", `-9223372036854775808`, []state.Op{state.Increment("", int64(math.MinInt64))}, ``},
+		{"decrement by min int64", `0`, []state.Op{state.Decrement("", int64(math.MinInt64))}, `9223372036854775808`},
+		{"decrement by max uint64", `0`, []state.Op{state.Decrement("", uint64(math.MaxUint64))}, ``},
+		{"negative", `-12345678901234567`, []state.Op{state.Increment("", -3)}, `-12345678901234570`},
+		{"negative to positive", `-1`, []state.Op{state.Increment("", uint64(math.MaxUint64))}, `18446744073709551614`},
+		{"small int types", `{"n":1}`, []state.Op{state.Increment("n", int8(2)), state.Increment("n", uint16(3)), state.Decrement("n", int32(1))}, `{"n":5}`},
+		{"json.Number by", `1`, []state.Op{{Type: state.OpIncrement, By: json.Number("12345678901234567")}}, `12345678901234568`},
+		{"named int by", `1`, []state.Op{state.Increment("", time.Duration(2))}, `3`},
+		{"float plus int", `1.5`, []state.Op{state.Increment("", 1)}, `2.5f`},
+		{"int plus float", `1`, []state.Op{state.Increment("", 0.25)}, `1.25f`},
+		{"floats to an integral float", `0.5`, []state.Op{state.Increment("", 0.5)}, `1`},
+		{"float32 by", `0`, []state.Op{state.Increment("", float32(0.1))}, `0.1f`},
+		{"float overflow", `1.7976931348623157e308`, []state.Op{state.Increment("", 1.7976931348623157e308)}, ``},
+		{"set keeps digits", `{}`, []state.Op{state.Set("a", []any{uint64(math.MaxUint64), int64(math.MinInt64), json.Number("9007199254740993")})},
+			`{"a":[18446744073709551615,-9223372036854775808,9007199254740993]}`},
+		{"append keeps digits", `[9007199254740993]`, []state.Op{state.Append("", int64(1<<53+3))}, `[9007199254740993,9007199254740995]`},
+		{"merge keeps digits", `{"a":1}`, []state.Op{state.Merge("", map[string]any{"b": uint64(1 << 63)})}, `{"a":1,"b":9223372036854775808}`},
+		{"remove by exact value", `[9007199254740992,9007199254740993]`, []state.Op{state.Remove("", int64(1<<53+1))}, `[9007199254740992]`},
+		{"remove integer by float", `[3,4]`, []state.Op{state.Remove("", 3.0)}, `[4]`},
+		{"remove float by integer", `[3.0,4.5]`, []state.Op{state.Remove("", 3)}, `[4.5f]`},
+		{"remove uint64", `[18446744073709551615,1]`, []state.Op{state.Remove("", uint64(math.MaxUint64))}, `[1]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := state.Apply(exactJSON(t, tt.value), tt.ops)
+			if tt.want == "" {
+				if !errors.Is(err, wire.ErrInvalidPayload) || !errors.Is(err, state.ErrInvalidOp) {
+					t.Fatalf("Apply = %s, %v; want invalid_payload wrapping ErrInvalidOp", typed(got), err)
+				}
+				if !strings.Contains(err.Error(), "overflows") {
+					t.Fatalf("error %q does not say it overflows", err)
+				}
+				return
+			}
+			if err != nil || typed(got) != tt.want {
+				t.Fatalf("Apply = %s, %v; want %s", typed(got), err, tt.want)
+			}
+		})
+	}
+}
+
+// TestOpUnmarshalJSON: ops decoded from JSON keep their numbers exact.
+func TestOpUnmarshalJSON(t *testing.T) {
+	t.Parallel()
+	var ops []state.Op
+	err := json.Unmarshal([]byte(`[{"type":"increment","path":"n","by":9007199254740993},`+
+		`{"type":"set","path":"l","value":[18446744073709551615,{"x":-9223372036854775808}]},{"type":"increment","by":0.5}]`), &ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 3 || typed(ops[0].By) != "9007199254740993" || typed(ops[1].Value) != `[18446744073709551615,{"x":-9223372036854775808}]` ||
+		typed(ops[2].By) != "0.5f" || ops[1].By != nil {
+		t.Fatalf("ops = %+v", ops)
+	}
+	if err := json.Unmarshal([]byte(`{"type":"set","value":1e400}`), new(state.Op)); err == nil {
+		t.Fatal("a number past float64's range decoded")
 	}
 }

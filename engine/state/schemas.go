@@ -14,19 +14,19 @@ const (
 	schemaGetRequest = schemaKeyRequest
 
 	schemaGetResponse = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +
-		`"properties":{"value":{"description":"the stored JSON value; null when the key does not exist"},` +
+		`"properties":{"value":{"description":"the stored JSON value, integers exact (int64, or uint64 above it); null when the key does not exist"},` +
 		`"revision":{"type":"integer","minimum":0,"description":"0 when the key does not exist"}},` +
 		`"required":["value","revision"]}`
 
 	schemaSetRequest = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +
-		`"properties":{"scope":` + schemaScope + `,"key":` + schemaKey + `,"value":{"description":"any JSON value"}},` +
+		`"properties":{"scope":` + schemaScope + `,"key":` + schemaKey + `,"value":{"description":"any JSON value; integers are stored and answered exact (int64, or uint64 above it), other numbers as float64"}},` +
 		`"required":["scope","key","value"],"additionalProperties":false}`
 
 	schemaOp = `{"type":"object","properties":{` +
 		`"type":{"enum":["set","increment","decrement","append","remove","merge"]},` +
 		`"path":{"type":"string","description":"'.'-separated path into the value; \"\" is the value itself; array elements by decimal index"},` +
 		`"value":{"description":"operand of set, append, merge (an object) and remove (element to remove; omit to remove the path)"},` +
-		`"by":{"type":"number","description":"operand of increment and decrement (default 1)"}},` +
+		`"by":{"type":"number","description":"operand of increment and decrement (default 1); integer plus integer is exact (a result outside -2^63..2^64-1 is invalid_payload), a float on either side makes a float"}},` +
 		`"required":["type"],"additionalProperties":false}`
 
 	schemaUpdateRequest = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +

@@ -282,7 +282,9 @@ func (s *Store) GetInto(ctx context.Context, scope, key string, dst any) (revisi
 // Set stores value (any Go value with a JSON encoding) under key in scope
 // and returns the value it replaced (nil if none) and the stored value as
 // it reads back (decoded JSON). The write is a compare-and-set against the
-// revision read, so old is exactly the value replaced.
+// revision read, so old is exactly the value replaced. A value whose JSON
+// holds a number beyond float64's range (a json.Number, a MarshalJSON) is
+// invalid_payload, as a JSON caller's would be.
 func (s *Store) Set(ctx context.Context, scope, key string, value any) (oldValue, newValue any, err error) {
 	kvkey, err := kvKey(scope, key)
 	if err != nil {
@@ -292,7 +294,10 @@ func (s *Store) Set(ctx context.Context, scope, key string, value any) (oldValue
 	if err != nil {
 		return nil, nil, err
 	}
-	newV := decodeValue(data)
+	newV, ok := decodeJSON(data)
+	if !ok { // a json.Number or a MarshalJSON past float64's range
+		return nil, nil, wire.Wrap(wire.CodeInvalidPayload, ErrInvalidValue, "a number is beyond float64's range")
+	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	err = s.casLoop(ctx, kvkey, func(cur entry) error {

@@ -67,7 +67,7 @@ func TestStoreSetGetDelete(t *testing.T) {
 	if _, _, err := s.Set(ctx, "files", "dir/a b.txt", 1); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := s.Get(ctx, "files", "dir/a b.txt"); err != nil || got != float64(1) {
+	if got, _, err := s.Get(ctx, "files", "dir/a b.txt"); err != nil || got != int64(1) {
 		t.Fatalf("Get escaped key = %v, %v", got, err)
 	}
 }

@@ -465,10 +465,6 @@ const eventHeadroom = 2 << 10
 func encodeEvent(e *engine.Engine, ev *Event) ([]byte, error) {
 	codec := e.Codec()
 	out := *ev
-	if codec.ContentType() == wire.ContentMsgpack {
-		// ev's values are fresh decodes owned by this delivery.
-		out.OldValue, out.NewValue = compactNumbers(out.OldValue), compactNumbers(out.NewValue)
-	}
 	limit := int(e.Conn().MaxPayload()) - eventHeadroom
 	for step := 0; ; step++ {
 		body, err := codec.Marshal(out)

@@ -388,8 +388,8 @@ func TestOnChangeFunc(t *testing.T) {
 		if eventString(t, ev) != `state:created s/k null -> {"x":1}` {
 			t.Fatalf("event = %s", eventString(t, ev))
 		}
-		// Go callbacks get decoded JSON: float64 numbers.
-		if ev.NewValue.(map[string]any)["x"] != float64(1) {
+		// Go callbacks get decoded JSON with exact numbers: integers are int64.
+		if ev.NewValue.(map[string]any)["x"] != int64(1) {
 			t.Fatalf("x = %T", ev.NewValue.(map[string]any)["x"])
 		}
 	case <-time.After(5 * time.Second):
