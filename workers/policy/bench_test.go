@@ -28,6 +28,14 @@ rules:
     when: 'args.path.startsWith("/workspace/") && !args.path.contains("..") && size(args.content) < 65536'
     action: allow
 `)
+	// Functions that build strings and search them: each call is checked
+	// against the cost limit before it runs (celguard.go).
+	strs := mustParse(b, `version: 1
+rules:
+  - function: fs::write
+    when: 'args.path.replace("//", "/").startsWith("/workspace/") && [args.dir, args.name].join("/") == args.dir + "/" + args.name && !args.path.contains("..") && args.path.indexOf("/src/") > 0 && "%s/%s".format([args.dir, args.name]).size() < 4096'
+    action: allow
+`)
 	shellArgs := map[string]any{"command": "ls -la /tmp", "cwd": "/workspace"}
 	writeArgs := map[string]any{"path": "/workspace/src/main.go", "content": "package main\n"}
 	jsonArgs := map[string]any{"path": "/workspace/src/main.go", "content": "package main\n", "mode": 420.0}
@@ -46,6 +54,7 @@ rules:
 		{"rules=cel,match=allow", cel, "fs::write", writeArgs, Allow},
 		{"rules=cel,args=json_numbers", cel, "fs::write", jsonArgs, Allow},
 		{"rules=cel,match=none", cel, "fs::write", map[string]any{"path": "/etc/passwd", "content": ""}, NeedsApproval},
+		{"rules=cel_strings,match=allow", strs, "fs::write", map[string]any{"path": "/workspace/src/main.go", "dir": "/workspace/src", "name": "main.go"}, Allow},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

@@ -59,8 +59,14 @@ func compileWhen(src string, o *options) (*condition, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("when must be a bool expression, not %s (compare explicitly: args.flag == true)", t)
 	}
-	prg, err := env.Program(ast,
+	guarded, err := guardedFunctions(o.celCost)
+	if err != nil {
+		return nil, fmt.Errorf("CEL environment: %w", err)
+	}
+	prg, err := program(env, ast,
 		cel.CostLimit(o.celCost),
+		cel.CostTracking(celCosts{}),
+		cel.Functions(guarded...), // checked against the limit before they run (celguard.go)
 		cel.InterruptCheckFrequency(64),
 		cel.EvalOptions(cel.OptOptimize),
 	)
@@ -68,6 +74,18 @@ func compileWhen(src string, o *options) (*condition, error) {
 		return nil, fmt.Errorf("when does not compile: %v", err)
 	}
 	return &condition{src: src, prg: prg}, nil
+}
+
+// program plans ast. A guard cancels an evaluation with a panic that Eval
+// recovers; should planning ever run a guarded call on constants (cel-go
+// folds only conversions today), its panic is an error here too.
+func program(env *cel.Env, ast *cel.Ast, opts ...cel.ProgramOption) (prg cel.Program, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			prg, err = nil, fmt.Errorf("%v", p)
+		}
+	}()
+	return env.Program(ast, opts...)
 }
 
 // eval runs the condition for one call. Any error (a missing key, a type

@@ -119,6 +119,18 @@
 // have waited for a core, and an allowed call should not park for
 // approval because the node was busy.
 //
+// The cost limit counts what a condition builds as well as its steps:
+// the strings made by +, format, strings.quote, replace and join and the
+// parts made by split are charged by their size. A call whose own charge
+// would pass the limit — replace, join, format or split building more
+// than the limit, or contains, indexOf, lastIndexOf or a matches whose
+// pattern is not a constant searching for longer than it allows — stops
+// the condition before the call runs, as the limit does (|| cannot absorb
+// it): "cost limit exceeded: replace would cost at least …". So
+// args.s.replace("", args.s) on a large argument fails at once instead of
+// building len(s)² bytes. A condition at the default limit allocates tens
+// of MiB at most.
+//
 // # Shipped default policy
 //
 // [DefaultYAML] (default-permissions.yaml) allows read-only introspection:

@@ -19,7 +19,8 @@ const (
 	// ([RuleArgsTooDeep]).
 	DefaultMaxArgsDepth = 64
 	// DefaultCELCostLimit bounds the runtime cost of one when condition (a
-	// CEL cost unit is roughly one operation).
+	// CEL cost unit is roughly one operation, or one character of a string
+	// a call builds; see the package doc, "When conditions").
 	DefaultCELCostLimit = 1_000_000
 	// DefaultCELTimeout bounds the time all when conditions of one check
 	// may take together (given once more when it runs out: see
@@ -99,7 +100,9 @@ func WithMaxArgsDepth(n int) Option {
 
 // WithCELCostLimit sets the runtime cost limit of one when condition
 // (default [DefaultCELCostLimit]); a condition that exceeds it errors, and
-// an erroring condition fails closed.
+// an erroring condition fails closed. A call whose own cost would exceed
+// it errors before it runs, so the limit bounds the memory a condition
+// can take as well as its steps.
 func WithCELCostLimit(n uint64) Option {
 	return func(o *options) error {
 		if n == 0 {
