@@ -593,3 +593,34 @@ func TestApprovalRecordOverwrittenWithGarbage(t *testing.T) {
 		t.Fatalf("result %+v", r.Result)
 	}
 }
+
+// A call that is not answered in time (its worker's node died, the reply
+// was lost, or it overran its declared limit) may have run: its result
+// says the outcome is unknown, as after a crash, not only "timeout",
+// which a model would take as safe to repeat.
+func TestCallTimeoutOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	w, err := enginetest.NewEngine(t, ns).Worker("slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(engine.Function{ID: "slow::charge", Timeout: 200 * time.Millisecond, Handler: func(ctx context.Context, _ *engine.Request) (any, error) {
+		// It did its work; its answer is what is lost.
+		time.Sleep(1500 * time.Millisecond)
+		return map[string]any{"charged": true}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, s.e, "slow1", `/call slow::charge {}`)
+	r := onlyResult(t, events(t, s.e, "slow1", 20*time.Second))
+	if r.Result == nil {
+		t.Fatal("no result")
+	}
+	details, _ := r.Result.Details.(map[string]any)
+	if !r.Result.IsError || !strings.HasPrefix(r.Result.Content[0].Text, "interrupted: outcome unknown (") ||
+		details["outcome"] != "unknown" || details["code"] != "timeout" {
+		t.Fatalf("result %+v", r.Result)
+	}
+}

@@ -238,9 +238,19 @@ func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.Func
 	var res agent.FunctionResult
 	if err := f.e.Trigger(ctx, c.FunctionID, args(c.Args), &reply); err != nil {
 		we := wire.From(err)
+		text, details := we.Error(), map[string]any{"code": string(we.Code), "duration_ms": time.Since(start).Milliseconds()}
+		if we.Code == wire.CodeTimeout {
+			// No answer in time is not "it did not run": the function may
+			// have run and its reply been lost (its node died, the bus
+			// dropped it). Say so as a crash's recovery does, so that a
+			// model does not take a timeout of a non-idempotent call as
+			// safe to repeat.
+			text = interruptedText + " (" + text + ")"
+			details["outcome"] = "unknown"
+		}
 		res = agent.FunctionResult{
-			Content: []agent.Content{{Type: agent.ContentText, Text: we.Error()}},
-			Details: map[string]any{"code": string(we.Code), "duration_ms": time.Since(start).Milliseconds()},
+			Content: []agent.Content{{Type: agent.ContentText, Text: text}},
+			Details: details,
 			IsError: true,
 		}
 	} else {
@@ -258,6 +268,10 @@ func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.Func
 	}
 	return res
 }
+
+// interruptedText begins the result of a call whose outcome is unknown,
+// as the turn machine's recovery words it (actors/turn).
+const interruptedText = "interrupted: outcome unknown"
 
 // minBatchResult is the least a result of a large batch may keep.
 const minBatchResult = 2 << 10
