@@ -55,6 +55,23 @@
 // docs/PERFORMANCE.md, "Calls to a function served in the same process",
 // has what it saves.
 //
+// # Connection trouble
+//
+// The engine does not pick the connection's reconnect options; a
+// long-running worker wants nats.MaxReconnects(-1) (never give up) and
+// keeps nats.go's bounded reconnect buffer (8 MiB by default: a publish
+// past it fails unavailable). While the connection is away, nats.go keeps
+// every subscription and sends it again on reconnect, so functions (queue
+// group "iii") and their $SRV catalog entries come back by themselves,
+// once each. The engine logs the loss once and the return once
+// ([WithLogger]). A call in flight gets its reply if it comes back in time,
+// else timeout at its deadline; on a closed connection, unavailable. When
+// the connection closes for good, the contexts of running handlers end
+// (their replies can no longer be sent) and a reply that cannot be sent
+// is logged as "reply not sent", with code unavailable. A subscription
+// that overflows (slow consumer) is logged once per overflow with code
+// unavailable; its dropped requests time out at their callers.
+//
 // # Example
 //
 //	e, _ := engine.New(nc)

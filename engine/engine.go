@@ -73,7 +73,7 @@ func New(nc *nats.Conn, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Engine{
+	e := &Engine{
 		fnDuration: fnDuration,
 		nc:         nc,
 		js:         js,
@@ -86,7 +86,9 @@ func New(nc *nats.Conn, opts ...Option) (*Engine, error) {
 		workers:    map[*Worker]struct{}{},
 		streams:    map[string]jetstream.Stream{},
 		kvs:        map[string]jetstream.KeyValue{},
-	}, nil
+	}
+	e.watchConn()
+	return e, nil
 }
 
 // Go runs fn on a goroutine of the engine's pool: one that finished an

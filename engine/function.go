@@ -188,8 +188,12 @@ func (w *Worker) newService() (micro.Service, error) {
 		Version:     w.version,
 		Description: w.description,
 		QueueGroup:  "iii",
+		// nats.go reports a slow consumer once until the subscription
+		// catches up; the code says what the loss is to a caller
+		// (unavailable: the dropped requests time out, and are retried).
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
-			w.e.opts.logger.Warn("worker subscription error", "worker", w.name, "subject", err.Subject, "error", err.Description)
+			w.e.opts.logger.Warn("worker subscription error", "worker", w.name, "subject", err.Subject,
+				"code", wire.FromNATS(err).Code, "error", err.Description)
 		},
 	})
 	if err != nil {
@@ -373,6 +377,14 @@ func (w *Worker) serveFor(caller context.Context, f *Function, r micro.Request) 
 	resp, err := w.call(ctx, f, req)
 	if err == nil {
 		err = w.respond(r, codec, resp)
+		if err != nil && errors.Is(err, micro.ErrRespond) && !e.nc.IsConnected() {
+			// The connection is gone (closed, or reconnecting past its
+			// buffer): no reply, error reply included, reaches the
+			// caller, who times out. Not the function's failure.
+			e.opts.logger.WarnContext(ctx, "reply not sent: connection lost", "function_id", f.ID,
+				"code", wire.CodeUnavailable, "error", err)
+			return
+		}
 	}
 	if e.opts.measure { // building the attribute set is not free
 		outcome := "ok"

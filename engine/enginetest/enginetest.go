@@ -2,6 +2,8 @@ package enginetest
 
 import (
 	"context"
+	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -62,6 +64,29 @@ func RunServer(t testing.TB, opts ...ServerOption) *server.Server {
 		ns.WaitForShutdown()
 	})
 	return ns
+}
+
+// StopServer shuts ns down, as a server restart or crash does to the
+// clients connected to it, and returns what starts its successor: a new
+// server on the same port and JetStream store, with opts, so those clients
+// reconnect to it and find their streams, buckets and durable consumers.
+func StopServer(t testing.TB, ns *server.Server, opts ...ServerOption) (start func() *server.Server) {
+	t.Helper()
+	port := ns.Addr().(*net.TCPAddr).Port
+	dir := filepath.Dir(ns.StoreDir()) // the server keeps its store in <dir>/jetstream
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	return func() *server.Server {
+		t.Helper()
+		return RunServer(t, append([]ServerOption{WithPort(port), WithStoreDir(dir)}, opts...)...)
+	}
+}
+
+// RestartServer is [StopServer] followed at once by the start of the
+// successor, which it returns.
+func RestartServer(t testing.TB, ns *server.Server, opts ...ServerOption) *server.Server {
+	t.Helper()
+	return StopServer(t, ns, opts...)()
 }
 
 // Connect opens a client connection to ns, closed by t.Cleanup.
