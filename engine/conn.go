@@ -52,7 +52,14 @@ func (e *Engine) connClosed() {
 	closed := e.closed
 	e.mu.Unlock()
 	if !closed {
-		e.opts.logger.Error("nats connection closed; running handlers canceled", "error", e.nc.LastError())
+		// With an error, the connection gave up (reconnects used up, auth
+		// revoked): worth an operator's attention. Without, its owner
+		// closed it before the engine, as a program that exits may.
+		if err := e.nc.LastError(); err != nil {
+			e.opts.logger.Error("nats connection closed; running handlers canceled", "error", err)
+		} else {
+			e.opts.logger.Info("nats connection closed by its owner before the engine; running handlers canceled")
+		}
 	}
 	e.cancel()
 }

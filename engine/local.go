@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // Local calls: see the package doc.
@@ -88,6 +89,19 @@ func (e *Engine) local(subject string) *localFn {
 		// Its worker's connection moved to another server.
 	}
 	return nil
+}
+
+// ServesLocally reports whether function id is served by this process on
+// the server e is connected to, so that a local call reaches it without
+// the bus ([WithLocalCalls]; false when e does not make local calls). It
+// needs no discovery: a worker's $SRV reply that comes late cannot make a
+// function of this very process look absent.
+func (e *Engine) ServesLocally(id string) bool {
+	subj, err := subjects.FunctionSubject(id)
+	if err != nil {
+		return false
+	}
+	return e.local(subj) != nil
 }
 
 // LocalCalls reports whether the engine makes and serves local calls

@@ -136,3 +136,36 @@ func TestHistoryReadsEveryPage(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionKnownAfterAMissedDiscovery: a fresh catalog from a
+// discovery that missed a worker (its $SRV reply came after the quiet
+// period, as under load) does not make a served function unknown: one of
+// this process is known without discovery, and any other is asked for
+// once more. Before, run::start refused such a provider as unknown for
+// the catalog's freshness.
+func TestFunctionKnownAfterAMissedDiscovery(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	for _, local := range []bool{true, false} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			e := enginetest.NewEngine(t, ns, engine.WithLocalCalls(local))
+			w, err := e.Worker("prov")
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := fmt.Sprintf("provider::missed%v::stream", local)
+			if err := w.Register(engine.Function{ID: id, Handler: func(context.Context, *engine.Request) (any, error) { return nil, nil }}); err != nil {
+				t.Fatal(err)
+			}
+			missed := &catalogCache{e: e, ttl: time.Hour, at: time.Now(), byID: map[string]engine.FunctionInfo{}}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if !functionKnown(ctx, e, missed, id) {
+				t.Fatalf("%s served but unknown", id)
+			}
+			if functionKnown(ctx, e, missed, "provider::nobody::stream") {
+				t.Fatal("a function nobody serves is known")
+			}
+		})
+	}
+}

@@ -799,7 +799,23 @@ func (o *Orchestrator) leftEffects(ctx context.Context, cur turn.Record) ([]turn
 }
 
 func (o *Orchestrator) providerKnown(ctx context.Context, provider string) bool {
-	_, ok := o.catalog.lookup(ctx, "provider::"+provider+"::stream")
+	return functionKnown(ctx, o.e, o.catalog, "provider::"+provider+"::stream")
+}
+
+// functionKnown reports whether some worker serves function id: this
+// process (no discovery needed), or the catalog. A discovery under load
+// can miss a worker whose $SRV reply came after its quiet period, and a
+// run refused as "unknown provider" is the user's to see, so a miss asks
+// the bus once more before saying no.
+func functionKnown(ctx context.Context, e *engine.Engine, c *catalogCache, id string) bool {
+	if e.ServesLocally(id) {
+		return true
+	}
+	if _, ok := c.lookup(ctx, id); ok {
+		return true
+	}
+	m, _ := c.discover(ctx)
+	_, ok := m[id]
 	return ok
 }
 
