@@ -18,8 +18,9 @@
 //   - join: a new entry appears; all members see it at once;
 //   - graceful leave ([Provider.Shutdown](true)): the entry is deleted; all
 //     members see it at once;
-//   - crash: nobody deletes anything; the entry ages out after the TTL (5 s
-//     by default) and the server's limit marker removes it everywhere.
+//   - crash: nobody deletes anything; a member that sees the entry
+//     unwritten for the TTL (5 s by default) while its own heartbeats land
+//     drops it and deletes its key (the stale sweep, below).
 //
 // An existing bucket is used as it is: the first creator's TTL wins.
 //
@@ -32,13 +33,23 @@
 //   - A watch that delivers nothing for a TTL (a member's own heartbeats
 //     alone arrive every heartbeat) is replaced by a new one; members
 //     missing from the new watch's initial values are not dropped for that.
-//   - A stale sweep, measured in server time, drops a member whose last
-//     write is two TTLs older than the newest message seen: a safety net
-//     for an expiry marker the watch never saw (a bucket made without
-//     LimitMarkerTTL, a long disconnect).
-//   - A member whose own entry disappears while it runs (it expired during
-//     a NATS outage longer than the TTL, or was deleted) has been dropped
+//   - The stale sweep, in server time, drops a member whose last write is
+//     a TTL older than this member's own last write (a client: than the
+//     newest message), and a member deletes the keys it swept. A member
+//     never sweeps itself. Staleness across an outage is no evidence: when
+//     nothing landed in the bucket for half a TTL (an election after the
+//     node holding the stream leader died), everyone gets a fresh
+//     lifetime, in the watch's initial values too (a member joining as the
+//     bucket comes back must not sweep the survivors).
+//   - The bucket's own expiry (its TTL is 12 TTLs, at least a minute; a
+//     limit marker, seen as a purge) is no evidence either: the stream
+//     leader's clock ran on while the bucket was out. The member stays;
+//     one whose own entry expired writes it again at once.
+//   - A member whose own entry is deleted while it runs has been dropped
 //     by the others: it stops heartbeating and closes [Provider.Expelled].
+//     A departed member's entry that is written again (a put it sent while
+//     cut off, landing late) is deleted again, so that it learns it is
+//     out.
 //   - An entry that does not decode, or whose id differs from its key, is
 //     logged and ignored.
 //   - The first topology can lack a member whose entry was being rewritten

@@ -34,6 +34,7 @@ type Provider struct {
 	watcher  jetstream.KeyWatcher
 	synced   chan struct{} // closed after the watch's initial values
 	expelled chan struct{}
+	rewrite  chan struct{} // asks the heartbeat loop to write at once
 	ttl      time.Duration // the bucket's
 	putWait  time.Duration
 
@@ -66,7 +67,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{js: js, opts: o, log: o.logger, expelled: make(chan struct{})}, nil
+	return &Provider{js: js, opts: o, log: o.logger, expelled: make(chan struct{}), rewrite: make(chan struct{}, 1)}, nil
 }
 
 // StartMember registers c's member: it writes the entry
@@ -327,18 +328,19 @@ func (p *Provider) heartbeat(ctx context.Context, interval time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-p.rewrite: // the bucket expired the own entry
 		case <-t.C:
-			err := p.writeSelf(ctx)
-			if err == nil || ctx.Err() != nil {
-				continue
-			}
-			p.log.Warn("membership: heartbeat failed", "key", p.key, "error", err)
-			// The bucket may be gone (memory storage does not survive
-			// a restart of a single NATS server; a put then times out
-			// retrying "no responders"): look it up, create it again if
-			// so, and put at once.
-			p.recreate(ctx)
 		}
+		err := p.writeSelf(ctx)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		p.log.Warn("membership: heartbeat failed", "key", p.key, "error", err)
+		// The bucket may be gone (memory storage does not survive a
+		// restart of a single NATS server; a put then times out retrying
+		// "no responders"): look it up, create it again if so, and put at
+		// once.
+		p.recreate(ctx)
 	}
 }
 
@@ -482,6 +484,12 @@ func (p *Provider) handle(u jetstream.KeyValueEntry, publish func(cluster.Member
 
 	if c.selfGone {
 		p.expel()
+	} else if c.selfExpired {
+		p.log.Warn("membership: own entry expired (its heartbeats could not land for the bucket's TTL); writing it again", "key", p.key)
+		select {
+		case p.rewrite <- struct{}{}:
+		default:
+		}
 	}
 	if len(c.swept) > 0 {
 		p.deleteSwept(c.swept)
@@ -508,7 +516,7 @@ func (p *Provider) expel() {
 	case <-p.expelled:
 	default:
 		close(p.expelled)
-		p.log.Error("membership: own entry expired or was deleted; this member is out of the cluster for good, restart it with a new actor system", "key", p.key)
+		p.log.Error("membership: own entry was deleted; this member is out of the cluster for good, restart it with a new actor system", "key", p.key)
 	}
 }
 
@@ -612,9 +620,10 @@ func (p *Provider) Members() []Entry {
 	return p.view.entries()
 }
 
-// Expelled is closed when this member's own entry disappears while it
-// runs (it expired during a NATS outage longer than the TTL, or someone
-// deleted it). The other members have then dropped it, and proto.actor
+// Expelled is closed when this member's own entry is deleted while it
+// runs (another member swept it: it was cut off while the others
+// heartbeat, or someone deleted it; an expiry by the bucket's TTL does
+// not count, the entry is written again). The other members have then dropped it, and proto.actor
 // never lets the same member id back: shut the cluster down and start a
 // new ActorSystem. For a client it is never closed.
 func (p *Provider) Expelled() <-chan struct{} { return p.expelled }

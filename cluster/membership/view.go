@@ -39,15 +39,20 @@ type seenEntry struct {
 type change struct {
 	topology bool // members joined or left, or a member's address or kinds changed
 	selfGone bool // the own entry went away
-	// swept are the members the sweep dropped, with the revision of their
-	// last put: a member deletes their keys, so that a member that was
-	// only cut off learns, when it is back, that it is out.
+	// selfExpired: the bucket expired the own entry (its heartbeats could
+	// not land for the bucket's TTL, an outage): write it again now.
+	selfExpired bool
+	// swept are the members the sweep dropped, and departed members that
+	// wrote again, with the revision of their last put: a member deletes
+	// their keys, so that a member that was only cut off learns, when it
+	// is back, that it is out.
 	swept map[string]uint64
 }
 
 func (c *change) merge(o change) {
 	c.topology = c.topology || o.topology
 	c.selfGone = c.selfGone || o.selfGone
+	c.selfExpired = c.selfExpired || o.selfExpired
 	for id, rev := range o.swept {
 		if c.swept == nil {
 			c.swept = map[string]uint64{}
@@ -76,13 +81,20 @@ func (v *view) apply(key string, op jetstream.KeyValueOp, value []byte, at time.
 
 // applyRev is apply with the update's KV revision.
 func (v *view) applyRev(key string, op jetstream.KeyValueOp, value []byte, at time.Time, rev uint64) (change, error) {
-	if v.synced && !v.newest.IsZero() && at.Sub(v.newest) > v.stale/2 {
+	if !v.newest.IsZero() && at.Sub(v.newest) > v.stale/2 {
 		// Nothing landed in the bucket for half a lifetime, though every
 		// live member heartbeats several times per lifetime: NATS was out
 		// (a stream leader election after a node died), not everyone
 		// died. Give everyone a fresh lifetime from now, or the first put
 		// after the outage would sweep all the others before their own
 		// heartbeats land.
+		//
+		// This holds for the watch's initial values too (one message per
+		// key, so a gap there proves nothing either): a member that joins
+		// as the bucket comes back (the killed node restarting) sees its
+		// own put after the survivors' last ones from before the outage,
+		// and must not sweep them — it would delete their keys, and every
+		// survivor would be expelled at once.
 		for _, m := range v.members {
 			m.at = at
 		}
@@ -95,16 +107,21 @@ func (v *view) applyRev(key string, op jetstream.KeyValueOp, value []byte, at ti
 		return change{}, fmt.Errorf("%w: key %q is not in this cluster", ErrInvalidEntry, key)
 	}
 	switch op {
-	case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
+	case jetstream.KeyValueDelete:
 		return v.remove(id), nil
+	case jetstream.KeyValuePurge:
+		return v.expire(id), nil
 	case jetstream.KeyValuePut:
 	default:
 		return change{}, fmt.Errorf("%w: key %q: operation %v", ErrInvalidEntry, key, op)
 	}
 	if _, left := v.gone[id]; left {
-		// Not an error worth more than a debug line: a member that was
-		// presumed dead wrote once more before noticing.
-		return change{}, nil
+		// A member that was presumed dead wrote again: a put it sent
+		// while cut off landed after the sweeper's delete (NATS clients
+		// flush what they buffered), or it never saw the delete (its new
+		// watch's initial values hold only its own put). Delete it again,
+		// so that it sees its key go and knows it is out.
+		return change{swept: map[string]uint64{id: rev}}, nil
 	}
 	e, err := decodeEntry(value)
 	if err != nil {
@@ -118,6 +135,23 @@ func (v *view) applyRev(key string, op jetstream.KeyValueOp, value []byte, at ti
 	return change{topology: !known || !sameAddress(old.Entry, e)}, nil
 }
 
+// expire handles the bucket's expiry marker (a purge: this package itself
+// only ever deletes) for member id. The stream leader expires by its own
+// clock, which runs on while the bucket is out, so an expiry is no
+// evidence that the member died: the sweep alone decides that, in server
+// time with outages forgiven. A member that is known stays; if it is
+// alive its next heartbeat writes the entry again (the own entry is
+// rewritten at once: selfExpired).
+func (v *view) expire(id string) change {
+	if _, known := v.members[id]; !known {
+		// Not gone either: if the member is alive (the marker is the
+		// last message of its key in a joiner's initial values), its
+		// next put is taken, as every other view takes it.
+		return change{}
+	}
+	return change{selfExpired: id == v.self && v.self != ""}
+}
+
 // remove drops member id for good.
 func (v *view) remove(id string) change {
 	v.gone[id] = struct{}{}
@@ -127,18 +161,32 @@ func (v *view) remove(id string) change {
 }
 
 // sweep drops members whose last put is more than stale older than the
-// newest message seen: this is how a crashed member is detected (the
-// bucket's own TTL is only a much longer garbage collection, see
-// bucketTTL). Measured in server time, a stalled watcher (a paused
-// process) cannot make live members look old, and an outage of NATS
-// itself makes nobody old (applyRev).
+// reference: this is how a crashed member is detected (the bucket's own
+// TTL is only a much longer garbage collection, see bucketTTL). Measured
+// in server time, a stalled watcher (a paused process) cannot make live
+// members look old, and an outage of NATS itself makes nobody old
+// (applyRev).
+//
+// A member's reference is its own last put seen, not the newest message:
+// it declares others dead only on the evidence of its own heartbeats
+// landing, and never sweeps itself (while its heartbeats fail, the others
+// sweep it and delete its key, which expels it). A client's reference is
+// the newest message.
 func (v *view) sweep() change {
 	var c change
 	if v.stale <= 0 {
 		return c
 	}
+	ref := v.newest
+	if v.self != "" {
+		s, ok := v.members[v.self]
+		if !ok {
+			return c // own put not seen yet: no evidence
+		}
+		ref = s.at
+	}
 	for id, m := range v.members {
-		if v.newest.Sub(m.at) > v.stale {
+		if id != v.self && ref.Sub(m.at) > v.stale {
 			c.merge(v.remove(id))
 			c.merge(change{swept: map[string]uint64{id: m.rev}})
 		}

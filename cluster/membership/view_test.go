@@ -35,8 +35,10 @@ func TestView(t *testing.T) {
 		at       float64 // seconds after t0
 		topology bool
 		selfGone bool
-		err      error
-		live     []string
+		// selfExpired: the own entry was expired by the bucket
+		selfExpired bool
+		err         error
+		live        []string
 	}
 	for _, tc := range []struct {
 		name  string
@@ -49,13 +51,31 @@ func TestView(t *testing.T) {
 			{key: "c.a", op: put, value: entryJSON(t, "a", StatusDraining, 1), at: 2, live: []string{"a", "b"}},
 			{key: "c.b", op: del, at: 2.5, topology: true, live: []string{"a"}},
 		}},
-		{"expiry marker is a purge", []step{
-			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 1), at: 0, topology: true, live: []string{"a"}},
-			{key: "c.a", op: purge, at: 5, topology: true, live: []string{}},
+		{"an expiry marker after an outage is no leave", []step{
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 0, topology: true, live: []string{"self"}},
+			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 2), at: 0.1, topology: true, live: []string{"a", "self"}},
+			// The bucket was out for a minute; its new leader expires
+			// both entries by its clock.
+			{key: "c.a", op: purge, at: 60, live: []string{"a", "self"}},
+			{key: "c.self", op: purge, at: 60, selfExpired: true, live: []string{"a", "self"}},
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 60.1, live: []string{"a", "self"}},
+			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 2), at: 60.2, live: []string{"a", "self"}},
+		}},
+		{"an expired member that stays silent is swept", []step{
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 0, topology: true, live: []string{"self"}},
+			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 2), at: 0.1, topology: true, live: []string{"a", "self"}},
+			{key: "c.a", op: purge, at: 60, live: []string{"a", "self"}},
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 61.5, live: []string{"a", "self"}},
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 63, live: []string{"a", "self"}},
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 64.1, topology: true, live: []string{"self"}},
+		}},
+		{"an expiry marker of an unknown id", []step{
+			{key: "c.x", op: purge, at: 0, live: []string{}},
+			{key: "c.x", op: put, value: entryJSON(t, "x", StatusUp, 1), at: 0.1, topology: true, live: []string{"x"}},
 		}},
 		{"a departed id never comes back", []step{
 			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 1), at: 0, topology: true, live: []string{"a"}},
-			{key: "c.a", op: purge, at: 5, topology: true, live: []string{}},
+			{key: "c.a", op: del, at: 5, topology: true, live: []string{}},
 			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 1), at: 5.1, live: []string{}},
 		}},
 		{"delete of an unknown id", []step{
@@ -80,12 +100,23 @@ func TestView(t *testing.T) {
 			{key: "c.a", op: put, value: entryJSON(t, "a", "sleeping", 1), at: 1, err: ErrInvalidEntry, live: []string{"a"}},
 		}},
 		{"sweep drops what markers missed, in server time", []step{
-			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 1), at: 0, topology: true, live: []string{"a"}},
-			{key: "c.b", op: put, value: entryJSON(t, "b", StatusUp, 2), at: 0, topology: true, live: []string{"a", "b"}},
-			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 1), at: 3.9, live: []string{"a", "b"}},
-			// b's last put is 4.1 s older than the newest message: more
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 0, topology: true, live: []string{"self"}},
+			{key: "c.b", op: put, value: entryJSON(t, "b", StatusUp, 2), at: 0, topology: true, live: []string{"b", "self"}},
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 1.9, live: []string{"b", "self"}},
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 3.9, live: []string{"b", "self"}},
+			// b's last put is 4.1 s older than the own last put: more
 			// than the stale threshold of 4 s.
-			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 1), at: 4.1, topology: true, live: []string{"a"}},
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 4.1, topology: true, live: []string{"self"}},
+		}},
+		{"a member never sweeps itself", []step{
+			{key: "c.self", op: put, value: entryJSON(t, "self", StatusUp, 1), at: 0, topology: true, live: []string{"self"}},
+			// Its heartbeats fail while a's land: a sweeps it and deletes
+			// its key, which expels it; its own view proves nothing.
+			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 2), at: 0.1, topology: true, live: []string{"a", "self"}},
+			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 2), at: 2, live: []string{"a", "self"}},
+			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 2), at: 4, live: []string{"a", "self"}},
+			{key: "c.a", op: put, value: entryJSON(t, "a", StatusUp, 2), at: 6, live: []string{"a", "self"}},
+			{key: "c.self", op: del, at: 6.1, topology: true, selfGone: true, live: []string{"a"}},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,8 +127,8 @@ func TestView(t *testing.T) {
 				if !errors.Is(err, s.err) || (s.err == nil) != (err == nil) {
 					t.Fatalf("step %d: err %v, want %v", i, err, s.err)
 				}
-				if c.topology != s.topology || c.selfGone != s.selfGone {
-					t.Errorf("step %d: change %+v, want topology=%v selfGone=%v", i, c, s.topology, s.selfGone)
+				if c.topology != s.topology || c.selfGone != s.selfGone || c.selfExpired != s.selfExpired {
+					t.Errorf("step %d: change %+v, want topology=%v selfGone=%v selfExpired=%v", i, c, s.topology, s.selfGone, s.selfExpired)
 				}
 				var live []string
 				for _, e := range v.entries() {
@@ -207,5 +238,80 @@ func TestViewOutageForgiven(t *testing.T) {
 	}
 	if swept["a"] != 4 || len(v.entries()) != 1 {
 		t.Fatalf("silent member: swept %v, live %v", swept, v.entries())
+	}
+}
+
+// A member that joins as the bucket comes back from an outage (the killed
+// node restarting under the election) reads, in its initial values, the
+// survivors' last puts from before the outage and then its own. Staleness
+// there is no evidence: it must sweep nobody (it would delete the
+// survivors' keys and expel them all), and only the members that then stay
+// silent while it heartbeats are swept.
+func TestViewJoinAfterOutage(t *testing.T) {
+	t.Parallel()
+	for _, self := range []string{"n4", ""} { // a member, a client
+		t.Run("self="+self, func(t *testing.T) {
+			t.Parallel()
+			v := newView("c", self, 2*time.Second)
+			at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+			var swept map[string]uint64
+			step := func(id string, s float64, rev uint64) {
+				t.Helper()
+				c, err := v.applyRev("c."+id, jetstream.KeyValuePut, entryJSON(t, id, StatusUp, 1), at(s), rev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.merge(v.sweep())
+				if c.selfGone {
+					t.Fatalf("put of %s at %v: own entry gone", id, s)
+				}
+				for k, r := range c.swept {
+					if swept == nil {
+						swept = map[string]uint64{}
+					}
+					swept[k] = r
+				}
+			}
+			live := func() []string {
+				var ids []string
+				for _, e := range v.entries() {
+					ids = append(ids, e.ID)
+				}
+				return ids
+			}
+			// Initial values: one message per key, by revision; the
+			// bucket had no leader from 0.5 to 5.5.
+			step("n1", 0.2, 1)
+			step("n2", 0.3, 2)
+			step("n3", 0.4, 3) // killed
+			writer := "n4"
+			if self == "" {
+				writer = "n1" // a client's first message after the outage
+			}
+			step(writer, 5.5, 4)
+			v.synced = true
+			want := []string{"n1", "n2", "n3", "n4"}
+			if self == "" {
+				want = want[:3]
+			}
+			if len(swept) != 0 || !slices.Equal(live(), want) {
+				t.Fatalf("after the initial values: swept %v, live %v, want none swept and %v", swept, live(), want)
+			}
+			// The survivors' heartbeats land; n3 stays silent.
+			rev := uint64(5)
+			for s := 5.7; s < 8.5; s += 0.4 {
+				for _, id := range []string{"n1", "n2", "n4"} {
+					if id == "n4" && self == "" {
+						continue
+					}
+					step(id, s, rev)
+					rev++
+				}
+			}
+			want = slices.DeleteFunc(want, func(id string) bool { return id == "n3" })
+			if !slices.Equal(live(), want) || len(swept) != 1 || swept["n3"] != 3 {
+				t.Fatalf("after the survivors' heartbeats: swept %v, live %v, want n3 swept (rev 3) and %v", swept, live(), want)
+			}
+		})
 	}
 }
