@@ -275,7 +275,8 @@ func newUpCmd(g *globals) *cobra.Command {
 		Short: "Run a whole iii node in this process on an embedded NATS server",
 		Long: "Starts an embedded nats-server with JetStream (data under --home), the engine's functions\n" +
 			"(catalog, state, queues, topics, cron, HTTP gateway) and the worker stack. Any NATS client,\n" +
-			"the nats CLI included, can then call every function. Ctrl-C shuts down cleanly.",
+			"the nats CLI included, can then call every function. Ctrl-C or SIGTERM shuts down cleanly\n" +
+			"(docs/OPERATIONS.md); a second one exits at once (code 130 or 143).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := g.logger()
