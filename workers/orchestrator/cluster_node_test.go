@@ -320,7 +320,10 @@ func (l *clusterLoad) waitEnds(sid string, ends int, timeout time.Duration) erro
 // stream (crashCheckEvents), every run ended normally, every call ran at
 // most once, and a call that did not run, or whose outcome the grain lost
 // with its node, was reported to the model as interrupted. It returns the
-// number of interrupted calls.
+// number of calls the grains interrupted; a call whose reply was lost on
+// the way back (a timeout, reported "interrupted: outcome unknown
+// (timeout …)") is logged, not counted: the tools' own connection goes
+// through one of the nodes.
 func (l *clusterLoad) check(t *testing.T, tl *crashTools) int {
 	t.Helper()
 	interrupted, dumped := 0, 0
@@ -374,7 +377,14 @@ func (l *clusterLoad) check(t *testing.T, tl *crashTools) int {
 			}
 		}
 		for _, ev := range ends {
-			if strings.Contains(crashResultText(ev), "interrupted") {
+			text := crashResultText(ev)
+			switch {
+			case strings.Contains(text, "interrupted: outcome unknown (timeout"):
+				// The call's reply was lost, not the grain's record of it:
+				// the tools' connection went through a node that stopped.
+				// It ran at most once (counted above) and says so.
+				t.Logf("%s: a call's reply was lost with the tools' connection: %s", sid, text)
+			case strings.Contains(text, "interrupted"):
 				interrupted++
 			}
 		}
