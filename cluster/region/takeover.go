@@ -74,9 +74,13 @@ func Takeover(ctx context.Context, js jetstream.JetStream, lost, region string, 
 	var mirrors []*jetstream.StreamInfo
 	var silent []StreamReport
 	var silentErrs []error
+	var unanswered []error // probes of any stream that failed
 	for _, name := range sv.names {
 		p := sv.probes[name]
 		if p.info == nil {
+			if p.err != nil {
+				unanswered = append(unanswered, fmt.Errorf("%s: %w", name, p.err))
+			}
 			// A copy in the surviving region that does not answer is not
 			// skipped in silence: its origin would stay lost.
 			if origin, ok := sv.copyOf(name, region); ok && o.filter(origin) && sv.probes[origin].lost() {
@@ -93,6 +97,18 @@ func Takeover(ctx context.Context, js jetstream.JetStream, lost, region string, 
 		mirrors = append(mirrors, p.info)
 	}
 	if len(mirrors) == 0 && len(silent) == 0 {
+		// "No mirrors" only when every stream answered: a copy whose info
+		// could not be read (no meta leader right after the lost region's
+		// servers went: the usual case of a two-region deployment without
+		// a witness) may be the mirror looked for.
+		for _, err := range unanswered {
+			if errors.Is(err, ErrNoQuorum) {
+				return Report{}, fmt.Errorf("%w: the streams of region %q could not be read: %w", ErrNoQuorum, region, errors.Join(unanswered...))
+			}
+		}
+		if len(unanswered) > 0 {
+			return Report{}, fmt.Errorf("region: %d streams did not answer, so region %q may hold mirrors of %q (run Takeover again): %w", len(unanswered), region, lost, errors.Join(unanswered...))
+		}
 		return Report{}, fmt.Errorf("%w: region %q holds no mirror of a stream homed in %q", ErrNoMirrors, region, lost)
 	}
 	rep := Report{Streams: make([]StreamReport, len(mirrors), len(mirrors)+len(silent))}
