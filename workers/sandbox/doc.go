@@ -172,7 +172,11 @@
 // that reaches another node's sandbox worker answers unavailable
 // ("sandbox X lives on node Y"); list shows every node's. Workdirs live in
 // the node's root (setting root, default <home>/sandboxes, mode 0700),
-// one folder per sandbox id (0700).
+// one folder per sandbox id (0700). A root node whose home the sandbox's
+// host user cannot pass through uses /var/lib/iii/sandboxes/<hash of the
+// home> ([SystemRoot]) instead. A node removes its root at Close when it
+// holds no workdir (a symbolic link stays); a root removed under a
+// running node is made again by its next sandbox.
 //
 // # Gone nodes
 //
@@ -241,7 +245,11 @@
 // every record and heartbeat once), and removes workdirs
 // (folders named like sandbox ids) under this node's root whose session
 // has no record of them, and cgroups of no live sandbox — a crash's
-// leftovers (adopting a record makes its cgroups again). A workdir whose
+// leftovers (adopting a record makes its cgroups again). Heartbeats name
+// the node's root and host: a reaper on that host removes (os.Remove,
+// only when empty) the per-home root under [SystemRoot] of a node silent
+// for orphan_after, unless a live node's heartbeat names it or it was
+// touched within orphan_after (a node starting now). A workdir whose
 // record cannot be read is kept: its files are the session's work, and
 // the session's next call adopts it. A record of this node whose workdir
 // is gone (a crash between the record and the folder) is deleted when
@@ -262,7 +270,7 @@
 //     five functions (each with its skill document) on the engine worker
 //     "sandbox".
 //  4. Close: end running execs, stop the endpoints, the reaper and the
-//     heartbeat.
+//     heartbeat; remove the root when it holds no workdir.
 //
 // # Example
 //

@@ -47,6 +47,8 @@ type manager struct {
 
 	// started is when this run of the worker started (in heartbeats).
 	started time.Time
+	// host is this machine's host name (in heartbeats).
+	host string
 
 	mu        sync.Mutex
 	live      map[string]*liveSandbox // by sandbox id
@@ -82,7 +84,9 @@ func (lv *liveSandbox) snapshot() Sandbox {
 }
 
 func newManager(o options, kv jetstream.KeyValue, logger *slog.Logger) *manager {
+	host, _ := os.Hostname()
 	return &manager{
+		host:      host,
 		ownerUID:  -1,
 		ownerGID:  -1,
 		o:         o,
@@ -174,7 +178,11 @@ func (m *manager) probe(ctx context.Context, cred *syscall.Credential) string {
 	}
 	dir := filepath.Join(m.o.root, ".probe")
 	_ = os.RemoveAll(dir)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	rootMode := os.FileMode(0o700)
+	if cred != nil {
+		rootMode = 0o711
+	}
+	if err := m.mkdirIn(dir, rootMode); err != nil {
 		return fmt.Sprintf("create %s: %v", dir, err)
 	}
 	defer os.RemoveAll(dir)
@@ -368,7 +376,7 @@ func (m *manager) provision(rec Sandbox, rev uint64) (*liveSandbox, error) {
 	if err := os.RemoveAll(rec.Workdir); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(rec.Workdir, 0o700); err != nil {
+	if err := m.mkdirIn(rec.Workdir, m.rootMode()); err != nil {
 		return nil, err
 	}
 	if rec.Isolation == IsolationBwrap {
@@ -897,7 +905,7 @@ func kvErr(err error) error {
 
 // close kills every running exec (their handlers return) and waits for
 // them until ctx ends. Sandboxes stay: records, workdirs and cgroups
-// outlive a restart.
+// outlive a restart. The root folder goes when it holds no workdir.
 func (m *manager) close(ctx context.Context) error {
 	m.mu.Lock()
 	lvs := make([]*liveSandbox, 0, len(m.live))
@@ -925,6 +933,9 @@ func (m *manager) close(ctx context.Context) error {
 		}
 	}
 	m.cg.removeGroup()
+	m.lifecycle.Lock()
+	m.removeRoot()
+	m.lifecycle.Unlock()
 	return nil
 }
 

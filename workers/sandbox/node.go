@@ -23,6 +23,11 @@ type nodeBeat struct {
 	At int64 `json:"at"`
 	// StartedAt is when the writer's worker started (Unix ms).
 	StartedAt int64 `json:"started_at"`
+	// Root is the writer's root folder and Host its host name: once the
+	// node is gone, a reaper on that host removes the root when empty
+	// ([manager.removeGoneRoots]). Empty in older versions' heartbeats.
+	Root string `json:"root,omitempty"`
+	Host string `json:"host,omitempty"`
 }
 
 // plainNode matches the node names that are a KV key as they are.
@@ -48,6 +53,8 @@ type nodeState struct {
 	// still looks alive.
 	last time.Time
 	rev  uint64
+	// root and host are what the heartbeat says of the node's root folder.
+	root, host string
 }
 
 // beatState reads a heartbeat entry; a value that does not decode counts
@@ -59,13 +66,15 @@ func beatState(ent jetstream.KeyValueEntry) (nodeBeat, nodeState) {
 		if t := time.UnixMilli(b.At); t.After(st.last) {
 			st.last = t
 		}
+		st.root, st.host = b.Root, b.Host
 	}
 	return b, st
 }
 
 // beat writes this node's heartbeat.
 func (m *manager) beat(ctx context.Context) error {
-	data, err := json.Marshal(nodeBeat{Node: m.o.node, At: m.o.now().UnixMilli(), StartedAt: m.started.UnixMilli()})
+	data, err := json.Marshal(nodeBeat{Node: m.o.node, At: m.o.now().UnixMilli(), StartedAt: m.started.UnixMilli(),
+		Root: m.o.root, Host: m.host})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ type Option func(*options) error
 
 type options struct {
 	root             string // workdirs live in root/<sandbox id>
+	systemRoot       string // the per-home roots of root nodes ([SystemRoot])
 	node             string
 	allowUnsandboxed bool
 	bwrap            string // bubblewrap's path
@@ -80,6 +81,7 @@ func defaultOptions() options {
 	return options{
 		hostUID:      hostUID,
 		hostGID:      hostGID,
+		systemRoot:   SystemRoot,
 		node:         host,
 		bwrap:        DefaultBwrap,
 		cgroupRoot:   DefaultCgroupRoot,
@@ -130,6 +132,19 @@ func WithRoot(dir string) Option {
 			return invalidOption("root %q is not an absolute path", dir)
 		}
 		o.root = filepath.Clean(dir)
+		return nil
+	}
+}
+
+// withSystemRoot sets the folder of the per-home roots the reaper may
+// remove once their node is gone (default [SystemRoot]); tests point it
+// into a temporary folder.
+func withSystemRoot(dir string) Option {
+	return func(o *options) error {
+		if dir == "" || !filepath.IsAbs(dir) {
+			return invalidOption("system root %q is not an absolute path", dir)
+		}
+		o.systemRoot = filepath.Clean(dir)
 		return nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -32,6 +33,8 @@ type reapStats struct {
 	Lost int
 	// GoneNodes are heartbeats of gone nodes that hold no record, deleted.
 	GoneNodes int
+	// GoneRoots are the empty root folders of gone nodes, removed.
+	GoneRoots int
 }
 
 func (s reapStats) zero() bool { return s == reapStats{} }
@@ -136,6 +139,11 @@ func (m *manager) reapLocal(ctx context.Context) (reapStats, error) {
 	}
 	m.mu.Unlock()
 	entries, err := os.ReadDir(m.o.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed while empty (by another node's reaper): nothing to
+		// reap; the next workdir makes it again.
+		entries, err = nil, nil
+	}
 	if err != nil {
 		return st, wire.Wrap(wire.CodeInternal, err, "read sandbox root")
 	}
@@ -169,6 +177,8 @@ func (m *manager) reapLocal(ctx context.Context) (reapStats, error) {
 // [manager.scan]) and
 //   - deletes other nodes' records that are orphans ([manager.orphanReason];
 //     compare-and-set, so a record its node claims meanwhile stays);
+//   - removes the empty root folders of nodes silent for orphan_after
+//     on this host ([manager.removeGoneRoots]);
 //   - deletes the heartbeats of nodes silent for orphan_after that no
 //     record names any more (nodes whose host name changed for good; a
 //     node that comes back writes its heartbeat again);
@@ -202,6 +212,8 @@ func (m *manager) sweep(ctx context.Context, st *reapStats) error {
 		}
 		named[r.rec.Node] = true
 	}
+	// Before the heartbeats go: they say where the roots are.
+	st.GoneRoots += m.removeGoneRoots(beats, now)
 	for node, b := range beats {
 		if node == m.o.node || named[node] || now.Sub(b.last) <= m.o.orphanAfter {
 			continue
@@ -269,7 +281,8 @@ var errReaped = fmt.Errorf("%w: it was reaped (idle_ttl or max_age)", ErrNoSandb
 func (s reapStats) logAttrs() []any {
 	return []any{slog.Int("idle", s.Idle), slog.Int("expired", s.Expired), slog.Int("stale_records", s.StaleRecords),
 		slog.Int("orphan_workdirs", s.OrphanWorkdirs), slog.Int("orphan_cgroups", s.OrphanCgroups),
-		slog.Int("orphan_records", s.OrphanRecords), slog.Int("lost", s.Lost), slog.Int("gone_nodes", s.GoneNodes)}
+		slog.Int("orphan_records", s.OrphanRecords), slog.Int("lost", s.Lost), slog.Int("gone_nodes", s.GoneNodes),
+		slog.Int("gone_roots", s.GoneRoots)}
 }
 
 // loop runs a function every interval until Stop: the reaper and the

@@ -113,23 +113,23 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 		}
 		m := newManager(o, kv, logger)
 		if err := m.setup(ctx); err != nil {
-			m.cg.removeGroup()
+			m.abandon()
 			return nil, err
 		}
 		// The heartbeat first: from now on no other node takes this
 		// node's records over, and adopting claims them.
 		if err := m.beat(ctx); err != nil {
-			m.cg.removeGroup()
+			m.abandon()
 			return nil, err
 		}
 		stale, err := m.loadRecords(ctx)
 		if err != nil {
-			m.cg.removeGroup()
+			m.abandon()
 			return nil, err
 		}
 		st, err := m.reap(ctx)
 		if err != nil {
-			m.cg.removeGroup()
+			m.abandon()
 			return nil, err
 		}
 		st.StaleRecords = stale
@@ -154,7 +154,8 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 
 // Close ends running execs (they answer unavailable), stops the
 // endpoints and the reaper. Sandboxes stay (records, workdirs, cgroups):
-// the next Start adopts them. Close is idempotent.
+// the next Start adopts them. The root folder is removed when it holds
+// no workdir. Close is idempotent.
 func (w *Worker) Close(ctx context.Context) error {
 	w.shutdown.Close()
 	err := w.eps.Close(ctx, nil)
