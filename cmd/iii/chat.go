@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/spf13/cobra"
@@ -31,7 +30,17 @@ type chatConfig struct {
 	embedded bool
 	sandbox  bool
 	home     string
+	// reconnectWait bounds how long a turn waits for a node it lost.
+	reconnectWait time.Duration
+	// notes gets what is said about the connection (stderr); url is the
+	// node's address as the user gave it.
+	notes io.Writer
+	url   string
 }
+
+// errNodeLost is the cause of a turn that chat stopped following because
+// the connection to the node was lost and did not come back in time.
+var errNodeLost = errors.New("lost the connection to the node")
 
 func newChatCmd(g *globals) *cobra.Command {
 	cfg := chatConfig{}
@@ -41,14 +50,23 @@ func newChatCmd(g *globals) *cobra.Command {
 		Long: "Sends each line you type as a user message, streams the answer's tokens and the function calls as they\n" +
 			"happen, and waits for the turn to end. With no node reachable at --nats (the default address), it starts\n" +
 			"one in this process. The default model is the offline scripted \"echo\": it echoes text, and a line\n" +
-			"`/call FUNCTION_ID {json}` makes it call that function.",
+			"`/call FUNCTION_ID {json}` makes it call that function.\n\n" +
+			"A turn is durable: when the connection to the node is lost mid-turn (the node stopped, crashed or\n" +
+			"restarts), chat says so on stderr and waits up to --reconnect-wait for it to come back, then prints the\n" +
+			"rest of the turn, which the node finishes from its last record. A node that does not come back in time\n" +
+			"ends chat (in line mode too) with one line on stderr saying so, and exit status 1; the turn resumes\n" +
+			"whenever a node of the bus runs again.",
 		Example: `  iii chat
   iii chat -m "/call state::get {\"scope\":\"demo\",\"key\":\"greeting\"}"
   iii chat --provider openai --model gpt-4o`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			e, done, err := g.connect()
+			if cfg.reconnectWait < 0 {
+				return wire.Errorf(wire.CodeInvalidPayload, "--reconnect-wait %v: want 0 or more", cfg.reconnectWait)
+			}
+			cfg.notes, cfg.url = cmd.ErrOrStderr(), g.natsURL
+			e, done, err := g.connectFollowing()
 			if err != nil {
 				if !cfg.embedded {
 					return err
@@ -63,7 +81,7 @@ func newChatCmd(g *globals) *cobra.Command {
 					_ = a.close(sctx)
 				}()
 				fmt.Fprintf(cmd.ErrOrStderr(), "(started a node in this process: %s, data in %s)\n", a.node.ClientURL(), cfg.home)
-				e = a.e
+				e, cfg.url = a.e, a.node.ClientURL()
 				done = func() {}
 			}
 			defer done()
@@ -103,6 +121,9 @@ func newChatCmd(g *globals) *cobra.Command {
 					if ctx.Err() != nil {
 						return nil
 					}
+					if errors.Is(err, errNodeLost) {
+						return err // no later line can be sent either
+					}
 					fmt.Fprintln(out, "error:", err)
 				}
 			}
@@ -111,7 +132,8 @@ func newChatCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.session, "session", "", "session id (default: a new one)")
 	cmd.Flags().StringVar(&cfg.provider, "provider", "scripted", "model provider")
 	cmd.Flags().StringVar(&cfg.model, "model", "echo", "model id")
-	cmd.Flags().StringVarP(&cfg.message, "message", "m", "", "send this one message, print the turn, and exit (status 1 when the run does not end normally)")
+	cmd.Flags().StringVarP(&cfg.message, "message", "m", "", "send this one message, print the turn, and exit (status 1 when the run does not end normally or the node is lost)")
+	cmd.Flags().DurationVar(&cfg.reconnectWait, "reconnect-wait", time.Minute, "how long a turn waits for a node it lost to come back before chat gives up (0: not at all)")
 	cmd.Flags().BoolVar(&cfg.embedded, "embedded", true, "start a node in this process when none answers at --nats")
 	cmd.Flags().BoolVar(&cfg.sandbox, "sandbox", false, "give every run a bubblewrap sandbox (fs::* and shell::exec work in it; it is destroyed when the run ends)")
 	cmd.Flags().StringVar(&cfg.home, "home", defaultHome(), "data directory of an embedded node")
@@ -211,21 +233,15 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	// for every Next and deletes the old one in a goroutine of its own, so
 	// each event cost two JetStream API calls and the one deleted last
 	// could outlive this process (until its inactive threshold).
-	msgs, consumeErr, stopped := make(chan jetstream.Msg, 64), make(chan error, 1), make(chan struct{})
+	msgs, stopped := make(chan jetstream.Msg, 64), make(chan struct{})
+	// The ordered consumer recovers by itself from every error but a
+	// closed connection, after which it stops: cc.Closed says so.
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
 		case msgs <- m:
 		case <-stopped:
 		}
-	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		// The ordered consumer recovers from the others by itself.
-		if errors.Is(err, jetstream.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed) {
-			select {
-			case consumeErr <- err:
-			default:
-			}
-		}
-	}))
+	})
 	if err != nil {
 		return "", err
 	}
@@ -233,6 +249,13 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		close(stopped)
 		cc.Stop()
 	}()
+	consumeEnded := cc.Closed()
+	nc := e.Conn()
+	lost := func(why string) error {
+		get, _ := json.Marshal(map[string]string{"session_id": sid})
+		return fmt.Errorf("session %s: %w at %s (%s); the turn did not finish here, and resumes when a node runs again (see it with: iii trigger turn::get_state '%s')",
+			sid, errNodeLost, cfg.url, why, get)
+	}
 	var res orchestrator.RunStartResult
 	err = e.Trigger(ctx, "harness::trigger", orchestrator.HarnessTrigger{Payload: agent.RunStart{
 		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model, Sandbox: cfg.sandbox,
@@ -249,7 +272,8 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	}
 	streamed, parked := false, 0
 	last := time.Now()
-	tick := time.NewTicker(time.Second)
+	var down time.Time // when the connection was lost; zero while it is up
+	tick := time.NewTicker(linkCheck)
 	defer tick.Stop()
 	for {
 		var m jetstream.Msg
@@ -257,13 +281,32 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		case <-ctx.Done():
 			// Interrupted: the run goes on without this client.
 			return "", fmt.Errorf("interrupted; session %s runs on without this client: %w", sid, ctx.Err())
-		case err := <-consumeErr:
-			return "", err
+		case <-consumeEnded:
+			if nc.IsClosed() {
+				return "", lost("the connection was closed")
+			}
+			return "", fmt.Errorf("session %s: the event stream ended before the turn did (no agent_end)", sid)
 		case <-tick.C:
+			switch {
+			case nc.IsClosed():
+				return "", lost("the connection was closed")
+			case !nc.IsConnected():
+				if down.IsZero() {
+					down = time.Now()
+					fmt.Fprintf(cfg.notes, "(lost the connection to the node; waiting up to %v for it to come back)\n", cfg.reconnectWait)
+				}
+				if time.Since(down) >= cfg.reconnectWait {
+					return "", lost(fmt.Sprintf("the node did not come back within %v", cfg.reconnectWait))
+				}
+				continue
+			case !down.IsZero():
+				down, last = time.Time{}, time.Now()
+				fmt.Fprintf(cfg.notes, "(reconnected to %s; following the turn)\n", nc.ConnectedUrlRedacted())
+			}
 			if parked > 0 || time.Since(last) < 5*time.Minute {
 				continue // a human may take longer
 			}
-			return "", errors.New("no event for 5 minutes")
+			return "", fmt.Errorf("session %s: no event for 5 minutes; the turn may still be running", sid)
 		case m = <-msgs:
 		}
 		last = time.Now()
@@ -364,6 +407,10 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		}
 	}
 }
+
+// linkCheck is how often a turn looks at its connection: how late chat
+// may notice that it lost the node, or that the node came back.
+const linkCheck = 250 * time.Millisecond
 
 // resolveAttempt bounds one approval::resolve call of `iii chat`.
 const resolveAttempt = 10 * time.Second

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/iii-on-nats/iii/engine"
@@ -53,6 +55,27 @@ func newTriggerCmd(g *globals) *cobra.Command {
 			return printJSON(cmd.OutOrStdout(), body)
 		},
 	}
+}
+
+// connectFollowing is connect for a client that follows a run for a
+// long time (iii chat): it reconnects without a limit and notices a
+// silent node (a frozen host, a cut network) within tens of seconds,
+// where nats.go's defaults give up after about two minutes of attempts
+// and take minutes to notice a dead peer. The caller bounds how long it
+// waits for the node to come back (it watches the connection's status).
+func (g *globals) connectFollowing() (*engine.Engine, func(), error) {
+	nc, err := nats.Connect(g.natsURL, nats.Name("iii-cli"), nats.Timeout(5*time.Second),
+		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond),
+		nats.PingInterval(5*time.Second), nats.MaxPingsOutstanding(3))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s (is `iii up` running? set --nats): %w", g.natsURL, err)
+	}
+	e, err := engine.New(nc, engine.WithDefaultTimeout(g.timeout), engine.WithCodec(wire.JSON))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return e, nc.Close, nil
 }
 
 func printJSON(w io.Writer, body []byte) error {
