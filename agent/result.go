@@ -16,6 +16,13 @@ func TextResult(text string) FunctionResult {
 	return FunctionResult{Content: []Content{Text(text)}}
 }
 
+// InterruptedText begins the result of a function call whose outcome is
+// unknown: the call may have run, but its answer was lost (an activation
+// killed mid-call, a reply that never came back), so it is not run again
+// unless idempotent. Providers send it too for a call whose result the
+// transcript lacks.
+const InterruptedText = "interrupted: outcome unknown"
+
 // ErrorResult returns an error result with one text block and details.
 func ErrorResult(text string, details any) FunctionResult {
 	return FunctionResult{Content: []Content{Text(text)}, Details: details, IsError: true}

@@ -10,7 +10,7 @@ import (
 
 // Texts of the results the machine makes up.
 const (
-	textInterrupted = "interrupted: outcome unknown"
+	textInterrupted = agent.InterruptedText
 	textAborted     = "aborted"
 	textDenied      = "denied by the user"
 )

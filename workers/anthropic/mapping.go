@@ -15,7 +15,7 @@ import (
 // InterruptedResult is the text of the synthetic tool_result that answers a
 // call the transcript has no result for (a crash cut the turn): the API
 // refuses a tool_use without a tool_result in the next user turn.
-const InterruptedResult = "interrupted: outcome unknown"
+const InterruptedResult = agent.InterruptedText
 
 // Default and per-model output budgets. The Messages API requires
 // max_tokens; a request without one gets the model's maximum output.

@@ -15,7 +15,7 @@ import (
 // the transcript that has no result (the process running it died): the
 // API refuses a tool call without an answer, and the model must not assume
 // either outcome.
-const InterruptedResult = "interrupted: outcome unknown"
+const InterruptedResult = agent.InterruptedText
 
 // reasoningFamilies are the model name prefixes that accept
 // reasoning_effort in [ReasoningAuto] mode.

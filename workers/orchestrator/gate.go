@@ -245,7 +245,7 @@ func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.Func
 			// dropped it). Say so as a crash's recovery does, so that a
 			// model does not take a timeout of a non-idempotent call as
 			// safe to repeat.
-			text = interruptedText + " (" + text + ")"
+			text = agent.InterruptedText + " (" + text + ")"
 			details["outcome"] = "unknown"
 		}
 		res = agent.FunctionResult{
@@ -268,10 +268,6 @@ func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.Func
 	}
 	return res
 }
-
-// interruptedText begins the result of a call whose outcome is unknown,
-// as the turn machine's recovery words it (actors/turn).
-const interruptedText = "interrupted: outcome unknown"
 
 // minBatchResult is the least a result of a large batch may keep.
 const minBatchResult = 2 << 10
