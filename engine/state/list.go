@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 )
@@ -41,8 +42,6 @@ const (
 	// the server answers at most 1024 subjects in one batch direct get).
 	listBatch    = 64
 	maxListBatch = 1024
-	// directGetPrefix is the batch direct get API of a stream.
-	directGetPrefix = "$JS.API.DIRECT.GET."
 )
 
 // indexKey is one key of a keyIndex and its full subject.
@@ -363,12 +362,6 @@ type multiLastRequest struct {
 	MaxBytes  int      `json:"max_bytes"`
 }
 
-// Headers of a batch direct get's end-of-batch status.
-const (
-	numPendingHeader = "Nats-Num-Pending"
-	upToSeqHeader    = "Nats-UpTo-Sequence"
-)
-
 // multiLast runs one batch direct get and adds the messages it returns to
 // found by subject. last is the sequence of the last message, pending how
 // many the server left out, upTo the sequence the batch was read at. The
@@ -378,50 +371,11 @@ func (s *Store) multiLast(ctx context.Context, req multiLastRequest, found map[s
 	if err != nil {
 		return 0, 0, 0, wire.Wrap(wire.CodeInternal, err, "state list request")
 	}
-	nc := s.e.Conn()
-	var (
-		mu   sync.Mutex
-		msgs []*nats.Msg
-		end  *nats.Msg
-		done = make(chan struct{})
-	)
-	sub, err := nc.Subscribe(nc.NewInbox(), func(m *nats.Msg) {
-		mu.Lock()
-		defer mu.Unlock()
-		if end != nil {
-			return
-		}
-		if m.Header.Get("Status") == "" {
-			msgs = append(msgs, m)
-			return
-		}
-		end = m
-		close(done)
-	})
+	got, end, err := engine.DirectGetBatch(ctx, s.e.Conn(), kvStreamPrefix+s.opts.bucket, body)
 	if err != nil {
 		return 0, 0, 0, unavailable(ctx, err, "list")
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(directGetPrefix+kvStreamPrefix+s.opts.bucket, sub.Subject, body); err != nil {
-		return 0, 0, 0, unavailable(ctx, err, "list")
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return 0, 0, 0, unavailable(ctx, ctx.Err(), "list")
-	}
-	mu.Lock()
-	got, status := msgs, end
-	mu.Unlock()
-	switch code := status.Header.Get("Status"); code {
-	case "204": // end of batch
-		pending, _ = strconv.ParseUint(status.Header.Get(numPendingHeader), 10, 64)
-		upTo, _ = strconv.ParseUint(status.Header.Get(upToSeqHeader), 10, 64)
-	case "404": // none of the subjects holds a message
-	default:
-		return 0, 0, 0, wire.Errorf(wire.CodeUnavailable, "state list: batch direct get (nats-server 2.11 or later): status %s %s",
-			code, status.Header.Get("Description"))
-	}
+	pending, upTo = end.Pending, end.UpToSeq
 	for _, m := range got {
 		found[m.Header.Get(jetstream.SubjectHeader)] = m
 		if seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64); err == nil {

@@ -27,17 +27,7 @@ func TestMessagesFitMaxPayload(t *testing.T) {
 		t.Run(codec.ContentType(), func(t *testing.T) {
 			t.Parallel()
 			enginetest.BusAndLocal(t, func(t *testing.T, local bool) {
-				ns := enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload))
-				e := enginetest.NewEngine(t, ns, engine.WithCodec(codec), engine.WithLocalCalls(local))
-				w := NewWorker()
-				if err := w.Start(context.Background(), e); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					_ = w.Close(ctx)
-				})
+				w, e := startSmallPayload(t, maxPayload, codec, local)
 				testMessagesPages(t, w.Store(), e)
 			})
 		})

@@ -29,17 +29,7 @@ func TestPagesFitMaxPayload(t *testing.T) {
 		t.Run(codec.ContentType(), func(t *testing.T) {
 			t.Parallel()
 			enginetest.BusAndLocal(t, func(t *testing.T, local bool) {
-				ns := enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload))
-				e := enginetest.NewEngine(t, ns, engine.WithCodec(codec), engine.WithLocalCalls(local))
-				w := NewWorker()
-				if err := w.Start(context.Background(), e); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					_ = w.Close(ctx)
-				})
+				w, e := startSmallPayload(t, maxPayload, codec, local)
 				testPages(t, w.Store(), e)
 			})
 		})
@@ -321,4 +311,23 @@ func TestCutEntry(t *testing.T) {
 			t.Errorf("cut to %d: %q, note %q; want %q, %d bytes left out", tc.n, texts, got.Note, tc.texts, tc.left)
 		}
 	}
+}
+
+// startSmallPayload starts the worker on a server of its own whose max
+// payload is maxPayload, its engine calling in codec, locally or over the
+// bus.
+func startSmallPayload(t *testing.T, maxPayload int32, codec wire.Codec, local bool) (*Worker, *engine.Engine) {
+	t.Helper()
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload))
+	e := enginetest.NewEngine(t, ns, engine.WithCodec(codec), engine.WithLocalCalls(local))
+	w := NewWorker()
+	if err := w.Start(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = w.Close(ctx)
+	})
+	return w, e
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,14 +21,6 @@ import (
 // errNoEntry is returned by [Store.get] when no message is stored at the
 // sequence; callers turn it into not_found or corrupt as fits.
 var errNoEntry = errors.New("sessiontree: no entry at this sequence")
-
-// directGetSubject is the JetStream direct get API of stream (a copy of
-// [EntryStream]).
-func directGetSubject(stream string) string { return "$JS.API.DIRECT.GET." + stream }
-
-// numPendingHeader counts, on the end-of-batch status, the matching
-// messages a batch direct get left out.
-const numPendingHeader = "Nats-Num-Pending"
 
 // maxBatch bounds the messages of one batch direct get; maxBatchBytes
 // bounds its bytes (the server stops early and the loop asks again).
@@ -242,59 +233,20 @@ func (s *Store) batch(ctx context.Context, stream string, req batchRequest, fn f
 	return n, last, more, err
 }
 
-// rawBatch runs one batch direct get on stream (a copy of [EntryStream]),
-// handing each message to fn until it returns false. more reports whether the server has more matching
-// messages. The reply is collected by a callback subscription (a
-// synchronous one would allocate its 64k-slot channel per request) and
-// handed to fn once complete.
+// rawBatch runs one batch direct get on stream (a copy of [EntryStream],
+// engine.DirectGetBatch), handing each message to fn until it returns
+// false. more reports whether the server has more matching messages.
 func (s *Store) rawBatch(ctx context.Context, stream string, req batchRequest, fn func(*nats.Msg) (bool, error)) (more bool, err error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return false, wire.Wrap(wire.CodeInternal, err, "batch request")
 	}
-	var (
-		mu   sync.Mutex
-		msgs []*nats.Msg
-		end  *nats.Msg
-		done = make(chan struct{})
-	)
-	sub, err := s.nc.Subscribe(s.nc.NewInbox(), func(m *nats.Msg) {
-		mu.Lock()
-		defer mu.Unlock()
-		if end != nil {
-			return
-		}
-		if m.Header.Get("Status") == "" {
-			msgs = append(msgs, m)
-			return
-		}
-		end = m
-		close(done)
-	})
-	if err != nil {
-		return false, storeErr(ctx, err, "batch read")
-	}
-	defer func() { _ = sub.Unsubscribe() }()
 	s.trips.Add(1)
-	if err := s.nc.PublishRequest(directGetSubject(stream), sub.Subject, body); err != nil {
-		return false, storeErr(ctx, err, "batch read")
+	got, end, err := engine.DirectGetBatch(ctx, s.nc, stream, body)
+	if err != nil {
+		return false, storeErr(ctx, err, "batch read of %s", req.NextFor)
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return false, storeErr(ctx, ctx.Err(), "batch read of %s", req.NextFor)
-	}
-	mu.Lock()
-	got, status := msgs, end
-	mu.Unlock()
-	switch code := status.Header.Get("Status"); code {
-	case "204": // end of batch
-		pending, _ := strconv.ParseUint(status.Header.Get(numPendingHeader), 10, 64)
-		more = pending > 0
-	case "404": // nothing at or after req.Seq
-	default:
-		return false, wire.Errorf(wire.CodeUnavailable, "batch read of %s: status %s %s", req.NextFor, code, status.Header.Get("Description"))
-	}
+	more = end.Pending > 0
 	for _, m := range got {
 		s.fetched.Add(1)
 		ok, err := fn(m)
