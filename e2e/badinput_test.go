@@ -309,7 +309,7 @@ type outcome struct {
 // with local calls on.
 func startUpNode(t *testing.T, ns *server.Server) {
 	t.Helper()
-	startUp(t, ns, reachableHome(t), nil)
+	startUp(t, ns, enginetest.NodeHome(t), nil)
 }
 
 // upNode is one node started by [startUp]: its close stops it as a

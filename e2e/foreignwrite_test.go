@@ -130,7 +130,7 @@ func TestForeignWrites(t *testing.T) {
 	ns := enginetest.RunServer(t)
 	var logs enginetest.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	home := reachableHome(t)
+	home := enginetest.NodeHome(t)
 	up := startUp(t, ns, home, logger)
 	// The writer is another process: a plain client.
 	client := &node{t: t, e: enginetest.NewEngine(t, ns)}

@@ -29,7 +29,7 @@ func TestSandboxedTurnWithApprovals(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
 	n := newNode(t, ns)
-	env := workers.Env{Home: reachableHome(t)}
+	env := workers.Env{Home: enginetest.NodeHome(t)}
 	p, err := scripted.New()
 	if err != nil {
 		t.Fatal(err)

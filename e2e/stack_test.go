@@ -3,8 +3,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -74,21 +72,6 @@ func (n *node) runToEnd(rs agent.RunStart, timeout time.Duration) []agent.Event 
 func (n *node) events(sid string, timeout time.Duration) []agent.Event {
 	n.t.Helper()
 	return n.eventsUntil(sid, 1, timeout)
-}
-
-// reachableHome is a temporary node home the sandbox's unprivileged host
-// user may pass through (the testing package makes the test's folder
-// 0700), so a root test node runs bubblewrap as that user, as
-// production nodes with such a home do.
-func reachableHome(t *testing.T) string {
-	t.Helper()
-	home := t.TempDir()
-	for _, d := range []string{filepath.Dir(home), home} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return home
 }
 
 // eventsUntil reads the session's events from the start of its stream up

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iii-on-nats/iii/engine/enginetest"
 )
 
 // buildIII builds the binary into a temporary directory.
@@ -45,6 +47,7 @@ func (p *upProcess) output() string {
 // waits until it printed its URL; the process is killed at the test's end.
 func startUp(t *testing.T, bin, home string, args ...string) *upProcess {
 	t.Helper()
+	enginetest.Reachable(t, home) // a killed node's sandbox root stays in the test's temp dir
 	cmd := exec.Command(bin, append([]string{"up", "--listen", "127.0.0.1:0", "--http", "", "--log-level", "warn"}, args...)...)
 	cmd.Env = append(os.Environ(), "III_HOME="+home)
 	p := &upProcess{cmd: cmd, done: make(chan error, 1)}

@@ -36,7 +36,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	start := func(args ...string) *bufio.Scanner {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "III_HOME="+t.TempDir())
+		cmd.Env = append(os.Environ(), "III_HOME="+enginetest.NodeHome(t))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -81,7 +81,7 @@ func launchClusterNodes(t *testing.T, sets []string) (*clusterNodes, error) {
 	}
 	c := &clusterNodes{t: t}
 	for i := range routes {
-		n := &crashNode{t: t, bin: iiiBinary(t), home: nodeHome(t), addr: addrs[3+i], sets: sets,
+		n := &crashNode{t: t, bin: iiiBinary(t), home: enginetest.NodeHome(t), addr: addrs[3+i], sets: sets,
 			extra: []string{"--name", fmt.Sprintf("n%d", i+1), "--cluster", "c1", "--cluster-listen", routes[i],
 				"--routes", strings.Join(seeds, ","), "--workers", "policy,approval,hooks,directory,provider-scripted,session,orchestrator"}}
 		if err := os.WriteFile(n.home+"/iii-permissions.yaml", []byte(crashPolicy), 0o600); err != nil {
@@ -577,7 +577,7 @@ func TestRegionTakeover(t *testing.T) {
 	})
 	workers := "policy,approval,hooks,directory,provider-scripted,session,orchestrator"
 	newNode := func(name, region string) *crashNode {
-		n := &crashNode{t: t, bin: iiiBinary(t), home: nodeHome(t), addr: clients[region],
+		n := &crashNode{t: t, bin: iiiBinary(t), home: enginetest.NodeHome(t), addr: clients[region],
 			sets:  []string{"orchestrator.member_ttl=2s"},
 			extra: append([]string{"--name", name, "--workers", workers}, gatewayArgs(region)...)}
 		if err := os.WriteFile(n.home+"/iii-permissions.yaml", []byte(crashPolicy), 0o600); err != nil {

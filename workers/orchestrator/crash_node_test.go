@@ -108,22 +108,6 @@ type crashNode struct {
 	starts int
 }
 
-// nodeHome is a data directory for a node child process that other users
-// can pass through (0711, and its parent): a node running as root then
-// keeps its sandboxes under <home>/sandboxes, removed with the test, rather
-// than in the machine's /var/lib/iii/sandboxes, where a killed node's
-// directory would stay (workers/sandbox, SettingRoot).
-func nodeHome(t *testing.T) string {
-	t.Helper()
-	home := t.TempDir()
-	for _, d := range []string{filepath.Dir(home), home} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return home
-}
-
 // crashPolicy is the crash nodes' iii-permissions.yaml.
 const crashPolicy = "version: 1\nrules:\n  - \"crash::*\"\n"
 
@@ -151,7 +135,7 @@ func startCrashNode(t *testing.T, sets ...string) *crashNode {
 // iii-permissions.yaml and extra arguments to `iii up`.
 func startCrashNodeWith(t *testing.T, policyYAML string, extra []string, sets ...string) *crashNode {
 	t.Helper()
-	n := &crashNode{t: t, bin: iiiBinary(t), home: nodeHome(t), addr: crashFreeAddrs(t, 1)[0], sets: sets, extra: extra}
+	n := &crashNode{t: t, bin: iiiBinary(t), home: enginetest.NodeHome(t), addr: crashFreeAddrs(t, 1)[0], sets: sets, extra: extra}
 	if err := os.WriteFile(filepath.Join(n.home, "iii-permissions.yaml"), []byte(policyYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
