@@ -21,6 +21,17 @@
 // exporter) run whatever the environment says. console writes one JSON
 // span per line to the writer of [WithConsole] (stderr by default).
 //
+// Every exporter's batch processor is fronted by a counter of the spans
+// that never reach it: dropped because OTEL_BSP_MAX_QUEUE_SIZE spans
+// already wait (the front drops them itself, counted, so the batch
+// processor behind, one batch longer, never drops one silently), in an
+// export that failed, or still queued when Shutdown's deadline passed.
+// Each is counted once, logged at warn through [WithLogger] (at most once
+// every ten seconds, and at Shutdown) and, with [WithMeterProvider], added
+// to iii_telemetry_spans_lost (iii_telemetry_spans_lost_total{reason,
+// exporter} on /metrics) ([LossQueueFull],
+// [LossExportFailed], [LossShutdown]).
+//
 // [ErrorHandler] routes OpenTelemetry's own errors into a slog.Logger,
 // rate-limited, instead of the standard library's log, with the header
 // values and anything else that looks like a credential redacted (a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -28,7 +30,17 @@ type options struct {
 	processors []sdktrace.SpanProcessor
 	getenv     func(string) string
 	console    io.Writer
+	logger     *slog.Logger
+	meters     metric.MeterProvider
 }
+
+// WithLogger sets where the exporters' lost spans are reported (see
+// [NewTracerProvider]); without it they are only counted.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMeterProvider adds the counter iii_telemetry_spans_lost{reason,
+// exporter} of the exporters' lost spans to mp (the node's /metrics).
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *options) { o.meters = mp } }
 
 // WithServiceName sets service.name (OTEL_SERVICE_NAME wins).
 func WithServiceName(name string) Option { return func(o *options) { o.service = name } }
@@ -66,13 +78,19 @@ func NewTracerProvider(ctx context.Context, opts ...Option) (*sdktrace.TracerPro
 		return nil, err
 	}
 	for _, x := range exporters {
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(x))
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(countedBatcher(x.SpanExporter, x.name, o)))
 	}
 	return sdktrace.NewTracerProvider(tpOpts...), nil
 }
 
+// namedExporter is an exporter and its name in OTEL_TRACES_EXPORTER.
+type namedExporter struct {
+	sdktrace.SpanExporter
+	name string
+}
+
 // exportersFromEnv makes the exporters OTEL_TRACES_EXPORTER names.
-func exportersFromEnv(ctx context.Context, o options) ([]sdktrace.SpanExporter, error) {
+func exportersFromEnv(ctx context.Context, o options) ([]namedExporter, error) {
 	if strings.EqualFold(strings.TrimSpace(o.getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
 	}
@@ -83,7 +101,7 @@ func exportersFromEnv(ctx context.Context, o options) ([]sdktrace.SpanExporter, 
 		}
 		names = "otlp"
 	}
-	var out []sdktrace.SpanExporter
+	var out []namedExporter
 	for _, name := range strings.Split(names, ",") {
 		switch strings.TrimSpace(strings.ToLower(name)) {
 		case "none", "":
@@ -92,13 +110,13 @@ func exportersFromEnv(ctx context.Context, o options) ([]sdktrace.SpanExporter, 
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, x)
+			out = append(out, namedExporter{x, "console"})
 		case "otlp":
 			x, err := otlpExporter(ctx, o)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, x)
+			out = append(out, namedExporter{x, "otlp"})
 		default:
 			return nil, fmt.Errorf("%w: OTEL_TRACES_EXPORTER %q (want otlp, console or none)", ErrInvalidEnv, name)
 		}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/telemetry"
@@ -19,8 +20,11 @@ import (
 // same process (each module's, [moduleConns]). The returned close flushes
 // the spans still buffered and stops the exporters; call it after the
 // engines closed.
-func tracedEngine(ctx context.Context, nc *nats.Conn, logger *slog.Logger, service string, store bool, extra ...engine.Option) (*engine.Engine, []engine.Option, func(context.Context) error, error) {
-	opts := []telemetry.Option{telemetry.WithServiceName(service)}
+func tracedEngine(ctx context.Context, nc *nats.Conn, logger *slog.Logger, meters metric.MeterProvider, service string, store bool, extra ...engine.Option) (*engine.Engine, []engine.Option, func(context.Context) error, error) {
+	opts := []telemetry.Option{telemetry.WithServiceName(service), telemetry.WithLogger(logger)}
+	if meters != nil {
+		opts = append(opts, telemetry.WithMeterProvider(meters))
+	}
 	if store {
 		// The exporter needs an engine to find or create its stream; the
 		// node's engine needs the tracer provider that holds the exporter.

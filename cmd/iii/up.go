@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/iii-on-nats/iii/workers/orchestrator"
-	"github.com/iii-on-nats/iii/workers/std"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,12 +15,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/iii-on-nats/iii/cluster"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/telemetry"
 	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/orchestrator"
+	"github.com/iii-on-nats/iii/workers/std"
 )
 
 // upConfig is everything `iii up` needs.
@@ -183,6 +184,7 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		// per-session stores: sessions "<region>.<name>" live there.
 		engOpts = append(engOpts, engine.WithRegion(cfg.topo.region))
 	}
+	var meters metric.MeterProvider // the spans lost on their way to a collector are counted here too
 	if cfg.metricsAddr != "" {
 		mp, handler, err := telemetry.NewMeterProvider("iii")
 		if err != nil {
@@ -198,13 +200,14 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		go func() { _ = srv.Serve(a.metricsLn) }()
 		a.closers = append(a.closers, srv.Shutdown)
 		engOpts = append(engOpts, engine.WithMeterProvider(mp))
+		meters = mp
 	}
 	engOpts = append(engOpts, engine.WithLocalCalls(!cfg.busCalls))
 	var (
 		flushSpans func(context.Context) error
 		eopts      []engine.Option
 	)
-	a.e, eopts, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, "iii", !cfg.noTraces, engOpts...)
+	a.e, eopts, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, meters, "iii", !cfg.noTraces, engOpts...)
 	if err != nil {
 		return nil, err
 	}

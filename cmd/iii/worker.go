@@ -63,7 +63,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			// Calls between the modules of this process skip the bus, as
 			// between a node's own modules in `iii up`.
-			e, eopts, flushSpans, err := tracedEngine(ctx, nc, logger, "iii-worker", !noTraces, engine.WithLocalCalls(localCalls))
+			e, eopts, flushSpans, err := tracedEngine(ctx, nc, logger, nil, "iii-worker", !noTraces, engine.WithLocalCalls(localCalls))
 			if err != nil {
 				return err
 			}
