@@ -92,6 +92,17 @@
 // response's body is read up to 64 KiB, however long a gateway makes it
 // (a cut body is classified by its status).
 //
+// # Models
+//
+// provider::anthropic::models lists GET /v1/models page by page (at most
+// 10000 models), retried as a call before its first event is, and fails
+// with the same coded errors as complete. The idle timeout applies to each
+// page as to a stream: no response headers, or no byte of the body while
+// the provider waits for one, fails the attempt as transient. A page's
+// body is read up to [MaxModelsResponse] (8 MiB): a longer one fails the
+// call as permanent (internal), naming the limit, and drops the
+// connection.
+//
 // # Credentials
 //
 // Before each call the provider asks auth::get_token {provider:

@@ -30,8 +30,9 @@ const (
 	// (or the environment) is reused before it is asked for again.
 	DefaultCredentialTTL = 30 * time.Second
 	// DefaultIdleTimeout is how long the API may stay silent (no response
-	// headers, or no byte of the stream while the provider waits for one:
-	// SSE comments and pings count) before the stream counts as dropped.
+	// headers, or no byte of the stream or of a models page while the
+	// provider waits for one: SSE comments and pings count) before the
+	// request counts as dropped.
 	DefaultIdleTimeout = 3 * time.Minute
 	// DefaultAPIKeyEnv is the environment variable read when the auth
 	// worker is not running.
@@ -188,9 +189,9 @@ func WithCredentialTTL(d time.Duration) Option {
 }
 
 // WithIdleTimeout sets how long the API may stay silent before the stream
-// counts as a dropped connection (default [DefaultIdleTimeout]). Only the
-// waits for the API count: time the provider spends on a slow channel
-// reader does not.
+// (or a request of the models call) counts as a dropped connection
+// (default [DefaultIdleTimeout]). Only the waits for the API count: time
+// the provider spends on a slow channel reader does not.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

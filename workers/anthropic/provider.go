@@ -19,6 +19,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/internal/httpbody"
 )
 
 // ProviderName is the provider of the assistant messages this worker
@@ -84,7 +85,7 @@ func New(opts ...Option) (*Provider, error) {
 		// stay out of the SDK's spans whatever the environment says.
 		option.WithOpenTelemetryTracesContentMode(option.OpenTelemetryContentModeMetadataOnly),
 		// The SDK reads an error response's body whole: cap it.
-		option.WithMiddleware(capErrorBody),
+		option.WithMiddleware(httpbody.TruncateErrors(maxErrorResponse)),
 	)
 	return &Provider{
 		o:      o,
@@ -215,43 +216,18 @@ func (p *Provider) Complete(ctx context.Context, e *engine.Engine, req CompleteR
 }
 
 // Models lists the models GET /v1/models returns. A failure is a coded
-// wire error as for [Provider.Complete].
+// wire error as for [Provider.Complete]; a server silent for the idle
+// timeout (no headers, or no byte of a page's body) is transient, as for a
+// stream, and a page longer than [MaxModelsResponse] is permanent.
 func (p *Provider) Models(ctx context.Context, e *engine.Engine) (ModelsResponse, error) {
 	if e == nil {
 		return ModelsResponse{}, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
 	}
 	var out ModelsResponse
 	err := p.withRetries(ctx, p.logger(e), "models", func() bool { return false }, func() error {
-		cred, err := p.creds.get(ctx, e)
-		if err != nil {
-			return err
-		}
-		red := redactor(cred.Secret())
-		out.Models = out.Models[:0]
-		pager := p.client.Models.ListAutoPaging(ctx, sdk.ModelListParams{Limit: sdk.Int(1000)}, credentialOptions(cred)...)
-		for pager.Next() {
-			mi := pager.Current()
-			info := ModelInfo{ID: mi.ID, DisplayName: mi.DisplayName, ContextWindow: mi.MaxInputTokens, MaxOutputTokens: mi.MaxTokens}
-			if !mi.CreatedAt.IsZero() {
-				info.CreatedAt = mi.CreatedAt.UTC().Format(time.RFC3339)
-			}
-			out.Models = append(out.Models, info)
-			if len(out.Models) >= maxModels {
-				break
-			}
-		}
-		if err := pager.Err(); err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			f := classify(err, p.o.now())
-			f.text = red.text(f.text)
-			if f.kind == agent.ErrorAuthExpired {
-				p.creds.invalidate()
-			}
-			return f
-		}
-		return nil
+		var err error
+		out.Models, err = p.listModels(ctx, e, out.Models[:0])
+		return err
 	})
 	var f *failure
 	switch {
@@ -265,6 +241,56 @@ func (p *Provider) Models(ctx context.Context, e *engine.Engine) (ModelsResponse
 	default:
 		return ModelsResponse{}, ctxError(ctx, err)
 	}
+}
+
+// listModels is one attempt of [Provider.Models]: it appends the models of
+// every page to models. A failure of the API is a *failure; ctx's end is
+// its cause.
+func (p *Provider) listModels(ctx context.Context, e *engine.Engine, models []ModelInfo) ([]ModelInfo, error) {
+	cred, err := p.creds.get(ctx, e)
+	if err != nil {
+		return models, err
+	}
+	red := redactor(cred.Secret())
+	// The idle timer cancels actx when the API keeps a request waiting for
+	// the idle timeout: for its headers, or for a byte of its body. Watch
+	// arms it only during those waits, page by page.
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(p.o.idleTimeout, func() { cancel(errStalled) })
+	idle.Stop() // Watch arms it while a request waits
+	defer idle.Stop()
+	opts := append(credentialOptions(cred), option.WithMiddleware(httpbody.Watch(idle, p.o.idleTimeout, MaxModelsResponse)))
+	pager := p.client.Models.ListAutoPaging(actx, sdk.ModelListParams{Limit: sdk.Int(1000)}, opts...)
+	for pager.Next() {
+		mi := pager.Current()
+		info := ModelInfo{ID: mi.ID, DisplayName: mi.DisplayName, ContextWindow: mi.MaxInputTokens, MaxOutputTokens: mi.MaxTokens}
+		if !mi.CreatedAt.IsZero() {
+			info.CreatedAt = mi.CreatedAt.UTC().Format(time.RFC3339)
+		}
+		models = append(models, info)
+		if len(models) >= maxModels {
+			break
+		}
+	}
+	err = pager.Err()
+	var tooLarge *httpbody.TooLargeError
+	switch {
+	case err == nil:
+		return models, nil
+	case ctx.Err() != nil:
+		return models, context.Cause(ctx)
+	case errors.Is(context.Cause(actx), errStalled):
+		return models, &failure{kind: agent.ErrorTransient, text: fmt.Sprintf("anthropic: GET /v1/models: nothing received for %v (idle timeout)", p.o.idleTimeout), cause: errStalled}
+	case errors.As(err, &tooLarge):
+		return models, &failure{kind: agent.ErrorPermanent, text: "anthropic: GET /v1/models: " + tooLarge.Error(), status: http.StatusOK, cause: err}
+	}
+	f := classify(err, p.o.now())
+	f.text = red.text(f.text)
+	if f.kind == agent.ErrorAuthExpired {
+		p.creds.invalidate()
+	}
+	return models, f
 }
 
 // call runs req against the API, with retries before the first visible
@@ -319,7 +345,7 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 	}
 	// Cancelling actx aborts the request and the read of its body. The idle
 	// timer times only the waits for the server: for the response, then
-	// each read of the body (see idleBody).
+	// each read of the body (see httpbody.Idle).
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	idle := time.AfterFunc(p.o.idleTimeout, func() { cancel(errStalled) })
@@ -338,7 +364,7 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 	}
 	// From here the timer runs only inside reads of the body.
 	idle.Stop()
-	resp.Body = &idleBody{rc: resp.Body, idle: idle, timeout: p.o.idleTimeout}
+	resp.Body = httpbody.Idle(resp.Body, idle, p.o.idleTimeout)
 
 	if f := notEventStream(resp, p.o.now()); f != nil {
 		_ = resp.Body.Close()

@@ -68,6 +68,16 @@
 // SDK's own retries are off. A reader that leaves the channel stops the
 // request.
 //
+// # Models
+//
+// provider::<name>::models is one GET <base_url>/models, retried as a
+// stream is and failing with the same coded errors as complete. The idle
+// timeout applies as to a stream: no response headers, or no byte of the
+// body while the provider waits for one, fails the attempt as transient.
+// The body is read up to [MaxModelsResponse] (8 MiB): a longer one fails
+// the call as permanent (internal), naming the limit, and drops the
+// connection.
+//
 // # Credentials
 //
 // Before each call the provider asks auth::get_token {provider: <name>}

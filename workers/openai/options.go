@@ -38,9 +38,9 @@ const (
 	// is reused.
 	DefaultCredentialTTL = 30 * time.Second
 	// DefaultIdleTimeout is how long the server may stay silent (no
-	// response headers, no byte of the stream; a keep-alive comment is a
-	// byte) while the provider waits for it before the stream counts as
-	// dropped.
+	// response headers, no byte of the stream or of the models list; a
+	// keep-alive comment is a byte) while the provider waits for it before
+	// the request counts as dropped.
 	DefaultIdleTimeout = 3 * time.Minute
 	// DefaultCoalesce is the largest delta in bytes that one model event
 	// carries when several deltas of a block were read while the previous
@@ -292,9 +292,10 @@ func WithCredentialTTL(d time.Duration) Option {
 
 // WithIdleTimeout sets how long the server may stay silent while the
 // provider waits for it (the response headers, then each read of the
-// stream) before the attempt counts as a dropped connection: transient,
-// retried while nothing was streamed (default [DefaultIdleTimeout]). Time
-// the provider spends writing to a slow channel reader does not count.
+// stream or of the models list) before the attempt counts as a dropped
+// connection: transient, retried while nothing was streamed (default
+// [DefaultIdleTimeout]). Time the provider spends writing to a slow
+// channel reader does not count.
 // Raise it for a local server that takes minutes before its first byte
 // (a large prompt on a CPU).
 func WithIdleTimeout(d time.Duration) Option {

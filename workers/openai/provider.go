@@ -20,6 +20,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/internal/httpbody"
 )
 
 // AuthFunction is the function asked for credentials:
@@ -68,7 +69,7 @@ func New(opts ...Option) (*Provider, error) {
 		option.WithHTTPClient(o.client),
 		option.WithMaxRetries(0),
 		// The SDK reads an error response's body whole: cap it.
-		option.WithMiddleware(capErrorBody),
+		option.WithMiddleware(httpbody.TruncateErrors(maxErrorResponse)),
 	}
 	var sc scrubber
 	for _, h := range o.headers {
@@ -191,7 +192,10 @@ func (p *Provider) Complete(ctx context.Context, e *engine.Engine, req agent.Pro
 }
 
 // Models lists the server's models (GET <base_url>/models), retrying as a
-// stream does. Failures are coded as for [Provider.Complete].
+// stream does. Failures are coded as for [Provider.Complete]; a server
+// silent for the idle timeout (no headers, or no byte of the body) is
+// transient, as for a stream, and a body longer than [MaxModelsResponse]
+// is permanent.
 func (p *Provider) Models(ctx context.Context, e *engine.Engine) (ModelsResponse, error) {
 	log := p.logger(e).With("provider", p.o.name)
 	for attempt := 0; ; attempt++ {
@@ -239,17 +243,30 @@ func (pg *pageOfModels) response() ModelsResponse {
 	return out
 }
 
-// listModels does one GET /models. The error is ctx's.
+// listModels does one GET /models. The idle timer cancels the request
+// when the server keeps it waiting for the idle timeout: for its headers,
+// or for a byte of its body. The error is ctx's.
 func (p *Provider) listModels(ctx context.Context, secret string) (*pageOfModels, *failure, error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(p.o.idleTimeout, func() { cancel(errStalled) })
+	idle.Stop() // Watch arms it while the request waits
+	defer idle.Stop()
 	var resp *http.Response
-	page, err := p.models.List(ctx, p.requestOptions(secret, &resp)...)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
-		}
-		return nil, p.requestFailure(err, resp, p.sc.with(secret)), nil
+	opts := append(p.requestOptions(secret, &resp), option.WithMiddleware(httpbody.Watch(idle, p.o.idleTimeout, MaxModelsResponse)))
+	page, err := p.models.List(actx, opts...)
+	var tooLarge *httpbody.TooLargeError
+	switch {
+	case err == nil:
+		return &pageOfModels{data: page.Data}, nil, nil
+	case ctx.Err() != nil:
+		return nil, nil, ctx.Err()
+	case errors.Is(context.Cause(actx), errStalled):
+		return nil, &failure{kind: agent.ErrorTransient, text: fmt.Sprintf("%s: GET /models: nothing received for %v (idle timeout)", p.o.name, p.o.idleTimeout)}, nil
+	case errors.As(err, &tooLarge):
+		return nil, &failure{kind: agent.ErrorPermanent, text: fmt.Sprintf("%s: GET /models: %v", p.o.name, tooLarge)}, nil
 	}
-	return &pageOfModels{data: page.Data}, nil, nil
+	return nil, p.requestFailure(err, resp, p.sc.with(secret)), nil
 }
 
 // requestOptions are the per-request options: the credential (none for a
@@ -370,7 +387,7 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 	}
 	// From here the timer runs only while the stream is read.
 	idle.Stop()
-	resp.Body = &idleBody{rc: resp.Body, idle: idle, timeout: p.o.idleTimeout}
+	resp.Body = httpbody.Idle(resp.Body, idle, p.o.idleTimeout)
 	if f := p.notEventStream(resp, sc); f != nil {
 		_ = opened.Close()
 		return f, nil
