@@ -8,7 +8,9 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/cost"
+	celenv "cel.dev/cel-go/common/env"
 	"cel.dev/cel-go/common/functions"
 	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
@@ -33,11 +35,15 @@ import (
 // exception: its model does not charge its result, so its guard bounds
 // the string it could build, and celCosts charges the one it built.)
 //
-// The guards run as the programs' implementations of these functions
-// (cel.Functions, which override the environment's bindings per program,
-// so each policy's limit is its own; the cel.Function declarations that
-// deprecate it would need an environment per limit), and wrap them: the
-// implementation that runs is cel-go's own.
+// The guards run as the implementations of these functions: each set of
+// limits in use has an environment of its own (guardedEnv), which
+// declares their overloads again (cel.Function) with bindings that run
+// the guard and then cel-go's own implementation.
+//
+// A matches whose pattern comes from args also has the pattern sized
+// before it compiles (regex.go): the search's charge counts the text and
+// the pattern, so a short text let a pattern that compiles to hundreds of
+// MiB through, on every check.
 
 // celGuard names the guard of a function. Its cost method returns at
 // least what the cost tracker will charge for a call with args, or 0 when
@@ -91,7 +97,7 @@ var celGuards = map[string]celGuard{
 	// (a condition's deadline is checked between comprehension steps).
 	// A matches with a constant pattern is compiled once at load and runs
 	// outside the dispatcher, so it is not guarded here; its pattern is
-	// the operator's.
+	// the operator's, sized when the policy loads (regex.go).
 	"contains":    guardContains,
 	"indexOf":     guardSearch,
 	"lastIndexOf": guardSearch,
@@ -131,54 +137,133 @@ var celBindings = sync.OnceValues(func() ([]guardedBinding, error) {
 	return out, nil
 })
 
-// guardedFunctions returns the guarded implementations for a program
-// whose cost limit is limit.
-func guardedFunctions(limit uint64) ([]*functions.Overload, error) {
+// guardedFunctions returns the standard library and the guarded functions
+// declared again, each overload with its signature and a binding that
+// guards celEnv's own for limits l. A function bound once for all its
+// overloads (matches) cannot be bound again: it is left out of the
+// standard library and declared here whole.
+func guardedFunctions(l celLimits) ([]cel.EnvOption, error) {
+	env, err := celEnv()
+	if err != nil {
+		return nil, err
+	}
 	bs, err := celBindings()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*functions.Overload, len(bs))
-	for i, b := range bs {
-		out[i] = b.wrap(limit)
+	byID := make(map[string]guardedBinding, len(bs))
+	for _, b := range bs {
+		byID[b.impl.Operator] = b
 	}
-	return out, nil
+	fns := env.Functions()
+	out := make([]cel.EnvOption, 0, len(celGuards)+1)
+	var singletons []*celenv.Function
+	for name := range celGuards {
+		fn := fns[name]
+		var opts []cel.FunctionOpt
+		if fn.HasSingletonBinding() {
+			singletons = append(singletons, celenv.NewFunction(name))
+			b := byID[name]
+			u, bin, f := b.wrap(l)
+			switch {
+			case u != nil:
+				opts = append(opts, cel.SingletonUnaryBinding(u, b.impl.OperandTrait))
+			case bin != nil:
+				opts = append(opts, cel.SingletonBinaryBinding(bin, b.impl.OperandTrait))
+			case f != nil:
+				opts = append(opts, cel.SingletonFunctionBinding(f, b.impl.OperandTrait))
+			default:
+				return nil, fmt.Errorf("CEL function %s has no synchronous binding", name)
+			}
+		}
+		for _, o := range fn.OverloadDecls() {
+			var oopts []cel.OverloadOpt
+			if !fn.HasSingletonBinding() {
+				b, ok := byID[o.ID()]
+				if !ok {
+					return nil, fmt.Errorf("CEL function %s: overload %s has no binding", name, o.ID())
+				}
+				switch u, bin, f := b.wrap(l); {
+				case u != nil:
+					oopts = append(oopts, cel.UnaryBinding(u))
+				case bin != nil:
+					oopts = append(oopts, cel.BinaryBinding(bin))
+				case f != nil:
+					oopts = append(oopts, cel.FunctionBinding(f))
+				default:
+					return nil, fmt.Errorf("CEL function %s: overload %s has no synchronous binding", name, o.ID())
+				}
+			}
+			if t := o.OperandTrait(); t != 0 {
+				oopts = append(oopts, cel.OverloadOperandTrait(t))
+			}
+			if o.IsNonStrict() {
+				oopts = append(oopts, cel.OverloadIsNonStrict())
+			}
+			if o.IsMemberFunction() {
+				opts = append(opts, cel.MemberOverload(o.ID(), o.ArgTypes(), o.ResultType(), oopts...))
+			} else {
+				opts = append(opts, cel.Overload(o.ID(), o.ArgTypes(), o.ResultType(), oopts...))
+			}
+		}
+		out = append(out, cel.Function(name, opts...))
+	}
+	std := cel.StdLib(cel.StdLibSubset(celenv.NewLibrarySubset().AddExcludedFunctions(singletons...)))
+	return append([]cel.EnvOption{std}, out...), nil
 }
 
-// wrap runs the guard before the implementation. A call over the limit
-// cancels the evaluation as the tracker does (a panic its Eval recovers),
-// so an error value cannot be absorbed by || or && and let the condition
-// go on as if the call had merely failed.
-func (b guardedBinding) wrap(limit uint64) *functions.Overload {
-	w := *b.impl
-	if u := b.impl.Unary; u != nil {
-		w.Unary = func(a ref.Val) ref.Val {
-			b.check(limit, a)
+// wrap runs the guard before the implementation, in whichever of its forms
+// the implementation has. A call over the cost limit cancels the
+// evaluation as the tracker does (a panic its Eval recovers), so an error
+// value cannot be absorbed by || or && and let the condition go on as if
+// the call had merely failed.
+func (b guardedBinding) wrap(l celLimits) (functions.UnaryOp, functions.BinaryOp, functions.FunctionOp) {
+	switch {
+	case b.impl.Unary != nil:
+		u := b.impl.Unary
+		return func(a ref.Val) ref.Val {
+			if err := b.check(l, a); err != nil {
+				return err
+			}
 			return u(a)
-		}
-	}
-	if bin := b.impl.Binary; bin != nil {
-		w.Binary = func(l, r ref.Val) ref.Val {
-			b.check(limit, l, r)
-			return bin(l, r)
-		}
-	}
-	if f := b.impl.Function; f != nil {
-		w.Function = func(args ...ref.Val) ref.Val {
-			b.check(limit, args...)
+		}, nil, nil
+	case b.impl.Binary != nil:
+		bin := b.impl.Binary
+		return nil, func(x, y ref.Val) ref.Val {
+			if err := b.check(l, x, y); err != nil {
+				return err
+			}
+			return bin(x, y)
+		}, nil
+	case b.impl.Function != nil:
+		f := b.impl.Function
+		return nil, nil, func(args ...ref.Val) ref.Val {
+			if err := b.check(l, args...); err != nil {
+				return err
+			}
 			return f(args...)
 		}
 	}
-	return &w
+	return nil, nil, nil
 }
 
-func (b guardedBinding) check(limit uint64, args ...ref.Val) {
-	if c := b.guard.cost(args, limit); c > limit {
+// check panics when the call would pass the cost limit, and returns an
+// error value for a matches whose pattern is over the regex program limit.
+func (b guardedBinding) check(l celLimits, args ...ref.Val) ref.Val {
+	if c := b.guard.cost(args, l.cost); c > l.cost {
 		panic(interpreter.EvalCancelledError{
 			Cause:   interpreter.CostLimitExceeded,
-			Message: fmt.Sprintf("cost limit exceeded: %s would cost at least %d, more than the limit of %d", b.name, c, limit),
+			Message: fmt.Sprintf("cost limit exceeded: %s would cost at least %d, more than the limit of %d", b.name, c, l.cost),
 		})
 	}
+	if b.guard == guardMatches {
+		if re, ok := stringArg(args, 1); ok {
+			if err := newRegexBudget(l.regex).take(re); err != nil {
+				return types.NewErr("%s", err)
+			}
+		}
+	}
+	return nil
 }
 
 // runes is the size the cost tracker gives a string: its code points.
@@ -275,8 +360,9 @@ func joinCost(args []ref.Val, limit uint64) uint64 {
 		return 0
 	}
 	total := cost.SafeMultiply(uint64(k-1), runes(sep))
-	for it := l.Iterator(); total <= limit && it.HasNext() == types.True; {
-		s, ok := it.Next().(types.String)
+	// By index: an iterator is an allocation, on every call.
+	for i := types.Int(0); i < k && total <= limit; i++ {
+		s, ok := l.Get(i).(types.String)
 		if !ok {
 			break
 		}

@@ -34,9 +34,10 @@
 //
 // Parsing is strict and all-or-nothing: an unknown key, a wrong type, a
 // version other than 1, an empty or malformed pattern, a regex or CEL
-// condition that does not compile or is not a bool, a duplicate or
-// reserved id, YAML anchors, aliases or tags, or a second document is a
-// [*ParseError] naming the rule index (0-based) and line.
+// condition that does not compile or is not a bool, a regex over the
+// regex program limit (see "Regex size"), a duplicate or reserved id, YAML
+// anchors, aliases or tags, or a second document is a [*ParseError]
+// naming the rule index (0-based) and line.
 //
 // # Matching
 //
@@ -79,6 +80,23 @@
 // nothing else; a deny list meant to catch a word anywhere reads
 // '.*\brm\b.*'. A regex deny list is a speed bump, not a sandbox: prefer
 // allow rules for what the model may do.
+//
+// # Regex size
+//
+// A regex costs memory and time in proportion to its compiled program,
+// about one instruction per character or class it matches; a bounded
+// repeat is written out, so `.{1000}` is 1000 instructions from six bytes.
+// Every regex is sized from its syntax before it compiles: an args matches
+// regex, or the constant pattern of a CEL matches (both compile when the
+// policy loads), over the regex program limit ([WithRegexProgramLimit],
+// default [DefaultRegexProgramLimit] instructions) is a [*ParseError], as
+// is a policy whose regexes together come to more than 10 times the limit:
+//
+//	policy: invalid policy: rules[3] (line 12): when: regex ".{1000}.{1000}…" compiles to about 11000 instructions; the regex program limit is 10000
+//
+// A pattern a condition takes from args (args.cmd.matches(args.re)) is
+// sized when it runs; over the limit, the call errors and the condition
+// fails closed.
 //
 // # Failing closed
 //
@@ -126,7 +144,8 @@
 // than the limit, or contains, indexOf, lastIndexOf or a matches whose
 // pattern is not a constant searching for longer than it allows — stops
 // the condition before the call runs, as the limit does (|| cannot absorb
-// it): "cost limit exceeded: replace would cost at least …". So
+// it): "cost limit exceeded: replace would cost at least …" (a matches
+// pattern from args is also sized, see "Regex size"). So
 // args.s.replace("", args.s) on a large argument fails at once instead of
 // building len(s)² bytes. A condition at the default limit allocates tens
 // of MiB at most.

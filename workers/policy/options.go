@@ -26,6 +26,9 @@ const (
 	// may take together (given once more when it runs out: see
 	// [WithCELTimeout]).
 	DefaultCELTimeout = 100 * time.Millisecond
+	// DefaultRegexProgramLimit bounds the program one regex of a policy
+	// compiles to, in instructions (see [WithRegexProgramLimit]).
+	DefaultRegexProgramLimit = 10_000
 	// DefaultPollInterval is how often a [Watcher] reads its file.
 	DefaultPollInterval = 500 * time.Millisecond
 	// MinPollInterval and MaxPollInterval bound [WithPollInterval].
@@ -44,6 +47,7 @@ type options struct {
 	celCost      uint64
 	celTimeout   time.Duration
 	celDeadline  deadlineFunc // context.WithTimeout; tests stand in
+	regexLimit   int
 
 	poll     time.Duration
 	logger   *slog.Logger
@@ -58,6 +62,7 @@ func buildOptions(opts []Option) (options, error) {
 		celCost:      DefaultCELCostLimit,
 		celTimeout:   DefaultCELTimeout,
 		celDeadline:  context.WithTimeout,
+		regexLimit:   DefaultRegexProgramLimit,
 		poll:         DefaultPollInterval,
 		logger:       slog.New(slog.DiscardHandler),
 		fallback:     defaultYAML,
@@ -126,6 +131,25 @@ func WithCELTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: policy CEL timeout %v must be 1ms..10s", engine.ErrInvalidOption, d)
 		}
 		o.celTimeout = d
+		return nil
+	}
+}
+
+// WithRegexProgramLimit sets the largest program a regex may compile to,
+// 100 to 1,000,000 instructions (default [DefaultRegexProgramLimit]): an
+// args matches regex or the constant pattern of a CEL matches, which
+// compile when the policy loads, and a pattern a condition takes from
+// args, which compiles when it runs. A policy with a regex over the limit
+// does not load; the regexes of one policy together may compile to 10
+// times the limit. A pattern from args over it errors, and the condition
+// fails closed. A program is about one instruction per character or class
+// matched, but a repeat is written out: `.{1000}` is 1000 instructions.
+func WithRegexProgramLimit(n int) Option {
+	return func(o *options) error {
+		if n < 100 || n > 1_000_000 {
+			return fmt.Errorf("%w: policy regex program limit %d must be 100..1000000", engine.ErrInvalidOption, n)
+		}
+		o.regexLimit = n
 		return nil
 	}
 }

@@ -79,13 +79,14 @@ func parse(data []byte, o options) (p *Policy, err error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, &ParseError{Rule: -1, Msg: "file is not one YAML document"}
 	}
-	ps := parser{o: o, ids: map[string]int{}}
+	ps := parser{o: o, ids: map[string]int{}, regex: newRegexBudget(o.regexLimit)}
 	return ps.top(doc.Content[0])
 }
 
 type parser struct {
-	o   options
-	ids map[string]int // explicit id -> rule index
+	o     options
+	ids   map[string]int // explicit id -> rule index
+	regex *regexBudget   // the policy's regexes, sized before they compile
 }
 
 func errAt(rule int, n *yaml.Node, format string, args ...any) *ParseError {
@@ -299,7 +300,7 @@ func (ps *parser) objectRule(i int, n *yaml.Node) (*rule, error) {
 			if err != nil {
 				return err
 			}
-			c, err := compileWhen(s, &ps.o)
+			c, err := compileWhenIn(s, &ps.o, ps.regex)
 			if err != nil {
 				return errAt(i, v, "%v", err)
 			}
@@ -396,9 +397,13 @@ func (ps *parser) constraint(i int, key string, k, v *yaml.Node) (*constraint, e
 				return errAt(i, v, "matches is %d bytes; the limit is %d", len(s), MaxRegexLen)
 			}
 			// Validate alone first: a regex that parses on its own cannot
-			// close the anchoring group around it ("a)|(b").
-			if _, err := anchor(s, false); err != nil {
+			// close the anchoring group around it ("a)|(b"). It compiles
+			// once the rule's action is known, after it is sized.
+			if err := parseRegex(s); err != nil {
 				return errAt(i, v, "%v", err)
+			}
+			if err := ps.regex.take(s); err != nil {
+				return errAt(i, v, "args %q: %v", key, err)
 			}
 			c.matches, re = s, v
 		default:
@@ -458,8 +463,8 @@ func scalarValue(i int, n *yaml.Node) (any, error) {
 // final newline). With dotNL, '.' also matches '\n' — deny and
 // needs_approval rules use it so that a second line cannot hide a match.
 func anchor(src string, dotNL bool) (*regexp.Regexp, error) {
-	if _, err := syntax.Parse(src, syntax.Perl); err != nil {
-		return nil, fmt.Errorf("matches %q does not compile: %v", src, err)
+	if err := parseRegex(src); err != nil {
+		return nil, err
 	}
 	open := "^(?:"
 	if dotNL {
@@ -470,4 +475,12 @@ func anchor(src string, dotNL bool) (*regexp.Regexp, error) {
 		return nil, fmt.Errorf("matches %q does not compile when anchored: %v", src, err)
 	}
 	return re, nil
+}
+
+// parseRegex checks that a matches regex parses, without compiling it.
+func parseRegex(src string) error {
+	if _, err := syntax.Parse(src, syntax.Perl); err != nil {
+		return fmt.Errorf("matches %q does not compile: %v", src, err)
+	}
+	return nil
 }
