@@ -24,7 +24,8 @@
 // the exit code (128+N for a command killed by signal N), stdout and
 // stderr capped at 64 KiB each (the rest is read and discarded:
 // truncated, with the full byte counts), timed_out, oom_killed,
-// over_quota, the duration and the isolation. Every function answers bad
+// over_quota, cleanup_only, quota_stopped (see Limits), the duration and
+// the isolation. Every function answers bad
 // input with invalid_payload and never leaves half-made state.
 // [Worker.Workdir] gives in-process tools (fs::*) the same workdir, so
 // paths agree between shell::exec and them; [Worker.CallerWorkdir] takes
@@ -104,16 +105,26 @@
 //   - cpu_seconds: RLIMIT_CPU of every process of an exec (SIGXCPU at the
 //     limit, SIGKILL a second later); it bounds each process, not their
 //     sum — the wall clock bounds the exec.
-//   - disk_mb: RLIMIT_FSIZE (no file grows past it: SIGXFSZ), and after
-//     each exec the workdir's usage (allocated blocks) is measured: over
-//     the quota, the result says over_quota and the next exec is refused
-//     with forbidden (ErrDiskQuota, details used_bytes and limit_bytes)
-//     until space is freed — by fs::write shrinking files (the fs tools
-//     delete nothing; rm works once exec does), from the host, or by
-//     destroy; each refused exec measures again. fs::write and fs::edit measure
-//     it too, before a write that grows the workdir, and refuse one that
-//     would pass the quota the same way (details also write_bytes),
-//     writing nothing; writes that shrink it always go through.
+//   - disk_mb: RLIMIT_FSIZE (no file grows past it: SIGXFSZ), and the
+//     workdir's usage (allocated blocks) is measured while an exec runs
+//     (every 500 ms, or twenty times as long as a measurement takes,
+//     whichever is longer) and after it. An exec running when the
+//     workdir passes the quota is stopped (SIGKILL; the result says
+//     quota_stopped and over_quota). Over the quota the next exec is
+//     not refused — it is how the model frees space (rm) — but runs
+//     cleanup-only (cleanup_only in its result): RLIMIT_FSIZE 0, so no
+//     file grows (a writer, in /tmp too, gets SIGXFSZ), while removing,
+//     truncating, moving and reading files work. Each such exec
+//     measures again first, so space freed by fs::write, from the host
+//     or by the last exec ends it; adopting a sandbox after a restart
+//     measures it too. fs::write and fs::edit measure the workdir
+//     before a write that grows it and refuse one that would pass the
+//     quota with forbidden (ErrDiskQuota, details used_bytes,
+//     limit_bytes and write_bytes), writing nothing; writes that shrink
+//     it always go through. The quota is not a file system's: between measurements a
+//     command may pass it by what it writes in that time (a cleanup-only
+//     one only by directories and blocks allocated past a file's end),
+//     and empty files, which take no blocks, do not count.
 //   - wall_ms: the timeout of an exec; timeout_ms may shorten it (a
 //     longer one is invalid_payload), and a caller's shorter deadline
 //     wins (minus a margin to answer). At the timeout every process of
@@ -172,7 +183,10 @@
 // that reaches another node's sandbox worker answers unavailable
 // ("sandbox X lives on node Y"); list shows every node's. Workdirs live in
 // the node's root (setting root, default <home>/sandboxes, mode 0700),
-// one folder per sandbox id (0700). A root node whose home the sandbox's
+// one folder per sandbox id (0700). Removing a workdir (destroy, the
+// reaper) first gives its directories their owner's permissions back
+// when a command took them away (chmod 0555, 0000): a node that is not
+// root could not empty them otherwise. A root node whose home the sandbox's
 // host user cannot pass through uses /var/lib/iii/sandboxes/<hash of the
 // home> ([SystemRoot]) instead. A node removes its root at Close when it
 // holds no workdir (a symbolic link stays); a root removed under a

@@ -30,10 +30,10 @@ var (
 	// on this node and the setting allow_unsandboxed is not true; on the
 	// wire it is unavailable.
 	ErrNoIsolation = errors.New("sandbox: isolation unavailable")
-	// ErrDiskQuota is wrapped when a sandbox's workdir holds more than its
-	// disk_mb: the next exec is refused (forbidden) until files are
-	// removed; and when an fs::write or fs::edit would take it past
-	// disk_mb (forbidden, nothing written).
+	// ErrDiskQuota is wrapped when an fs::write or fs::edit would take a
+	// sandbox's workdir past its disk_mb (forbidden, nothing written).
+	// An exec is never refused for the quota: over it, the exec runs
+	// cleanup-only (Result.CleanupOnly).
 	ErrDiskQuota = errors.New("sandbox: disk quota exceeded")
 	// ErrNoRoot is returned by [Worker.Start] when neither a root
 	// directory ([WithRoot], setting "root") nor a home directory is known.

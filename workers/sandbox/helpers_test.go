@@ -166,6 +166,25 @@ func wantCode(t testing.TB, err error, code wire.Code) {
 	}
 }
 
+// needCgroups fails a test that is about the cgroup limits, saying why,
+// when f's node could not make writable pids and memory cgroups (a node
+// that is not root, outside a delegated cgroup): it never skips.
+func needCgroups(t testing.TB, f *fixture) {
+	t.Helper()
+	if !f.m.cg.hasPids || !f.m.cg.hasMemory {
+		t.Fatalf("this test needs writable pids and memory cgroups (run it as root, or as a user with a delegated cgroup): %s", f.m.cg.why)
+	}
+}
+
+// needRoot fails a test that is about a root node, saying why, when it
+// does not run as root: it never skips.
+func needRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("this test needs root (euid %d): %s", os.Geteuid(), why)
+	}
+}
+
 // exists reports whether path exists on the host.
 func exists(path string) bool {
 	_, err := os.Lstat(path)

@@ -20,8 +20,10 @@ type Limits struct {
 	// sandbox together, bubblewrap's own two included (cgroup pids.max).
 	Pids int `json:"pids,omitempty"`
 	// DiskMB bounds each file an exec writes (RLIMIT_FSIZE) and the
-	// workdir's total usage, checked after each exec and before each
-	// fs::write or fs::edit that grows it.
+	// workdir's total usage: watched while an exec runs (one that passes
+	// it is stopped), checked after it (over it, the next exec is
+	// cleanup-only: no file may grow) and before each fs::write or
+	// fs::edit that grows it.
 	DiskMB int `json:"disk_mb,omitempty"`
 	// WallMs is the wall-clock timeout of an exec (an exec's timeout_ms
 	// may only shorten it).

@@ -12,7 +12,6 @@ import (
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
-	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // A fork bomb hits the pids limit, is killed at the timeout, and leaves
@@ -20,9 +19,7 @@ import (
 func TestForkBomb(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	if !f.m.cg.hasPids {
-		t.Fatalf("no pids cgroup here: %s", f.m.cg.why)
-	}
+	needCgroups(t, f)
 	sb := f.create(t, CreateRequest{SessionID: "bomb", Limits: Limits{Pids: 32, WallMs: 1500}})
 	dir := f.m.cg.sandboxDirs(sb.SandboxID)[0] // the pids hierarchy's (v1) or the only one (v2)
 	began := time.Now()
@@ -122,30 +119,141 @@ func TestRlimits(t *testing.T) {
 	})
 	t.Run("disk quota", func(t *testing.T) {
 		r := f.exec(t, sb.SandboxID, Command{Command: "head -c 700000 /dev/urandom > a; head -c 700000 /dev/urandom > b"})
-		if r.ExitCode != 0 || !r.OverQuota {
+		if r.ExitCode != 0 || !r.OverQuota || r.CleanupOnly {
 			t.Fatalf("over quota: %+v", r)
 		}
-		_, err := f.execErr(sb.SandboxID, Command{Command: "true"})
-		wantCode(t, err, wire.CodeForbidden)
-		if !strings.Contains(err.Error(), "disk_mb") {
-			t.Fatalf("message %v", err)
+		if r := f.exec(t, sb.SandboxID, Command{Command: "echo x > c"}); r.ExitCode != 153 || !r.CleanupOnly || !r.OverQuota {
+			t.Fatalf("a write over the quota: %+v", r)
 		}
 		// Removing files from the host (as the fs tools do) lifts it.
 		if err := os.Remove(filepath.Join(sb.Workdir, "a")); err != nil {
 			t.Fatal(err)
 		}
-		if r := f.exec(t, sb.SandboxID, Command{Command: "echo ok"}); r.Stdout != "ok\n" || r.OverQuota {
+		if r := f.exec(t, sb.SandboxID, Command{Command: "echo ok > c && cat c"}); r.Stdout != "ok\n" || r.OverQuota || r.CleanupOnly {
 			t.Fatalf("after cleanup: %+v", r)
 		}
 	})
 }
 
+// A sandbox over disk_mb is never refused a command: that is how a model
+// frees space (rm). Until it is back under the quota, each exec runs
+// cleanup-only — no file may grow (RLIMIT_FSIZE 0: the writer gets
+// SIGXFSZ, exit 153), in the workdir or /tmp — while removing,
+// truncating, moving and reading files work; the result says
+// cleanup_only, and over_quota while the workdir still exceeds the quota.
+// Once it does not, the next exec is an ordinary one. What the skill
+// tells the model to do is what works here.
+func TestOverQuotaExec(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const size = 700_000 // two take 1 MiB (disk_mb 1) and more
+	for _, tc := range []struct {
+		name    string
+		command string
+		exit    int
+		stdout  string
+		over    bool             // over_quota after
+		sizes   map[string]int64 // file sizes after; -1 absent
+	}{
+		{name: "rm frees space", command: "rm a && ls", stdout: "b\n", sizes: map[string]int64{"a": -1, "b": size}},
+		{name: "truncate frees space", command: "truncate -s 0 a", sizes: map[string]int64{"a": 0, "b": size}},
+		{name: "reads work", command: "wc -c < a", stdout: "700000\n", over: true, sizes: map[string]int64{"a": size}},
+		{name: "moves work", command: "mkdir d && mv a d/a && ls d", stdout: "a\n", over: true, sizes: map[string]int64{"a": -1, "d/a": size}},
+		{name: "a new file cannot grow", command: "echo x > new", exit: 153, over: true, sizes: map[string]int64{"new": 0}},
+		{name: "an append is refused", command: "echo x >> a", exit: 153, over: true, sizes: map[string]int64{"a": size}},
+		{name: "a copy is refused", command: "cp a c", exit: 153, over: true, sizes: map[string]int64{"c": 0}},
+		{name: "an overwrite in place is refused", command: "printf x | dd of=a conv=notrunc status=none", exit: 153, over: true, sizes: map[string]int64{"a": size}},
+		{name: "a file in /tmp cannot grow", command: "echo x > /tmp/x", exit: 153, over: true},
+		// Space freed during the exec does not lift it: the exec is
+		// cleanup-only to its end.
+		{name: "the rest of the command runs", command: "rm a; cp b c; echo done", stdout: "done\n", sizes: map[string]int64{"a": -1, "c": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sid := "oq" + strings.NewReplacer(" ", "", "/", "", "-", "").Replace(tc.name)
+			sb := f.create(t, CreateRequest{SessionID: sid, Limits: Limits{DiskMB: 1}})
+			if r := f.sh(t, sid, fmt.Sprintf("head -c %d /dev/urandom > a; head -c %d /dev/urandom > b", size, size)); !r.OverQuota || r.CleanupOnly {
+				t.Fatalf("setup: %+v", r)
+			}
+			r := f.sh(t, sid, tc.command)
+			if r.ExitCode != tc.exit || r.Stdout != tc.stdout || !r.CleanupOnly || r.OverQuota != tc.over || r.QuotaStopped {
+				t.Fatalf("%s: exit %d stdout %q stderr %q cleanup_only %v over_quota %v quota_stopped %v; want exit %d stdout %q cleanup_only, over_quota %v",
+					tc.command, r.ExitCode, r.Stdout, r.Stderr, r.CleanupOnly, r.OverQuota, r.QuotaStopped, tc.exit, tc.stdout, tc.over)
+			}
+			for name, want := range tc.sizes {
+				got := int64(-1)
+				if fi, err := os.Lstat(filepath.Join(sb.Workdir, name)); err == nil {
+					got = fi.Size()
+				}
+				if got != want {
+					t.Fatalf("%s is %d bytes after %q, want %d", name, got, tc.command, want)
+				}
+			}
+			// The next exec is cleanup-only exactly while the workdir is
+			// still over the quota.
+			r = f.sh(t, sid, "echo ok > ok && cat ok")
+			if tc.over {
+				if r.ExitCode != 153 || !r.CleanupOnly || !r.OverQuota {
+					t.Fatalf("still over the quota, the next exec: %+v", r)
+				}
+			} else if r.ExitCode != 0 || r.Stdout != "ok\n" || r.CleanupOnly || r.OverQuota {
+				t.Fatalf("back under the quota, the next exec: %+v", r)
+			}
+		})
+	}
+	sk := skill(ShellExecFunction)
+	i := strings.Index(sk, "- `cleanup_only`")
+	if i < 0 {
+		t.Fatal("shell::exec's skill has no cleanup_only entry")
+	}
+	if entry, _, _ := strings.Cut(sk[i+1:], "\n- "); !strings.Contains(entry, "`rm`") || !strings.Contains(entry, "153") {
+		t.Fatalf("shell::exec's skill does not say how to free space: %s", entry)
+	}
+}
+
+// An exec that takes the workdir past disk_mb while it runs is stopped
+// (SIGKILL) soon after, not at its timeout: the result says
+// quota_stopped and over_quota, keeps the output so far, and the next
+// exec is cleanup-only. One that stays within the quota runs on.
+func TestQuotaWatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name    string
+		command string
+		stopped bool
+	}{
+		// 200 kB every 50 ms: past 1 MiB in about 300 ms, unbounded after.
+		{name: "a growing command is stopped", command: "echo started; i=0; while :; do head -c 200000 /dev/zero > f$i; i=$((i+1)); sleep 0.05; done", stopped: true},
+		{name: "one within the quota runs on", command: "i=0; while [ $i -lt 30 ]; do head -c 200000 /dev/zero > f; i=$((i+1)); sleep 0.05; done; echo done"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sid := "qw" + strings.ReplaceAll(tc.name, " ", "")
+			f.create(t, CreateRequest{SessionID: sid, Limits: Limits{DiskMB: 1, WallMs: 15_000}})
+			began := time.Now()
+			r := f.sh(t, sid, tc.command)
+			took := time.Since(began)
+			if !tc.stopped {
+				if r.ExitCode != 0 || r.Stdout != "done\n" || r.QuotaStopped || r.OverQuota || r.TimedOut {
+					t.Fatalf("within the quota: %+v", r)
+				}
+				return
+			}
+			if !r.QuotaStopped || !r.OverQuota || r.TimedOut || r.ExitCode != 137 || r.Signal != "SIGKILL" || r.Stdout != "started\n" || took > 10*time.Second {
+				t.Fatalf("past the quota after %v: %+v", took, r)
+			}
+			if r := f.sh(t, sid, "echo x > g"); !r.CleanupOnly || r.ExitCode != 153 {
+				t.Fatalf("the next exec: %+v", r)
+			}
+		})
+	}
+}
+
 func TestMemoryLimit(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	if !f.m.cg.hasMemory {
-		t.Fatalf("no memory cgroup here: %s", f.m.cg.why)
-	}
+	needCgroups(t, f)
 	sb := f.create(t, CreateRequest{SessionID: "mem", Limits: Limits{MemoryMB: 32}})
 	// tail -c keeps the last 90 MB in memory.
 	r := f.exec(t, sb.SandboxID, Command{Command: "head -c 100000000 /dev/zero | tail -c 90000000 | wc -c"})
@@ -189,7 +297,7 @@ func TestCgroupV2Tracking(t *testing.T) {
 	}
 	f := newFixture(t, WithCgroupRoot(root))
 	if f.m.cg.version != cgV2 {
-		t.Fatalf("no cgroup v2 at %s: %s", root, f.m.cg.why)
+		t.Fatalf("this test needs a writable cgroup v2 hierarchy (run it as root, or as a user with a delegated cgroup): none at %s: %s", root, f.m.cg.why)
 	}
 	sb := f.create(t, CreateRequest{SessionID: "v2"})
 	done := make(chan Result, 1)
@@ -231,5 +339,43 @@ func TestCallerDeadline(t *testing.T) {
 	r, err := engine.Call[Result](ctx, f.e, ExecFunction, ExecRequest{SandboxID: sb.SandboxID, Command: Command{Command: "sleep 30"}})
 	if err != nil || !r.TimedOut {
 		t.Fatalf("result %+v, err %v", r, err)
+	}
+}
+
+// A sandbox over disk_mb when its node restarts is still over it: the
+// adoption measures the workdir, so the first exec after the restart is
+// cleanup-only, as it would have been before, and not an ordinary one
+// that grows files until the quota watch stops it.
+func TestOverQuotaAdopted(t *testing.T) {
+	t.Parallel()
+	home := reachableHome(t)
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx := context.Background()
+	w1 := NewWorker(testOptions(home)...)
+	if err := w1.Start(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.m.create(ctx, CreateRequest{SessionID: "adoptq", Limits: Limits{DiskMB: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sctx := engine.WithSession(ctx, "adoptq", "m1")
+	if r, err := engine.Call[Result](sctx, e, ShellExecFunction, Command{Command: "head -c 700000 /dev/zero > a; head -c 700000 /dev/zero > b"}); err != nil || !r.OverQuota {
+		t.Fatalf("setup: %+v %v", r, err)
+	}
+	if err := w1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := startOn(t, ns, e, home)
+	// Slower than the quota watch: an ordinary exec would be stopped.
+	r := f.sh(t, "adoptq", "sleep 1; echo x > c")
+	if !r.CleanupOnly || r.QuotaStopped || r.ExitCode != 153 || !r.OverQuota {
+		t.Fatalf("the first exec after the restart: %+v", r)
+	}
+	if r := f.sh(t, "adoptq", "rm a b && echo x > c && cat c"); !r.CleanupOnly || r.ExitCode != 153 {
+		t.Fatalf("cleanup: %+v", r)
+	}
+	if r := f.sh(t, "adoptq", "echo x > c && cat c"); r.CleanupOnly || r.OverQuota || r.Stdout != "x\n" {
+		t.Fatalf("after cleanup: %+v", r)
 	}
 }

@@ -373,7 +373,7 @@ func (m *manager) existing(ctx context.Context, rec Sandbox, rev uint64) (Sandbo
 // live.
 func (m *manager) provision(rec Sandbox, rev uint64) (*liveSandbox, error) {
 	// The id is fresh, but a crash may have left a folder of that name.
-	if err := os.RemoveAll(rec.Workdir); err != nil {
+	if err := removeWorkdir(rec.Workdir); err != nil {
 		return nil, err
 	}
 	if err := m.mkdirIn(rec.Workdir, m.rootMode()); err != nil {
@@ -384,15 +384,17 @@ func (m *manager) provision(rec Sandbox, rev uint64) (*liveSandbox, error) {
 	}
 	cg, err := m.cg.ensureSandbox(rec.SandboxID, rec.Limits)
 	if err != nil {
-		_ = os.RemoveAll(rec.Workdir)
+		_ = removeWorkdir(rec.Workdir)
 		return nil, err
 	}
-	return m.addLive(rec, rev, cg), nil
+	return m.addLive(rec, rev, cg, false), nil
 }
 
-func (m *manager) addLive(rec Sandbox, rev uint64, cg *sandboxCgroup) *liveSandbox {
+// addLive makes rec live; overQuota says its workdir holds more than
+// disk_mb (its next exec is cleanup-only).
+func (m *manager) addLive(rec Sandbox, rev uint64, cg *sandboxCgroup, overQuota bool) *liveSandbox {
 	used := time.UnixMilli(rec.LastUsedAt)
-	lv := &liveSandbox{cg: cg, rec: rec, rev: rev, cancels: map[uint64]context.CancelCauseFunc{}, lastUsed: used, lastTouched: used}
+	lv := &liveSandbox{cg: cg, rec: rec, rev: rev, cancels: map[uint64]context.CancelCauseFunc{}, lastUsed: used, lastTouched: used, overQuota: overQuota}
 	m.mu.Lock()
 	m.live[rec.SandboxID] = lv
 	m.bySession[rec.SessionID] = lv
@@ -442,14 +444,17 @@ func (m *manager) adopt(ctx context.Context, rec Sandbox, rev uint64) (*liveSand
 	if err != nil {
 		return nil, kvErr(err)
 	}
+	var used int64
 	if rec.Isolation == IsolationBwrap {
 		// Created when bubblewrap ran as another user (an older run, or
 		// one that fell back to root): its files become this run's
 		// user's. The same walk removes the temporary files of fs tool
-		// writes a crash cut short.
-		m.sweepWorkdir(rec.Workdir, m.ownerUID, m.ownerGID)
+		// writes a crash cut short, and measures the workdir: one over
+		// disk_mb makes the next exec cleanup-only, as it would have
+		// before the restart.
+		used = m.sweepWorkdir(rec.Workdir, m.ownerUID, m.ownerGID)
 	} else {
-		m.sweepWorkdir(rec.Workdir, -1, -1)
+		used = m.sweepWorkdir(rec.Workdir, -1, -1)
 	}
 	cg, err := m.cg.ensureSandbox(rec.SandboxID, rec.Limits)
 	if err != nil {
@@ -465,7 +470,7 @@ func (m *manager) adopt(ctx context.Context, rec Sandbox, rev uint64) (*liveSand
 			}
 		}
 	}
-	return m.addLive(rec, rev, cg), nil
+	return m.addLive(rec, rev, cg, used > int64(rec.Limits.DiskMB)<<20), nil
 }
 
 // resolve finds the live sandbox of an exec: by sandbox id, or (id "") by
@@ -588,19 +593,24 @@ func (m *manager) exec(ctx context.Context, lv *liveSandbox, cmd Command) (Resul
 		lv.wg.Done()
 	}()
 
+	// Over disk_mb (measured again: space may have been freed from
+	// outside) the exec still runs, so that it can free space (rm), but
+	// cleanup-only: no file may grow (RLIMIT_FSIZE 0). Within it, the
+	// quota is watched while the command runs.
 	quota := int64(rec.Limits.DiskMB) << 20
+	cleanup := false
 	if over {
-		if used := scanWorkdir(rec.Workdir, -1, -1); used > quota {
-			return Result{}, wire.Wrap(wire.CodeForbidden, fmt.Errorf("%w: sandbox %s's workdir uses %d MiB of its %d MiB (disk_mb), so commands are refused: free space first by writing an empty content over large files with fs::write (a write that shrinks the workdir is allowed), then remove them with rm once commands run again, or destroy the sandbox",
-				ErrDiskQuota, rec.SandboxID, used>>20, rec.Limits.DiskMB), "").WithDetails(map[string]any{"used_bytes": used, "limit_bytes": quota})
+		if scanWorkdir(rec.Workdir, -1, -1) > quota {
+			cleanup = true
+		} else {
+			lv.mu.Lock()
+			lv.overQuota = false
+			lv.mu.Unlock()
 		}
-		lv.mu.Lock()
-		lv.overQuota = false
-		lv.mu.Unlock()
 	}
 	m.touch(ctx, lv)
 
-	spec := m.runSpec(rec, lv.cg != nil && m.cg.hasMemory, cmd, timeout)
+	spec := m.runSpec(rec, lv.cg != nil && m.cg.hasMemory, cmd, timeout, cleanup)
 	if spec.outer && m.cred != nil {
 		// Files the fs tools wrote (as root) become the sandbox user's.
 		// Only while no other exec of the sandbox runs (none can start
@@ -625,8 +635,18 @@ func (m *manager) exec(ctx context.Context, lv *liveSandbox, cmd Command) (Resul
 		spec.cg = ecg
 		spec.argv = spec.withProcsFiles(ecg.procsFiles())
 	}
+	stopWatch := func() {}
+	if !cleanup {
+		overQuota := make(chan struct{})
+		spec.stop = overQuota
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { watchQuota(wctx, rec.Workdir, quota, overQuota) })
+		stopWatch = func() { cancel(); wg.Wait() }
+	}
 	oomBefore := lv.cg.oomKills()
 	out, err := runProcess(ctx, spec)
+	stopWatch()
 	if err != nil {
 		return Result{}, wire.Wrap(wire.CodeInternal, err, "run command in sandbox %s", rec.SandboxID)
 	}
@@ -643,6 +663,7 @@ func (m *manager) exec(ctx context.Context, lv *liveSandbox, cmd Command) (Resul
 		Truncated:   out.stdout.truncated() || out.stderr.truncated(),
 		StdoutBytes: out.stdout.total, StderrBytes: out.stderr.total,
 		TimedOut: out.timedOut, OOMKilled: lv.cg.oomKills() > oomBefore || spec.cg.oomKills() > 0,
+		CleanupOnly: cleanup, QuotaStopped: out.stopped,
 		DurationMs: out.duration.Milliseconds(), Isolation: m.isolation,
 	}
 	if used := scanWorkdir(rec.Workdir, -1, -1); used > quota {
@@ -657,10 +678,14 @@ func (m *manager) exec(ctx context.Context, lv *liveSandbox, cmd Command) (Resul
 // runSpec builds the process of one exec: the shim, then bubblewrap (as
 // the unprivileged host user when there is one) and the command, or the
 // command alone without isolation. The exec's cgroup files join the
-// shim's arguments with [runSpec.withProcsFiles].
-func (m *manager) runSpec(rec Sandbox, memCgroup bool, cmd Command, timeout time.Duration) runSpec {
+// shim's arguments with [runSpec.withProcsFiles]. A cleanup-only exec
+// (the workdir over disk_mb) may grow no file: RLIMIT_FSIZE 0.
+func (m *manager) runSpec(rec Sandbox, memCgroup bool, cmd Command, timeout time.Duration, cleanup bool) runSpec {
 	lim := rec.Limits
 	sl := shimLimits{cpuSeconds: lim.CPUSeconds, fsizeBytes: int64(lim.DiskMB) << 20}
+	if cleanup {
+		sl.fsizeBytes = 0
+	}
 	if !memCgroup {
 		sl.vmemBytes = int64(lim.MemoryMB) << 20
 	}
@@ -765,7 +790,7 @@ func (m *manager) destroy(ctx context.Context, req DestroyRequest) (DestroyRespo
 	// This node's, but not live: clean up what is left.
 	m.cg.removeOrphan(rec.SandboxID)
 	if m.ownsWorkdir(rec) {
-		if err := os.RemoveAll(rec.Workdir); err != nil {
+		if err := removeWorkdir(rec.Workdir); err != nil {
 			return DestroyResponse{}, wire.Wrap(wire.CodeInternal, err, "remove workdir of %s", rec.SandboxID)
 		}
 	}
@@ -802,7 +827,7 @@ func (m *manager) destroyLive(ctx context.Context, lv *liveSandbox, cause error,
 	lv.mu.Unlock()
 	lv.cg.remove()
 	if m.ownsWorkdir(rec) {
-		if err := os.RemoveAll(rec.Workdir); err != nil {
+		if err := removeWorkdir(rec.Workdir); err != nil {
 			return wire.Wrap(wire.CodeInternal, err, "remove workdir of %s", rec.SandboxID)
 		}
 	}

@@ -158,7 +158,7 @@ func (m *manager) reapLocal(ctx context.Context) (reapStats, error) {
 			continue
 		}
 		m.cg.removeOrphan(ent.Name())
-		if err := os.RemoveAll(filepath.Join(m.o.root, ent.Name())); err != nil {
+		if err := removeWorkdir(filepath.Join(m.o.root, ent.Name())); err != nil {
 			m.logger.Warn("orphan workdir not removed", slog.String("workdir", filepath.Join(m.o.root, ent.Name())), slog.Any("error", err))
 			continue
 		}

@@ -109,6 +109,7 @@ func TestReapIdleAndExpired(t *testing.T) {
 func TestReapOrphans(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	needCgroups(t, f)
 	ctx := context.Background()
 	live := f.create(t, CreateRequest{SessionID: "live"})
 	ghost := filepath.Join(f.root, "ghost_0123456789")

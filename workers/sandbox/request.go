@@ -201,9 +201,17 @@ type Result struct {
 	// while the exec ran.
 	OOMKilled bool `json:"oom_killed,omitempty"`
 	// OverQuota says the workdir now holds more than disk_mb: the next
-	// exec is refused until files are removed.
-	OverQuota  bool  `json:"over_quota,omitempty"`
-	DurationMs int64 `json:"duration_ms"`
+	// exec runs cleanup-only (CleanupOnly) until files are removed.
+	OverQuota bool `json:"over_quota,omitempty"`
+	// CleanupOnly says the workdir held more than disk_mb when the exec
+	// began, so it ran with no file allowed to grow (RLIMIT_FSIZE 0): a
+	// write to a file, in /tmp too, kills the writer with SIGXFSZ (exit
+	// 153), while removing, truncating, moving and reading files work.
+	CleanupOnly bool `json:"cleanup_only,omitempty"`
+	// QuotaStopped says the workdir passed disk_mb while the command ran,
+	// so it was stopped (SIGKILL).
+	QuotaStopped bool  `json:"quota_stopped,omitempty"`
+	DurationMs   int64 `json:"duration_ms"`
 	// Isolation is the sandbox's isolation: "bwrap" or "none".
 	Isolation string `json:"isolation"`
 }

@@ -22,6 +22,9 @@ type runSpec struct {
 	grace     time.Duration
 	cg        *execCgroup // nil without cgroups
 	cred      *syscall.Credential
+	// stop, when it closes, kills the exec at once (SIGKILL) and the
+	// outcome says stopped: the workdir passed its disk quota.
+	stop <-chan struct{}
 	// outer says the started process is bubblewrap, whose sandbox must die
 	// before it does: it reaps the sandbox's init, so killing it first
 	// would leave that init to the host's pid 1 (a zombie where pid 1
@@ -40,6 +43,7 @@ type runOutcome struct {
 	signal         string
 	stdout, stderr *capWriter
 	timedOut       bool
+	stopped        bool  // s.stop closed
 	canceled       error // why ctx ended, when not by its deadline
 	duration       time.Duration
 }
@@ -50,8 +54,8 @@ type runOutcome struct {
 const waitDelay = time.Second
 
 // runProcess starts s.argv in its own process group, feeds stdin, caps
-// the output, and waits for it until it exits, the timeout passes or ctx
-// ends; then it kills the exec's processes (SIGTERM, s.grace, SIGKILL)
+// the output, and waits for it until it exits, the timeout passes, s.stop
+// closes or ctx ends; then it kills the exec's processes (SIGTERM, s.grace, SIGKILL)
 // and waits for the process, so no zombie and no goroutine is left.
 func runProcess(ctx context.Context, s runSpec) (runOutcome, error) {
 	out := runOutcome{stdout: &capWriter{max: s.maxOutput}, stderr: &capWriter{max: s.maxOutput}}
@@ -80,6 +84,9 @@ func runProcess(ctx context.Context, s runSpec) (runOutcome, error) {
 	case <-timer.C:
 		out.timedOut = true
 		waitErr = s.kill(cmd.Process.Pid, done, s.grace, &out)
+	case <-s.stop:
+		out.stopped = true
+		waitErr = s.kill(cmd.Process.Pid, done, 0, &out)
 	case <-ctx.Done():
 		if cause := context.Cause(ctx); errors.Is(cause, context.DeadlineExceeded) {
 			out.timedOut = true

@@ -7,7 +7,7 @@ const limitsSchema = `{
         "cpu_seconds": {"type": "integer", "minimum": 0, "description": "CPU seconds per process of an exec (RLIMIT_CPU)"},
         "memory_mb": {"type": "integer", "minimum": 0, "description": "memory of the whole sandbox (cgroup), /tmp included"},
         "pids": {"type": "integer", "minimum": 0, "description": "tasks (processes and threads) of the whole sandbox (cgroup pids.max)"},
-        "disk_mb": {"type": "integer", "minimum": 0, "description": "largest file (RLIMIT_FSIZE) and workdir quota, checked after each exec and before each growing fs::write or fs::edit"},
+        "disk_mb": {"type": "integer", "minimum": 0, "description": "largest file (RLIMIT_FSIZE) and workdir quota, watched while each exec runs, checked after it and before each growing fs::write or fs::edit"},
         "wall_ms": {"type": "integer", "minimum": 0, "description": "wall-clock timeout of an exec"}
       }
     }`
@@ -76,7 +76,9 @@ const resultSchema = `{
     "stderr_bytes": {"type": "integer"},
     "timed_out": {"type": "boolean"},
     "oom_killed": {"type": "boolean"},
-    "over_quota": {"type": "boolean", "description": "the workdir exceeds disk_mb: the next exec is refused"},
+    "over_quota": {"type": "boolean", "description": "the workdir exceeds disk_mb: the next exec is cleanup-only"},
+    "cleanup_only": {"type": "boolean", "description": "the workdir exceeded disk_mb when the exec began: no file could grow (a writer gets SIGXFSZ); removing, truncating and moving files work"},
+    "quota_stopped": {"type": "boolean", "description": "the workdir passed disk_mb while the command ran: it was stopped (SIGKILL)"},
     "duration_ms": {"type": "integer"},
     "isolation": {"enum": ["bwrap", "none"]}
   },

@@ -23,8 +23,42 @@ import (
 // cannot read. Hard links cannot bring outside files in: the workdir is
 // its own mount inside the sandbox, and link(2) does not cross mounts.
 func scanWorkdir(dir string, uid, gid int) int64 {
-	total, _ := walkWorkdir(dir, uid, gid, nil)
+	total, _ := walkWorkdir(context.Background(), dir, uid, gid, nil)
 	return total
+}
+
+// Quota watch: while an exec runs, its workdir is measured every
+// quotaWatchMin, or quotaWatchFactor times the last measurement's
+// duration when that is longer, so the walks take at most a twentieth of
+// one core whatever the size of the tree.
+const (
+	quotaWatchMin    = 500 * time.Millisecond
+	quotaWatchFactor = 20
+)
+
+// watchQuota measures dir while an exec runs (see quotaWatchMin) and
+// closes over as soon as it takes more than quota bytes; it returns
+// then, or when ctx ends (a walk in progress stops at its next entry).
+func watchQuota(ctx context.Context, dir string, quota int64, over chan<- struct{}) {
+	t := time.NewTimer(quotaWatchMin)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		began := time.Now()
+		used, _ := walkWorkdir(ctx, dir, -1, -1, nil)
+		if ctx.Err() != nil {
+			return
+		}
+		if used > quota {
+			close(over)
+			return
+		}
+		t.Reset(max(quotaWatchMin, quotaWatchFactor*time.Since(began)))
+	}
 }
 
 // fsQuota is the fs tools' [fstool.Quota]: a write that would take the
@@ -72,16 +106,17 @@ const tempGrace = time.Minute
 // walk adoption makes anyway to fix file owners: an lstat per entry, the
 // cost of the disk_mb check after every exec, plus an unlink per
 // leftover. Removal goes through an os.Root of dir, so a folder swapped
-// for a symlink meanwhile cannot lead it outside.
-func (m *manager) sweepWorkdir(dir string, uid, gid int) {
+// for a symlink meanwhile cannot lead it outside. It returns the disk
+// space the files left take (0 when dir cannot be opened).
+func (m *manager) sweepWorkdir(dir string, uid, gid int) (used int64) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		m.logger.Warn("sandbox workdir not swept", slog.String("workdir", dir), slog.Any("error", err))
-		return
+		return 0
 	}
 	defer root.Close()
 	cutoff := time.Now().Add(-tempGrace) // file times are the real clock's
-	_, removed := walkWorkdir(dir, uid, gid, func(rel string, info fs.FileInfo) bool {
+	used, removed := walkWorkdir(context.Background(), dir, uid, gid, func(rel string, info fs.FileInfo) bool {
 		if !info.Mode().IsRegular() || !fstool.IsTempFile(info.Name()) || !info.ModTime().Before(cutoff) {
 			return false
 		}
@@ -90,14 +125,19 @@ func (m *manager) sweepWorkdir(dir string, uid, gid int) {
 	if removed > 0 {
 		m.logger.Info("sandbox: removed temporary files of interrupted fs writes", slog.String("workdir", dir), slog.Int("files", removed))
 	}
+	return used
 }
 
 // walkWorkdir walks dir as [scanWorkdir] describes; remove, when not nil,
 // is asked about every entry (by its path relative to dir) and reports
 // whether it removed it: a removed entry counts neither toward the total
-// nor toward the owner fix.
-func walkWorkdir(dir string, uid, gid int, remove func(rel string, info fs.FileInfo) bool) (total int64, removed int) {
+// nor toward the owner fix. The walk stops early, its total short, when
+// ctx ends.
+func walkWorkdir(ctx context.Context, dir string, uid, gid int, remove func(rel string, info fs.FileInfo) bool) (total int64, removed int) {
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return filepath.SkipAll
+		}
 		if err != nil {
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,16 +36,26 @@ func TestCreate(t *testing.T) {
 	if sb.Limits != want {
 		t.Fatalf("limits %+v, want %+v", sb.Limits, want)
 	}
-	if strings.Join(sb.Enforced, ",") != "cgroup:pids,cgroup:memory,rlimit:cpu,rlimit:fsize,quota:disk,timeout:wall" {
-		t.Fatalf("enforced %v", sb.Enforced)
+	// A root node makes cgroups and gives the workdir to the host user
+	// bubblewrap runs as; any other node keeps it and, without a
+	// delegated cgroup, falls back to rlimits, and says so.
+	enforced, owner, rootMode := "cgroup:pids,cgroup:memory,rlimit:cpu,rlimit:fsize,quota:disk,timeout:wall", uint32(DefaultHostUID), fs.FileMode(0o711)
+	if euid := os.Geteuid(); euid != 0 {
+		owner, rootMode = uint32(euid), 0o700
+		if !f.m.cg.hasPids || !f.m.cg.hasMemory {
+			enforced = "rlimit:as,rlimit:cpu,rlimit:fsize,quota:disk,timeout:wall"
+		}
+	}
+	if strings.Join(sb.Enforced, ",") != enforced {
+		t.Fatalf("enforced %v, want %s", sb.Enforced, enforced)
 	}
 	fi, err := os.Stat(sb.Workdir)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != DefaultHostUID {
-		t.Fatalf("workdir %v %v", fi, err)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != owner {
+		t.Fatalf("workdir %v %v, want owner %d", fi, err, owner)
 	}
 	// Searchable (not readable) by the host user bubblewrap runs as.
-	if fi, _ := os.Stat(f.root); fi.Mode().Perm() != 0o711 {
-		t.Fatalf("root mode %v", fi.Mode())
+	if fi, _ := os.Stat(f.root); fi.Mode().Perm() != rootMode {
+		t.Fatalf("root mode %v, want %v", fi.Mode(), rootMode)
 	}
 	// The record, as `nats kv get iii-sandboxes session.s1` shows it.
 	ent, err := f.kv.Get(context.Background(), "session.s1")
@@ -81,6 +92,7 @@ func TestRegionalSession(t *testing.T) {
 	if _, err := f.kv.Get(ctx, "session."+sid); err != nil {
 		t.Fatalf("record: %v", err)
 	}
+	needCgroups(t, f)
 	dirs := f.m.cg.sandboxDirs(sb.SandboxID)
 	if len(dirs) == 0 {
 		t.Fatal("no cgroup folders")
@@ -339,6 +351,7 @@ func TestShellExecSession(t *testing.T) {
 // wrote into the workdir as root become its own before the next exec.
 func TestFileOwner(t *testing.T) {
 	t.Parallel()
+	needRoot(t, "only a root node gives the sandbox's files to an unprivileged host user (any other node's sandbox runs as the node's own user, who owns them already)")
 	f := newFixture(t)
 	if uid, gid := f.w.FileOwner(); uid != DefaultHostUID || gid != DefaultHostGID {
 		t.Fatalf("owner %d:%d", uid, gid)

@@ -40,7 +40,10 @@
 //     owner may not write it (chmod 0444) is forbidden, as a write in the
 //     sandbox would be, and so is a new or replaced file (or a missing
 //     parent) in a directory whose owner may not write and search it
-//     (chmod 0555). A replaced file keeps its mode.
+//     (chmod 0555), or below one whose owner may not search it (chmod
+//     0600): every directory from the root down is checked, as the
+//     kernel's path walk checks it for a process of the sandbox. A
+//     replaced file keeps its mode.
 //   - Run as root, they keep a replaced file's owner and give what
 //     fs::write creates to [WithOwner]'s (the sandbox's user), so a
 //     process of the sandbox may write it at once (best effort, like the
@@ -79,7 +82,8 @@
 //     does not fit the file (a directory to fs::read, old_text not found
 //     or ambiguous — details carry "matches" —, content over the cap);
 //   - forbidden: the path leaves the root or goes through a symlink; the
-//     file to write, or the directory it goes in, is read-only; the quota
+//     file to write, or the directory it goes in, is read-only, or a
+//     directory on the way may not be searched; the quota
 //     refused the write (its error passes through as is);
 //   - not_found: the file does not exist, or the resolver found no root
 //     (a *wire.Error from the resolver passes through as is);

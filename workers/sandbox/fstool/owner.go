@@ -3,6 +3,7 @@ package fstool
 import (
 	"fmt"
 	"io/fs"
+	"strings"
 )
 
 // owner is a file's user and group ids on the host; -1 leaves one as it
@@ -44,20 +45,42 @@ func ownerFor(euid int, old owner, replaced bool, def owner) owner {
 func dirWritable(perm fs.FileMode) bool { return perm&0o300 == 0o300 }
 
 // checkDir refuses to create or replace an entry of dir, a directory
-// relative to the root ("." for the root), when its owner may not: a
-// create or rename by root ignores dir's mode, where a process of the
-// sandbox gets permission denied.
+// relative to the root ("." for the root), when its owner may not, as
+// the kernel would refuse a process of the sandbox: every directory from
+// the root down to dir must let its owner search it (x), and dir must
+// let its owner write it too (wx). A create or rename by root ignores
+// these modes, where a process of the sandbox gets permission denied.
+// The first directory that stops the walk is named, as the kernel's path
+// walk stops at it.
 func (w *workdir) checkDir(dir string) error {
-	info, err := w.root.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if perm := info.Mode().Perm(); !dirWritable(perm) {
-		name := "the working directory"
-		if dir != "." {
-			name = fmt.Sprintf("directory %.256q", dir)
+	walk := []string{"."}
+	if dir != "." {
+		parts := strings.Split(dir, "/")
+		for i := range parts {
+			walk = append(walk, strings.Join(parts[:i+1], "/"))
 		}
-		return forbidden("%s is not writable (mode %04o): permission denied; a file in it can be created or replaced once its owner may write it (chmod u+wx)", name, uint32(perm))
+	}
+	for _, d := range walk {
+		info, err := w.root.Lstat(d)
+		if err != nil {
+			return err
+		}
+		name := "the working directory"
+		if d != "." {
+			name = fmt.Sprintf("directory %.256q", d)
+		}
+		perm := info.Mode().Perm()
+		switch {
+		case !dirSearchable(perm):
+			return forbidden("%s is not searchable (mode %04o): permission denied; nothing in it can be reached until its owner may search it (chmod u+x)", name, uint32(perm))
+		case d == dir && !dirWritable(perm):
+			return forbidden("%s is not writable (mode %04o): permission denied; a file in it can be created or replaced once its owner may write it (chmod u+wx)", name, uint32(perm))
+		}
 	}
 	return nil
 }
+
+// dirSearchable reports whether a directory of mode perm lets its owner
+// reach the entries in it (search, x), which every directory on a path
+// must.
+func dirSearchable(perm fs.FileMode) bool { return perm&0o100 != 0 }

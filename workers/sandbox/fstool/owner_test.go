@@ -3,8 +3,10 @@ package fstool
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,4 +231,115 @@ func TestWriteOwner(t *testing.T) {
 			noTempFiles(t, f.root)
 		})
 	}
+}
+
+// fs::write and fs::edit check the whole path as the kernel checks it
+// for a process of the sandbox: every directory from the root down must
+// let its owner search it, not only the one the file goes in. A writable
+// directory below one its owner may not search (chmod 0600, 0000) is
+// out of reach, even for the tools run as root, whom modes do not stop;
+// so is everything when the root itself may not be searched. The answer
+// is forbidden, names the directory that stops the walk, and nothing is
+// written. As a user that is not root, the kernel refuses the same
+// writes (permission denied); the rows hold either way.
+func TestWriteUnreachableDir(t *testing.T) {
+	t.Parallel()
+	const old = "keep\n"
+	for _, tc := range []struct {
+		name  string
+		id    string
+		req   any
+		modes map[string]fs.FileMode // set after the tree is built, deepest first
+		ok    bool
+		want  map[string]string // content after
+		gone  []string          // absent after
+		names string            // in the message (as root)
+	}{
+		{name: "new file below an unsearchable directory", id: WriteFunction,
+			req: WriteRequest{Path: "nx/w/new", Content: "x"}, modes: map[string]fs.FileMode{"nx": 0o600},
+			gone: []string{"nx/w/new"}, names: `directory "nx" is not searchable`},
+		{name: "replace below an unsearchable directory", id: WriteFunction,
+			req: WriteRequest{Path: "nx/w/f", Content: "lost\n"}, modes: map[string]fs.FileMode{"nx": 0o600},
+			want: map[string]string{"nx/w/f": old}, names: `directory "nx" is not searchable`},
+		{name: "same content below an unsearchable directory", id: WriteFunction,
+			req: WriteRequest{Path: "nx/w/f", Content: old}, modes: map[string]fs.FileMode{"nx": 0o600},
+			want: map[string]string{"nx/w/f": old}, names: `directory "nx" is not searchable`},
+		{name: "edit below an unsearchable directory", id: EditFunction,
+			req: EditRequest{Path: "nx/w/f", OldText: "keep", NewText: "lost"}, modes: map[string]fs.FileMode{"nx": 0o600},
+			want: map[string]string{"nx/w/f": old}, names: `directory "nx" is not searchable`},
+		{name: "missing parents below an unsearchable directory", id: WriteFunction,
+			req: WriteRequest{Path: "nx/w/a/b/new", Content: "x"}, modes: map[string]fs.FileMode{"nx": 0o600},
+			gone: []string{"nx/w/a"}, names: `directory "nx" is not searchable`},
+		{name: "two levels up, mode 0000", id: WriteFunction,
+			req: WriteRequest{Path: "nx/w/d/new", Content: "x"}, modes: map[string]fs.FileMode{"nx": 0o000},
+			gone: []string{"nx/w/d/new"}, names: `directory "nx" is not searchable`},
+		{name: "the first directory that stops the walk is named", id: WriteFunction,
+			req: WriteRequest{Path: "nx/w/d/new", Content: "x"}, modes: map[string]fs.FileMode{"nx/w/d": 0o600, "nx": 0o600},
+			gone: []string{"nx/w/d/new"}, names: `directory "nx" is not searchable`},
+		{name: "unsearchable root", id: WriteFunction,
+			req: WriteRequest{Path: "sub/new", Content: "x"}, modes: map[string]fs.FileMode{".": 0o600},
+			gone: []string{"sub/new"}, names: "the working directory is not searchable"},
+		{name: "edit in an unsearchable root", id: EditFunction,
+			req: EditRequest{Path: "a.txt", OldText: "hello", NewText: "bye"}, modes: map[string]fs.FileMode{".": 0o600},
+			want: map[string]string{"a.txt": "hello\nworld\n"}, names: "the working directory is not searchable"},
+		// Not 0100: os.Root opens every directory on a path, which takes
+		// read permission as well for a user that is not root.
+		{name: "no write above a writable directory", id: WriteFunction,
+			req: WriteRequest{Path: "nx/w/new", Content: "x"}, modes: map[string]fs.FileMode{"nx": 0o500}, ok: true,
+			want: map[string]string{"nx/w/new": "x"}},
+		{name: "edit below a read-only directory", id: EditFunction,
+			req: EditRequest{Path: "nx/w/f", OldText: "keep", NewText: "kept"}, modes: map[string]fs.FileMode{"nx": 0o500, ".": 0o500}, ok: true,
+			want: map[string]string{"nx/w/f": "kept\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			mustWrite(t, filepath.Join(f.root, "nx", "w", "f"), old)
+			mustMkdir(t, filepath.Join(f.root, "nx", "w", "d"))
+			// Deepest first: a user that is not root cannot reach a
+			// directory below one it has made unsearchable.
+			dirs := slices.SortedFunc(maps.Keys(tc.modes), func(a, b string) int { return depth(b) - depth(a) })
+			var restore []func()
+			for _, d := range dirs {
+				restore = append(restore, chmod(t, filepath.Join(f.root, d), tc.modes[d])...)
+			}
+			err := f.call(t, tc.id, tc.req, nil)
+			// Shallowest first, so that a test that is not root can look.
+			for i := len(restore) - 1; i >= 0; i-- {
+				restore[i]()
+			}
+			if tc.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				wantCode(t, err, wire.CodeForbidden)
+				if !strings.Contains(err.Error(), "permission denied") {
+					t.Fatalf("message %v", err)
+				}
+				if os.Geteuid() == 0 && !strings.Contains(err.Error(), tc.names) {
+					t.Fatalf("message %v does not say %s", err, tc.names)
+				}
+			}
+			for name, content := range tc.want {
+				if got := f.read(t, name); got != content {
+					t.Fatalf("%s holds %q, want %q", name, got, content)
+				}
+			}
+			for _, name := range tc.gone {
+				if _, err := os.Lstat(filepath.Join(f.root, name)); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("%s exists: %v", name, err)
+				}
+			}
+			noTempFiles(t, f.root)
+		})
+	}
+}
+
+// depth is how deep a root-relative directory lies: 0 for the root.
+func depth(dir string) int {
+	if dir == "." {
+		return 0
+	}
+	return strings.Count(dir, "/") + 1
 }

@@ -224,10 +224,10 @@ func (t *tools) edit(ctx context.Context, req EditRequest) (EditResult, error) {
 			return EditResult{}, err
 		}
 		if info.Mode().IsRegular() {
-			if err := writable(rel, info); err != nil {
+			if err := w.checkDir(path.Dir(rel)); err != nil {
 				return EditResult{}, err
 			}
-			if err := w.checkDir(path.Dir(rel)); err != nil {
+			if err := writable(rel, info); err != nil {
 				return EditResult{}, err
 			}
 		}
