@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -404,6 +405,154 @@ func TestBackpressure(t *testing.T) {
 	})
 }
 
+// TestByteWindow: a writer of large frames is held to the reader's byte
+// window as well as its frame window, so a reader buffers at most the byte
+// window plus one frame, not window × max payload; a frame larger than the
+// byte window still goes once the ones before it were read.
+func TestByteWindow(t *testing.T) {
+	tests := []struct {
+		name             string
+		byteWindow, size int
+		ahead            int // frames written before the reader reads any
+	}{
+		{"1 KiB frames, 4 KiB window", 4 << 10, 1 << 10, 4},
+		{"frames larger than the window", 1000, 3000, 1},
+		{"frames of the window's size", 2 << 10, 2 << 10, 1},
+		{"the frame window binds first", 1 << 20, 100, 16},
+	}
+	forModes(t, func(t *testing.T, local bool) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				_, re, we := pairMode(t, local)
+				ctx := testCtx(t)
+				const n = 40
+				r := open(t, re, channel.WithWindow(16), channel.WithByteWindow(tt.byteWindow))
+				w := writer(t, we, r.ID())
+				frame := make([]byte, tt.size)
+
+				// Before the reader reads anything, the writer fills the
+				// byte window (the frame that crosses it included), then
+				// blocks.
+				var written atomic.Int64
+				for range tt.ahead {
+					if err := w.Write(ctx, frame); err != nil {
+						t.Fatal(err)
+					}
+					written.Add(1)
+				}
+				short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				defer cancel()
+				if err := w.Write(short, frame); !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Write %d = %v, want it blocked by the byte window", tt.ahead+1, err)
+				}
+
+				errc := make(chan error, 1)
+				go func() {
+					for i := tt.ahead; i < n; i++ {
+						if err := w.Write(ctx, frame); err != nil {
+							errc <- err
+							return
+						}
+						written.Add(1)
+					}
+					errc <- w.Close(ctx)
+				}()
+				for k := 1; k <= n; k++ {
+					f, err := r.Next(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(f.Data) != tt.size {
+						t.Fatalf("frame %d has %d bytes", k, len(f.Data))
+					}
+					// The byte window, and the frame that crossed it.
+					ahead := (written.Load() - int64(k)) * int64(tt.size)
+					if ahead >= int64(tt.byteWindow+tt.size) {
+						t.Fatalf("the writer is %d bytes ahead after %d frames read, byte window %d", ahead, k, tt.byteWindow)
+					}
+				}
+				if _, err := r.Next(ctx); err != channel.ErrEnd {
+					t.Fatalf("Next = %v, want ErrEnd", err)
+				}
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	})
+}
+
+// TestByteCreditCompat: byte credit is an optional header. A reader that
+// sends none (an older one, or another client) puts no byte limit on a
+// writer, and a writer that ignores it still streams to a reader that
+// sends it: only the frame window binds.
+func TestByteCreditCompat(t *testing.T) {
+	t.Parallel()
+	ns, re, we := pair(t)
+	ctx := testCtx(t)
+
+	t.Run("reader without byte credit", func(t *testing.T) {
+		t.Parallel()
+		nc := enginetest.Connect(t, ns)
+		const id, window = "old-reader", 8
+		frames, err := nc.SubscribeSync("iii.ch." + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Answers pings with frame credit only, as readers did before
+		// byte credit.
+		if _, err := nc.Subscribe("iii.ch."+id+".ping", func(m *nats.Msg) {
+			_ = m.RespondMsg(&nats.Msg{Header: nats.Header{channel.HeaderKind: {"credit"}, channel.HeaderCredit: {strconv.Itoa(window)}}})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		w := writer(t, we, id)
+		big := make([]byte, 64<<10) // the window is 512 KiB: no byte limit binds
+		for i := range window {
+			if err := w.Write(ctx, big); err != nil {
+				t.Fatalf("frame %d: %v", i+1, err)
+			}
+		}
+		for i := range window {
+			if _, err := frames.NextMsgWithContext(ctx); err != nil {
+				t.Fatalf("frame %d: %v", i+1, err)
+			}
+		}
+	})
+
+	t.Run("writer without byte credit", func(t *testing.T) {
+		t.Parallel()
+		r := open(t, re, channel.WithWindow(16), channel.WithByteWindow(1<<10))
+		nc := enginetest.Connect(t, ns)
+		subj, _ := subjects.ChannelSubject(r.ID())
+		// Ten 2 KiB frames within the frame window: twenty times the byte
+		// window, all at once.
+		const n = 10
+		for seq := 1; seq <= n+1; seq++ {
+			kind, data := "data", make([]byte, 2<<10)
+			if seq > n {
+				kind, data = "end", nil
+			}
+			h := nats.Header{channel.HeaderSeq: {strconv.Itoa(seq)}, channel.HeaderKind: {kind}}
+			if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: h, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range n {
+			if _, err := r.Next(ctx); err != nil {
+				t.Fatalf("frame %d: %v", i+1, err)
+			}
+		}
+		if _, err := r.Next(ctx); err != channel.ErrEnd {
+			t.Fatalf("Next = %v, want ErrEnd", err)
+		}
+	})
+}
+
 func TestReaderCloseStopsWriter(t *testing.T) {
 	forModes(t, func(t *testing.T, local bool) {
 		_, re, we := pairMode(t, local)
@@ -559,8 +708,9 @@ func TestReaderGone(t *testing.T) {
 		for i := 0; i < 10 && err == nil; i++ {
 			err = w.Write(ctx, event{N: i})
 		}
-		if !errors.Is(err, channel.ErrReaderGone) {
-			t.Fatalf("Write = %v, want ErrReaderGone", err)
+		// The writer's own idle timeout may end the stream first.
+		if !errors.Is(err, channel.ErrReaderGone) && !errors.Is(err, channel.ErrIdleTimeout) {
+			t.Fatalf("Write = %v, want ErrReaderGone or ErrIdleTimeout", err)
 		}
 	})
 
@@ -618,6 +768,8 @@ func TestOptions(t *testing.T) {
 	}{
 		{"window 0", channel.WithWindow(0)},
 		{"window too big", channel.WithWindow(channel.MaxWindow + 1)},
+		{"byte window 0", channel.WithByteWindow(0)},
+		{"byte window too big", channel.WithByteWindow(channel.MaxByteWindow + 1)},
 		{"idle 0", channel.WithIdleTimeout(0)},
 		{"idle negative", channel.WithIdleTimeout(-time.Second)},
 		{"nil codec", channel.WithCodec(nil)},

@@ -51,6 +51,17 @@
 //		}
 //	}
 //
+// The idle timeout ([WithIdleTimeout], 60 s by default; give both sides the
+// same) is the longest silence either side tolerates. A reader waits that
+// long for a frame ([ErrIdleTimeout]). A writer that sends nothing for
+// that long with no call in progress (its owner forgot Close, or is stuck)
+// ends the stream itself: the reader gets a timeout error frame (an error
+// wrapping [ErrWriterFailed] and the timeout wire error), the writer's
+// subscription goes, its [Writer.Gone] is closed, and its calls return
+// [ErrIdleTimeout] ([ErrReaderGone] if the reader had left first). So a
+// forgotten writer holds its subscription for at most an idle timeout and
+// an eighth after its last frame, not until its connection closes.
+//
 // # Protocol
 //
 // A channel id is 1–128 characters of [A-Za-z0-9_-] (subjects.ValidateID).
@@ -72,15 +83,23 @@
 //     {"error":{"code","message","retryable","details"}} and the
 //     Nats-Service-Error / Nats-Service-Error-Code headers, as a function's
 //     error reply does. After "end" or "error" the writer sends nothing.
-//   - Flow control is by credit: {[HeaderKind]: "credit", [HeaderCredit]: N}
-//     on the ack subject means "you may send data frames up to sequence N".
-//     Credit is cumulative (a writer keeps the highest N it has seen), so a
-//     lost or repeated grant is harmless. Frame 1 needs no credit, and
-//     terminal frames need none. The reader grants consumed+window after
-//     frame 1 (unless it has answered a ping already: the writer knows the
-//     window then) and whenever a quarter of its window ([WithWindow]) has
-//     been consumed since the last grant, so a writer is never more than
-//     window frames ahead of what the reader has consumed.
+//   - Flow control is by credit: {[HeaderKind]: "credit", [HeaderCredit]: N,
+//     [HeaderCreditBytes]: M} on the ack subject means "you may send data
+//     frames up to sequence N, each while the payload bytes of the data
+//     frames sent before it are below M". Credit is cumulative (a writer
+//     keeps the highest N and M it has seen), so a lost or repeated grant
+//     is harmless. Frame 1 needs no credit, and terminal frames need none.
+//     The reader grants consumed+window frames and consumed+byte window
+//     bytes after frame 1 (unless it has answered a ping already: the
+//     writer knows the windows then) and whenever a quarter of either
+//     window ([WithWindow], [WithByteWindow]) has been consumed since the
+//     last grant, so a writer is never more than window frames, nor more
+//     than the byte window plus one frame, ahead of what the reader has
+//     consumed. [HeaderCreditBytes] is optional: a writer that never saw
+//     one (from a reader older than byte credit) has no byte limit, and a
+//     writer that ignores it is held by the frame window alone. A writer
+//     that ignores credit altogether overflows the reader's buffer (2 ×
+//     window + 16 frames) and the reader fails with [ErrGap].
 //   - A writer subscribes to the ack subject, then publishes
 //     {[HeaderKind]: "ping"} on the ping subject with the ack subject as
 //     reply subject. The reader answers with its current credit (window,
@@ -93,7 +112,8 @@
 //   - {[HeaderKind]: "cancel"} on the ack subject tells the writer that the
 //     reader is gone (closed, or failed on a gap or timeout); the writer
 //     stops. A writer that waits for credit longer than its idle timeout
-//     also treats the reader as gone.
+//     also treats the reader as gone. A writer that sends nothing for its
+//     idle timeout ends the stream with an "error" frame of code timeout.
 //   - The reader checks that sequence numbers increase by exactly one: a
 //     missing, repeated or out-of-order frame is [ErrGap], a frame whose
 //     headers do not parse is [ErrInvalidFrame], and no frame for the idle

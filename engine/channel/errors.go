@@ -18,7 +18,9 @@ var (
 	// writer is on the channel). Frames are never skipped silently.
 	ErrGap = errors.New("channel: sequence gap")
 	// ErrIdleTimeout is returned by [Reader.Next] when no frame arrived within
-	// the idle timeout ([WithIdleTimeout]).
+	// the idle timeout ([WithIdleTimeout]), and by every call on a [Writer]
+	// that sent nothing for its idle timeout: it ended the stream itself
+	// (its reader got a timeout error frame) and released its resources.
 	ErrIdleTimeout = errors.New("channel: idle timeout")
 	// ErrInvalidFrame is returned by [Reader.Next] for a frame whose headers
 	// do not parse (missing, malformed or out-of-range sequence number,

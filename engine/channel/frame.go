@@ -27,6 +27,11 @@ const (
 	// credit message (decimal, like [HeaderSeq]). Credit is cumulative, so a
 	// lost or repeated credit message does no harm.
 	HeaderCredit = "Iii-Ch-Credit"
+	// HeaderCreditBytes is the byte credit of a credit message (decimal,
+	// like [HeaderSeq]; optional): a data frame may be sent only while the
+	// payload bytes of all the data frames sent before it are below it.
+	// Cumulative too. A writer that never saw one has no byte limit.
+	HeaderCreditBytes = "Iii-Ch-Credit-Bytes"
 )
 
 // maxSeqLen is the length of the largest uint64 in decimal.
@@ -105,29 +110,32 @@ var errMissing = errors.New("missing")
 // case-insensitively (non-Go clients may send lower-case names). A missing
 // key, several values or several spellings are errors.
 func headerValue(h nats.Header, key string) (string, error) {
+	v, ok, err := lookupHeader(h, key)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: %w", key, errMissing)
+	}
+	return v, err
+}
+
+// lookupHeader is headerValue for an optional key: ok is false when it is
+// missing.
+func lookupHeader(h nats.Header, key string) (val string, ok bool, err error) {
 	if vs, ok := h[key]; ok {
 		if len(vs) != 1 {
-			return "", fmt.Errorf("%s has %d values", key, len(vs))
+			return "", false, fmt.Errorf("%s has %d values", key, len(vs))
 		}
-		return vs[0], nil
+		return vs[0], true, nil
 	}
-	var (
-		found bool
-		val   string
-	)
 	for k, vs := range h {
 		if !strings.EqualFold(k, key) {
 			continue
 		}
-		if found || len(vs) != 1 {
-			return "", fmt.Errorf("%s is ambiguous", key)
+		if ok || len(vs) != 1 {
+			return "", false, fmt.Errorf("%s is ambiguous", key)
 		}
-		found, val = true, vs[0]
+		ok, val = true, vs[0]
 	}
-	if !found {
-		return "", fmt.Errorf("%s: %w", key, errMissing)
-	}
-	return val, nil
+	return val, ok, nil
 }
 
 // parseSeq parses a sequence number or credit in canonical decimal: 1 to
@@ -179,31 +187,43 @@ func parseFrame(h nats.Header) (seq uint64, kind Kind, err error) {
 // ignores such messages.
 var errInvalidControl = errors.New("channel: invalid control message")
 
-// parseControl reads the headers of a message on the ack subject.
-func parseControl(h nats.Header) (kind Kind, credit uint64, err error) {
+// parseControl reads the headers of a message on the ack subject. A credit
+// message without [HeaderCreditBytes] has bytes 0: no byte credit.
+func parseControl(h nats.Header) (kind Kind, credit, bytes uint64, err error) {
 	ks, err := headerValue(h, HeaderKind)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
+		return 0, 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
 	}
 	kind, err = parseKind(ks)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
+		return 0, 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
 	}
 	switch kind {
 	case KindCancel:
-		return kind, 0, nil
+		return kind, 0, 0, nil
 	case KindCredit:
 		cs, err := headerValue(h, HeaderCredit)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
+			return 0, 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
 		}
 		credit, err = parseSeq(cs)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
+			return 0, 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
 		}
-		return kind, credit, nil
+		bs, ok, err := lookupHeader(h, HeaderCreditBytes)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("%w: %v", errInvalidControl, err)
+		}
+		if !ok {
+			return kind, credit, 0, nil
+		}
+		bytes, err = parseSeq(bs)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("%w: byte credit: %v", errInvalidControl, err)
+		}
+		return kind, credit, bytes, nil
 	default:
-		return 0, 0, fmt.Errorf("%w: %s is not a control kind", errInvalidControl, kind)
+		return 0, 0, 0, fmt.Errorf("%w: %s is not a control kind", errInvalidControl, kind)
 	}
 }
 
@@ -218,12 +238,16 @@ func frameHeader(seq uint64, kind Kind, contentType string) nats.Header {
 	return h
 }
 
-// controlHeader builds the headers of a control message.
-func controlHeader(kind Kind, credit uint64) nats.Header {
-	h := make(nats.Header, 2)
+// controlHeader builds the headers of a control message; a credit message
+// carries byte credit when bytes > 0.
+func controlHeader(kind Kind, credit, bytes uint64) nats.Header {
+	h := make(nats.Header, 3)
 	h[HeaderKind] = []string{kind.String()}
 	if kind == KindCredit {
 		h[HeaderCredit] = []string{strconv.FormatUint(credit, 10)}
+		if bytes > 0 {
+			h[HeaderCreditBytes] = []string{strconv.FormatUint(bytes, 10)}
+		}
 	}
 	return h
 }

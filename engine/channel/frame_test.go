@@ -43,32 +43,69 @@ func TestParseSeq(t *testing.T) {
 func TestParseControl(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name   string
-		h      nats.Header
-		kind   Kind
-		credit uint64
-		ok     bool
+		name          string
+		h             nats.Header
+		kind          Kind
+		credit, bytes uint64
+		ok            bool
 	}{
-		{"credit", controlHeader(KindCredit, 70), KindCredit, 70, true},
-		{"cancel", controlHeader(KindCancel, 0), KindCancel, 0, true},
-		{"lower case", nats.Header{"iii-ch-kind": {"credit"}, "iii-ch-credit": {"5"}}, KindCredit, 5, true},
-		{"credit without amount", nats.Header{HeaderKind: {"credit"}}, 0, 0, false},
-		{"zero credit", nats.Header{HeaderKind: {"credit"}, HeaderCredit: {"0"}}, 0, 0, false},
-		{"frame kind", nats.Header{HeaderKind: {"data"}}, 0, 0, false},
-		{"ping", controlHeader(KindPing, 0), 0, 0, false},
-		{"no kind", nats.Header{}, 0, 0, false},
-		{"nil", nil, 0, 0, false},
-		{"two spellings", nats.Header{"iii-ch-kind": {"cancel"}, "III-CH-KIND": {"cancel"}}, 0, 0, false},
+		{"credit", controlHeader(KindCredit, 70, 0), KindCredit, 70, 0, true},
+		{"credit and bytes", controlHeader(KindCredit, 70, 1<<20), KindCredit, 70, 1 << 20, true},
+		{"cancel", controlHeader(KindCancel, 0, 0), KindCancel, 0, 0, true},
+		{"cancel ignores bytes", nats.Header{HeaderKind: {"cancel"}, HeaderCreditBytes: {"x"}}, KindCancel, 0, 0, true},
+		{"lower case", nats.Header{"iii-ch-kind": {"credit"}, "iii-ch-credit": {"5"}, "iii-ch-credit-bytes": {"9"}}, KindCredit, 5, 9, true},
+		{"credit without amount", nats.Header{HeaderKind: {"credit"}}, 0, 0, 0, false},
+		{"bytes without amount", nats.Header{HeaderKind: {"credit"}, HeaderCreditBytes: {"9"}}, 0, 0, 0, false},
+		{"zero credit", nats.Header{HeaderKind: {"credit"}, HeaderCredit: {"0"}}, 0, 0, 0, false},
+		{"zero bytes", nats.Header{HeaderKind: {"credit"}, HeaderCredit: {"1"}, HeaderCreditBytes: {"0"}}, 0, 0, 0, false},
+		{"negative bytes", nats.Header{HeaderKind: {"credit"}, HeaderCredit: {"1"}, HeaderCreditBytes: {"-1"}}, 0, 0, 0, false},
+		{"bytes twice", nats.Header{HeaderKind: {"credit"}, HeaderCredit: {"1"}, HeaderCreditBytes: {"1", "2"}}, 0, 0, 0, false},
+		{"frame kind", nats.Header{HeaderKind: {"data"}}, 0, 0, 0, false},
+		{"ping", controlHeader(KindPing, 0, 0), 0, 0, 0, false},
+		{"no kind", nats.Header{}, 0, 0, 0, false},
+		{"nil", nil, 0, 0, 0, false},
+		{"two spellings", nats.Header{"iii-ch-kind": {"cancel"}, "III-CH-KIND": {"cancel"}}, 0, 0, 0, false},
 	}
 	for _, tt := range tests {
-		kind, credit, err := parseControl(tt.h)
-		if (err == nil) != tt.ok || kind != tt.kind || credit != tt.credit {
-			t.Errorf("%s: parseControl = %v, %d, %v", tt.name, kind, credit, err)
+		kind, credit, bytes, err := parseControl(tt.h)
+		if (err == nil) != tt.ok || kind != tt.kind || credit != tt.credit || bytes != tt.bytes {
+			t.Errorf("%s: parseControl = %v, %d, %d, %v", tt.name, kind, credit, bytes, err)
 		}
 		if err != nil && !errors.Is(err, errInvalidControl) {
 			t.Errorf("%s: error %v does not wrap errInvalidControl", tt.name, err)
 		}
 	}
+}
+
+// FuzzParseControl: no panic on any credit message, every error is
+// errInvalidControl, and what parses re-encodes to the same message.
+func FuzzParseControl(f *testing.F) {
+	f.Add("credit", "64", "1048576")
+	f.Add("credit", "1", "")
+	f.Add("cancel", "", "")
+	f.Add("credit", "18446744073709551616", "1")
+	f.Add("credit", "5", "007")
+	f.Add("ping", "1", "1")
+	f.Fuzz(func(t *testing.T, kind, credit, bytes string) {
+		h := nats.Header{HeaderKind: {kind}}
+		if credit != "" {
+			h[HeaderCredit] = []string{credit}
+		}
+		if bytes != "" {
+			h[HeaderCreditBytes] = []string{bytes}
+		}
+		k, c, b, err := parseControl(h)
+		if err != nil {
+			if !errors.Is(err, errInvalidControl) {
+				t.Fatalf("error %v does not wrap errInvalidControl", err)
+			}
+			return
+		}
+		k2, c2, b2, err := parseControl(controlHeader(k, c, b))
+		if err != nil || k2 != k || c2 != c || b2 != b {
+			t.Fatalf("round trip of %v %d %d = %v %d %d %v", k, c, b, k2, c2, b2, err)
+		}
+	})
 }
 
 func TestKindString(t *testing.T) {
@@ -127,7 +164,7 @@ func FuzzFrameHeader(f *testing.F) {
 		checkFrame(t, h)
 		// The same header block read as a control message must not panic
 		// either.
-		if k, c, err := parseControl(h); err == nil {
+		if k, c, _, err := parseControl(h); err == nil {
 			if k != KindCancel && (k != KindCredit || c == 0) {
 				t.Fatalf("parseControl = %v, %d", k, c)
 			}

@@ -403,3 +403,132 @@ func TestDroppedFramesAreAGap(t *testing.T) {
 		break
 	}
 }
+
+// TestIdleWriterEndsTheStream: a writer whose owner never calls Close or
+// Fail (it forgot, or is stuck) ends the stream itself after its idle
+// timeout: the reader gets a timeout error frame instead of waiting for
+// its own (much longer) idle timeout, the writer's subscription goes, its
+// Gone is closed, and its calls say why. A writer that keeps sending is
+// never ended.
+func TestIdleWriterEndsTheStream(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	tests := []struct {
+		name   string
+		frames int
+		// run checks what the reader and the writer see; subs is the
+		// server's subscription count before the reader opened.
+		run func(t *testing.T, ctx context.Context, ns *server.Server, subs uint32, r *channel.Reader, w *channel.Writer)
+	}{
+		{"forgotten after two frames", 2, func(t *testing.T, ctx context.Context, ns *server.Server, subs uint32, r *channel.Reader, w *channel.Writer) {
+			idleEnded(t, ctx, ns, subs, r, w, 2)
+		}},
+		{"never writes", 0, func(t *testing.T, ctx context.Context, ns *server.Server, subs uint32, r *channel.Reader, w *channel.Writer) {
+			idleEnded(t, ctx, ns, subs, r, w, 0)
+		}},
+		{"reader gone first", 1, func(t *testing.T, ctx context.Context, ns *server.Server, subs uint32, r *channel.Reader, w *channel.Writer) {
+			if _, err := r.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Nobody closes the writer: its subscription goes all the same.
+			settled(t, ns, -1, subs)
+			if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
+				t.Fatalf("Write = %v, want ErrReaderGone", err)
+			}
+			if err := w.Close(ctx); !errors.Is(err, channel.ErrReaderGone) {
+				t.Fatalf("Close = %v, want ErrReaderGone", err)
+			}
+		}},
+		{"steady writer", 0, func(t *testing.T, ctx context.Context, ns *server.Server, subs uint32, r *channel.Reader, w *channel.Writer) {
+			const n = 12 // 12 × 100 ms: four idle timeouts in total
+			errc := make(chan error, 1)
+			go func() {
+				for i := range n {
+					if err := w.Sleep(ctx, idle/3); err != nil {
+						errc <- err
+						return
+					}
+					if err := w.Write(ctx, event{N: i}); err != nil {
+						errc <- fmt.Errorf("write %d: %w", i, err)
+						return
+					}
+				}
+				errc <- w.Close(ctx)
+			}()
+			for i := range n {
+				if _, err := r.Next(ctx); err != nil {
+					t.Fatalf("frame %d: %v", i+1, err)
+				}
+			}
+			if _, err := r.Next(ctx); err != channel.ErrEnd {
+				t.Fatalf("Next = %v, want ErrEnd", err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	enginetest.BusAndLocal(t, func(t *testing.T, local bool) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				ns, re, we := pairMode(t, local)
+				ctx := testCtx(t)
+				subs := ns.NumSubscriptions()
+				// The reader would wait a minute: only the writer's idle
+				// timeout can end the stream in time.
+				r := open(t, re, channel.WithIdleTimeout(time.Minute))
+				w, err := channel.NewWriter(we, r.ID(), channel.WithIdleTimeout(idle))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range tt.frames {
+					if err := w.Write(ctx, event{N: i}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tt.run(t, ctx, ns, subs, r, w)
+			})
+		}
+	})
+}
+
+// idleEnded checks a writer left alone after frames frames: the reader
+// reads them, then the writer's timeout error, well before its own idle
+// timeout; the writer is released.
+func idleEnded(t *testing.T, ctx context.Context, ns *server.Server, subs uint32, r *channel.Reader, w *channel.Writer, frames int) {
+	t.Helper()
+	for i := range frames {
+		if _, err := r.Next(ctx); err != nil {
+			t.Fatalf("frame %d: %v", i+1, err)
+		}
+	}
+	start := time.Now()
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := r.Next(short)
+	if !errors.Is(err, channel.ErrWriterFailed) || !errors.Is(err, wire.ErrTimeout) {
+		t.Fatalf("Next = %v, want the writer's timeout error", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("the stream ended after %v", d)
+	}
+	select {
+	case <-w.Gone():
+	default:
+		t.Fatal("Gone is not closed")
+	}
+	for name, call := range map[string]func() error{
+		"Write": func() error { return w.Write(ctx, event{}) },
+		"Sleep": func() error { return w.Sleep(ctx, time.Minute) },
+		"Fail":  func() error { return w.Fail(ctx, errors.New("late")) },
+		"Close": func() error { return w.Close(ctx) },
+	} {
+		if err := call(); !errors.Is(err, channel.ErrIdleTimeout) {
+			t.Fatalf("%s = %v, want ErrIdleTimeout", name, err)
+		}
+	}
+	settled(t, ns, -1, subs)
+}

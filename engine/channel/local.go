@@ -70,16 +70,17 @@ func (w *Writer) attachLocal() bool {
 	r.answered.Store(true)
 	// Grants and a cancel from now on reach w directly (Reader.grant,
 	// Reader.cancel); those made before are read here.
-	w.credit(r.granted.Load())
+	w.credit(r.granted.Load(), r.grantedBytes.Load())
 	if r.cancelled.Load() {
 		w.setGone()
 	}
 	return true
 }
 
-// credit raises w's limit to n and wakes it: a grant from a local reader.
-func (w *Writer) credit(n uint64) {
-	w.raise(n)
+// credit raises w's limits to n frames and nb bytes and wakes it: a grant
+// from a local reader.
+func (w *Writer) credit(n, nb uint64) {
+	w.raise(n, nb)
 	w.signal()
 }
 

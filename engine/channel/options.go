@@ -15,8 +15,15 @@ const (
 	DefaultWindow = 64
 	// MaxWindow bounds [WithWindow].
 	MaxWindow = 1 << 16
-	// DefaultIdleTimeout is how long a reader waits for the next frame, and a
-	// writer for credit, before giving up on the other side.
+	// DefaultByteWindow is the number of payload bytes a writer may send
+	// ahead of the reader's consumption (plus one frame).
+	DefaultByteWindow = 1 << 20
+	// MaxByteWindow bounds [WithByteWindow].
+	MaxByteWindow = 1 << 30
+	// DefaultIdleTimeout is the longest silence a channel tolerates: how
+	// long a reader waits for the next frame, and a writer for credit,
+	// before giving up on the other side, and how long a writer may send
+	// nothing before it ends the stream itself.
 	DefaultIdleTimeout = 60 * time.Second
 )
 
@@ -25,16 +32,17 @@ const (
 type Option func(*options) error
 
 type options struct {
-	window int
-	idle   time.Duration
-	attach time.Duration
-	codec  wire.Codec
+	window     int
+	byteWindow int
+	idle       time.Duration
+	attach     time.Duration
+	codec      wire.Codec
 	// localFirst defers the reader's subscriptions to Reader.Subscribe.
 	localFirst bool
 }
 
 func buildOptions(e *engine.Engine, opts []Option) (options, error) {
-	o := options{window: DefaultWindow, idle: DefaultIdleTimeout}
+	o := options{window: DefaultWindow, byteWindow: DefaultByteWindow, idle: DefaultIdleTimeout}
 	if e != nil {
 		o.codec = e.Codec()
 	}
@@ -61,6 +69,24 @@ func WithWindow(n int) Option {
 			return fmt.Errorf("%w: channel window %d must be 1..%d", engine.ErrInvalidOption, n, MaxWindow)
 		}
 		o.window = n
+		return nil
+	}
+}
+
+// WithByteWindow sets the reader's credit window in bytes: how many payload
+// bytes of data frames the writer may have sent beyond the last frame the
+// reader consumed, plus the one frame that crossed the limit (1 to
+// [MaxByteWindow]; default [DefaultByteWindow]). With [WithWindow] it
+// bounds what a reader buffers for a writer that honours credit: at most
+// window frames and byte window bytes plus one frame. A frame larger than
+// the byte window still goes, once the frames before it were consumed.
+// Reader side.
+func WithByteWindow(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > MaxByteWindow {
+			return fmt.Errorf("%w: channel byte window %d must be 1..%d", engine.ErrInvalidOption, n, MaxByteWindow)
+		}
+		o.byteWindow = n
 		return nil
 	}
 }
@@ -98,9 +124,13 @@ func WithLocalFirst() Option {
 	}
 }
 
-// WithIdleTimeout sets how long a reader waits for a frame before
-// [ErrIdleTimeout], and how long a writer waits for credit before
-// [ErrReaderGone] (default [DefaultIdleTimeout]). Both sides.
+// WithIdleTimeout sets the longest silence on the channel (default
+// [DefaultIdleTimeout]). Both sides: a reader waits that long for a frame
+// before [ErrIdleTimeout]; a writer waits that long for credit before
+// [ErrReaderGone]; and a writer that sends nothing for that long, with no
+// call in progress (its owner forgot to Close it, or is stuck), ends the
+// stream with a timeout error frame and releases its subscription: its
+// later calls return [ErrIdleTimeout]. Give both sides the same value.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

@@ -39,8 +39,10 @@ type Reader struct {
 	subj   string
 	ack    string
 	window uint64
-	idle   time.Duration
-	log    *slog.Logger
+	// byteWindow is the credit window in payload bytes (WithByteWindow).
+	byteWindow uint64
+	idle       time.Duration
+	log        *slog.Logger
 
 	ch   chan *nats.Msg
 	done chan struct{} // closed by Close
@@ -65,15 +67,18 @@ type Reader struct {
 	cancelled atomic.Bool // a cancel was sent, or the writer already ended
 	first     atomic.Pointer[nats.Header]
 	granted   atomic.Uint64 // highest sequence number granted so far; written under mu
+	// grantedBytes is the byte credit granted so far; written under mu.
+	grantedBytes atomic.Uint64
 	// answered is set once a ping was answered with credit: the writer
 	// knows the window, so frame 1 needs no grant of its own.
 	answered atomic.Bool
 
 	// Guarded by mu (held for the whole of Next).
-	mu    sync.Mutex
-	next  uint64 // next expected sequence number
-	err   error  // sticky terminal error
-	timer *time.Timer
+	mu       sync.Mutex
+	next     uint64 // next expected sequence number
+	consumed uint64 // payload bytes of the data frames consumed
+	err      error  // sticky terminal error
+	timer    *time.Timer
 }
 
 // busSubs are a reader's subscriptions on the bus.
@@ -88,8 +93,8 @@ type busSubs struct {
 // connection and flushed to the server before Open returns. Hand r.ID() to
 // the writer (usually in a function call's payload), then call Next until
 // it returns an error. With [WithLocalFirst] it subscribes only when
-// [Reader.Subscribe] is called. Options: [WithWindow], [WithIdleTimeout],
-// [WithAttachTimeout], [WithLocalFirst].
+// [Reader.Subscribe] is called. Options: [WithWindow], [WithByteWindow],
+// [WithIdleTimeout], [WithAttachTimeout], [WithLocalFirst].
 func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
@@ -104,18 +109,20 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 		return nil, wire.Wrap(wire.CodeInternal, err, "generated channel id")
 	}
 	r := &Reader{
-		e:      e,
-		nc:     e.Conn(),
-		id:     id,
-		subj:   subj,
-		ack:    subj + ackSuffix,
-		window: uint64(o.window),
-		idle:   o.idle,
-		log:    e.Logger(),
-		// A writer that honours credit has at most window data frames and
-		// one terminal frame in flight; the rest is slack for a sloppy one.
-		// A message that does not fit is dropped by the client and shows up
-		// as a gap, never as silent loss.
+		e:          e,
+		nc:         e.Conn(),
+		id:         id,
+		subj:       subj,
+		ack:        subj + ackSuffix,
+		window:     uint64(o.window),
+		byteWindow: uint64(o.byteWindow),
+		idle:       o.idle,
+		log:        e.Logger(),
+		// A writer that honours credit has at most window data frames
+		// (and at most byte window bytes plus one frame) and one terminal
+		// frame in flight; the rest is slack for a sloppy one. A message
+		// that does not fit is dropped by the client and shows up as a
+		// gap, never as silent loss.
 		ch:     make(chan *nats.Msg, 2*o.window+16),
 		done:   make(chan struct{}),
 		next:   1,
@@ -126,6 +133,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 	// The reader has room for a window before it consumes anything; a
 	// writer learns it by asking on the ping subject.
 	r.granted.Store(r.window)
+	r.grantedBytes.Store(r.byteWindow)
 	r.timer = time.NewTimer(o.idle)
 	r.timer.Stop()
 	r.register()
@@ -306,7 +314,7 @@ func (r *Reader) probe() {
 	if b == nil {
 		return
 	}
-	_ = r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Reply: b.probeInbox, Header: controlHeader(KindCredit, r.granted.Load())})
+	_ = r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Reply: b.probeInbox, Header: controlHeader(KindCredit, r.granted.Load(), r.grantedBytes.Load())})
 }
 
 // frame checks and consumes one message. Lock held.
@@ -337,6 +345,7 @@ func (r *Reader) frame(m *nats.Msg) (Frame, error) {
 		r.finish(err)
 		return Frame{}, err
 	}
+	r.consumed += uint64(len(m.Data))
 	r.grant(seq)
 	return Frame{
 		Seq:   seq,
@@ -347,20 +356,29 @@ func (r *Reader) frame(m *nats.Msg) (Frame, error) {
 }
 
 // grant re-grants credit once the reader has consumed a quarter of its
-// window since the last grant, and after frame 1 (the only frame a writer
-// may send without credit, so a writer that never asks still gets going)
-// unless a ping was answered already. Lock held.
+// window, in frames or in bytes, since the last grant, and after frame 1
+// (the only frame a writer may send without credit, so a writer that
+// never asks still gets going) unless a ping was answered already. Byte
+// credit goes only when it is due (and after frame 1): the writer keeps
+// the last one, and small frames then cost no header for it. Lock held.
 func (r *Reader) grant(consumed uint64) {
-	want := consumed + r.window
-	if want-r.granted.Load() < max(1, r.window/4) && (consumed != 1 || r.answered.Load()) {
+	want, wantBytes := consumed+r.window, r.consumed+r.byteWindow
+	first := consumed == 1 && !r.answered.Load()
+	bytesDue := first || wantBytes-r.grantedBytes.Load() >= max(1, r.byteWindow/4)
+	if !bytesDue && want-r.granted.Load() < max(1, r.window/4) {
 		return
 	}
 	r.granted.Store(want)
+	var nb uint64
+	if bytesDue {
+		r.grantedBytes.Store(wantBytes)
+		nb = wantBytes
+	}
 	if lw := r.lw.Load(); lw != nil {
-		lw.credit(want)
+		lw.credit(want, nb)
 		return
 	}
-	err := r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Header: controlHeader(KindCredit, want)})
+	err := r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Header: controlHeader(KindCredit, want, nb)})
 	if err != nil {
 		// The writer stalls and the idle timeout reports it; the frame in
 		// hand is still good.
@@ -419,10 +437,10 @@ func (r *Reader) onPing(m *nats.Msg) {
 		return
 	}
 	r.attached.Store(true)
-	h := controlHeader(KindCredit, r.granted.Load())
+	h := controlHeader(KindCredit, r.granted.Load(), r.grantedBytes.Load())
 	cancelled := r.cancelled.Load()
 	if cancelled {
-		h = controlHeader(KindCancel, 0)
+		h = controlHeader(KindCancel, 0, 0)
 	}
 	if m.RespondMsg(&nats.Msg{Header: h}) == nil && !cancelled {
 		r.answered.Store(true)
@@ -439,7 +457,7 @@ func (r *Reader) cancel() {
 		lw.signal()
 		return
 	}
-	err := r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Header: controlHeader(KindCancel, 0)})
+	err := r.nc.PublishMsg(&nats.Msg{Subject: r.ack, Header: controlHeader(KindCancel, 0, 0)})
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		r.log.Warn("channel: cancel not sent", "channel", r.id, "error", err)
 	}

@@ -25,7 +25,8 @@ const closeFlushTimeout = 10 * time.Second
 // Writer is the sending end of a channel. Its calls are safe for concurrent
 // use and are serialized: frames go out in call order, except that Close
 // and Fail do not wait behind a Write blocked for credit (it returns
-// [ErrClosed]).
+// [ErrClosed]). A writer that sends nothing for its idle timeout, with no
+// call in progress, ends the stream itself ([WithIdleTimeout]).
 type Writer struct {
 	e     *engine.Engine
 	nc    *nats.Conn
@@ -44,19 +45,25 @@ type Writer struct {
 
 	// Written by the control subscription, read by Write.
 	limit atomic.Uint64 // highest sequence number granted
-	gone  atomic.Bool   // the reader cancelled or stopped granting
+	// limitBytes is the byte credit granted; 0 until a grant carries one
+	// (a reader that sends none puts no byte limit).
+	limitBytes atomic.Uint64
+	gone       atomic.Bool // the reader cancelled or stopped granting
 	// goneCh is closed once gone is set (Gone).
 	goneCh   chan struct{}
 	goneOnce sync.Once
 	wake     chan struct{} // signalled on every credit or cancel
-	// closing is set, and closingCh closed, by the first Close or Fail: a
-	// Write waiting for credit gives way to the terminal frame.
-	closing   atomic.Bool
+	// closing leaves stateOpen, and closingCh is closed, on the first
+	// Close or Fail (stateClosing) or on the idle timeout (stateExpired,
+	// or stateAbandoned when the reader was gone already): a Write waiting
+	// for credit gives way to the terminal frame.
+	closing   atomic.Uint32
 	closingCh chan struct{}
 
 	// sem serializes frames; the fields below are guarded by it.
 	sem   chan struct{}
 	seq   uint64 // last sequence number sent
+	sent  uint64 // payload bytes of the data frames sent
 	ended bool   // a terminal frame was sent (or the writer was released)
 	timer *time.Timer
 	tick  *time.Ticker
@@ -64,7 +71,24 @@ type Writer struct {
 	// encodes them before it returns.
 	hdr nats.Header
 	msg nats.Msg
+
+	// The lease: a timer that checks every leaseStep whether the writer
+	// has been silent for its idle timeout (checkLease). Guarded by lmu.
+	lmu        sync.Mutex
+	lease      *time.Timer
+	leaseStep  time.Duration
+	leaseSeq   uint64    // w.seq at the last check
+	quietSince time.Time // no frame sent since (at the latest)
+	released   bool      // the lease is stopped and the subscription gone
 }
+
+// The states of Writer.closing.
+const (
+	stateOpen uint32 = iota
+	stateClosing
+	stateExpired
+	stateAbandoned
+)
 
 // maxProbeInterval bounds how long a writer waits for credit before it asks
 // the reader again.
@@ -109,20 +133,20 @@ func NewWriter(e *engine.Engine, id string, opts ...Option) (*Writer, error) {
 	w.timer.Stop()
 	w.tick = time.NewTicker(w.probe)
 	w.tick.Stop()
-	if w.attachLocal() {
-		return w, nil
+	if !w.attachLocal() {
+		w.sub, err = w.nc.Subscribe(w.ack, w.onControl)
+		if err != nil {
+			return nil, wire.FromNATS(err)
+		}
+		// The subscription goes out before the ping on this connection, so
+		// the answer cannot miss it.
+		if err := w.askCredit(); err != nil {
+			_ = w.sub.Unsubscribe()
+			return nil, err
+		}
+		w.hdr = frameHeader(1, KindData, w.codec.ContentType())
 	}
-	w.sub, err = w.nc.Subscribe(w.ack, w.onControl)
-	if err != nil {
-		return nil, wire.FromNATS(err)
-	}
-	// The subscription goes out before the ping on this connection, so the
-	// answer cannot miss it.
-	if err := w.askCredit(); err != nil {
-		_ = w.sub.Unsubscribe()
-		return nil, err
-	}
-	w.hdr = frameHeader(1, KindData, w.codec.ContentType())
+	w.startLease()
 	return w, nil
 }
 
@@ -134,7 +158,7 @@ func (w *Writer) askCredit() error {
 	if w.local != nil {
 		return nil
 	}
-	err := w.nc.PublishMsg(&nats.Msg{Subject: w.ping, Reply: w.ack, Header: controlHeader(KindPing, 0)})
+	err := w.nc.PublishMsg(&nats.Msg{Subject: w.ping, Reply: w.ack, Header: controlHeader(KindPing, 0, 0)})
 	if err != nil {
 		return wire.FromNATS(err)
 	}
@@ -152,14 +176,14 @@ func (w *Writer) onControl(m *nats.Msg) {
 		w.signal()
 		return
 	}
-	kind, credit, err := parseControl(m.Header)
+	kind, credit, bytes, err := parseControl(m.Header)
 	if err != nil {
 		w.log.Debug("channel: control message ignored", "channel", w.id, "error", err)
 		return
 	}
 	switch kind {
 	case KindCredit:
-		w.raise(credit)
+		w.raise(credit, bytes)
 	case KindCancel:
 		w.setGone()
 	}
@@ -172,15 +196,31 @@ const (
 	statusNoResponders = "503"
 )
 
-// raise lifts the writer's limit to n; credit is cumulative, so a lower or
-// repeated grant changes nothing.
-func (w *Writer) raise(n uint64) {
+// raise lifts the writer's limits to n frames and nb bytes (none when 0);
+// credit is cumulative, so a lower or repeated grant changes nothing.
+func (w *Writer) raise(n, nb uint64) {
+	raiseTo(&w.limit, n)
+	raiseTo(&w.limitBytes, nb)
+}
+
+func raiseTo(a *atomic.Uint64, n uint64) {
 	for {
-		old := w.limit.Load()
-		if n <= old || w.limit.CompareAndSwap(old, n) {
+		old := a.Load()
+		if n <= old || a.CompareAndSwap(old, n) {
 			return
 		}
 	}
+}
+
+// granted reports whether data frame seq may go: within the frame credit,
+// and, once the reader granted bytes, while the bytes sent are below that.
+// sem held.
+func (w *Writer) granted(seq uint64) bool {
+	if seq > w.limit.Load() {
+		return false
+	}
+	lb := w.limitBytes.Load()
+	return lb == 0 || w.sent < lb
 }
 
 // setGone records that the reader is gone.
@@ -191,19 +231,22 @@ func (w *Writer) setGone() {
 
 // Gone is closed once the writer knows its reader is gone: it cancelled
 // (closed the channel, or failed on a gap or timeout), or, over the bus,
-// nobody answers the writer's credit requests any more. A writer that
-// waits on something other than its own Write (an API, a timer) selects
-// on it to stop at once; see also [Writer.Sleep].
+// nobody answers the writer's credit requests any more; and once the
+// writer ended the stream on its idle timeout. A writer that waits on
+// something other than its own Write (an API, a timer) selects on it to
+// stop at once; see also [Writer.Sleep].
 func (w *Writer) Gone() <-chan struct{} { return w.goneCh }
 
 // Sleep waits d, or less: it returns [ErrReaderGone] as soon as the reader
-// is gone and ctx's error when ctx ends first. Over the bus it asks the
+// is gone ([ErrIdleTimeout] if the writer ended the stream on its idle
+// timeout) and ctx's error when ctx ends first. Over the bus it asks the
 // reader for credit as often as a writer waiting for credit does, so a
 // reader whose process died is noticed (the server's no-responders answer)
-// while the writer sleeps, not only at its next Write.
+// while the writer sleeps, not only at its next Write. Sleeping is silence:
+// it does not hold off the writer's idle timeout.
 func (w *Writer) Sleep(ctx context.Context, d time.Duration) error {
 	if w.gone.Load() {
-		return ErrReaderGone
+		return w.goneErr()
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -216,7 +259,7 @@ func (w *Writer) Sleep(ctx context.Context, d time.Duration) error {
 	for {
 		select {
 		case <-w.goneCh:
-			return ErrReaderGone
+			return w.goneErr()
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
@@ -242,7 +285,8 @@ func (w *Writer) signal() {
 // credit arrives, ctx ends, or Close or Fail is called; it returns
 // [ErrReaderGone] when the reader closed the channel or granted nothing
 // for the idle timeout, [ErrClosed] once Close or Fail has been called
-// (also to a Write they interrupt), an invalid_payload wire error for
+// (also to a Write they interrupt), [ErrIdleTimeout] once the writer ended
+// the stream on its idle timeout, an invalid_payload wire error for
 // data that does not encode or exceeds the server's max payload (nothing
 // is sent), and ctx's error when ctx ends first. A failed Write sends
 // nothing and uses no sequence number.
@@ -250,8 +294,8 @@ func (w *Writer) Write(ctx context.Context, data any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if w.closing.Load() {
-		return ErrClosed
+	if w.closing.Load() != stateOpen {
+		return w.closedErr()
 	}
 	body, err := w.encode(data)
 	if err != nil {
@@ -269,8 +313,8 @@ func (w *Writer) Write(ctx context.Context, data any) error {
 		return err
 	}
 	defer w.unlock()
-	if w.ended || w.closing.Load() {
-		return ErrClosed
+	if w.ended || w.closing.Load() != stateOpen {
+		return w.closedErr()
 	}
 	seq := w.seq + 1
 	if err := w.awaitCredit(ctx, seq); err != nil {
@@ -288,7 +332,31 @@ func (w *Writer) Write(ctx context.Context, data any) error {
 		return err
 	}
 	w.seq = seq
+	w.sent += uint64(len(body))
 	return nil
+}
+
+// closedErr is the error of a call on a writer that is closing or closed.
+func (w *Writer) closedErr() error {
+	switch w.closing.Load() {
+	case stateExpired:
+		return w.idleErr()
+	case stateAbandoned:
+		return ErrReaderGone
+	}
+	return ErrClosed
+}
+
+// goneErr is the error of a call on a writer whose Gone is closed.
+func (w *Writer) goneErr() error {
+	if w.closing.Load() == stateExpired {
+		return w.idleErr()
+	}
+	return ErrReaderGone
+}
+
+func (w *Writer) idleErr() error {
+	return fmt.Errorf("%w: the writer sent nothing for %v and ended the stream", ErrIdleTimeout, w.idle)
 }
 
 func (w *Writer) encode(data any) ([]byte, error) {
@@ -319,7 +387,7 @@ func (w *Writer) lock(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-w.closingCh:
-		return ErrClosed
+		return w.closedErr()
 	}
 }
 
@@ -330,7 +398,7 @@ func (w *Writer) awaitCredit(ctx context.Context, seq uint64) error {
 	if w.gone.Load() {
 		return ErrReaderGone
 	}
-	if seq <= w.limit.Load() {
+	if w.granted(seq) {
 		return nil
 	}
 	// While it waits, the writer asks the reader for credit now and then:
@@ -351,7 +419,7 @@ func (w *Writer) awaitCredit(ctx context.Context, seq uint64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.closingCh:
-			return ErrClosed
+			return w.closedErr()
 		case <-w.timer.C:
 			w.setGone()
 			return fmt.Errorf("%w: no credit for %v after frame %d", ErrReaderGone, w.idle, seq-1)
@@ -359,7 +427,7 @@ func (w *Writer) awaitCredit(ctx context.Context, seq uint64) error {
 		if w.gone.Load() {
 			return ErrReaderGone
 		}
-		if seq <= w.limit.Load() {
+		if w.granted(seq) {
 			return nil
 		}
 	}
@@ -396,7 +464,8 @@ func (w *Writer) publish(ctx context.Context, seq uint64, h nats.Header, body []
 // nothing. An expired ctx still sends the end frame, without waiting for
 // the flush. If the reader is already gone it sends nothing and returns
 // [ErrReaderGone]. Close after Close or Fail is a no-op returning nil, so
-// `defer w.Close(ctx)` is safe.
+// `defer w.Close(ctx)` is safe; after the writer ended the stream on its
+// idle timeout it returns [ErrIdleTimeout].
 func (w *Writer) Close(ctx context.Context) error {
 	return w.terminate(ctx, func(seq uint64) (nats.Header, []byte) {
 		return frameHeader(seq, KindEnd, ""), nil
@@ -407,7 +476,8 @@ func (w *Writer) Close(ctx context.Context) error {
 // wrapping [ErrWriterFailed] and err as a *wire.Error (err keeps its code
 // if it is one; context errors become canceled or timeout; anything else is
 // internal). Like Close, it needs no credit, interrupts a Write waiting
-// for credit, flushes, and is a no-op after Close or Fail.
+// for credit, flushes, and is a no-op after Close or Fail ([ErrIdleTimeout]
+// after the idle timeout ended the stream).
 func (w *Writer) Fail(ctx context.Context, err error) error {
 	werr := wire.FromNATS(err)
 	if werr == nil {
@@ -432,8 +502,11 @@ func errorFrame(seq uint64, werr *wire.Error, codec wire.Codec, maxPayload int64
 
 // terminate sends a terminal frame once and releases the writer.
 func (w *Writer) terminate(ctx context.Context, build func(seq uint64) (nats.Header, []byte)) error {
-	if !w.closing.CompareAndSwap(false, true) {
-		return nil
+	if !w.closing.CompareAndSwap(stateOpen, stateClosing) {
+		if w.closing.Load() == stateClosing {
+			return nil
+		}
+		return w.closedErr()
 	}
 	// A Write waiting for credit returns at once; one that is publishing
 	// does not block. So the wait for the writer is short, and it does not
@@ -442,9 +515,7 @@ func (w *Writer) terminate(ctx context.Context, build func(seq uint64) (nats.Hea
 	w.sem <- struct{}{}
 	defer w.unlock()
 	w.ended = true
-	if w.sub != nil {
-		defer func() { _ = w.sub.Unsubscribe() }()
-	}
+	defer w.release()
 	if w.gone.Load() {
 		return ErrReaderGone
 	}
@@ -471,4 +542,104 @@ func (w *Writer) terminate(ctx context.Context, build func(seq uint64) (nats.Hea
 		return wire.FromNATS(err)
 	}
 	return nil
+}
+
+// startLease starts the check for a writer left silent: by an owner that
+// forgot to Close it, or is stuck. Without it, such a writer would keep
+// its subscription until its connection closes.
+func (w *Writer) startLease() {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	// A check every eighth of the idle timeout: the writer ends at most
+	// that much after its idle timeout, and never before it.
+	w.leaseStep = max(w.idle/8, time.Millisecond)
+	w.quietSince = time.Now()
+	w.lease = time.AfterFunc(w.leaseStep, w.checkLease)
+}
+
+// checkLease ends the stream once the writer has sent no frame for its
+// idle timeout with no call in progress; otherwise it checks again later.
+// It samples the sequence number rather than timing every Write, which
+// keeps the clock off the hot path.
+func (w *Writer) checkLease() {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	if w.released {
+		return
+	}
+	now := time.Now()
+	select {
+	case w.sem <- struct{}{}:
+	default:
+		// A call is in progress: not silence (a Write waiting for credit
+		// is bounded by the idle timeout on its own).
+		w.quietSince = now
+		w.lease.Reset(w.leaseStep)
+		return
+	}
+	defer w.unlock()
+	if w.ended {
+		return
+	}
+	if w.seq != w.leaseSeq {
+		// A frame went out since the last check, at the latest now.
+		w.leaseSeq, w.quietSince = w.seq, now
+	}
+	if quiet := now.Sub(w.quietSince); quiet < w.idle {
+		w.lease.Reset(min(w.leaseStep, w.idle-quiet))
+		return
+	}
+	w.expire()
+}
+
+// expire ends the stream of a writer silent for its idle timeout: the
+// reader gets a timeout error frame rather than waiting for its own idle
+// timeout, the subscription goes, Gone is closed (an owner stuck on
+// something that selects on it is released), and every later call
+// returns ErrIdleTimeout. A writer whose reader is gone sends nothing and
+// keeps answering ErrReaderGone. sem and lmu held.
+func (w *Writer) expire() {
+	state := stateExpired
+	if w.gone.Load() {
+		state = stateAbandoned
+	}
+	if !w.closing.CompareAndSwap(stateOpen, state) {
+		return // Close or Fail is on its way
+	}
+	close(w.closingCh)
+	w.ended = true
+	w.log.Warn("channel: writer idle: stream ended (Close or Fail not called)", "channel", w.id, "idle", w.idle, "frames", w.seq)
+	w.setGone()
+	if state == stateExpired {
+		// Published before the subscription goes, so a reader that then
+		// finds the writer gone reads the frame first.
+		seq := w.seq + 1
+		werr := wire.Errorf(wire.CodeTimeout, "channel writer sent nothing for %v and did not end the stream", w.idle)
+		h, body := errorFrame(seq, werr, w.codec, w.nc.MaxPayload())
+		if err := w.publish(context.Background(), seq, h, body); err != nil {
+			w.log.Warn("channel: idle writer's error frame not sent", "channel", w.id, "error", err)
+		} else {
+			w.seq = seq
+		}
+	}
+	w.releaseLocked()
+}
+
+// release stops the lease and drops the subscription, once.
+func (w *Writer) release() {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	w.releaseLocked()
+}
+
+// releaseLocked is release with lmu held.
+func (w *Writer) releaseLocked() {
+	if w.released {
+		return
+	}
+	w.released = true
+	w.lease.Stop()
+	if w.sub != nil {
+		_ = w.sub.Unsubscribe()
+	}
 }
