@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/spf13/cobra"
@@ -32,8 +34,11 @@ type chatConfig struct {
 	home     string
 	// reconnectWait bounds how long a turn waits for a node it lost.
 	reconnectWait time.Duration
+	// quiet is how long a turn with no call waiting for a human may go
+	// without an event before chat gives up on it.
+	quiet time.Duration
 	// notes gets what is said about the connection (stderr); url is the
-	// node's address as the user gave it.
+	// node's address as the user gave it, credentials hidden (redactURL).
 	notes io.Writer
 	url   string
 }
@@ -43,7 +48,7 @@ type chatConfig struct {
 var errNodeLost = errors.New("lost the connection to the node")
 
 func newChatCmd(g *globals) *cobra.Command {
-	cfg := chatConfig{}
+	cfg := chatConfig{quiet: 5 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "chat",
 		Short: "Chat with an agent in plain line mode",
@@ -55,7 +60,9 @@ func newChatCmd(g *globals) *cobra.Command {
 			"restarts), chat says so on stderr and waits up to --reconnect-wait for it to come back, then prints the\n" +
 			"rest of the turn, which the node finishes from its last record. A node that does not come back in time\n" +
 			"ends chat (in line mode too) with one line on stderr saying so, and exit status 1; the turn resumes\n" +
-			"whenever a node of the bus runs again.",
+			"whenever a node of the bus runs again. The same holds while chat asks about a call that needs approval,\n" +
+			"and for a line typed while the node is away: it is sent when the node is back. A question about a call\n" +
+			"that someone else decided is dropped. Credentials in --nats are never printed.",
 		Example: `  iii chat
   iii chat -m "/call state::get {\"scope\":\"demo\",\"key\":\"greeting\"}"
   iii chat --provider openai --model gpt-4o`,
@@ -65,7 +72,7 @@ func newChatCmd(g *globals) *cobra.Command {
 			if cfg.reconnectWait < 0 {
 				return wire.Errorf(wire.CodeInvalidPayload, "--reconnect-wait %v: want 0 or more", cfg.reconnectWait)
 			}
-			cfg.notes, cfg.url = cmd.ErrOrStderr(), g.natsURL
+			cfg.notes, cfg.url = cmd.ErrOrStderr(), redactURL(g.natsURL)
 			e, done, err := g.connectFollowing()
 			if err != nil {
 				if !cfg.embedded {
@@ -73,7 +80,7 @@ func newChatCmd(g *globals) *cobra.Command {
 				}
 				a, serr := startApp(ctx, upConfig{home: cfg.home, listen: "127.0.0.1:0", logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 				if serr != nil {
-					return fmt.Errorf("no node at %s and none could start here: %w", g.natsURL, serr)
+					return fmt.Errorf("no node at %s and none could start here: %w", cfg.url, serr)
 				}
 				defer func() {
 					sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -113,11 +120,7 @@ func newChatCmd(g *globals) *cobra.Command {
 				if line == "" {
 					continue
 				}
-				ask := func() (string, bool) {
-					l, ok, _ := lines.next(ctx)
-					return strings.TrimSpace(l), ok
-				}
-				if _, err := chatTurn(ctx, e, cfg, line, out, ask); err != nil {
+				if _, err := chatTurn(ctx, e, cfg, line, out, lines); err != nil {
 					if ctx.Err() != nil {
 						return nil
 					}
@@ -133,7 +136,7 @@ func newChatCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cfg.provider, "provider", "scripted", "model provider")
 	cmd.Flags().StringVar(&cfg.model, "model", "echo", "model id")
 	cmd.Flags().StringVarP(&cfg.message, "message", "m", "", "send this one message, print the turn, and exit (status 1 when the run does not end normally or the node is lost)")
-	cmd.Flags().DurationVar(&cfg.reconnectWait, "reconnect-wait", time.Minute, "how long a turn waits for a node it lost to come back before chat gives up (0: not at all)")
+	cmd.Flags().DurationVar(&cfg.reconnectWait, "reconnect-wait", time.Minute, "how long a turn, or a line typed while the node is away, waits for the node to come back before chat gives up (0: not at all)")
 	cmd.Flags().BoolVar(&cfg.embedded, "embedded", true, "start a node in this process when none answers at --nats")
 	cmd.Flags().BoolVar(&cfg.sandbox, "sandbox", false, "give every run a bubblewrap sandbox (fs::* and shell::exec work in it; it is destroyed when the run ends)")
 	cmd.Flags().StringVar(&cfg.home, "home", defaultHome(), "data directory of an embedded node")
@@ -186,16 +189,28 @@ func (lr *lineReader) stop() { close(lr.done) }
 
 // chatTurn starts a run with text and prints its events until agent_end,
 // and returns the run's stop reason. A call that needs approval is put to
-// the user through ask (a line of input) when it is set; otherwise the
-// command that decides it is printed and the turn waits.
-func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer, ask func() (string, bool)) (agent.StopReason, error) {
+// the user as a question that the next line of lines answers when lines
+// is set (line mode); otherwise the command that decides it is printed
+// and the turn waits. The connection is watched all along, while a
+// question waits for its answer too: a lost node is said at once, and
+// ends the turn when it does not come back within cfg.reconnectWait.
+func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer, lines *lineReader) (agent.StopReason, error) {
 	subj, err := subjects.EventSubject(cfg.session)
 	if err != nil {
 		return "", err
 	}
+	sid := cfg.session
+	nc := e.Conn()
+	link := &link{nc: nc, wait: cfg.reconnectWait, notes: cfg.notes}
+	// A line sent while the node is away waits for it as a turn does,
+	// rather than failing on the first request's timeout.
+	if why, err := link.await(ctx); err != nil {
+		return "", fmt.Errorf("interrupted; the message was not sent: %w", err)
+	} else if why != "" {
+		return "", fmt.Errorf("session %s: %w at %s (%s); the message was not sent", sid, errNodeLost, cfg.url, why)
+	}
 	// Read from just after the stream's current end: an ordered consumer is
 	// created lazily, so DeliverNew could start after the first events.
-	sid := cfg.session
 	events := subjects.SessionStream(subjects.EventStream, sid)
 	stream, err := e.JetStream().Stream(ctx, events)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -250,11 +265,9 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		cc.Stop()
 	}()
 	consumeEnded := cc.Closed()
-	nc := e.Conn()
 	lost := func(why string) error {
-		get, _ := json.Marshal(map[string]string{"session_id": sid})
-		return fmt.Errorf("session %s: %w at %s (%s); the turn did not finish here, and resumes when a node runs again (see it with: iii trigger turn::get_state '%s')",
-			sid, errNodeLost, cfg.url, why, get)
+		return fmt.Errorf("session %s: %w at %s (%s); the turn did not finish here, and resumes when a node runs again (see it with: iii trigger turn::get_state %s)",
+			sid, errNodeLost, cfg.url, why, shellJSON(map[string]string{"session_id": sid}))
 	}
 	var res orchestrator.RunStartResult
 	err = e.Trigger(ctx, "harness::trigger", orchestrator.HarnessTrigger{Payload: agent.RunStart{
@@ -270,15 +283,59 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	if !res.Started {
 		return "", fmt.Errorf("session %s is busy (%s)", cfg.session, res.Reason)
 	}
+	// In line mode the approval requests are put to the user one at a
+	// time: asking is the one on screen, whose answer comes on answers.
+	var (
+		asking  *agent.Event
+		queued  []agent.Event
+		answers <-chan string
+	)
+	put := func(ev agent.Event) {
+		args := argsJSON(ev.Args)
+		if lines == nil {
+			req := map[string]string{"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": "allow"}
+			fmt.Fprintf(out, "? %s %s needs approval; waiting. Allow it with (decision deny or aborted to refuse):\n  iii trigger approval::resolve %s\n",
+				ev.FunctionID, clip(args, 200), shellJSON(req))
+			return
+		}
+		if asking != nil {
+			queued = append(queued, ev)
+			return
+		}
+		fmt.Fprintf(out, "? %s %s needs approval. Allow? [y]es / [n]o / [a]bort the run: ", ev.FunctionID, clip(args, 200))
+		asking, answers = &ev, lines.lines
+	}
+	// next puts the next queued request, if any, once asking is done with.
+	next := func() {
+		asking, answers = nil, nil
+		if len(queued) > 0 {
+			ev := queued[0]
+			queued = queued[1:]
+			put(ev)
+		}
+	}
+	// settled drops the question about call id, decided by someone else
+	// (approval::resolve, another chat) or ended with the run: its answer
+	// would be refused, and a line typed for it would answer the next.
+	settled := func(id string) {
+		queued = slices.DeleteFunc(queued, func(q agent.Event) bool { return q.FunctionCallID == id })
+		if asking != nil && asking.FunctionCallID == id {
+			fmt.Fprintf(out, "\n(%s was decided elsewhere; no answer needed)\n", id)
+			next()
+		}
+	}
 	streamed, parked := false, 0
 	last := time.Now()
-	var down time.Time // when the connection was lost; zero while it is up
 	tick := time.NewTicker(linkCheck)
 	defer tick.Stop()
 	for {
 		var m jetstream.Msg
 		select {
 		case <-ctx.Done():
+			if asking != nil {
+				// Interrupted at the question: the call stays parked.
+				return "", fmt.Errorf("interrupted; %s stays parked in session %s: %w", asking.FunctionCallID, sid, ctx.Err())
+			}
 			// Interrupted: the run goes on without this client.
 			return "", fmt.Errorf("interrupted; session %s runs on without this client: %w", sid, ctx.Err())
 		case <-consumeEnded:
@@ -287,26 +344,44 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			}
 			return "", fmt.Errorf("session %s: the event stream ended before the turn did (no agent_end)", sid)
 		case <-tick.C:
-			switch {
-			case nc.IsClosed():
-				return "", lost("the connection was closed")
-			case !nc.IsConnected():
-				if down.IsZero() {
-					down = time.Now()
-					fmt.Fprintf(cfg.notes, "(lost the connection to the node; waiting up to %v for it to come back)\n", cfg.reconnectWait)
-				}
-				if time.Since(down) >= cfg.reconnectWait {
-					return "", lost(fmt.Sprintf("the node did not come back within %v", cfg.reconnectWait))
-				}
-				continue
-			case !down.IsZero():
-				down, last = time.Time{}, time.Now()
-				fmt.Fprintf(cfg.notes, "(reconnected to %s; following the turn)\n", nc.ConnectedUrlRedacted())
+			up, why := link.check()
+			if why != "" {
+				return "", lost(why)
 			}
-			if parked > 0 || time.Since(last) < 5*time.Minute {
+			if !up {
+				continue
+			}
+			if link.returned {
+				link.returned, last = false, time.Now()
+			}
+			if parked > 0 || asking != nil || time.Since(last) < cfg.quiet {
 				continue // a human may take longer
 			}
-			return "", fmt.Errorf("session %s: no event for 5 minutes; the turn may still be running", sid)
+			return "", fmt.Errorf("session %s: no event for %v; the turn may still be running", sid, cfg.quiet)
+		case line, ok := <-answers:
+			ev := *asking
+			decision := agent.DecisionDeny
+			switch strings.ToLower(strings.TrimSpace(line)) {
+			case "y", "yes":
+				decision = agent.DecisionAllow
+			case "a", "abort":
+				decision = agent.DecisionAborted
+			}
+			if !ok { // the end of the input
+				decision = agent.DecisionAborted
+			}
+			if decision == agent.DecisionAborted {
+				queued = nil // the run ends
+			}
+			req := map[string]string{
+				"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": decision, "reason": "decided in iii chat",
+			}
+			if err := resolveDecision(ctx, e, req, resolveAttempt); err != nil {
+				fmt.Fprint(out, decisionFailed(err, req))
+			}
+			last = time.Now()
+			next()
+			continue
 		case m = <-msgs:
 		}
 		last = time.Now()
@@ -343,13 +418,9 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			}
 			streamed = false
 		case agent.EventFunctionExecutionStart:
-			// No arguments travel as none (omitempty); the function gets {}.
-			args := []byte("{}")
-			if len(ev.Args) > 0 {
-				args, _ = wire.MarshalJSON(ev.Args)
-			}
-			fmt.Fprintf(out, "→ %s %s\n", ev.FunctionID, args)
+			fmt.Fprintf(out, "→ %s %s\n", ev.FunctionID, argsJSON(ev.Args))
 		case agent.EventFunctionExecutionEnd:
+			settled(ev.FunctionCallID)
 			status := "ok"
 			if ev.IsError {
 				status = "error"
@@ -362,50 +433,115 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			}
 			fmt.Fprintf(out, "← %s (%s, %d ms) %s\n", ev.FunctionCallID, status, ev.DurationMs, clip(text, 200))
 		case agent.EventApprovalRequested:
+			if asking != nil && asking.FunctionCallID == ev.FunctionCallID ||
+				slices.ContainsFunc(queued, func(q agent.Event) bool { return q.FunctionCallID == ev.FunctionCallID }) {
+				continue // delivered again (a node that restarted)
+			}
 			parked++
-			args := []byte("{}") // as at function_execution_start
-			if len(ev.Args) > 0 {
-				args, _ = wire.MarshalJSON(ev.Args)
-			}
-			if ask == nil {
-				req, _ := json.Marshal(map[string]string{"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": "allow"})
-				fmt.Fprintf(out, "? %s %s needs approval; waiting. Allow it with (decision deny or aborted to refuse):\n  iii trigger approval::resolve '%s'\n",
-					ev.FunctionID, clip(string(args), 200), req)
-				continue
-			}
-			fmt.Fprintf(out, "? %s %s needs approval. Allow? [y]es / [n]o / [a]bort the run: ", ev.FunctionID, clip(string(args), 200))
-			answer, ok := ask()
-			if ctx.Err() != nil {
-				// Interrupted at the question: the call stays parked.
-				return "", fmt.Errorf("interrupted; %s stays parked in session %s: %w", ev.FunctionCallID, sid, ctx.Err())
-			}
-			decision := agent.DecisionDeny
-			switch strings.ToLower(answer) {
-			case "y", "yes":
-				decision = agent.DecisionAllow
-			case "a", "abort":
-				decision = agent.DecisionAborted
-			}
-			if !ok {
-				decision = agent.DecisionAborted
-			}
-			req := map[string]string{
-				"session_id": ev.SessionID, "function_call_id": ev.FunctionCallID, "decision": decision, "reason": "decided in iii chat",
-			}
-			if err := resolveDecision(ctx, e, req, resolveAttempt); err != nil {
-				fmt.Fprint(out, decisionFailed(err, req))
-			}
+			put(ev)
 		case agent.EventTurnStateChanged:
-			if ev.State != agent.StateFunctionAwaitingApproval {
+			// The view lists the calls still parked: a batch goes back to
+			// function_execute while one of its calls runs (one allowed).
+			switch {
+			case ev.View != nil:
+				parked = len(ev.View.AwaitingApproval)
+			case ev.State != agent.StateFunctionAwaitingApproval:
 				parked = 0
 			}
+			if asking != nil && ev.View != nil && !slices.ContainsFunc(ev.View.AwaitingApproval, func(p agent.PendingApproval) bool {
+				return p.FunctionCallID == asking.FunctionCallID
+			}) {
+				settled(asking.FunctionCallID)
+			}
 		case agent.EventAgentEnd:
+			if asking != nil {
+				settled(asking.FunctionCallID)
+			}
 			if ev.StopReason != agent.StopEnd {
 				fmt.Fprintf(out, "[%s]\n", ev.StopReason)
 			}
 			return ev.StopReason, nil
 		}
 	}
+}
+
+// argsJSON is how a call's arguments are shown: none travel as none
+// (omitempty), and the function gets {}.
+func argsJSON(args map[string]any) string {
+	if len(args) == 0 {
+		return "{}"
+	}
+	b, _ := wire.MarshalJSON(args)
+	return string(b)
+}
+
+// link watches a turn's connection to the node when asked (once per
+// linkCheck): it says on notes when the connection is lost and when it is
+// back, and gives up on a node that stays away for wait.
+type link struct {
+	nc       *nats.Conn
+	wait     time.Duration
+	notes    io.Writer
+	down     time.Time // when the connection was lost; zero while it is up
+	returned bool      // the connection came back since the caller last looked
+}
+
+// check looks at the connection: up says it is connected; why, when not
+// "", says why the node counts as lost (the connection closed, or stayed
+// down for l.wait).
+func (l *link) check() (up bool, why string) {
+	switch {
+	case l.nc.IsClosed():
+		return false, "the connection was closed"
+	case !l.nc.IsConnected():
+		if l.down.IsZero() {
+			l.down = time.Now()
+			fmt.Fprintf(l.notes, "(lost the connection to the node; waiting up to %v for it to come back)\n", l.wait)
+		}
+		if time.Since(l.down) >= l.wait {
+			return false, fmt.Sprintf("the node did not come back within %v", l.wait)
+		}
+		return false, ""
+	case !l.down.IsZero():
+		l.down, l.returned = time.Time{}, true
+		fmt.Fprintf(l.notes, "(reconnected to %s)\n", redactURL(l.nc.ConnectedUrl()))
+	}
+	return true, ""
+}
+
+// await waits until the connection is up (why is "") or the node counts
+// as lost (why says why), or ctx ends.
+func (l *link) await(ctx context.Context) (why string, err error) {
+	tick := time.NewTicker(linkCheck)
+	defer tick.Stop()
+	for {
+		if up, why := l.check(); up || why != "" {
+			return why, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// shellJSON is v as JSON quoted for a POSIX shell: the argument of a
+// command chat prints for the user to run. Ids chosen by a model (a
+// function call id) may hold a quote or any shell-special character.
+func shellJSON(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return shellQuote(strings.TrimSuffix(b.String(), "\n"))
+}
+
+// shellQuote quotes s as one word for a POSIX shell: in single quotes,
+// inside which only a single quote is special; each one in s closes the
+// quotes, adds an escaped quote and opens them again.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // linkCheck is how often a turn looks at its connection: how late chat
@@ -442,10 +578,9 @@ func decisionFailed(err error, req map[string]string) string {
 	case wire.CodeInvalidPayload, wire.CodeForbidden:
 		return fmt.Sprintf("decision not recorded (%v); the call stays parked\n", we)
 	}
-	list, _ := json.Marshal(map[string]string{"session_id": req["session_id"]})
-	again, _ := json.Marshal(req)
+	list := shellJSON(map[string]string{"session_id": req["session_id"]})
 	return fmt.Sprintf("the decision may or may not have been recorded (%v). The call is listed while it waits:\n"+
-		"  iii trigger approval::list_pending '%s'\nSending the decision again is safe:\n  iii trigger approval::resolve '%s'\n", we, list, again)
+		"  iii trigger approval::list_pending %s\nSending the decision again is safe:\n  iii trigger approval::resolve %s\n", we, list, shellJSON(req))
 }
 
 func clip(s string, n int) string {

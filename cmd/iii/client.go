@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,7 +71,7 @@ func (g *globals) connectFollowing() (*engine.Engine, func(), error) {
 		nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond),
 		nats.PingInterval(5*time.Second), nats.MaxPingsOutstanding(3))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s (is `iii up` running? set --nats): %w", g.natsURL, err)
+		return nil, nil, connectError(g.natsURL, err)
 	}
 	e, err := engine.New(nc, engine.WithDefaultTimeout(g.timeout), engine.WithCodec(wire.JSON))
 	if err != nil {
@@ -134,4 +137,88 @@ func newWorkersCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+// connectError is the error of a failed nats.Connect to servers (--nats),
+// with the credentials of the URLs hidden. nats.go quotes a URL that does
+// not parse, password included, and its reason ("invalid port \":p4ss\"")
+// may hold part of it: with credentials in the URL only the redacted URL
+// is said, with a hint at the usual cause.
+func connectError(servers string, err error) error {
+	shown := redactURL(servers)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if shown != servers {
+			return fmt.Errorf("connect to %s: --nats does not parse as a list of URLs (a user name or password with one of : / @ , %% # ? or a space must be percent-encoded)", shown)
+		}
+		return fmt.Errorf("connect to %s: --nats does not parse as a list of URLs: %v", shown, ue.Err)
+	}
+	return fmt.Errorf("connect to %s (is `iii up` running? set --nats): %w", shown, err)
+}
+
+// redacted stands for a password or token that is not shown.
+const redacted = "xxxxx"
+
+// redactURL returns servers, a comma-separated list of NATS URLs as nats.Connect
+// takes them (the scheme optional), with every password replaced by
+// "xxxxx" and every token (user info without a password) by "xxxxx": it is
+// printed on terminals and in logs. It works on the text rather than on
+// url.Parse, which refuses some of the URLs a user may give (and then
+// would show them whole); where the text is ambiguous it hides more, not
+// less: user info runs to the last '@' of a URL, and a part of the list
+// without a scheme and with an '@' continues a URL without one (a
+// password with a ',' in it).
+func redactURL(servers string) string {
+	var urls []string
+	for _, p := range strings.Split(servers, ",") {
+		if n := len(urls); n > 0 && !hasScheme(p) && strings.Contains(p, "@") && !strings.Contains(urls[n-1], "@") {
+			urls[n-1] += "," + p
+			continue
+		}
+		urls = append(urls, p)
+	}
+	for i, u := range urls {
+		urls[i] = redactOne(u)
+	}
+	return strings.Join(urls, ",")
+}
+
+// redactOne hides the password or token of one URL.
+func redactOne(u string) string {
+	scheme, rest := "", u
+	if hasScheme(u) {
+		i := strings.Index(u, "://") + len("://")
+		scheme, rest = u[:i], u[i:]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return u
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if !hasPassword {
+		user = redacted // a token
+	} else {
+		user += ":" + redacted
+	}
+	return scheme + user + rest[at:]
+}
+
+// hasScheme reports whether u starts with "scheme://" (RFC 3986: a letter,
+// then letters, digits, '+', '-' or '.').
+func hasScheme(u string) bool {
+	u = strings.TrimLeft(u, " \t")
+	i := strings.Index(u, "://")
+	if i <= 0 {
+		return false
+	}
+	for j := 0; j < i; j++ {
+		c := u[j]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case j > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -92,7 +92,7 @@ func routeOtelErrors(logger *slog.Logger) {
 func (g *globals) connect() (*engine.Engine, func(), error) {
 	nc, err := nats.Connect(g.natsURL, nats.Name("iii-cli"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s (is `iii up` running? set --nats): %w", g.natsURL, err)
+		return nil, nil, connectError(g.natsURL, err)
 	}
 	e, err := engine.New(nc, engine.WithDefaultTimeout(g.timeout), engine.WithCodec(wire.JSON))
 	if err != nil {

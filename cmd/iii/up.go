@@ -140,7 +140,7 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 	if cfg.topo.join != "" {
 		// An existing NATS deployment: embed nothing.
 		if a.nc, err = nats.Connect(cfg.topo.join, joinOptions(cfg.topo, "iii-node")...); err != nil {
-			return nil, fmt.Errorf("--join %s: %w", cfg.topo.join, err)
+			return nil, fmt.Errorf("--join: %w", connectError(cfg.topo.join, err))
 		}
 		a.url = cfg.topo.join
 	} else {

@@ -57,7 +57,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			defer stopFloor()
 			nc, err := nats.Connect(g.natsURL, nats.Name("iii-worker"), nats.MaxReconnects(-1))
 			if err != nil {
-				return fmt.Errorf("connect to %s: %w", g.natsURL, err)
+				return connectError(g.natsURL, err)
 			}
 			defer nc.Close()
 			ctx := cmd.Context()
