@@ -72,13 +72,18 @@
 // that overflows (slow consumer) is logged once per overflow with code
 // unavailable; its dropped requests time out at their callers.
 //
-// KV watches ([FollowKV], [MirrorKV]) are nats.go ordered consumers: a
-// server that restarts loses their (ephemeral) consumers, and nats.go
-// notices by their missed heartbeats and creates them again from the last
-// revision seen, so a watch misses nothing but lags: measured ≈ 20 s after
-// a restart of a single server (TestFollowKVAcrossServerRestart, which
-// fails past 60 s). Until then a watcher's view (routes, catalogs, inbox
-// and meta caches, approval decisions) is that of before the restart.
+// KV watches are nats.go ordered consumers, and a server that restarts
+// loses their (ephemeral) consumers: nats.go alone notices by missed
+// heartbeats, ≈ 20 s later, the watcher's view staying that of before the
+// restart meanwhile. A [WatchKV] watch (behind [MirrorKV] and the routes,
+// cron jobs, catalogs, inbox and meta caches, budgets and approval
+// decisions) is opened again as soon as the connection is back and resumes
+// after the last revision it handed on: nothing missed, nothing twice,
+// caught up within milliseconds of the reconnect
+// (TestWatchKVAcrossServerRestart holds it to 3 s). One whose bucket is
+// gone after the restart (memory storage on a single server) or was
+// created again ends instead, with [ErrWatchClosed]. A stream leader lost
+// while the connection stays up is still noticed by heartbeats only.
 //
 // # Example
 //

@@ -40,7 +40,7 @@ func (s *Scheduler) openWatch(ctx context.Context, kv jetstream.KeyValue) (w jet
 		return nil, time.Time{}, err
 	}
 	created, _ = bucketIdentity(st)
-	w, err = kv.WatchAll(ctx)
+	w, err = engine.WatchKV(ctx, s.e.Conn(), kv, engine.KVWatchConfig{})
 	if err != nil {
 		return nil, time.Time{}, err
 	}

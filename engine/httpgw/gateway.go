@@ -87,7 +87,7 @@ func New(ctx context.Context, e *engine.Engine, opts ...Option) (*Gateway, error
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(wctx)
+	w, err := engine.WatchKV(wctx, e.Conn(), kv, engine.KVWatchConfig{})
 	if err != nil {
 		stop()
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "watch %s", subjects.HTTPRoutesBucket)

@@ -153,7 +153,7 @@ func (s *Store) startSweep(ctx context.Context, regions []string) (*sweeper, err
 	for i, kv := range kvs {
 		region := regions[i]
 		sw.wg.Go(func() {
-			engine.MirrorKV(run, kv, s.logger, engine.KVMirror{
+			engine.MirrorKV(run, s.nc, kv, s.logger, engine.KVMirror{
 				Begin: func() {},
 				Entry: func(ent jetstream.KeyValueEntry, _ bool) {
 					if ent.Operation() == jetstream.KeyValuePut {

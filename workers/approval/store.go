@@ -61,6 +61,8 @@ type Store struct {
 	// settleDelay is how long the worker's sweep waits before it checks a
 	// receipt (0: no sweep).
 	settleDelay time.Duration
+	// nc is the connection the buckets are used over (engine.MirrorKV).
+	nc *nats.Conn
 }
 
 // Open opens (creating when missing) the approvals, settings and
@@ -90,7 +92,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if st, err := decisions.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < o.decisionTTL {
 		logger.Warn("the decisions bucket drops receipts before the decision TTL", "bucket", DecisionsBucket, "max_age", st.TTL(), "decision_ttl", o.decisionTTL)
 	}
-	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, now: o.now, logger: logger, decisionTTL: o.decisionTTL, settleDelay: o.settleDelay}, nil
+	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, nc: e.Conn(), now: o.now, logger: logger, decisionTTL: o.decisionTTL, settleDelay: o.settleDelay}, nil
 }
 
 // bucket is the copy of per-session bucket holding session sid's keys. A

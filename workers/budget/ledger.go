@@ -108,7 +108,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Ledger, error
 // values.
 func (l *Ledger) follow(ctx context.Context) error {
 	wctx, stop := context.WithCancel(context.Background())
-	w, err := l.kv.Watch(wctx, defPrefix+"*")
+	w, err := engine.WatchKV(wctx, l.js.Conn(), l.kv, engine.KVWatchConfig{Keys: []string{defPrefix + "*"}})
 	if err != nil {
 		stop()
 		return storeErr(ctx, err, "watch budget definitions")

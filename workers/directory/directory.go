@@ -212,7 +212,7 @@ func (d *Directory) rebuild() {
 func (d *Directory) follow(ctx context.Context, ready chan struct{}) {
 	defer close(d.watchDone)
 	var fresh map[string]Skill
-	engine.MirrorKV(ctx, d.kv, d.logger, engine.KVMirror{
+	engine.MirrorKV(ctx, d.e.Conn(), d.kv, d.logger, engine.KVMirror{
 		Begin: func() { fresh = map[string]Skill{} },
 		Entry: func(ent jetstream.KeyValueEntry, live bool) {
 			id, sk, ok := d.decode(ent)

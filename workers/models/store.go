@@ -145,7 +145,7 @@ func (s *Store) Close(ctx context.Context) error {
 func (s *Store) follow(ctx context.Context, ready chan struct{}) {
 	defer close(s.watchDone)
 	var fresh map[string]overlayEntry
-	engine.MirrorKV(ctx, s.kv, s.logger, engine.KVMirror{
+	engine.MirrorKV(ctx, s.e.Conn(), s.kv, s.logger, engine.KVMirror{
 		Begin: func() { fresh = map[string]overlayEntry{} },
 		Entry: func(ent jetstream.KeyValueEntry, live bool) {
 			rec := s.decode(ent)

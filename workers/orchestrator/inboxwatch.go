@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine"
@@ -52,9 +53,9 @@ func newInboxWatch() *inboxWatch {
 }
 
 // start watches kv (the primary copy of the inbox bucket) until stop.
-func (w *inboxWatch) start(ctx context.Context, kv jetstream.KeyValue, logger *slog.Logger) error {
+func (w *inboxWatch) start(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, logger *slog.Logger) error {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	kw, err := kv.WatchAll(wctx, jetstream.MetaOnly())
+	kw, err := engine.WatchKV(wctx, nc, kv, engine.KVWatchConfig{MetaOnly: true})
 	if err != nil {
 		cancel()
 		return err

@@ -38,7 +38,7 @@ func TestInboxWatch(t *testing.T) {
 	if b.watch.empty("s1") {
 		t.Fatal("an unstarted watch answered for the inbox")
 	}
-	if err := b.watch.start(ctx, kv, slog.New(slog.DiscardHandler)); err != nil {
+	if err := b.watch.start(ctx, e.Conn(), kv, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	// eventually waits until Peek of sid finds n steering and m follow-up

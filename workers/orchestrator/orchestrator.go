@@ -348,7 +348,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	// has caught up, steering checks read the inbox.
 	ikv, err := o.inbox.kvs.copyOf(ctx, "")
 	if err == nil {
-		err = o.inbox.watch.start(ctx, ikv, o.logger)
+		err = o.inbox.watch.start(ctx, e.Conn(), ikv, o.logger)
 	}
 	if err != nil {
 		return wire.Wrap(wire.CodeUnavailable, err, "watch the inbox bucket")

@@ -95,7 +95,7 @@ func (w *pathWatch) start(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(context.Background())
 	// New writes only: the subscription is in place when WatchAll
 	// returns, so every write from here on is delivered.
-	kw, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	kw, err := engine.WatchKV(wctx, w.e.Conn(), kv, engine.KVWatchConfig{UpdatesOnly: true})
 	if err != nil {
 		cancel()
 		return err

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine"
@@ -58,6 +59,8 @@ type metaCache struct {
 	done   chan struct{}
 	// watcher is the watch running (the tests end it as nats.go would).
 	watcher jetstream.KeyWatcher
+	// nc is the connection kv is used over, set by start.
+	nc *nats.Conn
 }
 
 // cachedMeta is a meta and the revision it was read or written at.
@@ -75,11 +78,12 @@ func newMetaCache() *metaCache {
 }
 
 // start watches kv (the primary copy of the meta bucket) until stop.
-func (c *metaCache) start(ctx context.Context, kv jetstream.KeyValue, logger *slog.Logger) error {
+func (c *metaCache) start(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, logger *slog.Logger) error {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	// New writes only: the subscription is in place when WatchAll
+	c.nc = nc
+	// New writes only: the subscription is in place when WatchKV
 	// returns, so every write from here on is delivered.
-	kw, err := kv.WatchAll(wctx, jetstream.MetaOnly(), jetstream.UpdatesOnly())
+	kw, err := engine.WatchKV(wctx, nc, kv, engine.KVWatchConfig{MetaOnly: true, UpdatesOnly: true})
 	if err != nil {
 		cancel()
 		return err
@@ -97,8 +101,9 @@ func (c *metaCache) start(ctx context.Context, kv jetstream.KeyValue, logger *sl
 var metaRewatch = struct{ first, max time.Duration }{time.Second, 30 * time.Second}
 
 // follow feeds the watch kw to the cache until ctx ends. A watch that ends
-// before (nats.go closes it when it cannot resume it: a server restart, a
-// bucket recreated) empties the cache, every meta is read meanwhile, and
+// before (engine.WatchKV reopens it itself at a reconnect, and ends it
+// when it cannot: the connection closed, the bucket deleted or created
+// again) empties the cache, every meta is read meanwhile, and
 // the bucket is watched again; before, the cache stayed off for the rest
 // of the process.
 func (c *metaCache) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstream.KeyWatcher, logger *slog.Logger) {
@@ -131,7 +136,7 @@ func (c *metaCache) rewatch(ctx context.Context, kv jetstream.KeyValue) jetstrea
 			return nil
 		case <-time.After(pause):
 		}
-		kw, err := kv.WatchAll(ctx, jetstream.MetaOnly(), jetstream.UpdatesOnly())
+		kw, err := engine.WatchKV(ctx, c.nc, kv, engine.KVWatchConfig{MetaOnly: true, UpdatesOnly: true})
 		if err != nil {
 			continue
 		}

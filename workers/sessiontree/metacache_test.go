@@ -254,7 +254,7 @@ func TestMetaCacheWatchesAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newMetaCache()
-	if err := c.start(ctx, kv, slog.New(slog.DiscardHandler)); err != nil {
+	if err := c.start(ctx, e.Conn(), kv, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.stop)

@@ -87,7 +87,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.meta.start(ctx, kv, o.logger); err != nil {
+	if err := s.meta.start(ctx, s.nc, kv, o.logger); err != nil {
 		return nil, storeErr(ctx, err, "watch %s", MetaBucket)
 	}
 	return s, nil
