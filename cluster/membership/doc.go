@@ -30,9 +30,14 @@
 //     bucket is gone (memory storage does not survive the restart of a
 //     single NATS server), the member creates it again and rewrites its
 //     entry at once.
-//   - A watch that delivers nothing for a TTL (a member's own heartbeats
-//     alone arrive every heartbeat) is replaced by a new one; members
-//     missing from the new watch's initial values are not dropped for that.
+//   - The watch is opened again as soon as the connection reconnects
+//     (engine.WatchKV), resuming after the last update seen: joins, leaves
+//     and draining marks made while the node's NATS server restarted are
+//     seen at once, not after nats.go misses its heartbeats (≈ 20 s). A
+//     watch that ends (the bucket was lost or created again) or delivers
+//     nothing for a TTL (a member's own heartbeats alone arrive every
+//     heartbeat) is replaced by a new one; members missing from the new
+//     watch's initial values are not dropped for that.
 //   - The stale sweep, in server time, drops a member whose last write is
 //     a TTL older than this member's own last write (a client: than the
 //     newest message), and a member deletes the keys it swept. A member

@@ -176,7 +176,7 @@ func (p *Provider) start(clusterName string, self *Entry, publish func(cluster.M
 	}
 	wctx, wcancel := context.WithCancel(context.Background())
 	filter := clusterName + ".*"
-	w, err := kv.Watch(wctx, filter)
+	w, err := p.openWatch(wctx, kv, filter)
 	if err != nil {
 		wcancel()
 		p.abandon(self != nil)
@@ -370,17 +370,28 @@ func (p *Provider) recreate(ctx context.Context) {
 	p.log.Info("membership: bucket recreated", "bucket", p.opts.bucket)
 }
 
+// openWatch watches the entries of filter in kv. The watch is opened
+// again as soon as the connection reconnects (engine.WatchKV): the server
+// reconnected to may have lost the watch's consumer, which nats.go alone
+// notices only after ≈ 20 s of missed heartbeats, and the view would lag
+// joins, leaves and draining marks that long. It resumes after the last
+// update seen, so a member that left meanwhile is seen to leave.
+func (p *Provider) openWatch(ctx context.Context, kv jetstream.KeyValue, filter string) (jetstream.KeyWatcher, error) {
+	return engine.WatchKV(ctx, p.js.Conn(), kv, engine.KVWatchConfig{Keys: []string{filter}})
+}
+
 // watch folds the watcher's updates into the view and publishes the live
 // set after the initial values and whenever members join or leave, until
 // ctx ends.
 //
-// A watch that falls silent for a TTL is replaced: a live member's own
+// A watch that ends by itself (the bucket was lost or created again in a
+// restart of a single NATS server) is replaced by a new one at once. One
+// that falls silent for a TTL is replaced too: a live member's own
 // heartbeats alone arrive every heartbeat, so silence means the watch is
-// broken — after a restart of a single NATS server the memory-stored
-// bucket is created anew, and the old ordered consumer waits for stream
-// sequences that the new stream will not reach for a long time. The new
-// watch's initial values refresh the view; a member missing from them is
-// not dropped for that (the stale sweep or an expiry marker does it).
+// broken without a reconnect to tell (the node holding its consumer died
+// while the connection's server stayed up). The new watch's initial
+// values refresh the view; a member missing from them is not dropped for
+// that (the stale sweep or an expiry marker does it).
 func (p *Provider) watch(ctx context.Context, filter string, w jetstream.KeyWatcher, publish func(cluster.Members)) {
 	defer p.wg.Done()
 	p.mu.Lock()
@@ -399,7 +410,14 @@ func (p *Provider) watch(ctx context.Context, filter string, w jetstream.KeyWatc
 				p.handle(u, publish)
 				continue
 			}
-			p.log.Warn("membership: watch ended; watching again", "bucket", p.opts.bucket)
+			if ctx.Err() != nil {
+				return // stopped
+			}
+			var reason error
+			if kw, isKV := w.(*engine.KVWatch); isKV {
+				reason = kw.Err()
+			}
+			p.log.Warn("membership: watch ended; watching again", "bucket", p.opts.bucket, "error", reason)
 		case <-idle.C:
 			// Expected for a client of a cluster with no members.
 			level := slog.LevelWarn
@@ -422,16 +440,22 @@ func drain(w jetstream.KeyWatcher) {
 	}
 }
 
-// rewatch replaces watcher old by a new one, retrying every heartbeat; nil
+// rewatchBackoff is the first pause between tries of [Provider.rewatch];
+// it doubles up to a third of the TTL. A bucket lost in a restart is back
+// as soon as a member's heartbeat has created it again.
+const rewatchBackoff = 100 * time.Millisecond
+
+// rewatch replaces watcher old by a new one, retrying with backoff; nil
 // when ctx ends first.
 func (p *Provider) rewatch(ctx context.Context, filter string, old jetstream.KeyWatcher) jetstream.KeyWatcher {
 	_ = old.Stop()
 	go drain(old)
+	pause := rewatchBackoff
 	for {
 		p.mu.Lock()
-		kv, pause := p.kv, p.ttl/3
+		kv, most := p.kv, p.ttl/3
 		p.mu.Unlock()
-		w, err := kv.Watch(ctx, filter)
+		w, err := p.openWatch(ctx, kv, filter)
 		if err == nil {
 			p.mu.Lock()
 			defer p.mu.Unlock()
@@ -444,12 +468,16 @@ func (p *Provider) rewatch(ctx context.Context, filter string, old jetstream.Key
 			p.watcher = w
 			return w
 		}
-		p.log.Warn("membership: watch failed", "bucket", p.opts.bucket, "error", err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.log.Warn("membership: watch failed", "bucket", p.opts.bucket, "error", err, "retry_in", pause)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(pause):
 		}
+		pause = min(2*pause, max(most, rewatchBackoff))
 	}
 }
 
