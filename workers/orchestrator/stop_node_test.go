@@ -38,6 +38,31 @@ func stopTimed(n *crashNode, timeout time.Duration) time.Duration {
 	return took
 }
 
+// stoppedCallEnded waits for sid's turn to end after the restart, with
+// its one call's result and stop reason end, everything acked; and checks
+// that fn ran once for tag. It returns the call's end event.
+func stoppedCallEnded(t *testing.T, tl *crashTools, sid, fn, tag string) crashEvent {
+	t.Helper()
+	js := tl.e.JetStream()
+	evs := crashWaitAgentEnds(t, js, sid, 1, 30*time.Second)
+	ends := crashCheckEvents(t, sid, evs)
+	if len(ends) != 1 {
+		t.Fatalf("%d calls ended: %s", len(ends), crashTypes(evs))
+	}
+	if r := crashStopReason(evs); r != agent.StopEnd {
+		t.Fatalf("stop reason %q: %s", r, crashTypes(evs))
+	}
+	crashSettled(t, js, sid)
+	crashQuiesce(t, js, 10*time.Second)
+	if c := tl.count(fn, tag, 0); c != 1 {
+		t.Fatalf("the call ran %d times", c)
+	}
+	for _, end := range ends {
+		return end
+	}
+	return crashEvent{}
+}
+
 // TestStopDrainsCallInFlight: the drain lets a running non-idempotent call
 // finish and records its result; the restarted node ends the turn with
 // that result, and the call ran once.
@@ -45,7 +70,6 @@ func TestStopDrainsCallInFlight(t *testing.T) {
 	t.Parallel()
 	n := startCrashNode(t, "orchestrator.drain_timeout=30s")
 	tl := newCrashTools(t, n.url())
-	js := tl.e.JetStream()
 	const sid = "stop_drain"
 	crashStartRun(t, tl.e, sid, `/call crash::slow {"tag":"sd"}`)
 	waitCallStarted(t, tl, "crash::slow", "sd")
@@ -58,23 +82,8 @@ func TestStopDrainsCallInFlight(t *testing.T) {
 		t.Fatalf("the node exited %v after SIGTERM, before its call finished", took)
 	}
 	n.start()
-	evs := crashWaitAgentEnds(t, js, sid, 1, 30*time.Second)
-	ends := crashCheckEvents(t, sid, evs)
-	if len(ends) != 1 {
-		t.Fatalf("%d calls ended: %s", len(ends), crashTypes(evs))
-	}
-	for _, end := range ends {
-		if end.IsError || !strings.Contains(crashResultText(end), `"run":1`) {
-			t.Fatalf("result %+v, want the drained call's own (run 1)", end.Result)
-		}
-	}
-	if r := crashStopReason(evs); r != agent.StopEnd {
-		t.Fatalf("stop reason %q: %s", r, crashTypes(evs))
-	}
-	crashSettled(t, js, sid)
-	crashQuiesce(t, js, 10*time.Second)
-	if c := tl.count("crash::slow", "sd", 0); c != 1 {
-		t.Fatalf("the call ran %d times", c)
+	if end := stoppedCallEnded(t, tl, sid, "crash::slow", "sd"); end.IsError || !strings.Contains(crashResultText(end), `"run":1`) {
+		t.Fatalf("result %+v, want the drained call's own (run 1)", end.Result)
 	}
 }
 
@@ -85,7 +94,6 @@ func TestStopDrainTimeout(t *testing.T) {
 	t.Parallel()
 	n := startCrashNode(t, "orchestrator.drain_timeout=1s")
 	tl := newCrashTools(t, n.url())
-	js := tl.e.JetStream()
 	const sid = "stop_timeout"
 	crashStartRun(t, tl.e, sid, `/call crash::slow {"tag":"st"}`)
 	waitCallStarted(t, tl, "crash::slow", "st")
@@ -93,20 +101,8 @@ func TestStopDrainTimeout(t *testing.T) {
 	stopTimed(n, 20*time.Second)
 	tl.release("st") // a re-run would now return at once and show in the count
 	n.start()
-	evs := crashWaitAgentEnds(t, js, sid, 1, 30*time.Second)
-	ends := crashCheckEvents(t, sid, evs)
-	if len(ends) != 1 {
-		t.Fatalf("%d calls ended: %s", len(ends), crashTypes(evs))
-	}
-	for _, end := range ends {
-		if !end.IsError || !strings.HasPrefix(crashResultText(end), agent.InterruptedText) {
-			t.Fatalf("result %+v, want %q", end.Result, agent.InterruptedText)
-		}
-	}
-	crashSettled(t, js, sid)
-	crashQuiesce(t, js, 10*time.Second)
-	if c := tl.count("crash::slow", "st", 0); c != 1 {
-		t.Fatalf("the call ran %d times", c)
+	if end := stoppedCallEnded(t, tl, sid, "crash::slow", "st"); !end.IsError || !strings.HasPrefix(crashResultText(end), agent.InterruptedText) {
+		t.Fatalf("result %+v, want %q", end.Result, agent.InterruptedText)
 	}
 }
 
