@@ -51,16 +51,35 @@
 //		}
 //	}
 //
-// The idle timeout ([WithIdleTimeout], 60 s by default; give both sides the
-// same) is the longest silence either side tolerates. A reader waits that
-// long for a frame ([ErrIdleTimeout]). A writer that sends nothing for
-// that long with no call in progress (its owner forgot Close, or is stuck)
-// ends the stream itself: the reader gets a timeout error frame (an error
-// wrapping [ErrWriterFailed] and the timeout wire error), the writer's
-// subscription goes, its [Writer.Gone] is closed, and its calls return
+// The idle timeout ([WithIdleTimeout], 60 s by default) is the longest
+// silence either side tolerates. A reader waits that long for a frame or a
+// keep-alive ([ErrIdleTimeout]). A writer that sends nothing for that long
+// with no call in progress (its owner forgot Close, or is stuck) ends the
+// stream itself: the reader gets a timeout error frame (an error wrapping
+// [ErrWriterFailed] and the timeout wire error), the writer's subscription
+// goes, its [Writer.Gone] is closed, and its calls return
 // [ErrIdleTimeout] ([ErrReaderGone] if the reader had left first). So a
 // forgotten writer holds its subscription for at most an idle timeout and
 // an eighth after its last frame, not until its connection closes.
+//
+// # Keep-alive
+//
+// A writer's owner that waits on something bounding its own silence (a
+// model provider waiting for an API that may think for minutes, under the
+// provider's own idle timeout and retries) marks the wait with
+// [Writer.Busy]. Until it is done, the writer's idle timeout does not run
+// and the writer keeps its reader waiting: over the bus it answers each
+// of the reader's liveness probes with a keep-alive, which restarts the
+// reader's idle timeout; a local writer's reader looks at it directly. So
+// the owner's bound applies to that silence, whatever the channel's idle
+// timeout on either side, and the channel's catches only a writer that
+// stopped answering: its process stuck, or one older than keep-alives. A
+// writer whose process died is still noticed within seconds (the probe
+// finds nobody: [ErrWriterGone]).
+//
+//	done := w.Busy()
+//	resp, err := callTheAPI(ctx) // bounded by its own idle timeout
+//	done()
 //
 // # Protocol
 //
@@ -109,16 +128,27 @@
 //     attaches and again every quarter of its idle timeout (at most every
 //     500 ms) while it waits for credit, which recovers lost grants and
 //     notices a reader whose process died.
+//   - Liveness: while a reader waits for a frame, it probes an attached
+//     writer every quarter of its idle timeout (250 ms–2 s) with its
+//     current credit on the ack subject and a reply subject of its own.
+//     The server's no-responders status (503) there means the writer's
+//     connection is gone ([ErrWriterGone]). A writer whose owner is busy
+//     ([Writer.Busy]) answers with {[HeaderKind]: "keepalive"} (no body,
+//     no sequence number), which restarts the reader's idle timeout. Both
+//     are optional: a writer that never answers (an older one) is timed
+//     by the reader's idle timeout, and a reader that never probes (an
+//     older one) gets no keep-alive and ignores one.
 //   - {[HeaderKind]: "cancel"} on the ack subject tells the writer that the
 //     reader is gone (closed, or failed on a gap or timeout); the writer
 //     stops. A writer that waits for credit longer than its idle timeout
 //     also treats the reader as gone. A writer that sends nothing for its
-//     idle timeout ends the stream with an "error" frame of code timeout.
+//     idle timeout, and is not busy, ends the stream with an "error" frame
+//     of code timeout.
 //   - The reader checks that sequence numbers increase by exactly one: a
 //     missing, repeated or out-of-order frame is [ErrGap], a frame whose
-//     headers do not parse is [ErrInvalidFrame], and no frame for the idle
-//     timeout ([WithIdleTimeout]) is [ErrIdleTimeout]. Loss is always an
-//     error, never silent.
+//     headers do not parse is [ErrInvalidFrame], and no frame nor
+//     keep-alive for the idle timeout ([WithIdleTimeout]) is
+//     [ErrIdleTimeout]. Loss is always an error, never silent.
 //
 // # Local writers
 //
@@ -130,7 +160,7 @@
 // same (sequence numbers, kinds, codec, trace context on frame 1, the
 // error envelope), and so are credit, cancel and every error either side
 // sees, except that a local writer is never probed for liveness (it lives
-// in this process). `nats sub 'iii.ch.>'` does not see such a channel.
+// in this process; its reader sees directly whether it is busy). `nats sub 'iii.ch.>'` does not see such a channel.
 //
 // A reader opened with [WithLocalFirst] does not subscribe at all until
 // [Reader.Subscribe]; the call that starts the writer passes

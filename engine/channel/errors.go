@@ -17,8 +17,9 @@ var (
 	// not the next one expected: a frame was lost (or duplicated, or a second
 	// writer is on the channel). Frames are never skipped silently.
 	ErrGap = errors.New("channel: sequence gap")
-	// ErrIdleTimeout is returned by [Reader.Next] when no frame arrived within
-	// the idle timeout ([WithIdleTimeout]), and by every call on a [Writer]
+	// ErrIdleTimeout is returned by [Reader.Next] when neither a frame nor
+	// a busy writer's keep-alive arrived within the idle timeout
+	// ([WithIdleTimeout]), and by every call on a [Writer]
 	// that sent nothing for its idle timeout: it ended the stream itself
 	// (its reader got a timeout error frame) and released its resources.
 	ErrIdleTimeout = errors.New("channel: idle timeout")

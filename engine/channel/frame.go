@@ -21,7 +21,7 @@ const (
 	HeaderSeq = "Iii-Ch-Seq"
 	// HeaderKind is the message's [Kind] ("data", "end", "error" on the data
 	// subject; "credit", "cancel" on the ack subject; "ping" on the ping
-	// subject).
+	// subject; "keepalive" in answer to a reader's liveness probe).
 	HeaderKind = "Iii-Ch-Kind"
 	// HeaderCredit is the highest sequence number the writer may send, in a
 	// credit message (decimal, like [HeaderSeq]). Credit is cumulative, so a
@@ -42,7 +42,8 @@ type Kind uint8
 
 // The kinds. Data, end and error are frames (writer → reader); credit and
 // cancel are control messages (reader → writer); ping is a writer's credit
-// request (writer → reader).
+// request (writer → reader); keepalive is a busy writer's answer to the
+// reader's liveness probe (writer → reader).
 const (
 	// KindData carries one payload.
 	KindData Kind = iota + 1
@@ -57,9 +58,13 @@ const (
 	KindCancel
 	// KindPing asks the reader for its current credit.
 	KindPing
+	// KindKeepAlive tells the reader that the writer is alive and its
+	// owner at work on the next frame ([Writer.Busy]): the reader's idle
+	// timeout starts again. It is no frame and uses no sequence number.
+	KindKeepAlive
 )
 
-var kindNames = [...]string{KindData: "data", KindEnd: "end", KindError: "error", KindCredit: "credit", KindCancel: "cancel", KindPing: "ping"}
+var kindNames = [...]string{KindData: "data", KindEnd: "end", KindError: "error", KindCredit: "credit", KindCancel: "cancel", KindPing: "ping", KindKeepAlive: "keepalive"}
 
 // String is the kind's name on the wire.
 func (k Kind) String() string {
@@ -225,6 +230,17 @@ func parseControl(h nats.Header) (kind Kind, credit, bytes uint64, err error) {
 	default:
 		return 0, 0, 0, fmt.Errorf("%w: %s is not a control kind", errInvalidControl, kind)
 	}
+}
+
+// isKeepAlive reports whether h is a writer's keep-alive: its answer to
+// a liveness probe while it is busy.
+func isKeepAlive(h nats.Header) bool {
+	ks, err := headerValue(h, HeaderKind)
+	if err != nil {
+		return false
+	}
+	k, err := parseKind(ks)
+	return err == nil && k == KindKeepAlive
 }
 
 // frameHeader builds the headers of frame seq.

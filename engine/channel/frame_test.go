@@ -62,6 +62,7 @@ func TestParseControl(t *testing.T) {
 		{"bytes twice", nats.Header{HeaderKind: {"credit"}, HeaderCredit: {"1"}, HeaderCreditBytes: {"1", "2"}}, 0, 0, 0, false},
 		{"frame kind", nats.Header{HeaderKind: {"data"}}, 0, 0, 0, false},
 		{"ping", controlHeader(KindPing, 0, 0), 0, 0, 0, false},
+		{"keepalive", controlHeader(KindKeepAlive, 0, 0), 0, 0, 0, false},
 		{"no kind", nats.Header{}, 0, 0, 0, false},
 		{"nil", nil, 0, 0, 0, false},
 		{"two spellings", nats.Header{"iii-ch-kind": {"cancel"}, "III-CH-KIND": {"cancel"}}, 0, 0, 0, false},
@@ -108,9 +109,32 @@ func FuzzParseControl(f *testing.F) {
 	})
 }
 
+func TestIsKeepAlive(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		h    nats.Header
+		want bool
+	}{
+		{"keepalive", controlHeader(KindKeepAlive, 0, 0), true},
+		{"lower case", nats.Header{"iii-ch-kind": {"keepalive"}}, true},
+		{"credit", controlHeader(KindCredit, 5, 0), false},
+		{"no-responders status", nats.Header{"Status": {"503"}}, false},
+		{"twice", nats.Header{HeaderKind: {"keepalive", "keepalive"}}, false},
+		{"two spellings", nats.Header{"iii-ch-kind": {"keepalive"}, "III-CH-KIND": {"keepalive"}}, false},
+		{"other case of the value", nats.Header{HeaderKind: {"KeepAlive"}}, false},
+		{"nil", nil, false},
+	}
+	for _, tt := range tests {
+		if got := isKeepAlive(tt.h); got != tt.want {
+			t.Errorf("%s: isKeepAlive = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestKindString(t *testing.T) {
 	t.Parallel()
-	for k := KindData; k <= KindPing; k++ {
+	for k := KindData; k <= KindKeepAlive; k++ {
 		got, err := parseKind(k.String())
 		if err != nil || got != k {
 			t.Errorf("parseKind(%q) = %v, %v", k.String(), got, err)

@@ -21,9 +21,10 @@ const (
 	// MaxByteWindow bounds [WithByteWindow].
 	MaxByteWindow = 1 << 30
 	// DefaultIdleTimeout is the longest silence a channel tolerates: how
-	// long a reader waits for the next frame, and a writer for credit,
-	// before giving up on the other side, and how long a writer may send
-	// nothing before it ends the stream itself.
+	// long a reader waits for the next frame (or a busy writer's
+	// keep-alive), and a writer for credit, before giving up on the other
+	// side, and how long a writer that is not busy may send nothing before
+	// it ends the stream itself.
 	DefaultIdleTimeout = 60 * time.Second
 )
 
@@ -126,11 +127,14 @@ func WithLocalFirst() Option {
 
 // WithIdleTimeout sets the longest silence on the channel (default
 // [DefaultIdleTimeout]). Both sides: a reader waits that long for a frame
-// before [ErrIdleTimeout]; a writer waits that long for credit before
-// [ErrReaderGone]; and a writer that sends nothing for that long, with no
-// call in progress (its owner forgot to Close it, or is stuck), ends the
-// stream with a timeout error frame and releases its subscription: its
-// later calls return [ErrIdleTimeout]. Give both sides the same value.
+// or a keep-alive before [ErrIdleTimeout]; a writer waits that long for
+// credit before [ErrReaderGone]; and a writer that sends nothing for that
+// long, with no call in progress and not [Writer.Busy] (its owner forgot
+// to Close it, or is stuck), ends the stream with a timeout error frame
+// and releases its subscription: its later calls return
+// [ErrIdleTimeout]. Give both sides the same value; a writer's owner that
+// may wait longer on something it bounds itself says so with
+// [Writer.Busy] instead of a longer timeout (package doc, "Keep-alive").
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

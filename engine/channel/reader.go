@@ -204,7 +204,8 @@ func (r *Reader) TraceContext(ctx context.Context) context.Context {
 // Next returns the next data frame, in order. It returns [ErrEnd] after the
 // writer's end frame; an error wrapping [ErrWriterFailed] and the writer's
 // *wire.Error after an error frame; [ErrGap] when a frame is missing;
-// [ErrIdleTimeout] when no frame arrives in time; [ErrInvalidFrame] for a
+// [ErrIdleTimeout] when neither a frame nor a keep-alive of a busy writer
+// ([Writer.Busy]) arrives in time; [ErrInvalidFrame] for a
 // frame that does not parse; [ErrClosed] after Close; ctx's error when ctx
 // ends first. All but ctx's error are final, and all final errors other than
 // the writer's own end or error tell the writer to stop (as Close does).
@@ -247,6 +248,12 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 				r.timer.Stop()
 				return Frame{}, r.fail(ErrClosed)
 			case <-r.timer.C:
+				if lw := r.lw.Load(); lw != nil && lw.keepingAlive() {
+					// A local writer whose owner is busy: as alive as
+					// a keep-alive over the bus would say.
+					r.timer.Reset(r.idle)
+					continue
+				}
 				if n := r.dropped(); n > 0 {
 					return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
 				}
@@ -259,6 +266,12 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 			case <-probe.C:
 				r.probe()
 			case pm := <-r.probes:
+				if isKeepAlive(pm.Header) {
+					// The writer is alive and its owner at work: the
+					// silence starts again.
+					r.timer.Reset(r.idle)
+					continue
+				}
 				if len(pm.Data) == 0 && pm.Header.Get(statusHeader) == statusNoResponders {
 					select {
 					case m = <-r.ch: // the writer's last frames came first

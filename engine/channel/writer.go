@@ -26,7 +26,8 @@ const closeFlushTimeout = 10 * time.Second
 // use and are serialized: frames go out in call order, except that Close
 // and Fail do not wait behind a Write blocked for credit (it returns
 // [ErrClosed]). A writer that sends nothing for its idle timeout, with no
-// call in progress, ends the stream itself ([WithIdleTimeout]).
+// call in progress and not [Writer.Busy], ends the stream itself
+// ([WithIdleTimeout]).
 type Writer struct {
 	e     *engine.Engine
 	nc    *nats.Conn
@@ -49,6 +50,8 @@ type Writer struct {
 	// (a reader that sends none puts no byte limit).
 	limitBytes atomic.Uint64
 	gone       atomic.Bool // the reader cancelled or stopped granting
+	// busy counts the owner's Busy sections not yet done.
+	busy atomic.Int32
 	// goneCh is closed once gone is set (Gone).
 	goneCh   chan struct{}
 	goneOnce sync.Once
@@ -169,7 +172,9 @@ func (w *Writer) askCredit() error {
 func (w *Writer) ID() string { return w.id }
 
 // onControl applies a credit or cancel from the reader, or the server's
-// no-responders answer to a ping (nobody reads the channel any more).
+// no-responders answer to a ping (nobody reads the channel any more). A
+// credit with a reply subject is the reader's liveness probe: a busy
+// writer answers it with a keep-alive.
 func (w *Writer) onControl(m *nats.Msg) {
 	if len(m.Data) == 0 && m.Header.Get(statusHeader) == statusNoResponders {
 		w.setGone()
@@ -184,6 +189,12 @@ func (w *Writer) onControl(m *nats.Msg) {
 	switch kind {
 	case KindCredit:
 		w.raise(credit, bytes)
+		if m.Reply != "" && w.keepingAlive() {
+			err := w.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: controlHeader(KindKeepAlive, 0, 0)})
+			if err != nil {
+				w.log.Debug("channel: keep-alive not sent", "channel", w.id, "error", err)
+			}
+		}
 	case KindCancel:
 		w.setGone()
 	}
@@ -243,7 +254,8 @@ func (w *Writer) Gone() <-chan struct{} { return w.goneCh }
 // reader for credit as often as a writer waiting for credit does, so a
 // reader whose process died is noticed (the server's no-responders answer)
 // while the writer sleeps, not only at its next Write. Sleeping is silence:
-// it does not hold off the writer's idle timeout.
+// it does not hold off the writer's idle timeout, unless the writer is
+// [Writer.Busy].
 func (w *Writer) Sleep(ctx context.Context, d time.Duration) error {
 	if w.gone.Load() {
 		return w.goneErr()
@@ -270,6 +282,38 @@ func (w *Writer) Sleep(ctx context.Context, d time.Duration) error {
 			}
 		}
 	}
+}
+
+// Busy tells the writer that its owner is at work on the next frame and
+// bounds that work itself: a call to an API that may think for minutes
+// before its next byte, under the caller's own idle timeout and retries.
+// Until done is called, silence does not count toward the writer's idle
+// timeout, and the writer keeps its reader waiting (package doc,
+// "Keep-alive"): the reader's idle timeout then only catches a writer
+// that stopped answering (its process is stuck, or an older writer), and
+// a writer whose process died is still noticed within seconds. done is
+// idempotent; Busy sections may overlap. The owner must bound the work:
+// a Busy section nobody ends holds the reader until its context ends.
+func (w *Writer) Busy() (done func()) {
+	w.busy.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			// Silence counts from the end of the work, not from the
+			// lease's last look at it.
+			w.lmu.Lock()
+			w.quietSince = time.Now()
+			w.lmu.Unlock()
+			w.busy.Add(-1)
+		})
+	}
+}
+
+// keepingAlive reports whether the writer answers its reader's liveness
+// probes with a keep-alive: its owner is busy, and it has not ended the
+// stream.
+func (w *Writer) keepingAlive() bool {
+	return w.busy.Load() > 0 && w.closing.Load() == stateOpen && !w.gone.Load()
 }
 
 func (w *Writer) signal() {
@@ -568,6 +612,12 @@ func (w *Writer) checkLease() {
 		return
 	}
 	now := time.Now()
+	if w.busy.Load() > 0 {
+		// The owner is at work on something it bounds itself (Busy).
+		w.quietSince = now
+		w.lease.Reset(w.leaseStep)
+		return
+	}
 	select {
 	case w.sem <- struct{}{}:
 	default:

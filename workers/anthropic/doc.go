@@ -84,8 +84,10 @@
 // for the idle timeout ([WithIdleTimeout], 3 min by default: no response
 // headers, or no byte of the stream while the provider waits for one; an
 // SSE comment or a ping is a byte, and time spent on a slow channel reader
-// is not silence); an error event mid-stream is classified by its type
-// (overloaded_error → transient, rate_limit_error → rate_limited...). A
+// is not silence; the channel waits as long, since its writer is busy
+// meanwhile: engine/channel, "Keep-alive"); an error event mid-stream is
+// classified by its type (overloaded_error → transient, rate_limit_error
+// → rate_limited...). A
 // 200 answer that is not an event stream is not taken for a dropped
 // connection: HTML (a proxy's page) is permanent, a JSON API error is
 // classified by its type, other JSON is permanent. An error

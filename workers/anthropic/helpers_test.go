@@ -68,6 +68,9 @@ type response struct {
 	// silent sends nothing, not even the headers, until the client
 	// leaves.
 	silent bool
+	// delay holds the response that long before its headers (less when
+	// the client leaves first).
+	delay time.Duration
 	// write, when set, writes the body after the headers in place of
 	// body.
 	write func(w http.ResponseWriter, r *http.Request)
@@ -153,6 +156,13 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	if resp.silent {
 		<-r.Context().Done()
 		return
+	}
+	if resp.delay > 0 {
+		select {
+		case <-time.After(resp.delay):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	ct := "text/event-stream; charset=utf-8"
 	if resp.status != 200 || strings.HasPrefix(resp.body, "{") {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/channel"
 )
 
 // Defaults and bounds of the options.
@@ -62,6 +63,9 @@ type options struct {
 	lookupEnv     func(string) (string, bool)
 	logger        *slog.Logger
 	now           func() time.Time
+	// channel configures the stream's channel writer before the caller's
+	// options (tests shorten its idle timeout).
+	channel []channel.Option
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -163,8 +167,9 @@ func WithBackoff(base time.Duration) Option {
 
 // WithMaxRetryWait sets the longest wait before a retry (default
 // [DefaultMaxRetryWait]). A rate limit whose Retry-After is longer is not
-// retried: the caller gets rate_limited with the hint. Keep it well below
-// the reader's channel idle timeout (60 s by default).
+// retried: the caller gets rate_limited with the hint. The stream's
+// channel waits as long (its writer is busy meanwhile: engine/channel,
+// "Keep-alive").
 func WithMaxRetryWait(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 || d > 10*time.Minute {
@@ -191,7 +196,10 @@ func WithCredentialTTL(d time.Duration) Option {
 // WithIdleTimeout sets how long the API may stay silent before the stream
 // (or a request of the models call) counts as a dropped connection
 // (default [DefaultIdleTimeout]). Only the waits for the API count: time
-// the provider spends on a slow channel reader does not.
+// the provider spends on a slow channel reader does not. It, not the
+// channel's idle timeout, bounds the API's silence: the stream's channel
+// writer is busy meanwhile and keeps its reader waiting (engine/channel,
+// "Keep-alive").
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

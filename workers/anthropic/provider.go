@@ -137,6 +137,9 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 	if codec != nil {
 		opts = append(opts, channel.WithCodec(codec))
 	}
+	if len(p.o.channel) > 0 {
+		opts = append(p.o.channel[:len(p.o.channel):len(p.o.channel)], opts...)
+	}
 	w, err := channel.NewWriter(e, req.Channel, opts...)
 	if err != nil {
 		return StreamResponse{}, err
@@ -160,7 +163,13 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 		}
 		return w.Write(ctx, ev)
 	}
+	// The API may think for minutes before a byte: its silence is bounded
+	// by the idle timeout and the retries here, not by the channel's. The
+	// deferred done covers a panic the engine recovers.
+	busy := w.Busy()
+	defer busy()
 	msg, err := p.call(ctx, e, agent.ProviderRequest(req), m, write, true)
+	busy()
 	var f *failure
 	switch {
 	case err == nil:

@@ -58,8 +58,9 @@
 // server stays silent for the idle timeout ([WithIdleTimeout], 3 min by
 // default: no response headers, or no byte of the stream while the
 // provider waits for one; a keep-alive comment is a byte, time spent on a
-// slow channel reader is not silence). An error response's body is read
-// up to 64 KiB, however long the server makes it. A 200 answer that is
+// slow channel reader is not silence; the channel waits as long, since
+// its writer is busy meanwhile: engine/channel, "Keep-alive"). An error
+// response's body is read up to 64 KiB, however long the server makes it. A 200 answer that is
 // not an event stream is permanent when it is HTML (a proxy's page) or
 // JSON without an error, and classified as an error chunk when it is a
 // JSON error. Rate limits and transient failures are retried

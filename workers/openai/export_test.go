@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/channel"
 )
 
 // WithSleep replaces the wait between attempts, so tests record the waits
@@ -22,3 +23,12 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 
 // RetryAfter is retryAfter, for the tests of the hint parser.
 var RetryAfter = retryAfter
+
+// WithChannelOptions configures the channel writer of every stream, so
+// tests can give it a short idle timeout.
+func WithChannelOptions(opts ...channel.Option) Option {
+	return func(o *options) error {
+		o.channel = append(o.channel, opts...)
+		return nil
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/channel"
 )
 
 // Defaults of the options.
@@ -96,6 +97,9 @@ type options struct {
 	lookupEnv      func(string) (string, bool)
 	// sleep waits between attempts; tests replace it (export_test.go).
 	sleep func(ctx context.Context, d time.Duration) error
+	// channel configures the stream's channel writer (tests shorten its
+	// idle timeout: export_test.go).
+	channel []channel.Option
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -295,7 +299,9 @@ func WithCredentialTTL(d time.Duration) Option {
 // stream or of the models list) before the attempt counts as a dropped
 // connection: transient, retried while nothing was streamed (default
 // [DefaultIdleTimeout]). Time the provider spends writing to a slow
-// channel reader does not count.
+// channel reader does not count. It, not the channel's idle timeout,
+// bounds the server's silence: the stream's channel writer is busy
+// meanwhile and keeps its reader waiting (engine/channel, "Keep-alive").
 // Raise it for a local server that takes minutes before its first byte
 // (a large prompt on a CPU).
 func WithIdleTimeout(d time.Duration) Option {

@@ -130,7 +130,11 @@ func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req agent.Provi
 	if codec == nil {
 		codec = e.Codec()
 	}
-	w, err := channel.NewWriter(e, req.Channel, channel.WithCodec(codec))
+	copts := []channel.Option{channel.WithCodec(codec)}
+	if len(p.o.channel) > 0 {
+		copts = append(p.o.channel[:len(p.o.channel):len(p.o.channel)], copts...)
+	}
+	w, err := channel.NewWriter(e, req.Channel, copts...)
 	if err != nil {
 		return StreamResponse{}, err
 	}
@@ -146,6 +150,11 @@ func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req agent.Provi
 		}
 	}()
 	var frame []byte // reused: the writer copies a frame out before Write returns
+	// The server may think for minutes before a byte: its silence is
+	// bounded by the idle timeout and the retries here, not by the
+	// channel's. The deferred done covers a panic the engine recovers.
+	busy := w.Busy()
+	defer busy()
 	out, err := p.run(sctx, e, req, func(ev *agent.ModelEvent) error {
 		if b := modelframe.AppendDelta(frame[:0], codec, ev); b != nil {
 			frame = b
@@ -153,6 +162,7 @@ func (p *Provider) Stream(ctx context.Context, e *engine.Engine, req agent.Provi
 		}
 		return w.Write(ctx, ev)
 	})
+	busy()
 	if err != nil {
 		if errors.Is(context.Cause(sctx), channel.ErrReaderGone) && ctx.Err() == nil {
 			err = channel.ErrReaderGone
