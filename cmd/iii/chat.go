@@ -9,8 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -62,17 +64,30 @@ func newChatCmd(g *globals) *cobra.Command {
 			"ends chat (in line mode too) with one line on stderr saying so, and exit status 1; the turn resumes\n" +
 			"whenever a node of the bus runs again. The same holds while chat asks about a call that needs approval,\n" +
 			"and for a line typed while the node is away: it is sent when the node is back. A question about a call\n" +
-			"that someone else decided is dropped. Credentials in --nats are never printed.",
+			"that someone else decided is dropped. At the prompt, chat says on stderr when the node goes away and\n" +
+			"when it is back. Credentials in --nats are never printed.\n\n" +
+			"What a turn prints comes from a model or a tool (a web page it fetched), so no control character of it\n" +
+			"reaches the terminal: terminal escapes (clipboard writes, links, titles, cursor moves), a bare CR, DEL,\n" +
+			"C1 controls and bidi overrides show as escapes such as \\x1b, \\r and \\u202e; newlines and tabs stay.\n" +
+			"The session's events keep the exact text.",
 		Example: `  iii chat
   iii chat -m "/call state::get {\"scope\":\"demo\",\"key\":\"greeting\"}"
   iii chat --provider openai --model gpt-4o`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx := cmd.Context()
 			if cfg.reconnectWait < 0 {
 				return wire.Errorf(wire.CodeInvalidPayload, "--reconnect-wait %v: want 0 or more", cfg.reconnectWait)
 			}
-			cfg.notes, cfg.url = cmd.ErrOrStderr(), redactURL(g.natsURL)
+			// What a turn prints comes from models and tools: it reaches
+			// the terminal through safeText, and so does the error that
+			// ends chat (it may quote a node's answer).
+			defer func() {
+				if err != nil {
+					err = safeError{err}
+				}
+			}()
+			cfg.notes, cfg.url = terminal(cmd.ErrOrStderr()), redactURL(g.natsURL)
 			e, done, err := g.connectFollowing()
 			if err != nil {
 				if !cfg.embedded {
@@ -87,7 +102,7 @@ func newChatCmd(g *globals) *cobra.Command {
 					defer cancel()
 					_ = a.close(sctx)
 				}()
-				fmt.Fprintf(cmd.ErrOrStderr(), "(started a node in this process: %s, data in %s)\n", a.node.ClientURL(), cfg.home)
+				fmt.Fprintf(cfg.notes, "(started a node in this process: %s, data in %s)\n", a.node.ClientURL(), cfg.home)
 				e, cfg.url = a.e, a.node.ClientURL()
 				done = func() {}
 			}
@@ -95,7 +110,7 @@ func newChatCmd(g *globals) *cobra.Command {
 			if cfg.session == "" {
 				cfg.session = "chat_" + nuid.Next()
 			}
-			out := cmd.OutOrStdout()
+			out := terminal(cmd.OutOrStdout())
 			if cfg.message != "" {
 				stop, err := chatTurn(ctx, e, cfg, cfg.message, out, nil)
 				if err == nil && stop != agent.StopEnd {
@@ -109,9 +124,10 @@ func newChatCmd(g *globals) *cobra.Command {
 			// waits for input (a read of the terminal does not see ctx).
 			lines := readLines(cmd.InOrStdin())
 			defer lines.stop()
+			idle := &idleWatch{nc: e.Conn(), out: out, notes: cfg.notes, wait: cfg.reconnectWait}
 			for {
 				fmt.Fprint(out, "> ")
-				line, ok, err := lines.next(ctx)
+				line, ok, err := lines.next(ctx, idle.check)
 				if !ok {
 					fmt.Fprintln(out)
 					return err
@@ -120,6 +136,7 @@ func newChatCmd(g *globals) *cobra.Command {
 				if line == "" {
 					continue
 				}
+				idle.down = false // the turn says what becomes of the connection
 				if _, err := chatTurn(ctx, e, cfg, line, out, lines); err != nil {
 					if ctx.Err() != nil {
 						return nil
@@ -170,17 +187,55 @@ func readLines(r io.Reader) *lineReader {
 }
 
 // next returns the next line; ok is false at the end of the input (err
-// says why, nil at EOF) or once ctx ended.
-func (lr *lineReader) next(ctx context.Context) (line string, ok bool, err error) {
-	select {
-	case <-ctx.Done():
-		return "", false, nil
-	case l, ok := <-lr.lines:
-		if !ok {
-			return "", false, lr.err
+// says why, nil at EOF) or once ctx ended. While it waits, it calls
+// watch once per linkCheck.
+func (lr *lineReader) next(ctx context.Context, watch func()) (line string, ok bool, err error) {
+	tick := time.NewTicker(linkCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false, nil
+		case l, ok := <-lr.lines:
+			if !ok {
+				return "", false, lr.err
+			}
+			return l, true, nil
+		case <-tick.C:
+			watch()
 		}
-		return l, true, nil
 	}
+}
+
+// idleWatch watches the connection while line mode waits at its prompt,
+// where no turn does: it says on notes when the node is lost and when it
+// is back, each time in a line of its own followed by the prompt again,
+// so the user knows before typing a line whether it will wait.
+type idleWatch struct {
+	nc         *nats.Conn
+	out, notes io.Writer
+	wait       time.Duration // --reconnect-wait, which a line typed now gets
+	down       bool          // the loss was said and the return was not
+}
+
+func (w *idleWatch) check() {
+	switch up := w.nc.IsConnected(); {
+	case !up && !w.down:
+		w.down = true
+		fmt.Fprintln(w.out) // end the prompt's line
+		if w.wait > 0 {
+			fmt.Fprintf(w.notes, "(lost the connection to the node; a line typed now waits up to %v for it to come back)\n", w.wait)
+		} else {
+			fmt.Fprintln(w.notes, "(lost the connection to the node; a line typed before it comes back is not sent: --reconnect-wait is 0)")
+		}
+	case up && w.down:
+		w.down = false
+		fmt.Fprintln(w.out)
+		fmt.Fprintf(w.notes, "(reconnected to %s)\n", redactURL(w.nc.ConnectedUrl()))
+	default:
+		return
+	}
+	fmt.Fprint(w.out, "> ")
 }
 
 // stop lets the reading goroutine end at its next line; a read that
@@ -200,6 +255,7 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 		return "", err
 	}
 	sid := cfg.session
+	out, cfg.notes = terminal(out), terminal(cfg.notes)
 	nc := e.Conn()
 	link := &link{nc: nc, wait: cfg.reconnectWait, notes: cfg.notes}
 	// A line sent while the node is away waits for it as a turn does,
@@ -583,9 +639,98 @@ func decisionFailed(err error, req map[string]string) string {
 		"  iii trigger approval::list_pending %s\nSending the decision again is safe:\n  iii trigger approval::resolve %s\n", we, list, shellJSON(req))
 }
 
+// clip shortens s to at most n bytes and an ellipsis, cutting before a
+// character rather than through one.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
 	return s[:n] + "…"
+}
+
+// safeWriter is where chat prints: a terminal, to which the text of a
+// turn (a model's words, function arguments and results, error messages,
+// ids, most of it written by a model or by a web page a tool fetched)
+// must not send commands. Each write goes through [safeText], rune by
+// rune, so an escape sequence cut over two deltas is shown like a whole
+// one. A character cut over two deltas is U+FFFD twice, as decoding each
+// delta's event (JSON) already made it.
+type safeWriter struct{ w io.Writer }
+
+func (s safeWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(s.w, safeText(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// safeError is an error whose text is shown through [safeText]; errors.Is
+// and errors.As see the error it wraps.
+type safeError struct{ err error }
+
+func (e safeError) Error() string { return safeText(e.err.Error()) }
+func (e safeError) Unwrap() error { return e.err }
+
+// terminal is w behind a [safeWriter], once.
+func terminal(w io.Writer) io.Writer {
+	if _, ok := w.(safeWriter); ok {
+		return w
+	}
+	return safeWriter{w}
+}
+
+// safeText is s with every character that a terminal acts on instead of
+// showing it made visible: a C0 control but \n and
+// \t (ESC starts CSI and OSC sequences: clipboard writes, links, titles,
+// cursor moves; a bare CR overwrites the line) as \x1b or \r; DEL, a C1
+// control and the bidi embeddings, overrides and isolates (U+202A-202E,
+// U+2066-2069, which reorder what is shown) as \u007f, \u009b, \u202e.
+// CRLF is a newline. A byte that is not UTF-8 becomes U+FFFD, as
+// encoding/json decodes it: a lone 0x9b is CSI to some terminals. JSON
+// holds no raw C0 control and JSON's escapes are \u ones, so JSON shown
+// through safeText (arguments, results, the commands chat suggests)
+// stays JSON that means the same. Text with none of these comes back
+// unchanged, and safeText of its own result changes nothing.
+func safeText(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || unsafeRune(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\r' && strings.HasPrefix(s[i+1:], "\n"):
+			// CRLF: the newline alone, which shows the same.
+		case r == utf8.RuneError && size == 1:
+			b.WriteRune(utf8.RuneError)
+		case !unsafeRune(r):
+			b.WriteString(s[i : i+size])
+		case r < 0x20:
+			q := strconv.QuoteRune(r) // '\x1b', '\r', '\a'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// unsafeRune reports whether r is shown by safeText as an escape.
+func unsafeRune(r rune) bool {
+	switch {
+	case r == '\n', r == '\t':
+		return false
+	case r < 0x20, r == 0x7f, 0x80 <= r && r <= 0x9f:
+		return true // C0, DEL, C1
+	case 0x202a <= r && r <= 0x202e, 0x2066 <= r && r <= 0x2069:
+		return true // bidi embeddings, overrides and isolates
+	}
+	return false
 }

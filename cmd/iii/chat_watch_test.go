@@ -300,3 +300,67 @@ func TestChatWaitsForEveryParkedCall(t *testing.T) {
 		t.Fatalf("chat did not end with the turn:\n%s", out.String())
 	}
 }
+
+// The node lost while line mode waits at its prompt: chat said nothing
+// until a line was sent, so the user learned it only then. It must say
+// at once that the node is gone and what a line typed now does, and when
+// it is back, each in one line followed by the prompt again.
+func TestChatPromptWatchesNode(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ wait, lost string }{
+		{"1m", "(lost the connection to the node; a line typed now waits up to 1m0s for it to come back)\n"},
+		{"0s", "(lost the connection to the node; a line typed before it comes back is not sent: --reconnect-wait is 0)\n"},
+	}
+	for _, tc := range tests {
+		t.Run("reconnect-wait="+tc.wait, func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t)
+			url := ns.ClientURL()
+			in, typed := io.Pipe()
+			t.Cleanup(func() { _ = typed.Close() })
+			var out, errOut enginetest.Buffer
+			cmd := newRootCmd()
+			cmd.SetOut(&out)
+			cmd.SetErr(&errOut)
+			cmd.SetIn(in)
+			cmd.SetArgs([]string{"chat", "--embedded=false", "--nats", url, "--session", "chat_idle", "--reconnect-wait", tc.wait})
+			done := make(chan error, 1)
+			go func() { done <- cmd.ExecuteContext(context.Background()) }()
+			prompts := func(n int) func() error {
+				return func() error {
+					if got := strings.Count(out.String(), "> "); got != n {
+						return fmt.Errorf("%d prompts, want %d\nstdout:\n%s\nstderr:\n%s", got, n, out.String(), errOut.String())
+					}
+					return nil
+				}
+			}
+			enginetest.Eventually(t, 10*time.Second, prompts(1))
+			start := enginetest.StopServer(t, ns)
+			enginetest.Eventually(t, 5*time.Second, func() error {
+				if errOut.String() != tc.lost {
+					return fmt.Errorf("chat does not say it lost the node:\n%s", errOut.String())
+				}
+				return prompts(2)()
+			})
+			ns = start()
+			enginetest.Eventually(t, 10*time.Second, func() error {
+				if want := tc.lost + "(reconnected to " + ns.ClientURL() + ")\n"; errOut.String() != want {
+					return fmt.Errorf("chat does not say the node is back:\n%s\nwant:\n%s", errOut.String(), want)
+				}
+				return prompts(3)()
+			})
+			if want := "> \n> \n> "; !strings.HasSuffix(out.String(), want) {
+				t.Fatalf("each note is not on a line of its own:\n%q", out.String())
+			}
+			_ = typed.Close() // Ctrl-D
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("chat: %v\n%s\n%s", err, out.String(), errOut.String())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("chat did not exit at the end of its input:\n%s", out.String())
+			}
+		})
+	}
+}
