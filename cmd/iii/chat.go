@@ -249,6 +249,31 @@ func (lr *lineReader) stop() { close(lr.done) }
 // and the turn waits. The connection is watched all along, while a
 // question waits for its answer too: a lost node is said at once, and
 // ends the turn when it does not come back within cfg.reconnectWait.
+// whenServed calls trigger, and again while it answers function_not_found,
+// for up to wait: the bus had an orchestrator (its event stream exists),
+// so none serving harness::trigger is a node still starting (restarted
+// after a crash, or chat reconnected before its workers registered);
+// nothing ran, so the call is safe to repeat. A wait of more than a
+// second is said once on notes.
+func whenServed(ctx context.Context, wait time.Duration, notes io.Writer, trigger func() error) error {
+	deadline, said := time.Now().Add(wait), false
+	for start := time.Now(); ; {
+		err := trigger()
+		if !errors.Is(err, wire.ErrFunctionNotFound) || time.Now().After(deadline) {
+			return err
+		}
+		if !said && time.Since(start) > time.Second {
+			fmt.Fprintf(notes, "(no orchestrator serves harness::trigger yet: the node is starting? waiting up to %v)\n", wait.Round(time.Second))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer, lines *lineReader) (agent.StopReason, error) {
 	subj, err := subjects.EventSubject(cfg.session)
 	if err != nil {
@@ -326,13 +351,16 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			sid, errNodeLost, cfg.url, why, shellJSON(map[string]string{"session_id": sid}))
 	}
 	var res orchestrator.RunStartResult
-	err = e.Trigger(ctx, "harness::trigger", orchestrator.HarnessTrigger{Payload: agent.RunStart{
+	start := orchestrator.HarnessTrigger{Payload: agent.RunStart{
 		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model, Sandbox: cfg.sandbox,
 		Messages: []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentText, Text: text}}, Timestamp: time.Now().UnixMilli()}},
-	}}, &struct {
-		StatusCode int                          `json:"status_code"`
-		Body       *orchestrator.RunStartResult `json:"body"`
-	}{Body: &res})
+	}}
+	err = whenServed(ctx, cfg.reconnectWait, cfg.notes, func() error {
+		return e.Trigger(ctx, "harness::trigger", start, &struct {
+			StatusCode int                          `json:"status_code"`
+			Body       *orchestrator.RunStartResult `json:"body"`
+		}{Body: &res})
+	})
 	if err != nil {
 		return "", err
 	}
