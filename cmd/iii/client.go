@@ -88,7 +88,9 @@ func printJSON(w io.Writer, body []byte) error {
 		out.Write(body)
 	}
 	out.WriteByte('\n')
-	_, err := w.Write(out.Bytes())
+	// Valid JSON holds no raw C0 control, and safeText shows the others
+	// as JSON's own \u escapes: the JSON means the same.
+	_, err := terminal(w).Write(out.Bytes())
 	return err
 }
 
@@ -107,7 +109,7 @@ func newFunctionsCmd(g *globals) *cobra.Command {
 				b, _ := json.Marshal(resp)
 				return printJSON(cmd.OutOrStdout(), b)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(terminal(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "FUNCTION\tWORKER\tDESCRIPTION")
 			for _, f := range resp.Functions {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", f.ID, f.Worker, f.Description)
@@ -129,7 +131,7 @@ func newWorkersCmd(g *globals) *cobra.Command {
 			if err := g.call(cmd.Context(), "engine::workers::list", nil, &resp); err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(terminal(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "WORKER\tVERSION\tID\tFUNCTIONS")
 			for _, w := range resp.Workers {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", w.Name, w.Version, w.ID, len(w.Functions))

@@ -43,7 +43,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 				b, _ := json.Marshal(list)
 				return printJSON(cmd.OutOrStdout(), b)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(terminal(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MEMBER\tNODE\tADDRESS\tSTATUS\tKINDS\tSTARTED")
 			for _, m := range list {
 				fmt.Fprintf(tw, "%s\t%s\t%s:%d\t%s\t%v\t%s\n", m.ID, m.Meta["node"], m.Host, m.Port, m.Status, m.Kinds, m.Started.Format(time.DateTime))
@@ -133,7 +133,7 @@ func newRegionCmd(g *globals) *cobra.Command {
 
 // printRegion prints a region report or a lag map as a table.
 func printRegion(w io.Writer, out any) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(terminal(w), 0, 4, 2, ' ', 0)
 	switch v := out.(type) {
 	case region.Report:
 		fmt.Fprintln(tw, "STREAM\tMIRROR\tHOME\tMESSAGES\tLAST SEQ\tACTION\tREASON")

@@ -27,9 +27,9 @@ func main() {
 		var we *wire.Error
 		if errors.As(err, &we) {
 			body, _ := wire.JSON.Marshal(wire.Envelope{Error: we})
-			fmt.Fprintln(os.Stderr, string(body))
+			fmt.Fprintln(terminal(os.Stderr), string(body))
 		} else {
-			fmt.Fprintln(os.Stderr, "iii:", err)
+			fmt.Fprintln(terminal(os.Stderr), "iii:", err)
 		}
 		os.Exit(1)
 	}

@@ -44,7 +44,7 @@ func newTracesCmd(g *globals) *cobra.Command {
 				b, _ := json.Marshal(resp)
 				return printJSON(cmd.OutOrStdout(), b)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(terminal(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "%s\tTRACES\tSPANS\tERRORS\tLAST SEEN\tNEWEST TRACE\n", strings.ToUpper(by))
 			for _, gr := range resp.Groups {
 				newest := ""
