@@ -248,22 +248,40 @@ func (lr *lineReader) stop() { close(lr.done) }
 // and the turn waits. The connection is watched all along, while a
 // question waits for its answer too: a lost node is said at once, and
 // ends the turn when it does not come back within cfg.reconnectWait.
-// whenServed calls trigger, and again while it answers function_not_found,
-// for up to wait: the bus had an orchestrator (its event stream exists),
-// so none serving harness::trigger is a node still starting (restarted
-// after a crash, or chat reconnected before its workers registered);
-// nothing ran, so the call is safe to repeat. A wait of more than a
-// second is said once on notes.
-func whenServed(ctx context.Context, wait time.Duration, notes io.Writer, trigger func() error) error {
+// whenServed calls trigger (a run's start) until it is answered, within
+// wait:
+//   - again while it answers function_not_found: the bus had an
+//     orchestrator (its event stream exists), so none serving
+//     harness::trigger is a node still starting (restarted after a crash,
+//     or chat reconnected before its workers registered); nothing ran. A
+//     wait of more than a second is said once on notes.
+//   - again, once await says the connection is up, when it went
+//     unanswered (the connection dropped, the node died): the request or
+//     its answer was lost, and the run carries an idempotency key, so the
+//     same start sent again starts the run at most once and answers as the
+//     first would have. A nil await does not retry these.
+func whenServed(ctx context.Context, wait time.Duration, notes io.Writer, await func(context.Context) (string, error), trigger func() error) error {
 	deadline, said := time.Now().Add(wait), false
 	for start := time.Now(); ; {
 		err := trigger()
-		if !errors.Is(err, wire.ErrFunctionNotFound) || time.Now().After(deadline) {
+		switch {
+		case err == nil || time.Now().After(deadline):
 			return err
-		}
-		if !said && time.Since(start) > time.Second {
-			fmt.Fprintf(notes, "(no orchestrator serves harness::trigger yet: the node is starting? waiting up to %v)\n", wait.Round(time.Second))
-			said = true
+		case errors.Is(err, wire.ErrFunctionNotFound):
+			if !said && time.Since(start) > time.Second {
+				fmt.Fprintf(notes, "(no orchestrator serves harness::trigger yet: the node is starting? waiting up to %v)\n", wait.Round(time.Second))
+				said = true
+			}
+		case await != nil && unanswered(err):
+			why, werr := await(ctx)
+			if werr != nil {
+				return werr
+			}
+			if why != "" {
+				return fmt.Errorf("%w (%s)", err, why)
+			}
+		default:
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -271,6 +289,13 @@ func whenServed(ctx context.Context, wait time.Duration, notes io.Writer, trigge
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// unanswered reports whether a call's request or answer may have been
+// lost on the way: it timed out, or the connection dropped under it.
+func unanswered(err error) bool {
+	return errors.Is(err, wire.ErrTimeout) || engine.Unanswered(err) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected)
 }
 
 func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string, out io.Writer, lines *lineReader) (agent.StopReason, error) {
@@ -350,11 +375,14 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			sid, errNodeLost, cfg.url, why, shellJSON(map[string]string{"session_id": sid}))
 	}
 	var res orchestrator.RunStartResult
+	// One idempotency key a line: a start sent again after a lost answer
+	// starts the run once (whenServed).
 	start := orchestrator.HarnessTrigger{Payload: agent.RunStart{
 		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model, Sandbox: cfg.sandbox,
-		Messages: []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentText, Text: text}}, Timestamp: time.Now().UnixMilli()}},
+		Messages:       []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentText, Text: text}}, Timestamp: time.Now().UnixMilli()}},
+		IdempotencyKey: "chat-" + nuid.Next(),
 	}}
-	err = whenServed(ctx, cfg.reconnectWait, cfg.notes, func() error {
+	err = whenServed(ctx, cfg.reconnectWait, cfg.notes, link.await, func() error {
 		return e.Trigger(ctx, "harness::trigger", start, &struct {
 			StatusCode int                          `json:"status_code"`
 			Body       *orchestrator.RunStartResult `json:"body"`
