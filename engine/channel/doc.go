@@ -70,7 +70,10 @@
 // [Writer.Busy]. Until it is done, the writer's idle timeout does not run
 // and the writer keeps its reader waiting: over the bus it answers each
 // of the reader's liveness probes with a keep-alive, which restarts the
-// reader's idle timeout; a local writer's reader looks at it directly. So
+// reader's idle timeout; a local writer's reader looks at it directly.
+// Once the owner is done, the reader's idle timeout counts from the end of
+// the section (over the bus, from the last keep-alive: at most a probe
+// interval earlier), never from an older look. So
 // the owner's bound applies to that silence, whatever the channel's idle
 // timeout on either side, and the channel's catches only a writer that
 // stopped answering: its process stuck, or one older than keep-alives. A

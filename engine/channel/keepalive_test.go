@@ -287,3 +287,45 @@ func TestBusyWriterReaderCloses(t *testing.T) {
 		}
 	})
 }
+
+// TestBusyEndsJustBeforeTheReaderLooks: the reader's idle timeout counts
+// from the end of the owner's Busy section, whenever its own timer last
+// looked. A section that ended moments before the reader's timer fired
+// left a local writer no time at all for its next frame (CI hit it in
+// TestBusyWriter and anthropic's TestSilentAPI).
+func TestBusyEndsJustBeforeTheReaderLooks(t *testing.T) {
+	const idle = time.Second
+	forModes(t, func(t *testing.T, local bool) {
+		_, re, we := pairMode(t, local)
+		ctx := testCtx(t)
+		r := open(t, re, channel.WithIdleTimeout(idle))
+		w := writer(t, we, r.ID(), channel.WithIdleTimeout(idle))
+		done := w.Busy()
+		errc := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			// The reader's timer looks at about 1 s and 2 s; the
+			// section ends just before the second look, and the frame
+			// comes well within an idle timeout after it.
+			time.Sleep(time.Until(start.Add(2*idle - 30*time.Millisecond)))
+			done()
+			time.Sleep(idle / 3)
+			if err := w.Write(ctx, event{N: 7}); err != nil {
+				errc <- err
+				return
+			}
+			errc <- w.Close(ctx)
+		}()
+		f, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("Next = %v, want the frame written %v after the busy section", err, idle/3)
+		}
+		var ev event
+		if err := f.Decode(&ev); err != nil || ev.N != 7 {
+			t.Fatalf("frame %+v, %v", ev, err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -248,11 +248,20 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 				r.timer.Stop()
 				return Frame{}, r.fail(ErrClosed)
 			case <-r.timer.C:
-				if lw := r.lw.Load(); lw != nil && lw.keepingAlive() {
-					// A local writer whose owner is busy: as alive as
-					// a keep-alive over the bus would say.
-					r.timer.Reset(r.idle)
-					continue
+				if lw := r.lw.Load(); lw != nil {
+					if lw.keepingAlive() {
+						// A local writer whose owner is busy: as alive
+						// as a keep-alive over the bus would say.
+						r.timer.Reset(r.idle)
+						continue
+					}
+					if left := lw.busyGrace(r.idle); left > 0 {
+						// Its owner was busy until moments ago: the
+						// silence counts from then, not from this
+						// timer's last look.
+						r.timer.Reset(left)
+						continue
+					}
 				}
 				if n := r.dropped(); n > 0 {
 					return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))

@@ -50,8 +50,10 @@ type Writer struct {
 	// (a reader that sends none puts no byte limit).
 	limitBytes atomic.Uint64
 	gone       atomic.Bool // the reader cancelled or stopped granting
-	// busy counts the owner's Busy sections not yet done.
-	busy atomic.Int32
+	// busy counts the owner's Busy sections not yet done; busyEnded is
+	// when the last one ended (Unix nanoseconds, 0 before any).
+	busy      atomic.Int32
+	busyEnded atomic.Int64
 	// goneCh is closed once gone is set (Gone).
 	goneCh   chan struct{}
 	goneOnce sync.Once
@@ -301,9 +303,11 @@ func (w *Writer) Busy() (done func()) {
 		once.Do(func() {
 			// Silence counts from the end of the work, not from the
 			// lease's last look at it.
+			now := time.Now()
 			w.lmu.Lock()
-			w.quietSince = time.Now()
+			w.quietSince = now
 			w.lmu.Unlock()
+			w.busyEnded.Store(now.UnixNano())
 			w.busy.Add(-1)
 		})
 	}
@@ -314,6 +318,18 @@ func (w *Writer) Busy() (done func()) {
 // stream.
 func (w *Writer) keepingAlive() bool {
 	return w.busy.Load() > 0 && w.closing.Load() == stateOpen && !w.gone.Load()
+}
+
+// busyGrace is how much of idle is left since the owner's last Busy
+// section ended: a local reader's idle timeout counts from then, as a
+// reader over the bus counts from the last keep-alive. 0 when no section
+// ended within idle.
+func (w *Writer) busyGrace(idle time.Duration) time.Duration {
+	end := w.busyEnded.Load()
+	if end == 0 {
+		return 0
+	}
+	return max(idle-time.Since(time.Unix(0, end)), 0)
 }
 
 func (w *Writer) signal() {
