@@ -16,7 +16,11 @@
 //	/think let me see                      a thinking block
 //
 // Once the results of the calls are in, echo answers with one line per
-// result ("function fs::read returned: …") and stops with "end".
+// result ("function fs::read returned: …") and stops with "end". A sleep
+// (at most [MaxSleep] in all) is a model thinking: the writer is marked
+// busy for it (channel.Writer.Busy), so a sleep longer than the channel's
+// idle timeout on either side ends in the answer, as a real provider's
+// silent API does.
 //
 // Tests script other models in Go: [WithScript] binds a model name to a
 // [ScriptFunc], and [Sequence] plays one [Reply] per model call (text,

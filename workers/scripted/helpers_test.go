@@ -67,11 +67,11 @@ func stream(t *testing.T, e *engine.Engine, req scripted.StreamRequest) result {
 
 // streamWith is stream with a hook called after each frame; the hook may
 // close the reader.
-func streamWith(t *testing.T, e *engine.Engine, req scripted.StreamRequest, each func(r *channel.Reader, ev agent.ModelEvent)) result {
+func streamWith(t *testing.T, e *engine.Engine, req scripted.StreamRequest, each func(r *channel.Reader, ev agent.ModelEvent), opts ...channel.Option) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	r, err := channel.Open(ctx, e)
+	r, err := channel.Open(ctx, e, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

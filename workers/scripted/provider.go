@@ -151,8 +151,14 @@ func (p *Provider) stream(ctx context.Context, e *engine.Engine, req StreamReque
 				return abort(ctx, w, err)
 			}
 			// A stream that waits notices a reader that left at once,
-			// not only at its next frame (channel.Writer.Sleep).
-			if err := w.Sleep(ctx, d); err != nil {
+			// not only at its next frame (channel.Writer.Sleep). The
+			// wait is a model thinking, bounded here (MaxSleep), so it
+			// is Busy as a real provider's silent API is: the channel's
+			// idle timeout on either side does not count it.
+			busy := w.Busy()
+			err := w.Sleep(ctx, d)
+			busy()
+			if err != nil {
 				return abort(ctx, w, err)
 			}
 		}

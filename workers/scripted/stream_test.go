@@ -228,6 +228,29 @@ func TestEchoSleepDelaysFirstToken(t *testing.T) {
 	}
 }
 
+// TestEchoSleepLongerThanTheChannelIdle: /sleep is a model thinking,
+// which the channel's idle timeout does not count on either side (a real
+// provider marks its API's silence busy the same way), so a sleep longer
+// than the reader's idle timeout still ends in the answer.
+func TestEchoSleepLongerThanTheChannelIdle(t *testing.T) {
+	t.Parallel()
+	enginetest.BusAndLocal(t, func(t *testing.T, local bool) {
+		e, _, _ := setupWith(t, local)
+		const idle = 300 * time.Millisecond
+		start := time.Now()
+		res := streamWith(t, e, userReq("echo", "/sleep 1200\nhi"), nil, channel.WithIdleTimeout(idle))
+		if res.err != nil || !isEnd(res.end) {
+			t.Fatalf("call err %v, stream end %v; want the answer after the sleep", res.err, res.end)
+		}
+		if took := time.Since(start); took < 1200*time.Millisecond {
+			t.Fatalf("answered after %v, before the sleep's end", took)
+		}
+		if got, _ := deltas(res.events, agent.ModelTextDelta, 0); got != "hi" {
+			t.Fatalf("answer %q", got)
+		}
+	})
+}
+
 func TestReaderCloseStopsStream(t *testing.T) {
 	t.Parallel()
 	enginetest.BusAndLocal(t, func(t *testing.T, local bool) {
