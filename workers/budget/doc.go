@@ -19,7 +19,7 @@
 //     means [0.5, 0.8, 1], [] means no alerts); budget_id defaults to
 //     "b_<nuid>", and an existing one is a conflict.
 //   - budget::delete {budget_id} → {deleted}; false when it did not exist.
-//   - budget::list {} → {budgets: [Budget]}, by id.
+//   - budget::list {after?} → {budgets: [Budget], truncated?}, by id.
 //   - budget::check {workspace_id?, agent_id?, budget_id?, estimated_usd?}
 //     → {allowed, budgets: [Status]}; holds nothing.
 //   - budget::reserve {workspace_id?, agent_id?, budget_id?, estimated_usd,
@@ -39,8 +39,12 @@
 //     Settling twice counts once (the first actual_usd stays). not_found
 //     for a reservation never granted or gone (settled or expired more
 //     than the retention, default 1 h, ago).
-//   - budget::usage {workspace_id?, agent_id?, budget_id?} →
-//     {budgets: [Status]}; no selector: every budget.
+//   - budget::usage {workspace_id?, agent_id?, budget_id?, after?} →
+//     {budgets: [Status], truncated?}, by id; no selector: every budget.
+//
+// list and usage answer within the server's max payload: past it they
+// answer the first budgets that fit with truncated: true, and the next
+// page is asked with after = the last budget_id answered.
 //
 // A [Status] is {budget_id, ceiling_usd, period, workspace_id?, agent_id?,
 // period_start, period_end, spent_usd, reserved_usd, remaining_usd};
@@ -96,7 +100,9 @@
 // until its reservation record is gone (expiry + retention + 5 min of
 // clock margin), then the next rewrite drops it: while a reservation can
 // still be settled, "my hold is absent" means "already settled", which is
-// what makes settle idempotent per budget without any other marker. The
+// what makes settle idempotent per budget without any other marker; a
+// reserve that uses the id again once its record is gone replaces the
+// lapsed hold and is admitted like any other. The
 // value holds the live reservations and the few that lapsed unsettled.
 // Old periods stay (history); delete purges them, after the definition.
 // A delete that fails in between (a timeout, kill -9) leaves them behind,

@@ -145,6 +145,14 @@ func (l *Ledger) Close(ctx context.Context) error {
 	}
 }
 
+// budgetExists is the conflict of a create whose id is taken: no retry
+// can win it, so it is not retryable.
+func budgetExists(id string) *wire.Error {
+	we := wire.Errorf(wire.CodeConflict, "budget %q exists", id)
+	we.Retryable = false
+	return we
+}
+
 // Create stores a new budget. An explicit budget id that exists is a
 // conflict; without one the id is "b_" and a NUID.
 func (l *Ledger) Create(ctx context.Context, req CreateRequest) (Budget, error) {
@@ -168,7 +176,7 @@ func (l *Ledger) Create(ctx context.Context, req CreateRequest) (Budget, error) 
 		// its definition and its spend left the spend behind: the new
 		// budget must not start with it.
 		if _, err := l.kv.Get(ctx, defKey(id)); err == nil {
-			return Budget{}, wire.Errorf(wire.CodeConflict, "budget %q exists", id)
+			return Budget{}, budgetExists(id)
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return Budget{}, storeErr(ctx, err, "read budget %s", id)
 		}
@@ -178,7 +186,7 @@ func (l *Ledger) Create(ctx context.Context, req CreateRequest) (Budget, error) 
 	}
 	if _, err := l.kv.Create(ctx, defKey(id), data); err != nil {
 		if isConflict(err) {
-			return Budget{}, wire.Errorf(wire.CodeConflict, "budget %q exists", id)
+			return Budget{}, budgetExists(id)
 		}
 		return Budget{}, storeErr(ctx, err, "create budget %s", id)
 	}
@@ -315,8 +323,14 @@ func (l *Ledger) Check(ctx context.Context, req CheckRequest) (CheckResponse, er
 }
 
 // Usage returns the current status of the selected budgets (all of them
-// when the selector is empty).
+// when the selector is empty) whose id sorts after req.After, by id.
 func (l *Ledger) Usage(ctx context.Context, req UsageRequest) (UsageResponse, error) {
+	return l.usage(ctx, req, nil)
+}
+
+// usage is [Ledger.Usage] within p (nil: everything), reading the state
+// of only the budgets that fit.
+func (l *Ledger) usage(ctx context.Context, req UsageRequest, p *pager) (UsageResponse, error) {
 	if err := req.Validate(); err != nil {
 		return UsageResponse{}, err
 	}
@@ -324,35 +338,50 @@ func (l *Ledger) Usage(ctx context.Context, req UsageRequest) (UsageResponse, er
 	if err != nil {
 		return UsageResponse{}, err
 	}
+	budgets = after(budgets, req.After)
 	now := l.o.now()
 	refs := make([]holdRef, len(budgets))
 	for i, b := range budgets {
 		start, _ := b.Period.Bounds(now)
 		refs[i] = holdRef{BudgetID: b.BudgetID, PeriodStart: start.UnixMilli()}
 	}
-	out, err := l.statuses(ctx, refs, now.UnixMilli())
-	return UsageResponse{Budgets: out}, err
+	var resp UsageResponse
+	resp.Budgets, resp.Truncated, err = l.statusesWithin(ctx, refs, now.UnixMilli(), p)
+	return resp, err
 }
 
 // statuses reads the status of each ref; budgets that no longer exist are
 // left out. Never nil.
 func (l *Ledger) statuses(ctx context.Context, refs []holdRef, nowMs int64) ([]Status, error) {
-	out := make([]Status, 0, len(refs))
+	out, _, err := l.statusesWithin(ctx, refs, nowMs, nil)
+	return out, err
+}
+
+// statusesWithin is statuses up to the first that does not fit p (nil:
+// all); truncated says some were left out.
+func (l *Ledger) statusesWithin(ctx context.Context, refs []holdRef, nowMs int64, p *pager) (out []Status, truncated bool, err error) {
+	out = make([]Status, 0, len(refs))
 	for _, ref := range refs {
 		b, ok, err := l.budget(ctx, ref.BudgetID)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !ok {
 			continue
 		}
 		st, _, _, err := l.readState(ctx, ref.key())
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		out = append(out, status(b, ref.start(), st, nowMs))
+		s := status(b, ref.start(), st, nowMs)
+		if p != nil {
+			if ok, err := p.fits(s); err != nil || !ok {
+				return out, err == nil, err
+			}
+		}
+		out = append(out, s)
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // Reserve holds req.EstimatedUSD in every selected budget, all or nothing,
@@ -469,7 +498,11 @@ func (l *Ledger) answer(ctx context.Context, rec reservation, nowMs int64) (Rese
 // hold places reservation rid's hold of est (until exp) in budget b's
 // period ref. It returns the budget's status and, when b cannot admit
 // the estimate, the budget_exceeded refusal (nothing is held then). A hold
-// already there (an earlier attempt of the same reservation) is kept.
+// of rid already there is replaced: the caller holds rid's pending record,
+// so that hold is an abandoned attempt's, or a lapsed one of an earlier
+// reservation of the id whose record is gone (kept as a settle marker
+// until the skew margin passes); either way this reserve is admitted on
+// its own.
 func (l *Ledger) hold(ctx context.Context, b Budget, ref holdRef, rid string, est float64, nowMs, exp int64) (Status, *wire.Error, error) {
 	cutoff := l.pruneCutoff(nowMs)
 	var (
@@ -478,17 +511,18 @@ func (l *Ledger) hold(ctx context.Context, b Budget, ref holdRef, rid string, es
 	)
 	st, err := l.casState(ctx, ref.key(), func(st *periodState, _ bool) bool {
 		refusal, fire = nil, nil
-		if _, ok := st.Holds[rid]; ok {
-			return false
-		}
+		_, stale := st.Holds[rid]
+		delete(st.Holds, rid)
 		reserved := st.reserved(nowMs)
 		if !admits(b.CeilingUSD, st.SpentUSD, reserved, est) {
 			refusal = exceeded(b, ref.start(), st.SpentUSD, reserved, est)
 			// A refusal is the budget at 100 %: say so once per period.
 			if slices.Contains(b.AlertThresholds, 1) && !st.alerted(1) {
 				st.markAlerted(1)
-				st.prune(cutoff)
 				fire = []float64{1}
+			}
+			if stale || fire != nil {
+				st.prune(cutoff)
 				return true
 			}
 			return false

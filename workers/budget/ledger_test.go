@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -380,8 +382,8 @@ func TestCreateDeleteList(t *testing.T) {
 	if b.BudgetID != want.BudgetID || b.CeilingUSD != want.CeilingUSD || b.AlertThresholds[0] != 0.25 || len(b.AlertThresholds) != 2 {
 		t.Fatalf("created %+v", b)
 	}
-	if _, err := engine.Call[Budget](ctx, f.e, CreateFunction, CreateRequest{BudgetID: "team", AgentID: "B", CeilingUSD: 1, Period: PeriodDay}); !errors.Is(err, wire.ErrConflict) {
-		t.Fatalf("duplicate id: %v", err)
+	if _, err := engine.Call[Budget](ctx, f.e, CreateFunction, CreateRequest{BudgetID: "team", AgentID: "B", CeilingUSD: 1, Period: PeriodDay}); !errors.Is(err, wire.ErrConflict) || wire.From(err).Retryable {
+		t.Fatalf("duplicate id: %+v, want conflict, not retryable", wire.From(err))
 	}
 	none := f.create(t, CreateRequest{BudgetID: "quiet", AgentID: "B", CeilingUSD: 1, Period: PeriodDay, AlertThresholds: []float64{}})
 	if none.AlertThresholds == nil || len(none.AlertThresholds) != 0 {
@@ -508,4 +510,107 @@ func TestCreateAfterHalfDelete(t *testing.T) {
 		t.Fatalf("created again: %+v", got)
 	}
 	f.mustReserve(t, ReserveRequest{BudgetID: "half", EstimatedUSD: 2, ReservationID: "r2"})
+}
+
+// A reservation id used again once its record is gone (expired unsettled
+// more than the retention ago) while its lapsed hold still sits in the
+// period state (the skew margin) is a new reservation: it is admitted
+// against the budget and holds its own estimate. It used to keep the
+// lapsed hold as "an earlier attempt's", so it was granted without any
+// check and held nothing live.
+func TestReservationIDReusedAfterRecordExpired(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := f.create(t, CreateRequest{WorkspaceID: "W", CeilingUSD: 1, Period: PeriodDay})
+	f.mustReserve(t, ReserveRequest{WorkspaceID: "W", EstimatedUSD: 0.6, ReservationID: "r1", TTLMs: 1000})
+	// Past the hold's expiry and its record's retention, inside the
+	// margin: the record is gone (its KV TTL runs on the server's clock,
+	// so purge it here), the lapsed hold is still there.
+	f.clk.Add(time.Second + DefaultRetention + time.Minute)
+	if err := f.kv.Purge(ctxT(t), resKey("r1")); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.state(t, b, f.clk.Now()); len(st.Holds) != 1 {
+		t.Fatalf("lapsed hold gone too early: %+v", st.Holds)
+	}
+	f.mustReserve(t, ReserveRequest{WorkspaceID: "W", EstimatedUSD: 1, ReservationID: "full"})
+	if _, err := f.reserve(t, ReserveRequest{WorkspaceID: "W", EstimatedUSD: 0.6, ReservationID: "r1"}); !errors.Is(err, wire.ErrBudgetExceeded) {
+		t.Fatalf("reserve of a reused id on a full budget: %v, want budget_exceeded", err)
+	}
+	f.mustSettle(t, "full", 0.5)
+	r := f.mustReserve(t, ReserveRequest{WorkspaceID: "W", EstimatedUSD: 0.3, ReservationID: "r1"})
+	if r.Existing || len(r.Budgets) != 1 || r.Budgets[0].ReservedUSD != 0.3 || r.Budgets[0].RemainingUSD != 0.2 {
+		t.Fatalf("reserve of a reused id: %+v", r)
+	}
+	st := f.state(t, b, f.clk.Now())
+	if h := st.Holds["r1"]; h.USD != 0.3 || h.Exp != f.clk.Now().Add(DefaultReservationTTL).UnixMilli() {
+		t.Fatalf("hold of the reused id: %+v", st.Holds)
+	}
+	f.mustSettle(t, "r1", 0.25)
+	if got := f.usage(t, b.BudgetID); got.SpentUSD != 0.75 || got.ReservedUSD != 0 {
+		t.Fatalf("after settle: %+v", got)
+	}
+}
+
+// budget::list and budget::usage answer within the server's max payload,
+// in pages (truncated, then after the last id), in JSON and msgpack
+// alike. A list past it used to fail whole (internal: the response
+// exceeds the max payload), so an operator with many budgets saw none.
+func TestListAndUsagePage(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(32<<10))
+	e, w := startWorker(t, ns, WithClock(newClock(t0).Now))
+	ctx := ctxT(t)
+	long := strings.Repeat("w", 120)
+	const n = 120
+	var want []string
+	for i := range n {
+		id := fmt.Sprintf("%s%03d", strings.Repeat("b", 120), i)
+		want = append(want, id)
+		if _, err := w.Ledger().Create(ctx, CreateRequest{BudgetID: id, WorkspaceID: long, AgentID: long, CeilingUSD: 1, Period: PeriodDay}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, fn := range []string{ListFunction, UsageFunction} {
+		for _, codec := range []wire.Codec{wire.JSON, wire.Msgpack} {
+			var got []string
+			pages, after := 0, ""
+			for {
+				body, err := codec.Marshal(map[string]string{"after": after})
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, _, err := e.TriggerRaw(ctx, fn, body, codec)
+				if err != nil {
+					t.Fatalf("%s %s page %d: %v", fn, codec.ContentType(), pages, err)
+				}
+				var page struct {
+					Budgets []struct {
+						BudgetID string `json:"budget_id" msgpack:"budget_id"`
+					} `json:"budgets" msgpack:"budgets"`
+					Truncated bool `json:"truncated" msgpack:"truncated"`
+				}
+				if err := codec.Unmarshal(data, &page); err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				for _, b := range page.Budgets {
+					got = append(got, b.BudgetID)
+				}
+				if !page.Truncated {
+					break
+				}
+				if len(page.Budgets) == 0 || pages > n {
+					t.Fatalf("%s %s: truncated page of %d", fn, codec.ContentType(), len(page.Budgets))
+				}
+				after = got[len(got)-1]
+			}
+			if pages < 2 || !slices.Equal(got, want) {
+				t.Fatalf("%s %s: %d pages, %d budgets %v", fn, codec.ContentType(), pages, len(got), got)
+			}
+		}
+	}
+	if _, _, err := e.TriggerRaw(ctx, ListFunction, []byte(`{"after":"a.b"}`), wire.JSON); !errors.Is(err, wire.ErrInvalidPayload) {
+		t.Fatalf("bad after: %v", err)
+	}
 }

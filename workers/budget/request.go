@@ -144,12 +144,22 @@ type DeleteResponse struct {
 	Deleted bool `json:"deleted"`
 }
 
-// ListRequest is the (empty) request of budget::list.
-type ListRequest struct{}
+// ListRequest is the request of budget::list.
+type ListRequest struct {
+	// After continues a truncated list: the budget_id of the last budget
+	// of the previous page.
+	After string `json:"after,omitempty"`
+}
 
-// ListResponse lists every budget by id; never null.
+// Validate checks the request.
+func (r ListRequest) Validate() error { return checkAfter(r.After) }
+
+// ListResponse lists the budgets by id; never null.
 type ListResponse struct {
 	Budgets []Budget `json:"budgets"`
+	// Truncated is set when the server's max payload cut the list short:
+	// ask again with After set to the last budget's id.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // selector picks budgets: one by budgetID, or every budget a call for
@@ -286,23 +296,44 @@ type UsageRequest struct {
 	BudgetID    string `json:"budget_id,omitempty"`
 	WorkspaceID string `json:"workspace_id,omitempty"`
 	AgentID     string `json:"agent_id,omitempty"`
+	// After continues a truncated answer: the budget_id of the last
+	// status of the previous page.
+	After string `json:"after,omitempty"`
 }
 
 // Validate checks the request.
-func (r UsageRequest) Validate() error { return r.selector().validate(false) }
+func (r UsageRequest) Validate() error {
+	if err := r.selector().validate(false); err != nil {
+		return err
+	}
+	return checkAfter(r.After)
+}
 
 func (r CheckRequest) selector() selector   { return selector{r.BudgetID, r.WorkspaceID, r.AgentID} }
 func (r ReserveRequest) selector() selector { return selector{r.BudgetID, r.WorkspaceID, r.AgentID} }
 func (r UsageRequest) selector() selector   { return selector{r.BudgetID, r.WorkspaceID, r.AgentID} }
 
-// UsageResponse is the current status of the selected budgets.
+// UsageResponse is the current status of the selected budgets, by id.
 type UsageResponse struct {
 	Budgets []Status `json:"budgets"`
+	// Truncated is set when the server's max payload cut the answer
+	// short: ask again with After set to the last status's budget_id.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 func checkAmount(field string, v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > MaxUSD {
 		return invalid("%s %v is not a finite amount between 0 and %g", field, v, float64(MaxUSD))
+	}
+	return nil
+}
+
+func checkAfter(after string) error {
+	if after == "" {
+		return nil
+	}
+	if err := agent.ValidateID("after", after); err != nil {
+		return invalidWrap(err)
 	}
 	return nil
 }

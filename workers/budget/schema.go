@@ -44,11 +44,18 @@ const deleteResponseSchema = `{
   "required": ["deleted"]
 }`
 
-const listRequestSchema = `{"type": "object"}`
+const afterProperty = `"after": {` + idPattern + `, "description": "continue a truncated answer: the budget_id of its last budget"}`
+
+const truncatedProperty = `"truncated": {"type": "boolean", "description": "the max payload cut the answer short: ask again with after"}`
+
+const listRequestSchema = `{
+  "type": "object",
+  "properties": {` + afterProperty + `}
+}`
 
 const listResponseSchema = `{
   "type": "object",
-  "properties": {"budgets": {"type": "array", "items": ` + budgetSchema + `}},
+  "properties": {"budgets": {"type": "array", "items": ` + budgetSchema + `}, ` + truncatedProperty + `},
   "required": ["budgets"]
 }`
 
@@ -131,6 +138,13 @@ const settleRequestSchema = `{
 
 const usageRequestSchema = `{
   "type": "object",
-  "properties": {` + selectorProperties + `
+  "properties": {` + selectorProperties + `,
+    ` + afterProperty + `
   }
+}`
+
+const usageResponseSchema = `{
+  "type": "object",
+  "properties": {"budgets": {"type": "array", "items": ` + statusSchema + `}, ` + truncatedProperty + `},
+  "required": ["budgets"]
 }`

@@ -138,14 +138,21 @@ func (l *Ledger) functions() []engine.Function {
 		},
 		{
 			ID:             ListFunction,
-			Description:    "List every budget, by id.",
+			Description:    "List every budget, by id (a list past the max payload comes in pages: ask again with after).",
 			RequestSchema:  listRequestSchema,
 			ResponseSchema: listResponseSchema,
 			Idempotent:     true,
-			Handler: engine.Typed(func(ctx context.Context, _ ListRequest) (ListResponse, error) {
+			Handler: func(ctx context.Context, r *engine.Request) (any, error) {
+				var req ListRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
 				b, err := l.List(ctx)
-				return ListResponse{Budgets: b}, err
-			}),
+				if err != nil {
+					return nil, err
+				}
+				return listPage(b, req, newPager(r.Codec, l.js.Conn().MaxPayload()))
+			},
 		},
 		{
 			ID:             CheckFunction,
@@ -181,13 +188,17 @@ func (l *Ledger) functions() []engine.Function {
 		},
 		{
 			ID:             UsageFunction,
-			Description:    "Spent, reserved and remaining USD this period of one budget, of the budgets of a workspace and agent, or of all.",
+			Description:    "Spent, reserved and remaining USD this period of one budget, of the budgets of a workspace and agent, or of all (past the max payload it pages: ask again with after).",
 			RequestSchema:  usageRequestSchema,
-			ResponseSchema: statusesSchema,
+			ResponseSchema: usageResponseSchema,
 			Idempotent:     true,
-			Handler: engine.Typed(func(ctx context.Context, req UsageRequest) (UsageResponse, error) {
-				return l.Usage(ctx, req)
-			}),
+			Handler: func(ctx context.Context, r *engine.Request) (any, error) {
+				var req UsageRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
+				return l.usage(ctx, req, newPager(r.Codec, l.js.Conn().MaxPayload()))
+			},
 		},
 	}
 }

@@ -14,7 +14,10 @@
 // export batch become one message, a JSON array of [Span], on subject
 // iii.spans.<trace id> of [StreamName] (limits retention, file storage,
 // 24 h and 256 MiB by default, oldest dropped first); header
-// Iii-Span-Count says how many. The store also takes a single span object
+// Iii-Span-Count says how many. A trace's spans that do not fit one
+// message (the server's max payload, at most [MaxSpanBytes], headers
+// included) go in several; a span too large for a message on its own is
+// sent trimmed ([Span.Trim]). The store also takes a single span object
 // per message ([DecodeSpans]), so any process can publish spans.
 // Publishes are asynchronous within a window ([WithMaxPending]); a span that
 // finds the window full is dropped and counted ([Exporter.Stats]), so

@@ -102,11 +102,18 @@ func NewExporter(ctx context.Context, e *engine.Engine, opts ...Option) (*Export
 func (x *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	// One stream message per trace of the batch (a JSON array of its
 	// spans), not one per span: a turn's ~40 spans cost a message or two.
+	limit := x.messageLimit()
 	var order []string
 	byTrace := map[string][]json.RawMessage{}
 	for _, ro := range spans {
 		sp := fromReadOnly(ro, x.resource(ro.Resource()))
 		data, err := wire.MarshalJSON(&sp)
+		if err == nil && len(data)+2 > limit {
+			// Alone over a message: sent as the store would hold it
+			// anyway (trimmed), rather than failing.
+			sp = sp.Trim(len(data))
+			data, err = wire.MarshalJSON(&sp)
+		}
 		if err != nil {
 			x.failed.Add(1)
 			x.losses.note(0, 1, 0, err)
@@ -129,7 +136,7 @@ func (x *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 			}
 			return nil
 		}
-		for _, chunk := range chunks(byTrace[id], MaxSpanBytes) {
+		for _, chunk := range chunks(byTrace[id], limit) {
 			x.publish(id, chunk)
 		}
 	}
@@ -163,6 +170,18 @@ func (x *Exporter) publish(traceID string, spans []json.RawMessage) {
 		x.failed.Add(n)
 		x.losses.note(0, n, 0, err)
 	}
+}
+
+// publishHeadroom is what a message's headers (Iii-Span-Count and any
+// the client adds) may take of the server's max payload, which counts
+// them with the data, as does the stream's MaxMsgSize.
+const publishHeadroom = 1 << 10
+
+// messageLimit is how many bytes the JSON array of one message may take:
+// within [MaxSpanBytes] (the stream's MaxMsgSize) and the connection's
+// max payload, less the headers.
+func (x *Exporter) messageLimit() int {
+	return max(int(min(int64(MaxSpanBytes), x.js.Conn().MaxPayload()))-publishHeadroom, 4<<10)
 }
 
 // chunks splits encoded spans into groups whose JSON array fits max
