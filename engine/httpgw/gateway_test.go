@@ -405,6 +405,10 @@ func TestRouteAddedOnOneGatewayServedByAnother(t *testing.T) {
 		if !errors.Is(err, wire.ErrConflict) {
 			t.Fatalf("conflict %+v: %v", r, err)
 		}
+		// A taken route stays taken: no caller should retry it.
+		if we := wire.From(err); we.Retryable {
+			t.Fatalf("conflict %+v is retryable: %+v", r, we)
+		}
 		if err := f.gw.AddRoute(ctx, r); !errors.Is(err, httpgw.ErrRouteConflict) {
 			t.Fatalf("Go conflict %+v: %v", r, err)
 		}

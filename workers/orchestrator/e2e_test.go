@@ -272,6 +272,20 @@ func TestRunStartBadInput(t *testing.T) {
 			t.Errorf("%s: err = %v, want invalid_payload", tt.name, err)
 		}
 	}
+	// harness::trigger's outer ids fill the payload's; two that differ
+	// are refused, not one of them dropped.
+	for _, tt := range []struct {
+		name string
+		in   orchestrator.HarnessTrigger
+	}{
+		{"session ids differ", orchestrator.HarnessTrigger{SessionID: "other", Payload: good()}},
+		{"message ids differ", orchestrator.HarnessTrigger{MessageID: "m1", Payload: func() agent.RunStart { r := good(); r.MessageID = "m2"; return r }()}},
+	} {
+		err := s.e.Trigger(ctx, "harness::trigger", tt.in, nil)
+		if !errors.Is(err, wire.ErrInvalidPayload) || !strings.Contains(err.Error(), "differ") {
+			t.Errorf("harness::trigger, %s: err = %v, want invalid_payload", tt.name, err)
+		}
+	}
 	// Nothing persisted.
 	kv, err := s.e.JetStream().KeyValue(ctx, "iii-turn-state")
 	if err != nil {

@@ -121,6 +121,15 @@ func (o *Orchestrator) register() error {
 			RequestSchema: harnessTriggerSchema,
 			Handler: engine.Typed(func(ctx context.Context, r HarnessTrigger) (HarnessResult, error) {
 				rs := r.Payload
+				// The outer ids fill the payload's; two that differ are
+				// ambiguous (which session runs, which message is
+				// traced), so they are refused rather than one dropped.
+				if r.SessionID != "" && rs.SessionID != "" && r.SessionID != rs.SessionID {
+					return HarnessResult{}, wire.Errorf(wire.CodeInvalidPayload, "session_id and payload.session_id differ: give one, or the same in both")
+				}
+				if r.MessageID != "" && rs.MessageID != "" && r.MessageID != rs.MessageID {
+					return HarnessResult{}, wire.Errorf(wire.CodeInvalidPayload, "message_id and payload.message_id differ: give one, or the same in both")
+				}
 				if rs.SessionID == "" {
 					rs.SessionID = r.SessionID
 				}

@@ -180,7 +180,9 @@ func (s *Store) createMeta(ctx context.Context, m Meta) error {
 	}
 	rev, err := kv.Create(ctx, m.SessionID, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return wire.Errorf(wire.CodeConflict, "session %s already exists", m.SessionID)
+		we := wire.Errorf(wire.CodeConflict, "session %s already exists", m.SessionID)
+		we.Retryable = false // it will still exist on a retry
+		return we
 	}
 	if err != nil {
 		return storeErr(ctx, err, "create session %s", m.SessionID)

@@ -36,6 +36,11 @@ func TestFunctionsOverTheBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	sid := r["session_id"].(string)
+	// An id that exists is a conflict no retry can win: not retryable.
+	_, err = callJSON(t, f, sessiontree.CreateFunction, `{"session_id":"`+sid+`"}`)
+	if we := wire.From(err); !errors.Is(err, wire.ErrConflict) || we.Retryable {
+		t.Fatalf("create an existing session = %+v, want conflict, not retryable", we)
+	}
 	r, err = callJSON(t, f, sessiontree.AppendFunction, `{"session_id":"`+sid+`","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}`)
 	if err != nil {
 		t.Fatal(err)
