@@ -259,3 +259,29 @@ func TestExporterLossLoggedOnce(t *testing.T) {
 		t.Fatalf("stats %+v, %d records %v", st, logs.count(), logs.msgs)
 	}
 }
+
+// TestEvictedTracesReleased: a trace evicted while an older one still
+// receives spans stays in the arrival order behind it; its spans are
+// released at once, so the store's memory stays what max_bytes counts
+// rather than up to twice that.
+func TestEvictedTracesReleased(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, traces.WithMaxBytes(traces.MinMaxBytes))
+	// Trace 0 is the oldest and keeps receiving spans; traces 1.. fill
+	// the store and are evicted behind it.
+	s.Add(fat(0, 1, -1, 0, 32<<10))
+	n := 1
+	for s.Stats().Bytes < traces.MinMaxBytes-(128<<10) { // fill the store, evicting nothing
+		s.Add(fat(n, 1, -1, int64(n), 32<<10))
+		n++
+	}
+	for i := range n / 2 {
+		s.Add(fat(0, i+2, -1, int64(n+i), 32<<10))
+	}
+	if st := s.Stats(); st.EvictedTraces == 0 {
+		t.Fatalf("nothing evicted: %+v", st)
+	}
+	if n := traces.HeldByEvicted(s); n != 0 {
+		t.Fatalf("%d spans of evicted traces still held", n)
+	}
+}

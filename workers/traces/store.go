@@ -304,6 +304,9 @@ func (s *Store) evictOldest(keep *traceRec) bool {
 		s.bytes -= t.bytes
 		s.stats.EvictedTraces++
 		s.stats.EvictedSpans += uint64(len(t.spans))
+		// The record may stay in the order behind an older live trace
+		// until that one goes: it must not keep its spans meanwhile.
+		t.spans, t.ids = nil, nil
 		s.compact()
 		return true
 	}
