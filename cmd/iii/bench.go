@@ -131,7 +131,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.DurationVar(&cfg.TurnTimeout, "turn-timeout", bench.DefaultTurnTimeout, "give up on a turn after this long")
 	f.IntVar(&cfg.DeltaSize, "delta-size", 0, "largest delta of the scripted provider in bytes (0: its default)")
 	f.BoolVar(&cfg.TCP, "tcp", false, "connect over loopback TCP instead of in-process connections")
-	f.BoolVar(&cfg.Traces, "traces", false, "trace as `iii up` does: every engine exports its spans to the trace store")
+	f.BoolVar(&cfg.Traces, "traces", false, "trace as iii up does: every engine exports its spans to the trace store")
 	f.BoolVar(&cfg.NoContinuation, "no-continuation", false, "every model call sends the whole transcript (no transcript continuations)")
 	addHeapFloorFlag(f, &heapFloorMiB)
 	f.BoolVar(&localCalls, "local-calls", true, "calls between the stack's workers skip the bus, as in iii up (=false: over the bus); the client is on the bus either way")

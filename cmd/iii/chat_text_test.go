@@ -59,7 +59,7 @@ func TestChatConnectErrorHidesCredentials(t *testing.T) {
 		"trigger":   {"trigger", "state::get", `{"scope":"s","key":"k"}`, "--nats"},
 		"functions": {"functions", "--nats"},
 		"worker":    {"worker", "run", "provider-scripted", "--home", t.TempDir(), "--nats"},
-		"up --join": {"up", "--home", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "", "--join"},
+		"up --join": {"up", "--home", t.TempDir(), "--http", "", "--join"},
 	}
 	for _, url := range []string{
 		"nats://user:s3cret@127.0.0.1:1",

@@ -176,6 +176,13 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		replicas = 1
 	}
 	if cfg.topo.clustered() {
+		// The node's name in the membership is the one its server got
+		// (the host name when --name is empty), not only --name.
+		if a.node != nil {
+			cfg.topo.name = a.node.Config().Name
+		} else if cfg.topo.name == "" {
+			cfg.topo.name, _ = os.Hostname()
+		}
 		cfg.settings = withClusterSettings(cfg.settings, cfg.topo)
 	}
 	engOpts := []engine.Option{engine.WithReplicas(replicas)}
@@ -207,7 +214,7 @@ func startApp(ctx context.Context, cfg upConfig) (_ *app, err error) {
 		flushSpans func(context.Context) error
 		eopts      []engine.Option
 	)
-	a.e, eopts, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, meters, "iii", !cfg.noTraces, engOpts...)
+	a.e, eopts, flushSpans, err = tracedEngine(ctx, a.nc, cfg.logger, meters, "iii", !cfg.noTraces, cfg.settings, engOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -288,12 +295,15 @@ func newUpCmd(g *globals) *cobra.Command {
 			}
 			cfg.logger = logger
 			cfg.busCalls = !localCalls
+			var fc cluster.NodeFile
 			if configFile != "" {
-				fc, err := loadFileConfig(configFile)
-				if err != nil {
+				if fc, err = loadFileConfig(configFile); err != nil {
 					return err
 				}
 				mergeFile(cmd, &cfg, fc, &sets)
+			}
+			if err := refuseIgnored(cmd, fc, cfg.topo); err != nil {
+				return err
 			}
 			if cfg.settings, err = parseSettings(sets); err != nil {
 				return err
@@ -309,7 +319,11 @@ func newUpCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "iii is up\n  nats:  %s\n  data:  %s\n", a.url, cfg.home)
+			// A --join URL may carry a user's password or token: the
+			// output goes to terminals and logs, so it is hidden, as the
+			// client commands hide theirs.
+			shown := redactURL(a.url)
+			fmt.Fprintf(out, "iii is up\n  nats:  %s\n  data:  %s\n", shown, cfg.home)
 			if a.node != nil && a.node.ClusterAddr() != "" {
 				fmt.Fprintf(out, "  cluster: %s routes on %s\n", a.node.Config().Cluster.Name, a.node.ClusterAddr())
 			}
@@ -326,7 +340,7 @@ func newUpCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(out, "  metrics: http://%s/metrics\n", a.metricsLn.Addr())
 			}
 			fmt.Fprintf(out, "connect:\n  iii functions --nats %s\n  nats --server %s req iii.fn.engine.functions.list '{}'\nCtrl-C to stop.\n",
-				a.url, a.url)
+				shown, shown)
 			<-ctx.Done()
 			fmt.Fprintln(out, "shutting down")
 			sctx, cancel := context.WithTimeout(context.Background(), stopBudget(cfg.settings))
@@ -343,9 +357,9 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&cfg.sharedConn, "shared-conn", false, "run every worker module on the node's one NATS connection (default: one connection per module)")
 	addHeapFloorFlag(cmd.Flags(), &cfg.heapFloorMiB)
 	cmd.Flags().Int32Var(&cfg.maxPayload, "max-payload", 0, "the embedded server's largest message in bytes, at most 64 MiB (0: 1 MiB); it bounds requests, turn records and transcript entries (session.max_entry_size, 256 KiB by default, at most this less 1 KiB), so raise both for longer model answers")
-	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, `iii traces`)")
+	cmd.Flags().BoolVar(&cfg.noTraces, "no-traces", false, "do not export this node's spans to the trace store (III_SPANS, which iii traces reads)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "worker setting WORKER.KEY=VALUE (repeatable), e.g. orchestrator.max_turns=20")
-	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (see `iii worker list`); run others with `iii worker run`")
+	cmd.Flags().StringSliceVar(&cfg.modules, "workers", std.Default, "worker modules to start, in order (iii worker list lists them); run others with iii worker run")
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with these settings (deploy/iii/ has examples); flags win over it")
 	addTopologyFlags(cmd, &cfg.topo)
 	return cmd

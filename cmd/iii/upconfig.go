@@ -170,8 +170,92 @@ func mergeFile(cmd *cobra.Command, cfg *upConfig, fc cluster.NodeFile, sets *[]s
 	}
 }
 
+// refuseIgnored refuses what `iii up` would otherwise accept and ignore,
+// given as a flag of cmd or a key of the --config file fc: --nats (the
+// client commands' server URL), the embedded server's settings with
+// --join, which embeds none, and --creds without it.
+func refuseIgnored(cmd *cobra.Command, fc cluster.NodeFile, t topology) error {
+	if f := cmd.Flags().Lookup("nats"); f != nil && f.Changed {
+		return fmt.Errorf("--nats is for the client commands: iii up runs its own server (--listen) or uses an existing one with --join URL")
+	}
+	// given names a flag as it was given: on the command line, else in
+	// the file ("" when neither).
+	given := func(flag, key string, inFile bool) string {
+		switch {
+		case cmd.Flags().Changed(flag):
+			return "--" + flag
+		case inFile:
+			return key + " (--config)"
+		}
+		return ""
+	}
+	if t.join == "" {
+		if g := given("creds", "creds", fc.Creds != ""); g != "" {
+			return fmt.Errorf("%s needs --join: it is the credentials of the connection to an existing NATS deployment", g)
+		}
+		return nil
+	}
+	var ignored []string
+	for _, g := range []string{
+		given("listen", "listen", fc.Listen != ""),
+		given("monitor-port", "monitor_port", fc.MonitorPort != 0),
+		given("max-payload", "max_payload", fc.MaxPayload != 0),
+		given("cluster", "cluster.name", fc.Cluster.Name != ""),
+		given("cluster-listen", "cluster.listen", fc.Cluster.Listen != ""),
+		given("cluster-advertise", "cluster.advertise", fc.Cluster.Advertise != ""),
+		given("routes", "cluster.routes", len(fc.Cluster.Routes) > 0),
+		given("gateway-listen", "gateway.listen", fc.Gateway.Listen != ""),
+		given("gateway-advertise", "gateway.advertise", fc.Gateway.Advertise != ""),
+		given("gateway", "gateway.gateways", len(fc.Gateway.Gateways) > 0),
+		given("leafnode-listen", "leafnodes.listen", fc.LeafNodes.Listen != ""),
+		given("leaf", "leaf.urls", len(fc.Leaf.URLs) > 0),
+		given("leaf-creds", "leaf.credentials", fc.Leaf.Credentials != ""),
+	} {
+		if g != "" {
+			ignored = append(ignored, g)
+		}
+	}
+	if len(ignored) > 0 {
+		return fmt.Errorf("--join embeds no server, so %s would be ignored: set them on the NATS deployment, or drop --join", strings.Join(ignored, ", "))
+	}
+	return nil
+}
+
+// checkRoutes refuses route settings without a cluster name: the server
+// would route to its peers, but the node would keep its name "iii" and its
+// session grains to itself (a half-clustered node).
+func (t topology) checkRoutes() error {
+	if t.cluster.Name != "" || t.region != "" {
+		return nil
+	}
+	var set []string
+	if t.cluster.Listen != "" {
+		set = append(set, "--cluster-listen")
+	}
+	if t.cluster.Advertise != "" {
+		set = append(set, "--cluster-advertise")
+	}
+	if len(t.cluster.Routes) > 0 {
+		set = append(set, "--routes")
+	}
+	if t.cluster.PoolSize != 0 {
+		set = append(set, "cluster.pool_size")
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	verb := "needs"
+	if len(set) > 1 {
+		verb = "need"
+	}
+	return fmt.Errorf("%s %s --cluster NAME (cluster.name in --config), or --region: without a cluster name the node would route to its peers but not share its sessions", strings.Join(set, ", "), verb)
+}
+
 // serverConfig is the embedded server's configuration for this node.
 func (t topology) serverConfig(cfg upConfig, host string, port int, storeDir string) (cluster.Config, error) {
+	if err := t.checkRoutes(); err != nil {
+		return cluster.Config{}, err
+	}
 	gws, err := parseGateways(t.gateways)
 	if err != nil {
 		return cluster.Config{}, err

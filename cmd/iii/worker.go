@@ -63,7 +63,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			// Calls between the modules of this process skip the bus, as
 			// between a node's own modules in `iii up`.
-			e, eopts, flushSpans, err := tracedEngine(ctx, nc, logger, nil, "iii-worker", !noTraces, engine.WithLocalCalls(localCalls))
+			e, eopts, flushSpans, err := tracedEngine(ctx, nc, logger, nil, "iii-worker", !noTraces, settings, engine.WithLocalCalls(localCalls))
 			if err != nil {
 				return err
 			}
@@ -80,7 +80,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 				_ = mods.close(ctx)
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "running %v on %s; Ctrl-C to stop\n", running.Names(), g.natsURL)
+			fmt.Fprintf(cmd.OutOrStdout(), "running %v on %s; Ctrl-C to stop\n", running.Names(), redactURL(g.natsURL))
 			<-ctx.Done()
 			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()

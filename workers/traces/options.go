@@ -80,7 +80,9 @@ func buildOptions(opts []Option) (options, error) {
 
 // WithStreamMaxAge sets how long [StreamName] keeps spans (default
 // [DefaultStreamMaxAge]) when this process creates it; an existing stream
-// is used as it is.
+// is used as it is (`iii up` and `iii worker run` update an existing
+// stream's limits themselves when traces.stream_max_age or
+// traces.stream_max_bytes is set).
 func WithStreamMaxAge(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
