@@ -71,6 +71,19 @@ func writer(t *testing.T, e *engine.Engine, id string, opts ...channel.Option) *
 	return w
 }
 
+// delivered returns once what was published on from so far is in the
+// buffers of to's subscriptions: the server forwarded it before it
+// answered from's flush, and to's client took it off its connection, in
+// order, before the answer to to's flush.
+func delivered(t *testing.T, from, to *nats.Conn) {
+	t.Helper()
+	for _, nc := range []*nats.Conn{from, to} {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -271,6 +284,10 @@ func TestIdleTimeout(t *testing.T) {
 		if err := w.Write(ctx, event{N: 1}); err != nil {
 			t.Fatal(err)
 		}
+		// Frame 1 waits in the reader's buffer before Next looks: on a
+		// loaded machine its trip over the bus may take longer than
+		// the idle timeout, which would then fire before the silence.
+		delivered(t, we.Conn(), re.Conn())
 		if _, err := r.Next(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +299,7 @@ func TestIdleTimeout(t *testing.T) {
 			t.Fatalf("idle timeout after %v", d)
 		}
 		// The reader gave up, so the writer is told to stop.
-		enginetest.Eventually(t, 3*time.Second, func() error {
+		enginetest.Eventually(t, 10*time.Second, func() error {
 			if err := w.Write(ctx, event{}); !errors.Is(err, channel.ErrReaderGone) {
 				return fmt.Errorf("Write = %v", err)
 			}
@@ -295,25 +312,36 @@ func TestIdleTimeout(t *testing.T) {
 		r := open(t, re, channel.WithIdleTimeout(time.Second))
 		w := writer(t, we, r.ID())
 		const n = 8 // 8 × 200 ms: longer than the idle timeout in total
+		errc := make(chan error, 1)
 		go func() {
 			tick := time.NewTicker(200 * time.Millisecond)
 			defer tick.Stop()
 			for i := range n {
-				<-tick.C
+				select {
+				case <-tick.C:
+				case <-w.Gone():
+					errc <- fmt.Errorf("the reader left before write %d", i)
+					return
+				}
 				if err := w.Write(ctx, event{N: i}); err != nil {
-					t.Errorf("write %d: %v", i, err)
+					errc <- fmt.Errorf("write %d: %w", i, err)
 					return
 				}
 			}
-			_ = w.Close(ctx)
+			errc <- w.Close(ctx)
 		}()
 		for i := range n {
 			if _, err := r.Next(ctx); err != nil {
-				t.Fatalf("frame %d: %v", i, err)
+				// The writer learns it from the reader's cancel and
+				// stops: nothing of this test outlives it.
+				t.Fatalf("frame %d: %v (writer: %v)", i, err, <-errc)
 			}
 		}
 		if _, err := r.Next(ctx); err != channel.ErrEnd {
 			t.Fatalf("Next = %v, want ErrEnd", err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
 		}
 	})
 

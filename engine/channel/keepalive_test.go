@@ -30,8 +30,12 @@ func TestBusyWriter(t *testing.T) {
 		// "nothing" leaves the writer alone.
 		after string
 	}{
-		{name: "after a frame", readerIdle: idle, frames: 1, after: "write"},
-		{name: "before the first frame", readerIdle: idle, frames: 0, after: "write"},
+		// Over the bus the reader's idle timeout counts from the last
+		// keep-alive, up to a probe (250 ms) before the owner is done:
+		// twice idle leaves a loaded machine room for the frame after
+		// it, and is still half the silence.
+		{name: "after a frame", readerIdle: 2 * idle, frames: 1, after: "write"},
+		{name: "before the first frame", readerIdle: 2 * idle, frames: 0, after: "write"},
 		// Only the writer's idle timeout can end this stream in time, and
 		// only once the owner's busy section is over.
 		{name: "silent once done", readerIdle: time.Minute, frames: 1, after: "nothing"},
@@ -171,20 +175,30 @@ func TestKeepAliveWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := writer(t, we, id)
-		probe := func() (*nats.Msg, error) {
-			return nc.RequestMsg(&nats.Msg{Subject: subj + subjects.ChannelAckSuffix,
-				Header: nats.Header{channel.HeaderKind: {"credit"}, channel.HeaderCredit: {"64"}}}, 300*time.Millisecond)
+		// NewWriter does not wait for the server to take its
+		// subscription (a reader probes only once the writer's ping or
+		// frame came, after it on the same connection); a probe from
+		// another connection could come first and find nobody.
+		if err := we.Conn().Flush(); err != nil {
+			t.Fatal(err)
 		}
-		if m, err := probe(); !errors.Is(err, nats.ErrTimeout) {
+		// A probe that must go unanswered waits 300 ms; one that must be
+		// answered waits as long as a loaded machine may take.
+		const unanswered, answered = 300 * time.Millisecond, 10 * time.Second
+		probe := func(wait time.Duration) (*nats.Msg, error) {
+			return nc.RequestMsg(&nats.Msg{Subject: subj + subjects.ChannelAckSuffix,
+				Header: nats.Header{channel.HeaderKind: {"credit"}, channel.HeaderCredit: {"64"}}}, wait)
+		}
+		if m, err := probe(unanswered); !errors.Is(err, nats.ErrTimeout) {
 			t.Fatalf("probe of an idle writer = %v, %v; want no answer", m, err)
 		}
 		done := w.Busy()
-		m, err := probe()
+		m, err := probe(answered)
 		if err != nil || m.Header.Get(channel.HeaderKind) != "keepalive" || len(m.Data) != 0 {
 			t.Fatalf("probe of a busy writer = %+v, %v; want a keep-alive", m, err)
 		}
 		done()
-		if m, err := probe(); !errors.Is(err, nats.ErrTimeout) {
+		if m, err := probe(unanswered); !errors.Is(err, nats.ErrTimeout) {
 			t.Fatalf("probe once done = %v, %v; want no answer", m, err)
 		}
 		done = w.Busy()
@@ -192,7 +206,7 @@ func TestKeepAliveWire(t *testing.T) {
 		if err := w.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if m, err := probe(); err == nil {
+		if m, err := probe(unanswered); err == nil {
 			t.Fatalf("probe of a closed writer = %+v; want none", m)
 		}
 	})
@@ -213,7 +227,10 @@ func TestKeepAliveWire(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("plain writer/"+tt.name, func(t *testing.T) {
 			t.Parallel()
-			const idle = 500 * time.Millisecond
+			// A keep-alive must come within the idle timeout of the last
+			// one, at a probe every 250 ms: a second leaves room for a
+			// loaded machine.
+			const idle = time.Second
 			nc := enginetest.Connect(t, ns)
 			r := open(t, re, channel.WithIdleTimeout(idle))
 			subj, err := subjects.ChannelSubject(r.ID())
@@ -235,16 +252,17 @@ func TestKeepAliveWire(t *testing.T) {
 			if err := frame("1", "data"); err != nil {
 				t.Fatal(err)
 			}
+			delivered(t, nc, re.Conn()) // not subject to the idle timeout
 			if _, err := r.Next(ctx); err != nil {
 				t.Fatal(err)
 			}
-			end := time.AfterFunc(4*idle, func() { _ = frame("2", "end") })
+			end := time.AfterFunc(2*idle, func() { _ = frame("2", "end") })
 			defer end.Stop()
 			start := time.Now()
 			_, err = r.Next(ctx)
 			if tt.live {
 				if !errors.Is(err, channel.ErrEnd) {
-					t.Fatalf("Next = %v, want ErrEnd after %v", err, 4*idle)
+					t.Fatalf("Next = %v, want ErrEnd after %v", err, 2*idle)
 				}
 				return
 			}

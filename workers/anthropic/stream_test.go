@@ -285,16 +285,21 @@ func TestDroppedMidStreamEndsWithPartial(t *testing.T) {
 // time the provider waits on a slow channel reader.
 func TestStalledStream(t *testing.T) {
 	t.Parallel()
-	const idle = 300 * time.Millisecond
+	// Every byte restarts the idle timer only once the reading goroutine
+	// gets it: on a loaded machine (CI, -race, all packages at once) it
+	// may come a few hundred milliseconds after the server sent it, so the
+	// keep-alives leave that much room (300 ms with a tick every 50 ms
+	// did not).
+	const idle = 600 * time.Millisecond
 	body := sse(t, "text")
 	stop := strings.Index(body, "event: content_block_stop")
 	delta := strings.Index(body, "event: content_block_delta")
 	// keepAlive writes the stream up to its first delta, then tick every
-	// sixth of the idle timeout for four idle timeouts, then the rest.
+	// sixth of the idle timeout for two idle timeouts, then the rest.
 	keepAlive := func(tick string) func(w http.ResponseWriter, r *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) {
 			serveSSE(w, body[:delta])
-			for range 4 * 6 {
+			for range 2 * 6 {
 				select {
 				case <-time.After(idle / 6):
 				case <-r.Context().Done():
@@ -322,8 +327,8 @@ func TestStalledStream(t *testing.T) {
 		{name: "keep-alive comments", script: []response{{status: 200, write: keepAlive(": keep-alive\n\n")}}, requests: 1},
 		{name: "ping events", script: []response{{status: 200, write: keepAlive("event: ping\ndata: {\"type\": \"ping\"}\n\n")}}, requests: 1},
 		// More events than the provider reads ahead, so that its reading
-		// goroutine waits on the reader for three idle timeouts.
-		{name: "slow channel reader", script: []response{ok(bigStream(1000))}, hold: 3 * idle, requests: 1},
+		// goroutine waits on the reader for two idle timeouts.
+		{name: "slow channel reader", script: []response{ok(bigStream(1000))}, hold: 2 * idle, requests: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

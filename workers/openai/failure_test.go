@@ -366,7 +366,12 @@ func serveStalled(w http.ResponseWriter, r *http.Request, body []byte, n int) {
 func TestStalledStream(t *testing.T) {
 	t.Parallel()
 	body := textBody(t)
-	const idle = 300 * time.Millisecond
+	// Every byte restarts the idle timer only once the reading goroutine
+	// gets it: on a loaded machine (CI, -race, all packages at once) it
+	// may come a few hundred milliseconds after the server sent it, so the
+	// keep-alives leave that much room (300 ms with a comment every 50 ms
+	// did not).
+	const idle = 600 * time.Millisecond
 	cases := []struct {
 		name   string
 		handle func(w http.ResponseWriter, r *http.Request, n int)
@@ -413,7 +418,7 @@ func TestStalledStream(t *testing.T) {
 				events := bytes.SplitAfter(body, []byte("\n\n"))
 				_, _ = w.Write(events[0])
 				w.(http.Flusher).Flush()
-				for range 4 * idle / (idle / 6) { // four idle timeouts' worth
+				for range 2 * idle / (idle / 6) { // two idle timeouts' worth
 					time.Sleep(idle / 6)
 					_, _ = w.Write([]byte(": OPENROUTER PROCESSING\n\n"))
 					w.(http.Flusher).Flush()
@@ -427,7 +432,7 @@ func TestStalledStream(t *testing.T) {
 		{
 			name:   "slow channel reader",
 			handle: func(w http.ResponseWriter, r *http.Request, _ int) { serveSSE(w, longStream(), -1) },
-			hold:   3 * idle, requests: 1,
+			hold:   2 * idle, requests: 1,
 		},
 	}
 	for _, tc := range cases {

@@ -2,6 +2,7 @@ package fstool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,5 +88,36 @@ func TestDeadlines(t *testing.T) {
 			err := callBy(t, f.fns[tc.id], tc.req, 30*time.Millisecond, tc.wait)
 			wantCode(t, err, wire.CodeTimeout)
 		})
+	}
+}
+
+// A directory is read in batches with a look at the caller's clock before
+// each, and not sorted once the caller is gone: 20 000 entries take
+// hundreds of milliseconds to read and sort under -race, far past the
+// caller's deadline on a loaded machine (CI hit it in TestDeadlines).
+func TestReadDirStopsWithItsCaller(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const n = 2 * readDirBatch
+	mustMkdir(t, filepath.Join(f.root, "big"))
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(f.root, "big", fmt.Sprint("f", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := open(context.Background(), FixedRoot(f.root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	k := newWalker(w, &options{maxWalk: DefaultMaxWalk})
+	if entries, err := k.readDir(gone, "big"); !errors.Is(err, context.Canceled) || len(entries) != 0 || k.budget != DefaultMaxWalk {
+		t.Fatalf("readDir after the caller left = %d entries, %v, %d of the budget used; want none, canceled, 0",
+			len(entries), err, DefaultMaxWalk-k.budget)
+	}
+	if entries, err := k.readDir(context.Background(), "big"); err != nil || len(entries) != n {
+		t.Fatalf("readDir = %d entries, %v; want %d", len(entries), err, n)
 	}
 }

@@ -30,7 +30,7 @@ func (t *tools) ls(ctx context.Context, req LsRequest) (LsResult, error) {
 			return LsResult{}, invalid("%.256q is not a directory; read a file with fs::read", rel)
 		}
 		k := newWalker(w, &t.o)
-		entries, err := k.readDir(rel)
+		entries, err := k.readDir(ctx, rel)
 		if err != nil && len(entries) == 0 {
 			return LsResult{}, err
 		}

@@ -26,8 +26,10 @@ func newWalker(w *workdir, o *options) *walker {
 // readDir reads the entries of the directory rel, at most the walker's
 // remaining budget, sorted so that a depth-first walk visits paths in
 // byte order: a directory sorts as its name plus '/', where its
-// descendants' paths sort.
-func (k *walker) readDir(rel string) ([]fs.DirEntry, error) {
+// descendants' paths sort. It returns ctx's error, and no entries, once
+// ctx ends: it looks between batches, since a directory of the whole
+// budget takes long to read and sort.
+func (k *walker) readDir(ctx context.Context, rel string) ([]fs.DirEntry, error) {
 	f, err := k.w.root.Open(rel)
 	if err != nil {
 		return nil, err
@@ -35,7 +37,10 @@ func (k *walker) readDir(rel string) ([]fs.DirEntry, error) {
 	defer f.Close()
 	var all []fs.DirEntry
 	for k.budget > 0 {
-		batch, err := f.ReadDir(min(k.budget, 1024))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		batch, err := f.ReadDir(min(k.budget, readDirBatch))
 		all = append(all, batch...)
 		k.budget -= len(batch)
 		if err == io.EOF || (err == nil && len(batch) == 0) {
@@ -49,6 +54,9 @@ func (k *walker) readDir(rel string) ([]fs.DirEntry, error) {
 		// Whether more entries were left is unknown; say so.
 		k.truncated = true
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(all, func(a, b fs.DirEntry) int { return strings.Compare(sortKey(a), sortKey(b)) })
 	return all, nil
 }
@@ -59,6 +67,10 @@ func sortKey(d fs.DirEntry) string {
 	}
 	return d.Name()
 }
+
+// readDirBatch is how many entries readDir reads between looks at its
+// context.
+const readDirBatch = 1024
 
 // walkCtxEvery is how many entries of a directory a walk visits between
 // looks at its context.
@@ -80,10 +92,10 @@ func walk[S any](ctx context.Context, k *walker, dir string, st S, visit visitFu
 }
 
 func walkDir[S any](ctx context.Context, k *walker, dir string, st S, visit visitFunc[S]) (stop bool, err error) {
-	if err := ctx.Err(); err != nil {
-		return true, err
+	entries, err := k.readDir(ctx, dir)
+	if cerr := ctx.Err(); cerr != nil {
+		return true, cerr
 	}
-	entries, err := k.readDir(dir)
 	if err != nil && len(entries) == 0 {
 		return false, nil
 	}
