@@ -122,7 +122,7 @@ func collect(ctx context.Context, req Request, ch <-chan *nats.Msg, deadline tim
 	for {
 		select {
 		case m := <-ch:
-			if !res.add(m) {
+			if !res.add(m, received == 0) {
 				return res, nil // no responders: nobody listens
 			}
 			received++
@@ -137,7 +137,7 @@ func collect(ctx context.Context, req Request, ch <-chan *nats.Msg, deadline tim
 		case <-timer.C:
 			// Replies already queued arrived in time: keep them.
 			for n := len(ch); n > 0; n-- {
-				if !res.add(<-ch) {
+				if !res.add(<-ch, received == 0) {
 					break
 				}
 				received++
@@ -155,13 +155,19 @@ func collect(ctx context.Context, req Request, ch <-chan *nats.Msg, deadline tim
 	}
 }
 
-// add records reply m; it returns false for the server's no-responders
-// status.
-func (r *Result) add(m *nats.Msg) bool {
+// add records reply m, the first message of the collect when first; it
+// returns false for the server's no-responders status. The server sends
+// that status alone, instead of any reply: one after a reply is a
+// subscriber's (a bare "Status: 503" header looks the same), invalid, and
+// does not end the collect, whose later replies (a block) would be lost.
+func (r *Result) add(m *nats.Msg, first bool) bool {
 	rep, kind := decodeReply(m.Header, m.Data)
 	switch kind {
 	case replyNoResponders:
-		return false
+		if first {
+			return false
+		}
+		r.Invalid++
 	case replyInvalid:
 		r.Invalid++
 	default:

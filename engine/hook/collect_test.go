@@ -519,3 +519,27 @@ func TestReplyNumbersExact(t *testing.T) {
 		t.Fatalf("bound list %#v", before.Args["list"])
 	}
 }
+
+// A no-responders status after a reply is a subscriber's, not the
+// server's (which sends it alone): it is invalid and the collect goes on,
+// so a later block still counts. It used to end the collect.
+func TestLateNoRespondersStatus(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	nc := enginetest.Connect(t, ns)
+	subscribeConn(t, ns, topic, func(sc *nats.Conn, m *nats.Msg) *nats.Msg {
+		for _, r := range []*nats.Msg{
+			{Data: []byte(`{"ok":true}`)},
+			{Header: nats.Header{"Status": {"503"}}}, // looks like no responders
+		} {
+			r.Subject = m.Reply
+			_ = sc.PublishMsg(r)
+			_ = sc.Flush()
+		}
+		return &nats.Msg{Data: []byte(`{"block":true,"reason":"late"}`)}
+	})
+	res, _ := collect(t, nc, hook.Request{Topic: topic, MergeRule: hook.FirstBlockWins, ExpectedReplies: 3, TimeoutMs: 5000, QuiescenceMs: 5000})
+	if !hook.Blocks(res.Merged) || len(res.Replies) != 2 || res.Invalid != 1 {
+		t.Fatalf("result %s", mustJSON(t, res))
+	}
+}

@@ -18,7 +18,8 @@
 // A reply that is not an object is kept as {"value": <it>}; one that does
 // not decode is skipped and counted in [Result].Invalid. When nobody
 // subscribes, the server answers no-responders and the call returns at once
-// with no replies. Otherwise it collects until ExpectedReplies replies came
+// with no replies (a no-responders status after a reply is a subscriber's:
+// it counts in [Result].Invalid). Otherwise it collects until ExpectedReplies replies came
 // (when set), or no reply came for the quiescence (default
 // [DefaultQuiescence]) after the last one, or the timeout (default
 // [DefaultTimeout], at most [MaxTimeout]) passed; the replies are then

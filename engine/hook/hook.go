@@ -131,6 +131,10 @@ type Result struct {
 	// Dropped counts replies the client dropped because they arrived
 	// faster than they were read (a slow consumer); they are lost.
 	Dropped int `json:"dropped,omitempty"`
+	// Omitted counts the newest replies that hooks::publish_collect left
+	// out of Replies because its answer would not fit the server's max
+	// payload; Merged still folds them. [PublishCollect] never sets it.
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // Bind decodes Merged into v (a pointer, e.g. to [BeforeReply] or

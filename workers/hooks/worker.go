@@ -92,10 +92,60 @@ func publishCollect(e *engine.Engine) engine.Handler {
 		res, err := hook.PublishCollect(ctx, nc, req, inject)
 		if errors.Is(err, hook.ErrPublishFailed) {
 			logger.Warn("hook publish failed", slog.String("topic", req.Topic), slog.Any("error", err))
-			return res, nil
+			err = nil
 		}
-		return res, err
+		if err != nil {
+			return nil, err
+		}
+		return fit(res, req.Topic, r.Codec, nc.MaxPayload()-answerRoom)
 	}
+}
+
+// answerRoom is what an answer leaves of the server's max payload for its
+// headers.
+const answerRoom = 1024
+
+// fit is res encoded in codec within limit bytes: whole when it fits,
+// else with the newest replies left out of Replies and counted in
+// Omitted (Merged still folds them: it is what a caller acts on). Without
+// it one reply over half the max payload (it is in Replies and in Merged)
+// made the whole answer fail. A Merged that does not fit alone is an
+// internal error.
+func fit(res hook.Result, topic string, codec wire.Codec, limit int64) (engine.Raw, error) {
+	body, err := codec.Marshal(res)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "encode the answer")
+	}
+	if int64(len(body)) <= limit {
+		return body, nil
+	}
+	all := res.Replies
+	res.Replies = []map[string]any{}
+	res.Omitted = len(all)
+	base, err := codec.Marshal(res)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "encode the answer")
+	}
+	size := int64(len(base)) + 16 // slack: a longer array header (msgpack)
+	if size > limit {
+		return nil, wire.Errorf(wire.CodeInternal, "the merged reply of hook %q does not fit the server's max payload of %d bytes", topic, limit+answerRoom)
+	}
+	n := 0
+	for _, rep := range all {
+		b, err := codec.Marshal(rep)
+		if err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "encode a reply")
+		}
+		if size += int64(len(b)) + 1; size > limit { // and a comma
+			break
+		}
+		n++
+	}
+	res.Replies, res.Omitted = all[:n], len(all)-n
+	if body, err = codec.Marshal(res); err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "encode the answer")
+	}
+	return body, nil
 }
 
 // jsonRequest is the request of a JSON caller, its payload kept as the

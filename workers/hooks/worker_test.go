@@ -305,3 +305,57 @@ func TestProvisionRefusesSettings(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// An answer over the server's max payload leaves the newest replies out of
+// replies (counted in omitted) and keeps merged, in either codec; it was an
+// internal error as soon as one reply was over half the max payload (it is
+// in replies and in merged).
+func TestWorkerAnswerFitsMaxPayload(t *testing.T) {
+	t.Parallel()
+	ns, e := start(t, enginetest.WithMaxPayload(64<<10))
+	big := strings.Repeat("a", 40<<10)
+	subscribe(t, ns, "iii.hook.big.reply", func(m *nats.Msg) []byte {
+		_ = m.Respond([]byte(`{"small":1}`)) // two replies: a small one, then a big one
+		return []byte(`{"big":"` + big + `"}`)
+	})
+	req := hook.Request{Topic: "big::reply", MergeRule: hook.FieldMerge, ExpectedReplies: 2, TimeoutMs: 5000}
+	check := func(t *testing.T, res hook.Result) {
+		t.Helper()
+		if len(res.Replies) != 1 || res.Replies[0]["small"] == nil || res.Omitted != 1 ||
+			res.Merged["big"] != big || res.Merged["small"] == nil {
+			t.Fatalf("replies %d, omitted %d, merged keys %d", len(res.Replies), res.Omitted, len(res.Merged))
+		}
+	}
+	t.Run("msgpack", func(t *testing.T) {
+		res, err := engine.Call[hook.Result](context.Background(), e, PublishCollectFunction, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, res)
+	})
+	t.Run("json", func(t *testing.T) {
+		nc := enginetest.Connect(t, ns)
+		body, _ := json.Marshal(req)
+		m, err := nc.Request(fnSubject, body, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if werr := wire.Decode(m); werr != nil {
+			t.Fatal(werr)
+		}
+		var res hook.Result
+		if err := json.Unmarshal(m.Data, &res); err != nil {
+			t.Fatal(err)
+		}
+		check(t, res)
+	})
+	t.Run("merged too large", func(t *testing.T) {
+		huge := strings.Repeat("b", 63<<10)
+		subscribe(t, ns, "iii.hook.huge.reply", func(*nats.Msg) []byte { return []byte(`{"huge":"` + huge + `"}`) })
+		_, err := engine.Call[hook.Result](context.Background(), e, PublishCollectFunction,
+			hook.Request{Topic: "huge::reply", MergeRule: hook.FieldMerge, ExpectedReplies: 1, TimeoutMs: 5000})
+		if !errors.Is(err, wire.ErrInternal) || !strings.Contains(err.Error(), "merged reply") {
+			t.Fatalf("err %v", err)
+		}
+	})
+}
