@@ -19,7 +19,8 @@
 // "apikey"). It names a secret when it contains one of password, passwd,
 // passphrase, passcode, secret, token, apikey, accesskey, privatekey,
 // privkey, signingkey, encryptionkey, authorization, cookie (so setcookie),
-// credential, signature, bearer or jwt — but "token" only when
+// credential, signature, bearer, jwt, accountkey or subscriptionkey
+// (Azure's AccountKey= and Ocp-Apim-Subscription-Key) — but "token" only when
 // not followed by "iz" (tokenizer, tokenize are names, not secrets) — or
 // when one of its words (split at separators, case changes and
 // letter/digit changes: "pinCode" is pin+code) is otp, totp, hotp, pin, pwd
@@ -39,6 +40,12 @@
 //     "pin": 1234, "otp": 123456 and "token": 42 do not. A string under a
 //     counting key ("max_tokens": "1024") is still redacted.
 //
+// The "value" of a name/value pair is judged as if it were under the
+// pair's name: in an object with a "value" key beside a "name", "key" or
+// "header" key (any case) whose string names a secret, as Kubernetes env
+// vars and the header lists of HAR files and HTTP tools are written
+// ({"name": "DB_PASSWORD", "value": "[redacted]"}).
+//
 // # Secret values
 //
 // Every string, wherever it sits (under any key, in a list, at the top,
@@ -56,11 +63,16 @@
 //     and "Basic <base64 of user:password>";
 //   - the password of a URL (scheme://user:password@host → the user and
 //     host stay);
-//   - values assigned to a secret key inside text: password=x,
-//     export API_KEY=x, "token": "x", Authorization: Bearer x, --password x
-//     (same key rule and number rule as above), and the URL query
-//     parameters key= and sig= (?key= carries Google API keys, &sig= an
-//     Azure SAS signature; "key" outside a query names a map key and stays).
+//   - values assigned to a secret key inside text (same key rule and
+//     number rule as above): password=x, export API_KEY=x, "token": "x",
+//     Authorization: Bearer x, --password x, the operators of code and
+//     makefiles ('password' => 'x', password := "x", TOKEN ?= x,
+//     TOKEN += x), typed declarations (password: str = "x"), and the block
+//     of a YAML key that is first on its line with its value on the lines
+//     below, indented deeper ("password: |" or "password:" alone, then the
+//     lines: all of them go); and the URL query parameters key= and sig=
+//     (?key= carries Google API keys, &sig= an Azure SAS signature; "key"
+//     outside a query names a map key and stays).
 //
 // Scanning text is heuristic: it errs towards redacting too much (a
 // "password: " line in prose loses the rest of the line). It does not

@@ -128,6 +128,7 @@ func (w *excerptWriter) value(v any, level int) {
 // object appends the entries of a map, sorted by their output keys.
 func (w *excerptWriter) object(es []entry, level int) {
 	w.buf = append(w.buf, '{')
+	pair := w.r.pairName(es)
 	for i, e := range es {
 		if w.full() {
 			return
@@ -143,8 +144,8 @@ func (w *excerptWriter) object(es []entry, level int) {
 		}
 		w.string(w.clip(e.out))
 		w.buf = append(w.buf, ':')
-		if w.r.IsSecretKey(e.key) {
-			w.value(secretValue(e.key, e.value), level+1)
+		if k := pairKey(e, pair); w.r.IsSecretKey(k) {
+			w.value(secretValue(k, e.value), level+1)
 		} else {
 			w.value(e.value, level+1)
 		}

@@ -20,6 +20,7 @@ var fuzzSeeds = []string{
 	`"-----BEGIN EC PRIVATE KEY-----\nabc\n-----END EC PRIVATE KEY-----"`,
 	`{"AKIAIOSFODNN7EXAMPLE":"x","[redacted]":1}`,
 	`{\"token\":\"abc\"}`,
+	"db:\n  password: |\n    x\n  token:\n   y\n", `['password' => 'x', k := "y", s: str = "z"]`,
 	`null`, `true`, `0`, `""`, `{}`, `[]`, `not json`,
 }
 

@@ -14,6 +14,9 @@ var secretMarkers = []string{
 	"privatekey", "privkey", "signingkey", "encryptionkey",
 	"authorization", "cookie", "credential",
 	"signature", "bearer", "jwt",
+	// Azure: a storage connection string's AccountKey=, the
+	// Ocp-Apim-Subscription-Key header of Azure AI services.
+	"accountkey", "subscriptionkey",
 }
 
 // markersByFirst indexes secretMarkers by their first byte, so a key is

@@ -195,10 +195,52 @@ func (r *Redactor) entries(es []entry) []entry {
 // copyMap is the redacted copy of a map's entries.
 func (r *Redactor) copyMap(es []entry, level int) map[string]any {
 	out := make(map[string]any, len(es))
+	pair := r.pairName(es)
 	for _, e := range es {
-		out[e.out] = r.entryValue(e.key, e.value, level)
+		out[e.out] = r.entryValue(pairKey(e, pair), e.value, level)
 	}
 	return out
+}
+
+// pairNames are the keys that hold the name of a name/value pair.
+var pairNames = []string{"name", "key", "header"}
+
+// pairName returns, for an object that is a name/value pair, the secret
+// its name names: a "value" entry beside a "name", "key" or "header" entry
+// (any case) whose string [Redactor.IsSecretKey] accepts. Kubernetes env
+// vars ({"name":"DB_PASSWORD","value":"x"}) and the header lists of HAR
+// files and HTTP tools ({"name":"X-Api-Key","value":"x"}) have this shape;
+// their value is judged as if it were under that name. Else "".
+func (r *Redactor) pairName(es []entry) string {
+	hasValue := false
+	name := ""
+	for _, e := range es {
+		if !e.isString {
+			continue
+		}
+		if strings.EqualFold(e.key, "value") {
+			hasValue = true
+			continue
+		}
+		for _, pn := range pairNames {
+			if n, ok := e.value.(string); ok && name == "" && strings.EqualFold(e.key, pn) && r.IsSecretKey(n) {
+				name = n
+			}
+		}
+	}
+	if !hasValue {
+		return ""
+	}
+	return name
+}
+
+// pairKey is the key e's value is judged under: the pair's name for the
+// "value" of a name/value pair that names a secret, else e's own key.
+func pairKey(e entry, pair string) string {
+	if pair != "" && e.isString && strings.EqualFold(e.key, "value") {
+		return pair
+	}
+	return e.key
 }
 
 // entryValue is the copy of the value e under the key k.

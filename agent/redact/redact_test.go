@@ -273,6 +273,7 @@ func TestValueLinear(t *testing.T) {
 	for _, unit := range []string{
 		"eyJ", "a://", "a://b:c", "password=", "password:", "--password ", "password='", "x=", "sk-", "AKIA",
 		"ghp_", "xoxb-", "Bearer ", "basic ", "-----BEGIN ", "-----BEGIN PRIVATE KEY-----", "@", ":", "\\\"",
+		"password:\n", "password:\n\n", " token:\n  ", "x => ", "k := ", "password: t = '",
 	} {
 		s := strings.Repeat(unit, 256<<10/len(unit))
 		start := time.Now()
@@ -280,6 +281,75 @@ func TestValueLinear(t *testing.T) {
 		_ = redact.Excerpt(s, 512)
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%q×%d took %v", unit, len(s)/len(unit), d)
+		}
+	}
+}
+
+// Secrets assigned in code, makefiles and YAML: the operators of other
+// languages (=>, :=, ?=, +=), typed declarations and values on the lines
+// below their key. Each leaked the secret whole.
+func TestValueStringsCodeAndYAML(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{`$db = ['password' => 'hunter2xyz'];`, `$db = ['password' => '[redacted]'];`},
+		{`{:api_key => "abc123", :user => "bob"}`, `{:api_key => "[redacted]", :user => "bob"}`},
+		{`password := "hunter2xyz"`, `password := "[redacted]"`},
+		{"TOKEN := abc123\nall: build", "TOKEN := [redacted]\nall: build"},
+		{"API_KEY ?= abc123 # default", "API_KEY ?= [redacted] # default"},
+		{"SECRET+=abc123", "SECRET+=[redacted]"},
+		{`password: str = "hunter2xyz"`, `password: [redacted]`},
+		{`const apiKey: string = 'abc123'; call()`, `const apiKey: [redacted]; call()`},
+		{"db:\n  password: |\n    hunter2xyz\n  user: bob\n", "db:\n  password: [redacted]\n  user: bob\n"},
+		{"password: >-\r\n  hunter2\r\n  xyz\r\nuser: bob", "password: [redacted]\r\nuser: bob"},
+		{"password:\n  hunter2xyz\nuser: bob", "password:[redacted]\nuser: bob"},
+		{"- token:\n    abc123\n- name: x", "- token:[redacted]\n- name: x"},
+		{"credentials:\n  user: bob\n\n  pass: x\nport: 1", "credentials:[redacted]\nport: 1"},
+		{"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFy+/==;EndpointSuffix=core.windows.net",
+			"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=[redacted];EndpointSuffix=core.windows.net"},
+		{"curl -H 'Ocp-Apim-Subscription-Key: 0123abcd' https://x", "curl -H 'Ocp-Apim-Subscription-Key: [redacted]' https://x"},
+		// Unchanged: no value below, prose or code before the key, a
+		// sibling at the key's own indentation.
+		{"- password:\n  user: bob", "- password:\n  user: bob"},
+		{"password:\nuser: bob", "password:\nuser: bob"},
+		{"class TokenStore:\n    pass", "class TokenStore:\n    pass"},
+		{"The token:\n   is missing", "The token:\n   is missing"},
+		{"x = token => token.trim()", "x = token => [redacted])"},
+		{"if token != want {", "if token != want {"},
+	} {
+		got := redact.Value(tc.in)
+		if got != tc.want {
+			t.Errorf("Value(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		}
+		if again := redact.Value(got); again != got {
+			t.Errorf("Value(%q) is not idempotent: %q then %q", tc.in, got, again)
+		}
+	}
+}
+
+// The value of a name/value pair is judged under the name: Kubernetes env
+// vars and the header lists of HAR files and HTTP tools leaked the secret
+// under the innocent key "value".
+func TestValueNameValuePairs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{`{"env":[{"name":"DB_PASSWORD","value":"hunter2xyz"},{"name":"PORT","value":"5432"}]}`,
+			`{"env":[{"name":"DB_PASSWORD","value":"[redacted]"},{"name":"PORT","value":"5432"}]}`},
+		{`{"headers":[{"name":"X-Api-Key","value":"abc123"},{"name":"Accept","value":"*/*"}]}`,
+			`{"headers":[{"name":"X-Api-Key","value":"[redacted]"},{"name":"Accept","value":"*/*"}]}`},
+		{`[{"key":"client_secret","Value":"abc123","enabled":true}]`, `[{"Value":"[redacted]","enabled":true,"key":"client_secret"}]`},
+		{`{"header":"Authorization","value":{"scheme":"x","v":"abc123"}}`, `{"header":"Authorization","value":"[redacted]"}`},
+		// The count rule of the name applies; other names, or no value, stay.
+		{`{"name":"max_tokens","value":1024}`, `{"name":"max_tokens","value":1024}`},
+		{`{"name":"pin","value":1234}`, `{"name":"pin","value":"[redacted]"}`},
+		{`{"name":"path","value":"/x","token_hint":"none"}`, `{"name":"path","token_hint":"[redacted]","value":"/x"}`},
+		{`{"name":"password","label":"x"}`, `{"label":"x","name":"password"}`},
+	} {
+		in := decode(t, tc.in)
+		if got := encode(t, redact.Value(in)); got != tc.want {
+			t.Errorf("Value(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+		}
+		if got := redact.Excerpt(in, 4096); got != tc.want {
+			t.Errorf("Excerpt(%s)\n got %s\nwant %s", tc.in, got, tc.want)
 		}
 	}
 }

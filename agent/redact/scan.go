@@ -274,14 +274,17 @@ func isBasicCredential(tok string) bool {
 
 // scanAssignments finds values assigned to secret keys inside text:
 // password=x, API_KEY=x, "token": "x", Authorization: Bearer x,
-// {\"secret\":\"x\"}. The key is any run of letters, digits, '_', '.' and
-// '-' that [Redactor.IsSecretKey] accepts, or a URL query parameter key=
-// or sig= ([isQueryKey]), not right after a '/' or '\' (a path like
-// /etc/secret:ro is not an assignment). After '=' the value
-// runs to a blank, '&', ';', ',', ')', '}' or a quote; after ':' (a header
-// or YAML line) to the end of the line, ',', '}', ']' or a quote; a quoted
-// value runs to its closing quote. A number under a counting key
-// (max_tokens=100), true, false and null are kept, as in [Value].
+// {\"secret\":\"x\"}, and the operators of code and makefiles:
+// password := "x", TOKEN ?= x, TOKEN += x, 'password' => 'x'. The key is
+// any run of letters, digits, '_', '.' and '-' that [Redactor.IsSecretKey]
+// accepts, or a URL query parameter key= or sig= ([isQueryKey]), not right
+// after a '/' or '\' (a path like /etc/secret:ro is not an assignment).
+// After '=' the value runs to a blank, '&', ';', ',', ')', '}' or a quote;
+// after ':' (a header or YAML line) to the end of the line, ',', '}', ']'
+// or a quote, or through the quoted string of a typed declaration
+// (password: str = "x"); a quoted value runs to its closing quote. A number
+// under a counting key (max_tokens=100), true, false and null are kept, as
+// in [Value].
 func (r *Redactor) scanAssignments(s string, sp []span) []span {
 	for i := 1; i < len(s); i++ {
 		c := s[i]
@@ -292,11 +295,18 @@ func (r *Redactor) scanAssignments(s string, sp []span) []span {
 		if i+1 < len(s) {
 			next = s[i+1]
 		}
-		if c == ':' && (next == ':' || s[i-1] == ':' || next == '/') ||
+		if c == ':' && (next == ':' || s[i-1] == ':' || next == '/' || next == '=') ||
 			c == '=' && (next == '=' || strings.IndexByte("=!<>", s[i-1]) >= 0) {
-			continue
+			continue // := is taken at its '='
 		}
-		j := i
+		op, vs := i, i+1 // where the operator starts, where the value may
+		if c == '=' && strings.IndexByte(":?+", s[i-1]) >= 0 {
+			op-- // := ?= +=
+		}
+		if c == '=' && next == '>' {
+			vs++ // =>
+		}
+		j := op
 		for j > 0 && isBlank(s[j-1]) {
 			j--
 		}
@@ -316,11 +326,80 @@ func (r *Redactor) scanAssignments(s string, sp []span) []span {
 		if !r.IsSecretKey(s[j:ke]) && !(c == '=' && ke == i && isQueryKey(s, j, ke)) {
 			continue
 		}
+		if c == ':' {
+			if bs, be := blockValue(s, j, vs); be > bs {
+				if val := strings.TrimSpace(s[bs:be]); val != "" && !strings.HasPrefix(val, Redacted) {
+					sp = append(sp, span{bs, be})
+				}
+				i = be - 1
+				continue
+			}
+		}
 		var end int
-		sp, end = r.appendValue(s, s[j:ke], i+1, c, sp)
+		sp, end = r.appendValue(s, s[j:ke], vs, c, sp)
 		i = max(i, end-1) // nothing in a value is a key; keeps the scan linear
 	}
 	return sp
+}
+
+// blockValue finds the value of a YAML key that starts at key (after its
+// quote, if any) and whose ':' is just before v, when that value is on the
+// lines below: the key is first on its line (after blanks and list dashes),
+// and after the ':' comes the end of the line or a block scalar indicator
+// (| or >, with its chomping and indentation marks). The value is the
+// indicator and the lines that follow while they are indented deeper than
+// the key (or blank): password: |⏎  hunter2. It returns the value's start
+// and end, or 0, 0.
+func blockValue(s string, key, v int) (int, int) {
+	for v < len(s) && isBlank(s[v]) {
+		v++
+	}
+	e := v
+	if e < len(s) && (s[e] == '|' || s[e] == '>') {
+		e++
+		for e < len(s) && (s[e] == '-' || s[e] == '+' || isDigit(s[e])) {
+			e++
+		}
+		for e < len(s) && isBlank(s[e]) {
+			e++
+		}
+	}
+	if e < len(s) && s[e] == '\r' {
+		e++
+	}
+	if e >= len(s) || s[e] != '\n' {
+		return 0, 0
+	}
+	lineStart := strings.LastIndexByte(s[:key], '\n') + 1
+	col := key - lineStart
+	if key > lineStart && isQuote(s[key-1]) {
+		col--
+	}
+	for k := lineStart; k < lineStart+col; k++ {
+		if !isBlank(s[k]) && s[k] != '-' {
+			return 0, 0 // prose or code before the key: not YAML
+		}
+	}
+	end := 0
+	for line := e + 1; line < len(s); {
+		next := len(s)
+		if n := strings.IndexByte(s[line:], '\n'); n >= 0 {
+			next = line + n
+		}
+		indent := run(s, line, isBlank)
+		content := strings.TrimRight(s[line+indent:next], "\r")
+		if content != "" {
+			if indent <= col {
+				break
+			}
+			end = line + indent + len(content)
+		}
+		line = next + 1
+	}
+	if end == 0 {
+		return 0, 0
+	}
+	return v, end
 }
 
 // queryKeys name a secret only as a URL query parameter: Google APIs take
@@ -404,8 +483,14 @@ func (r *Redactor) appendValue(s, key string, v int, sep byte, sp []span) ([]spa
 		if e := strings.IndexAny(s[vs:], stop); e >= 0 {
 			ve = vs + e
 		}
+		cut := ve
 		for ve > vs && isBlank(s[ve-1]) {
 			ve--
+		}
+		if sep == ':' && ve > vs && s[ve-1] == '=' && cut < len(s) && isQuote(s[cut]) {
+			// A typed declaration, password: str = "x": the value runs
+			// through the quoted string, closing quote included.
+			ve = min(closingQuote(s, cut+1, s[cut])+1, len(s))
 		}
 	}
 	val := s[vs:ve]
