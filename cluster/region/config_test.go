@@ -166,6 +166,10 @@ func TestBadInput(t *testing.T) {
 		{"no mirrors for takeover", func() error { _, err := region.Takeover(ctx, js, "A", "B"); return err }, region.ErrNoMirrors},
 		{"not clustered", func() error { _, err := region.Mirror(ctx, js, "B"); return err }, region.ErrNotClustered},
 		{"unknown stream", func() error { _, err := region.Home(ctx, js, "NOPE"); return err }, jetstream.ErrStreamNotFound},
+		{"home empty stream", func() error { _, err := region.Home(ctx, js, ""); return err }, engine.ErrInvalidOption},
+		{"home dotted stream", func() error { _, err := region.Home(ctx, js, "KV.x"); return err }, engine.ErrInvalidOption},
+		{"home wildcard stream", func() error { _, err := region.Home(ctx, js, "KV_*"); return err }, engine.ErrInvalidOption},
+		{"home spaced stream", func() error { _, err := region.Home(ctx, js, "KV x"); return err }, engine.ErrInvalidOption},
 	} {
 		if err := tc.call(); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)

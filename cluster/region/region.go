@@ -139,10 +139,15 @@ func ValidRegion(name string) error {
 // returns [ErrOffline] when the meta leader reports every peer of the
 // stream offline (its servers shut down) and [ErrUnreachable] when nobody
 // answers before ctx ends (its region crashed or is cut off): that is how a
-// client of another region notices that the home region is gone.
+// client of another region notices that the home region is gone. A name
+// that cannot be a stream's (empty, or with '.', '*', '>', '/', '\' or
+// white space) is [engine.ErrInvalidOption].
 func Home(ctx context.Context, js jetstream.JetStream, stream string) (string, error) {
 	if js == nil {
 		return "", fmt.Errorf("%w: nil JetStream", engine.ErrInvalidOption)
+	}
+	if stream == "" || strings.ContainsAny(stream, ">*. /\\\t\r\n") {
+		return "", fmt.Errorf("%w: stream name %q", engine.ErrInvalidOption, stream)
 	}
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
