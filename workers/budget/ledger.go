@@ -69,6 +69,17 @@ type Ledger struct {
 	stop      context.CancelFunc
 	done      chan struct{}
 	closeOnce sync.Once
+
+	// testStage, when set (tests only), runs at the named stages of a
+	// create, to interleave another writer deterministically.
+	testStage func(stage string)
+}
+
+// stage runs the test hook of a stage, if any.
+func (l *Ledger) stage(name string) {
+	if l.testStage != nil {
+		l.testStage(name)
+	}
 }
 
 // Open opens the ledger through e: it ensures the bucket ([BucketConfig])
@@ -175,12 +186,7 @@ func (l *Ledger) Create(ctx context.Context, req CreateRequest) (Budget, error) 
 		// A delete of an earlier budget of this id that failed between
 		// its definition and its spend left the spend behind: the new
 		// budget must not start with it.
-		if _, err := l.kv.Get(ctx, defKey(id)); err == nil {
-			return Budget{}, budgetExists(id)
-		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return Budget{}, storeErr(ctx, err, "read budget %s", id)
-		}
-		if err := l.purgeSpend(ctx, id); err != nil {
+		if err := l.purgeLeftovers(ctx, id); err != nil {
 			return Budget{}, err
 		}
 	}
@@ -220,6 +226,70 @@ func (l *Ledger) Delete(ctx context.Context, budgetID string) (bool, error) {
 	}
 	l.waitDefs(ctx, func() bool { _, ok := l.defs.byID[budgetID]; return !ok })
 	return existed, nil
+}
+
+// purgeLeftovers removes the spend records an earlier budget of id left
+// behind, before a create of id; budgetExists when id is defined. Only
+// leftovers go: the records are read, the definition checked again, and
+// each record purged only at the revision read. A create of the same id
+// racing this one (defined, then spending, between the checks) is never
+// wiped: its definition is seen at the second check, or its spend moved
+// a record past the revision read.
+func (l *Ledger) purgeLeftovers(ctx context.Context, id string) error {
+	defined := func() error {
+		if _, err := l.kv.Get(ctx, defKey(id)); err == nil {
+			return budgetExists(id)
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return storeErr(ctx, err, "read budget %s", id)
+		}
+		return nil
+	}
+	if err := defined(); err != nil {
+		return err
+	}
+	l.stage("defined")
+	lister, err := l.kv.ListKeysFiltered(ctx, spendPrefix+id+".*")
+	if err != nil {
+		return storeErr(ctx, err, "list spend of budget %s", id)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	if ctx.Err() != nil {
+		return storeErr(ctx, ctx.Err(), "list spend of budget %s", id)
+	}
+	revs := make(map[string]uint64, len(keys))
+	for _, k := range keys {
+		ent, err := l.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return storeErr(ctx, err, "read %s", k)
+		}
+		revs[k] = ent.Revision()
+	}
+	if err := defined(); err != nil {
+		return err
+	}
+	l.stage("listed")
+	for k, rev := range revs {
+		err := l.kv.Purge(ctx, k, jetstream.LastRevision(rev))
+		if err == nil {
+			continue
+		}
+		if !isConflict(err) {
+			return storeErr(ctx, err, "delete %s", k)
+		}
+		// The record moved since it was read: a budget of this id
+		// spends, or a reserve that raced an earlier delete wrote it.
+		if err := defined(); err != nil {
+			return err
+		}
+		return wire.Errorf(wire.CodeConflict, "spend of budget %s changed while it was cleared; retry", id)
+	}
+	return nil
 }
 
 // purgeSpend removes every spend record of budget id.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -612,5 +613,59 @@ func TestListAndUsagePage(t *testing.T) {
 	}
 	if _, _, err := e.TriggerRaw(ctx, ListFunction, []byte(`{"after":"a.b"}`), wire.JSON); !errors.Is(err, wire.ErrInvalidPayload) {
 		t.Fatalf("bad after: %v", err)
+	}
+}
+
+// Two creates of one budget id at once: the loser must not wipe the
+// winner's spend while it clears the leftovers of an earlier budget of
+// that id. It used to purge every spend record of the id between its
+// check of the definition and its own create, so a winner created and
+// spending in that gap lost its spend.
+func TestCreateRaceKeepsTheWinnersSpend(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		stage    string
+		leftover bool // an earlier budget of the id left spend behind
+	}{
+		{stage: "defined"},
+		{stage: "listed", leftover: true},
+	} {
+		t.Run(tt.stage, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := ctxT(t)
+			req := CreateRequest{BudgetID: "team", WorkspaceID: "W", CeilingUSD: 10, Period: PeriodDay}
+			if tt.leftover {
+				f.create(t, req)
+				f.mustReserve(t, ReserveRequest{BudgetID: "team", EstimatedUSD: 9, ReservationID: "old"})
+				f.mustSettle(t, "old", 9)
+				if err := f.kv.Purge(ctx, defKey("team")); err != nil { // half a delete
+					t.Fatal(err)
+				}
+			}
+			var fired atomic.Bool
+			f.l.testStage = func(stage string) {
+				if stage != tt.stage || fired.Swap(true) {
+					return
+				}
+				func() {
+					// The winner: created, reserving and settling
+					// while the loser is between its steps.
+					if _, err := f.l.Create(ctx, req); err != nil {
+						t.Errorf("winner's create: %v", err)
+						return
+					}
+					f.mustReserve(t, ReserveRequest{BudgetID: "team", EstimatedUSD: 2, ReservationID: "won"})
+					f.mustSettle(t, "won", 2)
+				}()
+			}
+			if _, err := f.l.Create(ctx, req); !errors.Is(err, wire.ErrConflict) {
+				t.Fatalf("loser's create: %v, want conflict", err)
+			}
+			f.l.testStage = nil
+			if got := f.usage(t, "team"); got.SpentUSD != 2 {
+				t.Fatalf("the winner's budget after the race: %+v, want its 2 USD spent", got)
+			}
+		})
 	}
 }
