@@ -107,7 +107,10 @@
 // Old periods stay (history); delete purges them, after the definition.
 // A delete that fails in between (a timeout, kill -9) leaves them behind,
 // so a create under an id that is free purges any spend of that id first:
-// a budget created again starts from zero.
+// a budget created again starts from zero. It purges each record at the
+// revision it read, after checking the definition again, so a create of
+// the same id racing it (defined and spending in between) keeps its
+// spend: the loser answers conflict.
 //
 // "res.<reservation_id>": the reservation record, with a TTL:
 //
