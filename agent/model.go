@@ -1,5 +1,7 @@
 package agent
 
+import "log/slog"
+
 // Model is one entry of the model catalog (SPEC §4 models): what a model
 // can do and what it costs. Prices are USD per million tokens.
 type Model struct {
@@ -96,3 +98,7 @@ func (c Credential) String() string { return "Credential{" + c.Type + ", [redact
 
 // GoString never prints the secret (%#v).
 func (c Credential) GoString() string { return c.String() }
+
+// LogValue never logs the secret: slog resolves it before any handler
+// (the JSON handler would otherwise marshal the fields).
+func (c Credential) LogValue() slog.Value { return slog.StringValue(c.String()) }

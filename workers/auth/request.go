@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
@@ -23,6 +24,12 @@ func (r GetTokenRequest) Validate() error { return validateProvider(r.Provider) 
 type SetTokenRequest struct {
 	Provider   string           `json:"provider"`
 	Credential agent.Credential `json:"credential"`
+}
+
+// LogValue never logs the credential's secret (slog's JSON handler would
+// marshal the whole request otherwise).
+func (r SetTokenRequest) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("provider", r.Provider), slog.Any("credential", r.Credential))
 }
 
 // Validate checks the request ([ValidateProvider], [ValidateCredential]);
