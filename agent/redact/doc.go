@@ -23,11 +23,14 @@
 // (Azure's AccountKey= and Ocp-Apim-Subscription-Key) — but "token" only when
 // not followed by "iz" (tokenizer, tokenize are names, not secrets) — or
 // when one of its words (split at separators, case changes and
-// letter/digit changes: "pinCode" is pin+code) is otp, totp, hotp, pin, pwd
-// or pass, or ends with "auth" (auth, basic_auth, oauth, proxyAuth; not
+// letter/digit changes: "pinCode" is pin+code) is otp, totp, hotp, pin, pwd,
+// pw or pass, or ends with "auth" (auth, basic_auth, oauth, proxyAuth; not
 // author). Short words are matched whole because as substrings they hit
 // spinner, mapping and footprint. "session_id" does not count: in this
 // harness it names a session, not a cookie (cookies are caught by "cookie").
+// Nor do "PWD" and "OLDPWD" spelled exactly so: they are the shell's
+// working directory (an env dump, PWD=/src make); any other spelling
+// ("pwd", a login form's password field, "MYSQL_PWD", "db_pw") is a secret.
 //
 // The value under a secret key is judged by its kind:
 //   - a string, list or object is replaced whole by [Redacted] (the key is
@@ -44,7 +47,12 @@
 // pair's name: in an object with a "value" key beside a "name", "key" or
 // "header" key (any case) whose string names a secret, as Kubernetes env
 // vars and the header lists of HAR files and HTTP tools are written
-// ({"name": "DB_PASSWORD", "value": "[redacted]"}).
+// ({"name": "DB_PASSWORD", "value": "[redacted]"}). The same holds in
+// text: a "value:" after a name:, key: or header: naming a secret, on the
+// same line ({name: X-Api-Key, value: x}, JSON inside a string) or first on
+// a line below at the name's column with no shallower line between (the
+// same YAML mapping: "- name: DB_PASSWORD⏎  value: x"). Only that order
+// counts in text: a value written before its name stays.
 //
 // # Secret values
 //
@@ -58,9 +66,15 @@
 //     the keys of other providers the OpenAI-compatible worker serves
 //     (Google AIza + 35, Groq gsk_…, xAI xai-…, none inside a word),
 //     AKIA/ASIA AWS access keys, ghp_/gho_/ghs_/ghu_/ghr_/github_pat_ GitHub
-//     tokens, xoxa/b/p/o/s/r- Slack tokens, JWTs (eyJ… with at least two
-//     dots), PEM private key blocks (certificates stay), "Bearer <token>"
-//     and "Basic <base64 of user:password>";
+//     tokens, xoxa/b/p/o/s/r/e- and xapp- Slack tokens, hf_ Hugging Face
+//     tokens, glpat-/gldt-/glrt-/gloas-/glptt-/glft-/glcbt-/glimt-/glagent-/
+//     glsoat- GitLab tokens, sk_live_/sk_test_/rk_live_/rk_test_/whsec_
+//     Stripe keys, npm_ and pypi- registry tokens, ya29. Google OAuth access
+//     tokens, r8_ (Replicate), pplx- (Perplexity), dop_/doo_/dor_v1_
+//     (DigitalOcean) — each long enough after its prefix and not inside a
+//     word —, JWTs (eyJ… with at least two dots), PEM private key blocks
+//     (certificates stay), "Bearer <token>" and "Basic <base64 of
+//     user:password>";
 //   - the password of a URL (scheme://user:password@host → the user and
 //     host stay);
 //   - values assigned to a secret key inside text (same key rule and

@@ -21,6 +21,8 @@ var fuzzSeeds = []string{
 	`{"AKIAIOSFODNN7EXAMPLE":"x","[redacted]":1}`,
 	`{\"token\":\"abc\"}`,
 	"db:\n  password: |\n    x\n  token:\n   y\n", `['password' => 'x', k := "y", s: str = "z"]`,
+	"env:\n- name: DB_PASSWORD\n  value: x\n- name: PORT\n  value: 1\n", `{name: pin, value: 1}`,
+	"db_pw=x PWD=/y hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCd ya29.AbCdEfGhIjKlMnOpQrSt.",
 	`null`, `true`, `0`, `""`, `{}`, `[]`, `not json`,
 }
 

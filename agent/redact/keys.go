@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 )
 
@@ -29,9 +30,17 @@ var markersByFirst = func() (t [256][][]byte) {
 }()
 
 // secretWords are too short to match as substrings ("pin" is in "spinner"
-// and "mapping", "otp" in "footprint"): they name a secret only as a whole
-// word of the key ("pin", "user_pin", "pinCode", "OTP").
-var secretWords = []string{"otp", "totp", "hotp", "pin", "pwd", "pass"}
+// and "mapping", "otp" in "footprint", "pw" in "pwa"): they name a secret
+// only as a whole word of the key ("pin", "user_pin", "pinCode", "OTP",
+// "db_pw", "MYSQL_PWD").
+var secretWords = []string{"otp", "totp", "hotp", "pin", "pwd", "pw", "pass"}
+
+// shellDirVars are the shell's working-directory variables: spelled exactly
+// so, they hold a directory, not a password, and an env dump or a
+// "PWD=/src make" must keep them. Any other spelling with the word pwd
+// ("pwd", the password field of many login forms, or "MYSQL_PWD") is a
+// secret.
+var shellDirVars = []string{"PWD", "OLDPWD"}
 
 // countWords mark a key whose number is a count, not a secret: "max_tokens",
 // "token_count", "tokenLimit". Normalized keys containing "tokens" count too.
@@ -63,6 +72,9 @@ func (r *Redactor) IsSecretKey(k string) bool {
 		if bytes.Contains(n, m) {
 			return true
 		}
+	}
+	if slices.Contains(shellDirVars, k) {
+		return false
 	}
 	secret := false
 	eachWord(k, func(w string) bool {

@@ -18,7 +18,7 @@ func TestIsSecretKey(t *testing.T) {
 		"cookie", "Cookie", "Set-Cookie", "setcookie", "credential", "credentials", "Credentials",
 		"signature", "X-Hub-Signature", "bearer", "jwt", "id_jwt",
 		"otp", "OTP", "totp", "user_otp", "pin", "PIN", "user_pin", "pinCode", "pin2", "pwd", "db_pwd", "db_pass",
-		"pass", "MYSQL_PWD",
+		"pass", "MYSQL_PWD", "pw", "PW", "db_pw", "DB_PW", "dbPw", "pw_hash", "passwd", "DB_PASSWD", "Pwd", "PWD_FILE",
 	}
 	for _, k := range secret {
 		if !redact.IsSecretKey(k) {
@@ -31,6 +31,9 @@ func TestIsSecretKey(t *testing.T) {
 		"shipping", "footprint", "tokenizer", "tokenizer_name", "tokenize", "Tokenization", "passenger",
 		"bypass", "compass", "passing", "topic", "options", "pinecone", "keyboard",
 		"primary_key", "sort_key", "public_key", "session", "session_id", "sessionId", "user", "username", "email",
+		// The shell's working directory, spelled as the shell does; and
+		// words that hold pw without being it.
+		"PWD", "OLDPWD", "pwa", "PWA_manifest", "spwn", "cpw2",
 	}
 	for _, k := range innocent {
 		if redact.IsSecretKey(k) {

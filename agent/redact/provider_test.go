@@ -78,3 +78,58 @@ func TestQueryKeysOnlyInQueries(t *testing.T) {
 		}
 	}
 }
+
+// Prefixed tokens of code hosts, registries, payment and model APIs: each
+// was shown whole under an innocent key or in a command.
+func TestValueTokenShapes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, token string }{
+		{"hugging face", "hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh"},
+		{"gitlab pat", "glpat-AbCdEfGhIjKlMnOpQrSt"},
+		{"gitlab pat, routable", "glpat-AbCdEfGhIjKlMnOpQrStUvWxYz0.01.0w1a2b3c4"},
+		{"gitlab deploy token", "gldt-AbCdEfGhIjKlMnOpQrSt"},
+		{"gitlab runner token", "glrt-AbCdEfGhIjKlMnOpQrSt"},
+		{"stripe live secret", "sk_live_51AbCdEfGhIjKlMnOpQrStUvWx"},
+		{"stripe test secret", "sk_test_51AbCdEfGhIjKlMnOpQrStUvWx"},
+		{"stripe restricted", "rk_live_51AbCdEfGhIjKlMnOpQrStUvWx"},
+		{"stripe webhook secret", "whsec_AbCdEfGhIjKlMnOpQrStUvWx0123+/=="},
+		{"npm", "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"},
+		{"pypi", "pypi-AgEIcHlwaS5vcmcCJGFiY2RlZmdoLWlqa2wtbW5vcC1xcnN0LXV2d3h5ejAxMjM0"},
+		{"google oauth access token", "ya29.a0AfB_byC-AbCdEfGhIjKlMnOpQrStUvWx0123"},
+		{"github fine-grained", "github_pat_11ABCDEFG0AbCdEfGhIjKl_MnOpQrStUvWxYz0123456789"},
+		{"slack refresh", "xoxe-1-AbCdEfGhIjKlMnOpQrStUvWx"},
+		{"slack app-level", "xapp-1-A0123456789-1234567890123-abcdef0123456789"},
+		{"replicate", "r8_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789a"},
+		{"perplexity", "pplx-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGh"},
+		{"digitalocean", "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for in, want := range map[string]string{
+				tc.token:                               redact.Redacted,
+				"curl -u x:" + tc.token + " https://h": "curl -u x:[redacted] https://h",
+				"export V='" + tc.token + "'; run":     "export V='[redacted]'; run",
+				"the token is " + tc.token + ".":       "the token is [redacted].",
+			} {
+				if got := redact.Value(in); got != want {
+					t.Errorf("Value(%q)\n got %q\nwant %q", in, got, want)
+				}
+			}
+		})
+	}
+	// Too short, inside a word, or the prefix alone: ordinary text.
+	for _, in := range []string{
+		"see hf_ and npm_install and sk_live_ mode",
+		"npm_install_dependencies_for_the_whole_project",
+		"thf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh",
+		"task_live_AbCdEfGhIjKlMnOpQrStUvWx",
+		"hf_short glpat-short ya29.short sk_live_short",
+		"ya29.5 percent of rows",
+		"the glpat- prefix",
+		"git log --oneline | head",
+	} {
+		if got := redact.Value(in); got != in {
+			t.Errorf("Value(%q) = %q, want it unchanged", in, got)
+		}
+	}
+}

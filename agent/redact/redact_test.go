@@ -274,6 +274,8 @@ func TestValueLinear(t *testing.T) {
 		"eyJ", "a://", "a://b:c", "password=", "password:", "--password ", "password='", "x=", "sk-", "AKIA",
 		"ghp_", "xoxb-", "Bearer ", "basic ", "-----BEGIN ", "-----BEGIN PRIVATE KEY-----", "@", ":", "\\\"",
 		"password:\n", "password:\n\n", " token:\n  ", "x => ", "k := ", "password: t = '",
+		"ya29.", "glpat-", "hf_", "ya29.ab.", "name: token ", "name: 'token", "name: token\n  value:\n",
+		"- name: token\n", "\n  value: x", "name:\"", "pw=",
 	} {
 		s := strings.Repeat(unit, 256<<10/len(unit))
 		start := time.Now()
@@ -350,6 +352,67 @@ func TestValueNameValuePairs(t *testing.T) {
 		}
 		if got := redact.Excerpt(in, 4096); got != tc.want {
 			t.Errorf("Excerpt(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The pw and pwd abbreviations name a password (db_pw=x leaked); PWD and
+// OLDPWD, spelled as the shell spells them, hold a directory and stay.
+func TestValuePasswordAbbreviations(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{`{"db_pw":"hunter2xyz","PW":"x","pwd":"y","passwd":"z","MYSQL_PWD":"w","PWD":"/home/ann","OLDPWD":"/tmp"}`,
+			`{"MYSQL_PWD":"[redacted]","OLDPWD":"/tmp","PW":"[redacted]","PWD":"/home/ann","db_pw":"[redacted]","passwd":"[redacted]","pwd":"[redacted]"}`},
+		{`"DB_PW=hunter2xyz PWD=/src make"`, `"DB_PW=[redacted] PWD=/src make"`},
+		{`"mysql --pw hunter2xyz -u root; cd $PWD"`, `"mysql --pw [redacted] -u root; cd $PWD"`},
+		{`"redis:\n  pw: hunter2xyz\n  port: 6379"`, `"redis:\n  pw: [redacted]\n  port: 6379"`},
+		{`"OLDPWD=/a PWD=/b passwd=hunter2xyz"`, `"OLDPWD=/a PWD=/b passwd=[redacted]"`},
+	} {
+		if got := encode(t, redact.Value(decode(t, tc.in))); got != tc.want {
+			t.Errorf("Value(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The value of a name/value pair written as text — Kubernetes env vars in
+// YAML, a JSON pair inside a command — is judged under the pair's name, as
+// the decoded form is: "- name: DB_PASSWORD⏎  value: x" leaked x.
+func TestValueStringsNameValuePairs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"env:\n- name: DB_PASSWORD\n  value: hunter2xyz\n- name: PORT\n  value: \"5432\"\n",
+			"env:\n- name: DB_PASSWORD\n  value: [redacted]\n- name: PORT\n  value: \"5432\"\n"},
+		{"  env:\n    - name: \"API_TOKEN\"\n      value: 'abc123'\n    - name: HOME\n      value: /home/ann",
+			"  env:\n    - name: \"API_TOKEN\"\n      value: '[redacted]'\n    - name: HOME\n      value: /home/ann"},
+		{"- key: client_secret\r\n  enabled: true\r\n\r\n  value: abc123\r\n", "- key: client_secret\r\n  enabled: true\r\n\r\n  value: [redacted]\r\n"},
+		{"- name: DB_PASSWORD\n  value: |\n    hunter2\n    xyz\n- name: X\n  value: y", "- name: DB_PASSWORD\n  value: [redacted]\n- name: X\n  value: y"},
+		{"headers:\n  - header: Authorization\n    value: Token abc123", "headers:\n  - header: Authorization\n    value: [redacted]"},
+		{`kubectl patch -p '{"name":"DB_PASSWORD","value":"abc123"}'`, `kubectl patch -p '{"name":"DB_PASSWORD","value":"[redacted]"}'`},
+		{"{\n  \"name\": \"X-Api-Key\",\n  \"value\": \"abc123\"\n}", "{\n  \"name\": \"X-Api-Key\",\n  \"value\": \"[redacted]\"\n}"},
+		{"{name: X-Api-Key, value: abc123}", "{name: X-Api-Key, value: [redacted]}"},
+		// The count rule of the name applies.
+		{"- name: max_tokens\n  value: 1024", "- name: max_tokens\n  value: 1024"},
+		{"- name: pin\n  value: 1234", "- name: pin\n  value: [redacted]"},
+		// Unchanged: an innocent name, another item, another mapping,
+		// not first on its line, valueFrom.
+		{"- name: PORT\n  value: 5432", "- name: PORT\n  value: 5432"},
+		{"- name: DB_PASSWORD\n  valueFrom: {configMapKeyRef: {name: db}}\n- name: HOST\n  value: db.local",
+			"- name: DB_PASSWORD\n  valueFrom: {configMapKeyRef: {name: db}}\n- name: HOST\n  value: db.local"},
+		{"- name: DB_PASSWORD\n- value: db.local", "- name: DB_PASSWORD\n- value: db.local"},
+		{"- name: DB_PASSWORD\nvalue: db.local", "- name: DB_PASSWORD\nvalue: db.local"},
+		{"a:\n  name: token\nb:\n  value: db.local", "a:\n  name: token\nb:\n  value: db.local"},
+		{"- name: DB_PASSWORD\n  x: {value: db.local}", "- name: DB_PASSWORD\n  x: {value: db.local}"},
+		{"- name: token\n    value: deeper", "- name: token\n    value: deeper"},
+	} {
+		got := redact.Value(tc.in)
+		if got != tc.want {
+			t.Errorf("Value(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		}
+		if again := redact.Value(got); again != got {
+			t.Errorf("Value(%q) is not idempotent: %q then %q", tc.in, got, again)
+		}
+		if ex, want := redact.Excerpt(tc.in, 4096), encode(t, tc.want); ex != want {
+			t.Errorf("Excerpt(%q)\n got %s\nwant %s", tc.in, ex, want)
 		}
 	}
 }

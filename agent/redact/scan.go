@@ -56,11 +56,15 @@ func isAuthValue(s string) bool {
 // inside a word, so "task-…" is not one), AIza + 35 (Google), gsk_ (Groq)
 // and xai- (xAI), the keys of providers the OpenAI-compatible worker
 // serves; AKIA/ASIA + 16 (AWS access keys), ghp_/gho_/ghs_/ghu_/ghr_ and
-// github_pat_ (GitHub), xox?- (Slack) and JWTs (eyJ….….…).
+// github_pat_ (GitHub), xox?- (Slack), JWTs (eyJ….….…) and the prefixed
+// shapes of [tokenShapes].
 func scanTokens(s string, sp []span) []span {
 	for i := 0; i < len(s); i++ {
-		end := 0
-		switch s[i] {
+		end, c := prefixedEnd(s, i), s[i]
+		if end > 0 {
+			c = 0 // found: the shapes below start with other prefixes
+		}
+		switch c {
 		case 's':
 			if strings.HasPrefix(s[i:], "sk-") && (i == 0 || !isAlnum(s[i-1])) {
 				if n := run(s, i+3, isKeyByte); 3+n >= 20 {
@@ -92,7 +96,7 @@ func scanTokens(s string, sp []span) []span {
 				}
 			}
 		case 'x':
-			if len(s) > i+5 && strings.HasPrefix(s[i:], "xox") && strings.IndexByte("abposr", s[i+3]) >= 0 && s[i+4] == '-' {
+			if len(s) > i+5 && strings.HasPrefix(s[i:], "xox") && strings.IndexByte("abposre", s[i+3]) >= 0 && s[i+4] == '-' {
 				if n := run(s, i+5, isSlackByte); n >= 10 {
 					end = i + 5 + n
 				}
@@ -115,6 +119,68 @@ func scanTokens(s string, sp []span) []span {
 		}
 	}
 	return sp
+}
+
+// A tokenShape is a credential known by its prefix: at least min bytes
+// that satisfy ok follow it. A shape whose prefix could end a longer word
+// ("hf_" in "thf_…") must not start inside a word.
+type tokenShape struct {
+	prefix string
+	min    int
+	ok     func(byte) bool
+}
+
+// tokenShapes are the prefixed credentials of code hosts, package
+// registries, payment and model APIs that a model's commands carry. Each
+// prefix is specific enough that a run of min key bytes after it is not
+// prose; none may start inside a word.
+var tokenShapes = []tokenShape{
+	{"hf_", 30, isAlnum}, // Hugging Face: hf_ + 34 letters
+	// GitLab: personal, OAuth app, deploy, runner, trigger, feed, CI job,
+	// incoming mail, agent, service account tokens. The newer routable ones
+	// carry dots (glpat-….01.….).
+	{"glpat-", 20, isDottedKeyByte}, {"gloas-", 20, isDottedKeyByte}, {"gldt-", 20, isDottedKeyByte},
+	{"glrt-", 20, isDottedKeyByte}, {"glptt-", 20, isDottedKeyByte}, {"glft-", 20, isDottedKeyByte},
+	{"glcbt-", 20, isDottedKeyByte}, {"glimt-", 20, isDottedKeyByte}, {"glagent-", 20, isDottedKeyByte},
+	{"glsoat-", 20, isDottedKeyByte},
+	// Stripe: secret and restricted keys, live and test; webhook secrets.
+	{"sk_live_", 16, isAlnum}, {"sk_test_", 16, isAlnum}, {"rk_live_", 16, isAlnum}, {"rk_test_", 16, isAlnum},
+	{"whsec_", 20, isB64Byte},
+	{"npm_", 30, isAlnum},                                                        // npm: npm_ + 36
+	{"pypi-AgE", 40, isKeyByte},                                                  // PyPI: a macaroon, pypi-AgEIcHlwaS5vcmc…
+	{"ya29.", 20, isDottedKeyByte},                                               // Google OAuth access tokens
+	{"xapp-", 20, isSlackByte},                                                   // Slack app-level tokens
+	{"r8_", 30, isAlnum},                                                         // Replicate
+	{"pplx-", 30, isAlnum},                                                       // Perplexity
+	{"dop_v1_", 40, isAlnum}, {"doo_v1_", 40, isAlnum}, {"dor_v1_", 40, isAlnum}, // DigitalOcean
+}
+
+// shapesByFirst indexes tokenShapes by the first byte of their prefix, so
+// each byte of a string is tried against a few prefixes, not all.
+var shapesByFirst = func() (t [256][]tokenShape) {
+	for _, sh := range tokenShapes {
+		t[sh.prefix[0]] = append(t[sh.prefix[0]], sh)
+	}
+	return t
+}()
+
+// prefixedEnd returns where the credential of [tokenShapes] that starts at
+// i ends, or 0. A trailing '.' of a dotted shape is the end of a sentence.
+func prefixedEnd(s string, i int) int {
+	for _, sh := range shapesByFirst[s[i]] {
+		if !strings.HasPrefix(s[i:], sh.prefix) || i > 0 && isAlnum(s[i-1]) {
+			continue
+		}
+		v := i + len(sh.prefix)
+		n := run(s, v, sh.ok)
+		for n > 0 && s[v+n-1] == '.' {
+			n--
+		}
+		if n >= sh.min {
+			return v + n
+		}
+	}
+	return 0
 }
 
 // jwtEnd returns where the JWT (or JWE) starting at i ends, or 0: a header
@@ -284,13 +350,20 @@ func isBasicCredential(tok string) bool {
 // or a quote, or through the quoted string of a typed declaration
 // (password: str = "x"); a quoted value runs to its closing quote. A number
 // under a counting key (max_tokens=100), true, false and null are kept, as
-// in [Value].
+// in [Value]. The "value:" of a name/value pair written as text is judged
+// under the pair's name ([textPair]).
 func (r *Redactor) scanAssignments(s string, sp []span) []span {
+	var pair textPair
+	ls, lsAt := 0, 0 // ls is where the line of s[lsAt] starts
 	for i := 1; i < len(s); i++ {
 		c := s[i]
 		if c != '=' && c != ':' {
 			continue
 		}
+		if k := strings.LastIndexByte(s[lsAt:i], '\n'); k >= 0 {
+			ls = lsAt + k + 1
+		}
+		lsAt = i
 		next := byte(0)
 		if i+1 < len(s) {
 			next = s[i+1]
@@ -323,7 +396,19 @@ func (r *Redactor) scanAssignments(s string, sp []span) []span {
 		if j == ke || j > 0 && (s[j-1] == '/' || s[j-1] == '\\') {
 			continue
 		}
-		if !r.IsSecretKey(s[j:ke]) && !(c == '=' && ke == i && isQueryKey(s, j, ke)) {
+		// j..i holds no line break: ls is the key's line too.
+		key := s[j:ke]
+		secret := r.IsSecretKey(key)
+		if !secret && c == ':' {
+			switch {
+			case isPairName(key):
+				pair = r.newTextPair(s, j, vs, ls)
+				continue
+			case strings.EqualFold(key, "value") && pair.holds(s, j, ls):
+				key, secret = pair.name, true
+			}
+		}
+		if !secret && !(c == '=' && ke == i && isQueryKey(s, j, ke)) {
 			continue
 		}
 		if c == ':' {
@@ -336,10 +421,112 @@ func (r *Redactor) scanAssignments(s string, sp []span) []span {
 			}
 		}
 		var end int
-		sp, end = r.appendValue(s, s[j:ke], vs, c, sp)
+		sp, end = r.appendValue(s, key, vs, c, sp)
 		i = max(i, end-1) // nothing in a value is a key; keeps the scan linear
 	}
 	return sp
+}
+
+// A textPair is the name of a name/value pair written as text that names a
+// secret, as Kubernetes env vars are written in YAML
+// ("- name: DB_PASSWORD⏎  value: x") or a JSON pair inside a string: the
+// "value:" that follows on the same line, or below at the name's column
+// with no line shallower in between (the same mapping), is judged under
+// the name, as [Redactor.pairName] judges a decoded one.
+type textPair struct {
+	name    string // the secret key the pair names; "" for none
+	line    int    // where the name's line starts
+	col     int    // the column of the name's key
+	checked int    // the lines from line to checked stay in the mapping; 0 until the first check
+}
+
+// maxPairName bounds how far a pair's name is looked for, so a long line of
+// "name:" keys is still scanned in linear time.
+const maxPairName = 256
+
+// newTextPair reads the pair whose name key starts at key on the line
+// starting at ls, with its value at or after v.
+func (r *Redactor) newTextPair(s string, key, v, ls int) textPair {
+	for v < len(s) && isBlank(s[v]) {
+		v++
+	}
+	rest := s[v:min(len(s), v+maxPairName)]
+	var name string
+	switch {
+	case rest != "" && isQuote(rest[0]):
+		e := strings.IndexByte(rest[1:], rest[0])
+		if e < 0 {
+			return textPair{}
+		}
+		name = rest[1 : 1+e]
+	case len(rest) > 1 && rest[0] == '\\' && isQuote(rest[1]): // JSON inside a JSON string
+		e := strings.Index(rest[2:], rest[:2])
+		if e < 0 {
+			return textPair{}
+		}
+		name = rest[2 : 2+e]
+	default:
+		e := strings.IndexAny(rest, "\r\n,}]\"'`")
+		if e < 0 {
+			if v+len(rest) < len(s) {
+				return textPair{}
+			}
+			e = len(rest)
+		}
+		name = strings.TrimSpace(rest[:e])
+	}
+	if !r.IsSecretKey(name) {
+		return textPair{}
+	}
+	return textPair{name: name, line: ls, col: column(s, key, ls)}
+}
+
+// holds reports whether the "value" key that starts at key, on the line
+// starting at ls, belongs to p's pair.
+func (p *textPair) holds(s string, key, ls int) bool {
+	switch {
+	case p.name == "":
+		return false
+	case ls == p.line:
+		return true // {name: DB_PASSWORD, value: x}, or JSON text
+	}
+	col := column(s, key, ls)
+	if col != p.col || run(s, ls, isBlank) != col {
+		return false // not first on its line, or another mapping's
+	}
+	if p.checked == 0 {
+		p.checked = p.line + strings.IndexByte(s[p.line:ls], '\n') + 1
+	}
+	for line := p.checked; line < ls; {
+		next := line + strings.IndexByte(s[line:ls], '\n') + 1
+		indent := run(s, line, isBlank)
+		if content := strings.TrimRight(s[line+indent:next-1], "\r"); content != "" && indent < p.col {
+			*p = textPair{} // the mapping ended
+			return false
+		}
+		line = next
+	}
+	p.checked = ls
+	return true
+}
+
+// column is the column of the key that starts at key on the line starting
+// at ls, counting its opening quote.
+func column(s string, key, ls int) int {
+	if key > ls && isQuote(s[key-1]) {
+		return key - ls - 1
+	}
+	return key - ls
+}
+
+// isPairName reports whether k is the key of a pair's name (any case).
+func isPairName(k string) bool {
+	for _, pn := range pairNames {
+		if strings.EqualFold(k, pn) {
+			return true
+		}
+	}
+	return false
 }
 
 // blockValue finds the value of a YAML key that starts at key (after its
@@ -549,12 +736,14 @@ func run(s string, i int, ok func(byte) bool) int {
 	return n
 }
 
-func isBlank(c byte) bool        { return c == ' ' || c == '\t' }
-func isQuote(c byte) bool        { return c == '"' || c == '\'' || c == '`' }
-func isKeyByte(c byte) bool      { return isAlnum(c) || c == '_' || c == '-' }
-func isWordByte(c byte) bool     { return isAlnum(c) || c == '_' }
-func isSlackByte(c byte) bool    { return isAlnum(c) || c == '-' }
-func isB64URLByte(c byte) bool   { return isAlnum(c) || c == '_' || c == '-' }
-func isIdentByte(c byte) bool    { return isAlnum(c) || c == '_' || c == '.' || c == '-' }
-func isUpperOrDigit(c byte) bool { return isUpper(c) || isDigit(c) }
-func isToken68Byte(c byte) bool  { return isAlnum(c) || strings.IndexByte("-._~+/", c) >= 0 }
+func isBlank(c byte) bool         { return c == ' ' || c == '\t' }
+func isQuote(c byte) bool         { return c == '"' || c == '\'' || c == '`' }
+func isKeyByte(c byte) bool       { return isAlnum(c) || c == '_' || c == '-' }
+func isWordByte(c byte) bool      { return isAlnum(c) || c == '_' }
+func isSlackByte(c byte) bool     { return isAlnum(c) || c == '-' }
+func isDottedKeyByte(c byte) bool { return isKeyByte(c) || c == '.' }
+func isB64Byte(c byte) bool       { return isAlnum(c) || c == '+' || c == '/' || c == '=' }
+func isB64URLByte(c byte) bool    { return isAlnum(c) || c == '_' || c == '-' }
+func isIdentByte(c byte) bool     { return isAlnum(c) || c == '_' || c == '.' || c == '-' }
+func isUpperOrDigit(c byte) bool  { return isUpper(c) || isDigit(c) }
+func isToken68Byte(c byte) bool   { return isAlnum(c) || strings.IndexByte("-._~+/", c) >= 0 }
