@@ -26,8 +26,9 @@ var contentJSON = []string{wire.ContentJSON}
 // req.Topic with a fresh inbox as reply subject, and collects the replies
 // until the first of: req.ExpectedReplies replies (when > 0); the
 // quiescence after the latest reply; the timeout (or ctx's deadline when it
-// is earlier). Reaching the deadline is not an error: the result holds what
-// arrived. When nobody subscribes to the topic, the server answers at once
+// is earlier); a message past [MaxReplies] or [MaxReplyBytes], which sets
+// [Result].Overflow. Reaching the deadline or a bound is not an error: the
+// result holds what arrived. When nobody subscribes to the topic, the server answers at once
 // with no-responders and PublishCollect returns an empty result at once.
 //
 // The message carries Content-Type application/json and Iii-Timeout-Ms (the
@@ -114,20 +115,15 @@ func PublishCollect(ctx context.Context, nc *nats.Conn, req Request, opts ...Opt
 // It returns ctx's error only when ctx was canceled (a passed deadline is a
 // normal end).
 func collect(ctx context.Context, req Request, ch <-chan *nats.Msg, deadline time.Time) (Result, error) {
-	res := Result{Replies: []map[string]any{}}
+	r := round{res: Result{Replies: []map[string]any{}}, expected: req.ExpectedReplies}
 	quiet := req.quiescence()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	received := 0
 	for {
 		select {
 		case m := <-ch:
-			if !res.add(m, received == 0) {
-				return res, nil // no responders: nobody listens
-			}
-			received++
-			if req.ExpectedReplies > 0 && received >= req.ExpectedReplies {
-				return res, nil
+			if !r.take(m) {
+				return r.res, nil
 			}
 			next := time.Now().Add(quiet)
 			if next.After(deadline) {
@@ -137,22 +133,45 @@ func collect(ctx context.Context, req Request, ch <-chan *nats.Msg, deadline tim
 		case <-timer.C:
 			// Replies already queued arrived in time: keep them.
 			for n := len(ch); n > 0; n-- {
-				if !res.add(<-ch, received == 0) {
-					break
-				}
-				received++
-				if req.ExpectedReplies > 0 && received >= req.ExpectedReplies {
+				if !r.take(<-ch) {
 					break
 				}
 			}
-			return res, nil
+			return r.res, nil
 		case <-ctx.Done():
 			if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
-				return res, err
+				return r.res, err
 			}
-			return res, nil
+			return r.res, nil
 		}
 	}
+}
+
+// round is one collect's progress.
+type round struct {
+	res      Result
+	expected int // req.ExpectedReplies
+	received int // messages read, invalid ones too
+	bytes    int // their size on the wire
+}
+
+// take records message m and reports whether the round goes on: false
+// after the expected replies, on a no-responders answer, or when m is over
+// [MaxReplies] or [MaxReplyBytes]. Every message counts toward the bounds,
+// invalid ones too, since each restarts the quiescence: m over a bound is
+// not kept and the round ends with Overflow set.
+func (r *round) take(m *nats.Msg) bool {
+	size := m.Size()
+	if r.received >= MaxReplies || r.bytes+size > MaxReplyBytes {
+		r.res.Overflow = true
+		return false
+	}
+	if !r.res.add(m, r.received == 0) {
+		return false // no responders: nobody listens
+	}
+	r.received++
+	r.bytes += size
+	return r.expected == 0 || r.received < r.expected
 }
 
 // add records reply m, the first message of the collect when first; it

@@ -24,8 +24,12 @@
 // [DefaultQuiescence]) after the last one, or the timeout (default
 // [DefaultTimeout], at most [MaxTimeout]) passed; the replies are then
 // folded by the request's [MergeRule] into [Result].Merged (see [Merge]).
-// A publish that fails sets [Result].PublishFailed and returns an error
-// wrapping [ErrPublishFailed]: a caller guarding a function call denies it.
+// A round reads at most [MaxReplies] messages and [MaxReplyBytes] bytes:
+// one more ends it with [Result].Overflow set, so a subscriber that floods
+// replies cannot keep it going or make it grow. A publish that fails sets
+// [Result].PublishFailed and returns an error wrapping [ErrPublishFailed].
+// A caller guarding a function call denies it on either: an overflowed
+// round's unread replies may hold a block.
 //
 // # The harness's hooks
 //
@@ -60,8 +64,8 @@
 //		MergeRule: hook.BeforeCallMergeRule,
 //		TimeoutMs: 500,
 //	}, hook.WithInjector(e.Inject))
-//	if err != nil {
-//		return deny("hooks unavailable") // res.PublishFailed, or ctx canceled
+//	if err != nil || res.Overflow {
+//		return deny("hooks unavailable") // res.PublishFailed, ctx canceled, or too many replies
 //	}
 //	var before hook.BeforeReply
 //	if err := res.Bind(&before); err != nil || before.Block {

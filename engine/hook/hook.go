@@ -47,6 +47,19 @@ const (
 	// MaxExpectedReplies is the largest expected_replies a request may ask
 	// for.
 	MaxExpectedReplies = 1000
+	// MaxReplies bounds the messages one collect reads, invalid ones
+	// included: each restarts the quiescence, so without it a subscriber
+	// that floods replies kept a round going to its timeout and its
+	// memory growing. It is MaxExpectedReplies, the most a caller may
+	// wait for, so a round that expects them all still ends normally.
+	MaxReplies = MaxExpectedReplies
+	// MaxReplyBytes bounds the wire size (headers and body) of the
+	// messages one collect reads: 8 MiB, the largest max payload
+	// nats-server recommends (it warns above it). It holds 8 replies of
+	// the default max payload (1 MiB) or 1,000 of 8 KiB, far more than
+	// hooks answer (a verdict, rewritten arguments, a redacted result),
+	// and bounds what one round decodes and keeps.
+	MaxReplyBytes = 8 << 20
 )
 
 // Request is the input of hooks::publish_collect (SPEC §4).
@@ -131,6 +144,11 @@ type Result struct {
 	// Dropped counts replies the client dropped because they arrived
 	// faster than they were read (a slow consumer); they are lost.
 	Dropped int `json:"dropped,omitempty"`
+	// Overflow says the round ended at [MaxReplies] or [MaxReplyBytes]
+	// with replies still coming: the later ones were not read, so Merged
+	// may miss one that mattered (a block). A caller guarding a function
+	// call must deny it, as for PublishFailed.
+	Overflow bool `json:"overflow,omitempty"`
 	// Omitted counts the newest replies that hooks::publish_collect left
 	// out of Replies because its answer would not fit the server's max
 	// payload; Merged still folds them. [PublishCollect] never sets it.

@@ -2,7 +2,7 @@
 // hooks::publish_collect (SPEC §4), the bus face of package engine/hook.
 //
 //	hooks::publish_collect {topic, payload, merge_rule, timeout_ms?, expected_replies?, quiescence_ms?}
-//	  → {replies[], merged, publish_failed?, invalid?, dropped?, omitted?}
+//	  → {replies[], merged, publish_failed?, invalid?, dropped?, omitted?, overflow?}
 //
 // A call publishes payload as JSON on iii.hook.<topic tokens> (a JSON
 // caller's payload as the JSON it sent, so an integer past 2^53 arrives
@@ -18,6 +18,9 @@
 // 0..1000, quiescence_ms over the timeout) is answered with the coded error
 // invalid_payload. A publish that fails is not an error: the answer has
 // publish_failed true, and a caller guarding a function call denies it.
+// A round that passes its bound (1,000 messages or 8 MiB, engine/hook)
+// ends early with overflow true; a caller guarding a call denies it too,
+// since an unread reply may have blocked.
 // An answer that would not fit the server's max payload leaves the newest
 // replies out of replies and counts them in omitted; merged still folds
 // every reply (a merged reply too large on its own is internal). The hook

@@ -22,7 +22,7 @@ const publishCollectResponseSchema = `{
     "invalid": {"type": "integer", "description": "replies skipped because they did not decode"},
     "dropped": {"type": "integer", "description": "replies lost to a slow consumer"},
     "omitted": {"type": "integer", "description": "newest replies left out of replies because the answer would exceed the server's max payload; merged still folds them"},
-    "omitted": {"type": "integer", "description": "newest replies left out of replies because the answer would exceed the server's max payload; merged still folds them"}
+    "overflow": {"type": "boolean", "description": "the round passed its bound (1,000 messages or 8 MiB) and ended early; a caller guarding a call denies it"}
   },
   "required": ["replies", "merged"]
 }`

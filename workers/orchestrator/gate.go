@@ -103,8 +103,8 @@ func (f functions) Gate(ctx context.Context, sid string, c turn.Call) session.Ve
 }
 
 // beforeHooks runs agent::before_function_call: a block denies, a rewrite
-// of the arguments is checked by the policy again, a publish failure
-// denies.
+// of the arguments is checked by the policy again, a publish failure or a
+// round that overflowed its bounds (hook.Result.Overflow) denies.
 func (f functions) beforeHooks(ctx context.Context, sid string, c turn.Call) session.Verdict {
 	res, err := hook.PublishCollect(ctx, f.e.Conn(), hook.Request{
 		Topic:        hook.TopicBeforeCall,
@@ -115,6 +115,10 @@ func (f functions) beforeHooks(ctx context.Context, sid string, c turn.Call) ses
 	}, hook.WithInjector(f.e.Inject))
 	if err != nil {
 		return deny(c, agent.DeniedByGateUnavailable, "", "the before-call hooks could not be asked: "+err.Error())
+	}
+	if res.Overflow {
+		// The replies not read may hold a block.
+		return deny(c, agent.DeniedByGateUnavailable, "", fmt.Sprintf("the before-call hooks answered more than %d replies or %d bytes; the rest were not read", hook.MaxReplies, hook.MaxReplyBytes))
 	}
 	if block, _ := res.Merged["block"].(bool); block {
 		reason, _ := res.Merged["reason"].(string)
@@ -283,6 +287,11 @@ func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res 
 	if err != nil {
 		// The call ran: its result stands. Say so loudly.
 		f.logger.WarnContext(ctx, "after-call hooks could not be asked", "session_id", sid, "function_id", c.FunctionID, "error", err)
+		return res
+	}
+	if out.Overflow {
+		// A partial round is not acted on, as one that failed to publish.
+		f.logger.WarnContext(ctx, "after-call hooks answered too many replies; they are ignored", "session_id", sid, "function_id", c.FunctionID, "max_replies", hook.MaxReplies, "max_bytes", hook.MaxReplyBytes)
 		return res
 	}
 	raw, ok := out.Merged["result"]
