@@ -18,6 +18,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
+	"github.com/iii-on-nats/iii/workers/internal/answer"
 )
 
 const (
@@ -248,16 +249,9 @@ func (l *Ledger) purgeLeftovers(ctx context.Context, id string) error {
 		return err
 	}
 	l.stage("defined")
-	lister, err := l.kv.ListKeysFiltered(ctx, spendPrefix+id+".*")
+	keys, err := l.spendKeys(ctx, id)
 	if err != nil {
-		return storeErr(ctx, err, "list spend of budget %s", id)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	if ctx.Err() != nil {
-		return storeErr(ctx, ctx.Err(), "list spend of budget %s", id)
+		return err
 	}
 	revs := make(map[string]uint64, len(keys))
 	for _, k := range keys {
@@ -292,18 +286,27 @@ func (l *Ledger) purgeLeftovers(ctx context.Context, id string) error {
 	return nil
 }
 
-// purgeSpend removes every spend record of budget id.
-func (l *Ledger) purgeSpend(ctx context.Context, id string) error {
+// spendKeys lists the keys of budget id's spend records.
+func (l *Ledger) spendKeys(ctx context.Context, id string) ([]string, error) {
 	lister, err := l.kv.ListKeysFiltered(ctx, spendPrefix+id+".*")
 	if err != nil {
-		return storeErr(ctx, err, "list spend of budget %s", id)
+		return nil, storeErr(ctx, err, "list spend of budget %s", id)
 	}
 	var keys []string
 	for k := range lister.Keys() {
 		keys = append(keys, k)
 	}
 	if ctx.Err() != nil {
-		return storeErr(ctx, ctx.Err(), "list spend of budget %s", id)
+		return nil, storeErr(ctx, ctx.Err(), "list spend of budget %s", id)
+	}
+	return keys, nil
+}
+
+// purgeSpend removes every spend record of budget id.
+func (l *Ledger) purgeSpend(ctx context.Context, id string) error {
+	keys, err := l.spendKeys(ctx, id)
+	if err != nil {
+		return err
 	}
 	for _, k := range keys {
 		if err := l.kv.Purge(ctx, k); err != nil {
@@ -400,7 +403,7 @@ func (l *Ledger) Usage(ctx context.Context, req UsageRequest) (UsageResponse, er
 
 // usage is [Ledger.Usage] within p (nil: everything), reading the state
 // of only the budgets that fit.
-func (l *Ledger) usage(ctx context.Context, req UsageRequest, p *pager) (UsageResponse, error) {
+func (l *Ledger) usage(ctx context.Context, req UsageRequest, p *answer.Pager) (UsageResponse, error) {
 	if err := req.Validate(); err != nil {
 		return UsageResponse{}, err
 	}
@@ -429,7 +432,7 @@ func (l *Ledger) statuses(ctx context.Context, refs []holdRef, nowMs int64) ([]S
 
 // statusesWithin is statuses up to the first that does not fit p (nil:
 // all); truncated says some were left out.
-func (l *Ledger) statusesWithin(ctx context.Context, refs []holdRef, nowMs int64, p *pager) (out []Status, truncated bool, err error) {
+func (l *Ledger) statusesWithin(ctx context.Context, refs []holdRef, nowMs int64, p *answer.Pager) (out []Status, truncated bool, err error) {
 	out = make([]Status, 0, len(refs))
 	for _, ref := range refs {
 		b, ok, err := l.budget(ctx, ref.BudgetID)
@@ -445,7 +448,7 @@ func (l *Ledger) statusesWithin(ctx context.Context, refs []holdRef, nowMs int64
 		}
 		s := status(b, ref.start(), st, nowMs)
 		if p != nil {
-			if ok, err := p.fits(s); err != nil || !ok {
+			if ok, err := p.Fits(s); err != nil || !ok {
 				return out, err == nil, err
 			}
 		}

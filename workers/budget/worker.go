@@ -9,6 +9,7 @@ import (
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/internal/answer"
 )
 
 // WorkerName is the name of the module and of its engine worker.
@@ -151,7 +152,7 @@ func (l *Ledger) functions() []engine.Function {
 				if err != nil {
 					return nil, err
 				}
-				return listPage(b, req, newPager(r.Codec, l.js.Conn().MaxPayload()))
+				return listPage(b, req, answer.NewPager(r.Codec, l.js.Conn().MaxPayload()))
 			},
 		},
 		{
@@ -197,7 +198,7 @@ func (l *Ledger) functions() []engine.Function {
 				if err := r.Bind(&req); err != nil {
 					return nil, err
 				}
-				return l.usage(ctx, req, newPager(r.Codec, l.js.Conn().MaxPayload()))
+				return l.usage(ctx, req, answer.NewPager(r.Codec, l.js.Conn().MaxPayload()))
 			},
 		},
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
-	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/internal/answer"
 )
 
 // WorkerName is the name of the module and of its engine worker.
@@ -195,9 +195,9 @@ type ListResponse struct {
 const listHeadroom = 1 << 10
 
 // listPage is the page of skills (sorted by id) after the id after that
-// fits budget bytes in codec; Truncated says more follow. It holds at
-// least one skill when any follows, so paging always moves on.
-func listPage(skills []Summary, after string, codec wire.Codec, budget int) (ListResponse, error) {
+// fits p; Truncated says more follow. It holds at least one skill when any
+// follows, so paging always moves on.
+func listPage(skills []Summary, after string, p *answer.Pager) (ListResponse, error) {
 	if after != "" {
 		sid, err := ParseID(after)
 		if err != nil {
@@ -206,19 +206,8 @@ func listPage(skills []Summary, after string, codec wire.Codec, budget int) (Lis
 		after = sid.String()
 		skills = skills[sort.Search(len(skills), func(i int) bool { return skills[i].ID > after }):]
 	}
-	resp := ListResponse{Skills: make([]Summary, 0, len(skills))}
-	for _, s := range skills {
-		b, err := codec.Marshal(s)
-		if err != nil {
-			return ListResponse{}, wire.Wrap(wire.CodeInternal, err, "skill %s does not encode", s.ID)
-		}
-		if budget -= len(b) + 1; budget < 0 && len(resp.Skills) > 0 {
-			resp.Truncated = true
-			break
-		}
-		resp.Skills = append(resp.Skills, s)
-	}
-	return resp, nil
+	page, truncated, err := answer.Page(skills, p)
+	return ListResponse{Skills: page, Truncated: truncated}, err
 }
 
 // IndexRequest is the (empty) request of directory::skills::index.
@@ -256,7 +245,7 @@ func (d *Directory) functions() []engine.Function {
 				if err != nil {
 					return nil, err
 				}
-				return listPage(s, req.After, r.Codec, int(d.maxPayload())-listHeadroom)
+				return listPage(s, req.After, answer.NewPager(r.Codec, d.maxPayload()))
 			},
 		},
 		{

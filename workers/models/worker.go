@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/iii-on-nats/iii/engine"
-	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/internal/answer"
 )
 
 // WorkerName is the name of the module and of its engine worker.
@@ -110,14 +110,10 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 // then stops following the bucket. Close is idempotent.
 func (w *Worker) Close(ctx context.Context) error { return w.served.Close(ctx) }
 
-// listHeadroom is kept free of the server's max payload for the reply
-// envelope around the models.
-const listHeadroom = 1 << 10
-
 // listPage is the page of models (sorted) that follows the cursor after
-// and fits budget bytes in codec; Truncated says more follow. It holds at
-// least one model when any follows, so paging always moves on.
-func listPage(models []Model, after string, codec wire.Codec, budget int) (ListResponse, error) {
+// and fits p; Truncated says more follow. It holds at least one model when
+// any follows, so paging always moves on.
+func listPage(models []Model, after string, p *answer.Pager) (ListResponse, error) {
 	if after != "" {
 		provider, id, err := parseListCursor(after)
 		if err != nil {
@@ -128,19 +124,8 @@ func listPage(models []Model, after string, codec wire.Codec, budget int) (ListR
 			return cmp.Or(cmp.Compare(m.Provider, provider), cmp.Compare(m.ID, id)) > 0
 		}):]
 	}
-	resp := ListResponse{Models: make([]Model, 0, len(models))}
-	for _, m := range models {
-		b, err := codec.Marshal(m)
-		if err != nil {
-			return ListResponse{}, wire.Wrap(wire.CodeInternal, err, "model %s %s does not encode", m.Provider, m.ID)
-		}
-		if budget -= len(b) + 1; budget < 0 && len(resp.Models) > 0 {
-			resp.Truncated = true
-			break
-		}
-		resp.Models = append(resp.Models, m)
-	}
-	return resp, nil
+	page, truncated, err := answer.Page(models, p)
+	return ListResponse{Models: page, Truncated: truncated}, err
 }
 
 func (s *Store) functions() []engine.Function {
@@ -160,7 +145,7 @@ func (s *Store) functions() []engine.Function {
 				if err != nil {
 					return nil, err
 				}
-				return listPage(m, req.After, r.Codec, int(s.e.Conn().MaxPayload())-listHeadroom)
+				return listPage(m, req.After, answer.NewPager(r.Codec, s.e.Conn().MaxPayload()))
 			},
 		},
 		{
