@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,7 +13,6 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/telemetry"
-	"github.com/iii-on-nats/iii/workers"
 	"github.com/iii-on-nats/iii/workers/traces"
 )
 
@@ -80,26 +77,8 @@ type spanStreamLimits struct {
 // traces.stream_max_bytes as the traces worker does, and refuses what it
 // refuses.
 func parseSpanStreamLimits(settings map[string]string) (spanStreamLimits, error) {
-	var l spanStreamLimits
-	if v, ok := settings[traces.SettingStreamMaxAge]; ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return l, fmt.Errorf("%w: %s %s %q: %w", engine.ErrInvalidOption, traces.WorkerName, traces.SettingStreamMaxAge, v, err)
-		}
-		l.maxAge = d
-	}
-	if v, ok := settings[traces.SettingStreamMaxBytes]; ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return l, fmt.Errorf("%w: %s %s %q: %w", engine.ErrInvalidOption, traces.WorkerName, traces.SettingStreamMaxBytes, v, err)
-		}
-		l.maxBytes = n
-	}
-	// The options check the ranges.
-	if err := traces.NewWorker(l.options()...).Provision(context.Background(), workers.Env{}); err != nil {
-		return l, err
-	}
-	return l, nil
+	maxAge, maxBytes, err := traces.StreamLimits(settings)
+	return spanStreamLimits{maxAge: maxAge, maxBytes: maxBytes}, err
 }
 
 // options are the exporter's options for these limits.

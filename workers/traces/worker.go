@@ -98,6 +98,34 @@ func (w *Worker) Provision(_ context.Context, env workers.Env) error {
 	return err
 }
 
+// StreamLimits reads [SettingStreamMaxAge] and [SettingStreamMaxBytes]
+// from the module's settings as [Worker.Provision] does, and refuses what
+// it refuses; a limit not given is 0. A process that creates or updates
+// [StreamName] itself (`iii up`'s span exporter) applies them with it.
+func StreamLimits(settings map[string]string) (maxAge time.Duration, maxBytes int64, err error) {
+	given := map[string]string{}
+	for _, k := range []string{SettingStreamMaxAge, SettingStreamMaxBytes} {
+		if v, ok := settings[k]; ok {
+			given[k] = v
+		}
+	}
+	w := NewWorker()
+	if err := w.Provision(context.Background(), workers.Env{Settings: map[string]map[string]string{WorkerName: given}}); err != nil {
+		return 0, 0, err
+	}
+	o, err := buildOptions(w.opts)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, ok := given[SettingStreamMaxAge]; ok {
+		maxAge = o.maxAge
+	}
+	if _, ok := given[SettingStreamMaxBytes]; ok {
+		maxBytes = o.maxBytes
+	}
+	return maxAge, maxBytes, nil
+}
+
 // Store is the worker's store, nil before Start.
 func (w *Worker) Store() *Store {
 	s, _ := w.served.Resource()
