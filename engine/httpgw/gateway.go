@@ -245,13 +245,12 @@ func (g *Gateway) AddRoute(ctx context.Context, r Route) error {
 			g.apply(c.key, c, ent.Revision(), true)
 			return nil
 		}
-		we := wire.Wrap(wire.CodeConflict, fmt.Errorf("%w: %s %s → %s is taken by %s %s → %s",
-			ErrRouteConflict, c.Method, c.Path, c.FunctionID, old.Method, old.Path, old.FunctionID), "").
-			WithDetails(map[string]any{"existing": map[string]any{"method": old.Method, "path": old.Path, "function_id": old.FunctionID}})
 		// Taken stays taken until someone removes the route: a retry
 		// cannot succeed, unlike a lost compare-and-set below.
-		we.Retryable = false
-		return we
+		return wire.Wrap(wire.CodeConflict, fmt.Errorf("%w: %s %s → %s is taken by %s %s → %s",
+			ErrRouteConflict, c.Method, c.Path, c.FunctionID, old.Method, old.Path, old.FunctionID), "").
+			WithDetails(map[string]any{"existing": map[string]any{"method": old.Method, "path": old.Path, "function_id": old.FunctionID}}).
+			Permanent()
 	}
 	return wire.Errorf(wire.CodeConflict, "route %s %s changed concurrently; retry", c.Method, c.Path)
 }

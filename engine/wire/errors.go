@@ -144,6 +144,15 @@ func (e *Error) WithDetails(details map[string]any) *Error {
 	return &c
 }
 
+// Permanent returns a copy of e that callers must not retry, whatever
+// its code's default: a conflict no retry can win (an id that is taken),
+// an unavailable that will stay so (too many redirects).
+func (e *Error) Permanent() *Error {
+	c := *e
+	c.Retryable = false
+	return &c
+}
+
 // From converts any error into a wire error: an *Error in the chain is
 // returned as is; anything else becomes internal.
 func From(err error) *Error {

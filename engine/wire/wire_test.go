@@ -367,3 +367,12 @@ func FuzzMarshalJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestPermanent(t *testing.T) {
+	t.Parallel()
+	e := wire.Errorf(wire.CodeConflict, "taken")
+	p := e.Permanent()
+	if !e.Retryable || p.Retryable || p.Code != wire.CodeConflict || p.Message != "taken" {
+		t.Fatalf("Permanent of %+v = %+v: want a non-retryable copy, the original unchanged", e, p)
+	}
+}

@@ -160,9 +160,7 @@ func (l *Ledger) Close(ctx context.Context) error {
 // budgetExists is the conflict of a create whose id is taken: no retry
 // can win it, so it is not retryable.
 func budgetExists(id string) *wire.Error {
-	we := wire.Errorf(wire.CodeConflict, "budget %q exists", id)
-	we.Retryable = false
-	return we
+	return wire.Errorf(wire.CodeConflict, "budget %q exists", id).Permanent()
 }
 
 // Create stores a new budget. An explicit budget id that exists is a

@@ -180,9 +180,8 @@ func (s *Store) createMeta(ctx context.Context, m Meta) error {
 	}
 	rev, err := kv.Create(ctx, m.SessionID, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		we := wire.Errorf(wire.CodeConflict, "session %s already exists", m.SessionID)
-		we.Retryable = false // it will still exist on a retry
-		return we
+		// It will still exist on a retry.
+		return wire.Errorf(wire.CodeConflict, "session %s already exists", m.SessionID).Permanent()
 	}
 	if err != nil {
 		return storeErr(ctx, err, "create session %s", m.SessionID)

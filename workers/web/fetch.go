@@ -82,9 +82,7 @@ func (e *redirectError) Error() string { return e.we.Message }
 // request itself could have named.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > MaxRedirects {
-		we := wire.Errorf(wire.CodeUnavailable, "stopped after %d redirects (the next was to %s)", MaxRedirects, clip(req.URL.String(), 512))
-		we.Retryable = false
-		return &redirectError{we}
+		return &redirectError{wire.Errorf(wire.CodeUnavailable, "stopped after %d redirects (the next was to %s)", MaxRedirects, clip(req.URL.String(), 512)).Permanent()}
 	}
 	if _, err := parseURL(req.URL.String()); err != nil {
 		return &redirectError{wire.Errorf(wire.CodeForbidden, "redirect from %s refused: its url %s", via[len(via)-1].URL, err.Error())}
