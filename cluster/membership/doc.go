@@ -57,9 +57,13 @@
 //     out.
 //   - An entry that does not decode, or whose id differs from its key, is
 //     logged and ignored.
-//   - The first topology can lack a member whose entry was being rewritten
-//     at that instant (a nats.go KV watch may end its initial values before
-//     such a key); that member joins with its next heartbeat.
+//   - A nats.go KV watch may end its initial values before a key that is
+//     being rewritten at that instant (a heartbeat). Before the first
+//     topology is published, the keys of the bucket's stream are read
+//     and every live entry the watch missed is added, so the first
+//     topology lacks no live member (placement would take over the
+//     grains of a member missing from it). If that read fails it is
+//     logged, and such a member joins with its next heartbeat.
 //
 // # Draining
 //

@@ -46,22 +46,44 @@ func List(ctx context.Context, js jetstream.JetStream, clusterName string, opts 
 	if err != nil {
 		return nil, fmt.Errorf("membership: bucket %s: %w", o.bucket, err)
 	}
-	// The subjects of the bucket's stream, not a KV watch: a watch's
-	// "initial values done" marker can come before a key that is being
-	// rewritten (a heartbeat) is delivered, and List would miss that
-	// member (docs/UPSTREAM.md).
-	st, err := js.Stream(ctx, "KV_"+o.bucket)
+	kves, err := liveEntries(ctx, js, kv, o.bucket, clusterName, nil)
 	if err != nil {
-		return nil, fmt.Errorf("membership: bucket %s: %w", o.bucket, err)
+		return nil, err
 	}
-	subjPrefix := "$KV." + o.bucket + "."
+	out := make([]Entry, 0, len(kves))
+	for _, kve := range kves {
+		e, err := decodeEntry(kve.Value())
+		if err != nil || clusterName+"."+e.ID != kve.Key() {
+			continue
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// liveEntries reads the current entry of every key of cluster clusterName
+// in bucket (kv) for which skip (when not nil) is false, in no order;
+// keys deleted or expired are left out. It reads the subjects of the
+// bucket's stream, not a KV watch: a watch's "initial values done" marker
+// can come before a key that is being rewritten (a heartbeat) is
+// delivered, and would miss that member (docs/UPSTREAM.md).
+func liveEntries(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, bucket, clusterName string, skip func(key string) bool) ([]jetstream.KeyValueEntry, error) {
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, fmt.Errorf("membership: bucket %s: %w", bucket, err)
+	}
+	subjPrefix := "$KV." + bucket + "."
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjPrefix+clusterName+".*"))
 	if err != nil {
-		return nil, fmt.Errorf("membership: bucket %s: %w", o.bucket, err)
+		return nil, fmt.Errorf("membership: bucket %s: %w", bucket, err)
 	}
-	out := make([]Entry, 0, len(info.State.Subjects))
+	var out []jetstream.KeyValueEntry
 	for subj := range info.State.Subjects {
 		key := strings.TrimPrefix(subj, subjPrefix)
+		if skip != nil && skip(key) {
+			continue
+		}
 		kve, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			continue // left or expired since
@@ -69,12 +91,7 @@ func List(ctx context.Context, js jetstream.JetStream, clusterName string, opts 
 		if err != nil {
 			return nil, fmt.Errorf("membership: get %s: %w", key, err)
 		}
-		e, err := decodeEntry(kve.Value())
-		if err != nil || clusterName+"."+e.ID != key {
-			continue
-		}
-		out = append(out, e)
+		out = append(out, kve)
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }

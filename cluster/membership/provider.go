@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -407,6 +408,9 @@ func (p *Provider) watch(ctx context.Context, filter string, w jetstream.KeyWatc
 		case u, ok := <-w.Updates():
 			if ok {
 				idle.Reset(silence)
+				if u == nil {
+					p.complete(ctx)
+				}
 				p.handle(u, publish)
 				continue
 			}
@@ -430,6 +434,45 @@ func (p *Provider) watch(ctx context.Context, filter string, w jetstream.KeyWatc
 			return
 		}
 		idle.Reset(silence)
+	}
+}
+
+// complete folds into the view the live entries that the first watch's
+// initial values missed: keys rewritten as the watch began can come after
+// its "initial values done" marker (see liveEntries), and a first
+// topology without a live member would let placement take over that
+// member's grains. Later watches need none: a member missing from their
+// initial values is not dropped for that. A read that fails is logged, and
+// a member it missed joins with its next heartbeat. Called on the watch's
+// goroutine, the view's only writer.
+func (p *Provider) complete(ctx context.Context) {
+	p.mu.Lock()
+	if p.view.synced || p.state == stateStopped {
+		p.mu.Unlock()
+		return
+	}
+	kv, v := p.kv, p.view
+	known := make(map[string]bool, len(v.members)+len(v.gone))
+	for id := range v.members {
+		known[v.prefix+id] = true
+	}
+	for id := range v.gone {
+		known[v.prefix+id] = true
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	kves, err := liveEntries(ctx, p.js, kv, p.opts.bucket, strings.TrimSuffix(v.prefix, "."), func(key string) bool { return known[key] })
+	if err != nil {
+		p.log.Warn("membership: first members not completed; a member being rewritten joins with its next heartbeat", "bucket", p.opts.bucket, "error", err)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, kve := range kves {
+		if _, err := v.applyRev(kve.Key(), jetstream.KeyValuePut, kve.Value(), kve.Created(), kve.Revision()); err != nil {
+			p.log.Warn("membership: ignoring entry", "key", kve.Key(), "error", err)
+		}
 	}
 }
 

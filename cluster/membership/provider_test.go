@@ -621,3 +621,55 @@ func TestStartBeforeJetStreamIsReady(t *testing.T) {
 	}
 	rec.sees(t, 5*time.Second, "a")
 }
+
+// TestFirstTopologyHasMembersBeingRewritten starts clients while a member's
+// entry is rewritten in a tight loop: a KV watch's "initial values done"
+// marker can come before such a key (docs/UPSTREAM.md), and a first
+// topology without a live member lets placement take over its grains.
+func TestFirstTopologyHasMembersBeingRewritten(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	ids := []string{"a", "b", "c", "d", "e"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for i, id := range ids {
+		start(t, ns, testEntry(id, i+1))
+		js := newJS(t, ns)
+		val, err := testEntry(id, i+1).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, _ = js.PublishAsync("$KV."+subjects.MembersBucket+".c."+id, val)
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-ctx.Done():
+				}
+			}
+		})
+	}
+	for i := range 40 {
+		p, err := membership.New(newJS(t, ns), testOpts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first []string
+		var once sync.Once
+		publish := func(ms cluster.Members) {
+			once.Do(func() {
+				for _, m := range ms {
+					first = append(first, m.Id)
+				}
+			})
+		}
+		if err := p.StartForTest("c", nil, publish); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Shutdown(false)
+		if !slices.Equal(first, ids) {
+			t.Fatalf("client %d: first topology %v, want %v", i, first, ids)
+		}
+	}
+}
