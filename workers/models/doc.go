@@ -65,9 +65,10 @@
 // Only models::reconcile writes it. Every replica follows the bucket with a
 // KV watch and serves list, get and supports from memory: the base
 // catalog, each entry's availability from its record, plus the reconciled
-// records. A record for a model the catalog describes only contributes its
-// availability; a non-reconciled record of a model the catalog no longer
-// has is ignored.
+// records. A record under the id of a model the catalog describes only
+// contributes its availability; one under an alias of it (reconciled
+// before the catalog knew that name) and a non-reconciled record of a
+// model the catalog no longer has are ignored.
 //
 // # Lifecycle
 //

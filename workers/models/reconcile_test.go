@@ -284,3 +284,40 @@ func TestReplicas(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAliasRecordAfterCatalogUpdate: a model reconciled under a name the
+// catalog later adopts as an alias (then vanished, so its record says
+// unavailable) does not mask the catalog entry's availability: only the
+// record under the entry's own id counts, as reconcile only writes that
+// one.
+func TestAliasRecordAfterCatalogUpdate(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	// Before: the catalog does not know acme-large; the provider lists it,
+	// then stops.
+	f := newFixture(t, WithCatalog(nil))
+	p := serveProvider(t, f.e, "acme")
+	p.set("acme-large")
+	checkLists(t, reconcile(ctx, t, f.e, "acme"), []string{}, []string{"acme-large"}, []string{}, 0)
+	p.set()
+	checkLists(t, reconcile(ctx, t, f.e, "acme"), []string{}, []string{}, []string{"acme-large"}, 0)
+
+	// After: a catalog whose acme-large-20260101 has the alias acme-large,
+	// which the provider lists by its dated id.
+	s2, err := Open(ctx, enginetest.NewEngine(t, f.ns), acmeOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close(context.Background()) })
+	p.set("acme-large-20260101", "acme-small", "acme-old")
+	resp, err := s2.Reconcile(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLists(t, resp, []string{"acme-large-20260101", "acme-old", "acme-small"}, []string{}, []string{}, 0)
+	for _, name := range []string{"acme-large-20260101", "acme-large"} {
+		if m := mustGet(t, s2, "acme", name); m == nil || !m.Available || m.Reconciled {
+			t.Errorf("%s = %+v, want the catalog entry, available", name, m)
+		}
+	}
+}

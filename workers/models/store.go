@@ -247,7 +247,14 @@ func (s *Store) rebuildLocked() {
 			continue
 		}
 		if i, ok := s.baseIdx[nameKey(r.Provider, r.ID)]; ok {
-			models[i].Available = r.Available
+			// Only the mark under the entry's own id counts: reconcile
+			// writes no other. A record under one of its aliases was
+			// reconciled before the catalog knew the name; nothing
+			// rewrites it, and it would mask (or fight over) the entry's
+			// availability.
+			if s.base[i].ID == r.ID {
+				models[i].Available = r.Available
+			}
 			continue
 		}
 		if !r.Reconciled {
