@@ -324,6 +324,10 @@ func (c *Consumer) final(msg jetstream.Msg, md *jetstream.MsgMetadata, fnID stri
 	ctx, cancel := context.WithTimeout(c.base, dlqPublishTimeout)
 	defer cancel()
 	out := deadLetterMsg(c.queue, msg.Data(), msg.Headers(), md, fnID, we, time.Now())
+	if !fitDeadLetter(out, c.e.Conn().MaxPayload()) {
+		log.Error("dead letter does not fit the server's max payload even without its error message; the message stays on its queue",
+			"queue", c.queue, "queue_seq", md.Sequence.Stream, "size", len(out.Data)+wire.HeaderSize(out.Header))
+	}
 	// An earlier delivery may have stored the dead letter and died before
 	// its ack. Its Nats-Msg-Id dedupes only within the DLQ stream's
 	// duplicate window, which this redelivery may come after: look.

@@ -65,9 +65,13 @@ type DeadLetter struct {
 	ContentType  string    `json:"content_type"`
 	// Data is the payload decoded with its codec (nil if it does not
 	// decode); Body is the payload as stored.
-	Data   any         `json:"data"`
-	Body   []byte      `json:"-"`
-	Header nats.Header `json:"-"`
+	Data any `json:"data"`
+	// DataOmitted says queue::dead_letters left Data out because the
+	// dead letter would not fit its answer otherwise; the body is still
+	// in stream III_DLQ at Sequence.
+	DataOmitted bool        `json:"data_omitted,omitempty"`
+	Body        []byte      `json:"-"`
+	Header      nats.Header `json:"-"`
 }
 
 // dlqMsgID is the Nats-Msg-Id of the dead letter of queue message seq, so
@@ -141,6 +145,31 @@ func deadLetterMsg(queue string, data []byte, hdr nats.Header, md *jetstream.Msg
 	h.Set(HeaderQueueSeq, strconv.FormatUint(md.Sequence.Stream, 10))
 	h.Set(nats.MsgIdHdr, dlqMsgID(queue, md.Sequence.Stream))
 	return &nats.Msg{Subject: subj, Data: data, Header: h}
+}
+
+// fitDeadLetter cuts the error message of dead letter m, down to nothing,
+// until m fits max (the server's max payload, headers counted). A dead
+// letter is its message plus its headers, so a message near the max
+// payload that failed with a long error would otherwise never be stored
+// and stay on its queue, retried for ever. It reports whether m fits.
+func fitDeadLetter(m *nats.Msg, max int64) bool {
+	over := int64(len(m.Data)+wire.HeaderSize(m.Header)) - max
+	if over <= 0 {
+		return true
+	}
+	msg := m.Header.Get(HeaderErrorMessage)
+	if keep := int64(len(msg)) - over; keep > 0 {
+		cut := int(keep)
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		if cut > 0 {
+			m.Header.Set(HeaderErrorMessage, msg[:cut])
+			return true
+		}
+	}
+	m.Header.Del(HeaderErrorMessage)
+	return int64(len(m.Data)+wire.HeaderSize(m.Header)) <= max
 }
 
 // clockMargin widens the dead-letter lookup of [hasDeadLetter] for clock
@@ -230,23 +259,35 @@ func DeadLetters(ctx context.Context, e *engine.Engine, name string, limit int) 
 	if limit < 1 || limit > MaxDeadLetters {
 		return nil, wire.Errorf(wire.CodeInvalidPayload, "limit %d must be 1..%d", limit, MaxDeadLetters)
 	}
+	out, _, err := listDeadLetters(ctx, e, name, subj, 0, limit, nil)
+	return out, err
+}
+
+// listDeadLetters reads up to limit dead letters on subj with a sequence
+// after after, oldest first. admit, when not nil, may change a dead letter
+// and refuses the one that does not fit; truncated says it refused one.
+func listDeadLetters(ctx context.Context, e *engine.Engine, name, subj string, after uint64, limit int, admit func(*DeadLetter) bool) (out []DeadLetter, truncated bool, err error) {
 	dlq, err := e.EnsureStream(ctx, engine.DLQStreamConfig(e.Replicas()))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out := []DeadLetter{}
-	for seq := uint64(1); len(out) < limit; {
+	out = []DeadLetter{}
+	for seq := after + 1; len(out) < limit && seq != 0; {
 		m, err := dlq.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
 		if err != nil {
-			return nil, wire.Wrap(wire.CodeUnavailable, err, "read dead letters of %q", name)
+			return nil, false, wire.Wrap(wire.CodeUnavailable, err, "read dead letters of %q", name)
 		}
-		out = append(out, parseDeadLetter(m.Sequence, m.Data, m.Header))
+		dl := parseDeadLetter(m.Sequence, m.Data, m.Header)
+		if admit != nil && !admit(&dl) {
+			return out, true, nil
+		}
+		out = append(out, dl)
 		seq = m.Sequence + 1
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // Redrive moves dead letters of queue name back onto the queue, oldest

@@ -28,7 +28,8 @@
 //     max deliver ([WithMaxDeliver], default 5), publishes a dead letter —
 //     the original body and headers plus Iii-Queue, Iii-Error-Code,
 //     Iii-Error-Message, Iii-Deliveries, Iii-Enqueued-At,
-//     Iii-Dead-Lettered-At, Iii-Queue-Seq — and removes the original only
+//     Iii-Dead-Lettered-At, Iii-Queue-Seq; the error message is cut to
+//     what fits the max payload — and removes the original only
 //     after JetStream acked the dead letter. A crash in between leaves both;
 //     the original comes back and is not dead-lettered twice: within the
 //     DLQ stream's duplicate window (the server default, 2 minutes)

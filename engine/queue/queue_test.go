@@ -750,3 +750,60 @@ func TestEnqueuedMessagesReachTheFunction(t *testing.T) {
 		}
 	}
 }
+
+// A dead letter is its message plus the dead-letter headers: one of a
+// message near the max payload whose call failed with a long error keeps
+// as much of the error message as fits, where it did not fit at all and
+// the message stayed on its queue, retried for ever.
+func TestDeadLetterOfALargeMessageFits(t *testing.T) {
+	t.Parallel()
+	const max = 4 << 10
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(max))
+	e := enginetest.NewEngine(t, ns)
+	w, err := e.Worker("large")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", 2*queue.MaxErrorMessage)
+	if err := w.Register(engine.Function{ID: "large::reject", Handler: func(context.Context, *engine.Request) (any, error) {
+		return nil, wire.Errorf(wire.CodeInvalidPayload, "%s", long)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The largest message Enqueue accepts, less the headers a dead letter
+	// needs besides its error message.
+	n := max
+	for ; n > 0; n-- {
+		err := e.Enqueue(ctx, "probe", "large::reject", engine.Raw(strings.Repeat("a", n)))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, wire.ErrInvalidPayload) {
+			t.Fatal(err)
+		}
+	}
+	n -= 300
+	if err := e.Enqueue(ctx, "large", "large::reject", engine.Raw(strings.Repeat("a", n))); err != nil {
+		t.Fatal(err)
+	}
+	c := consume(t, e, "large", fast()...)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if got := c.Counters(); got.DeadLettered != 1 {
+			return fmt.Errorf("counters %+v", got)
+		}
+		return nil
+	})
+	dls := deadLetters(t, e, "large")
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters", len(dls))
+	}
+	dl := dls[0]
+	if len(dl.Body) != n || dl.ErrorCode != wire.CodeInvalidPayload || dl.ErrorMessage == "" ||
+		!strings.HasPrefix(long, dl.ErrorMessage) || len(dl.ErrorMessage) >= queue.MaxErrorMessage {
+		t.Fatalf("dead letter of %d bytes, code %s, message of %d bytes %q", len(dl.Body), dl.ErrorCode, len(dl.ErrorMessage), dl.ErrorMessage)
+	}
+	if st := inspect(t, e, "large"); st.Messages != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -83,6 +83,9 @@ type DeadLettersRequest struct {
 	Queue string `json:"queue"`
 	// Limit is 1..MaxDeadLetters; 0 means DefaultDeadLettersLimit.
 	Limit int `json:"limit,omitempty"`
+	// After lists only dead letters whose sequence is greater: the
+	// sequence of the last one of the previous answer.
+	After uint64 `json:"after,omitempty"`
 }
 
 // Validate checks the queue name and the limit.
@@ -99,6 +102,40 @@ func (r DeadLettersRequest) Validate() error {
 // DeadLettersResponse is the reply of queue::dead_letters.
 type DeadLettersResponse struct {
 	DeadLetters []DeadLetter `json:"dead_letters"`
+	// Truncated says the answer stopped short of its limit to fit the max
+	// payload: ask again with after set to the last sequence.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// answerHeadroom is kept free of the max payload for the reply's headers
+// and the fields around the dead letters.
+const answerHeadroom = 1 << 10
+
+// answerFit admits dead letters into one answer while their encoding in
+// codec fits the max payload. The first always goes in, without its data
+// if it does not fit with it, so that paging with after moves on.
+func answerFit(codec wire.Codec, maxPayload int64) func(*DeadLetter) bool {
+	room, n := maxPayload-answerHeadroom, 0
+	size := func(dl *DeadLetter) int64 {
+		b, err := codec.Marshal(dl)
+		if err != nil {
+			return -1
+		}
+		return int64(len(b)) + 1 // and a separator
+	}
+	return func(dl *DeadLetter) bool {
+		sz := size(dl)
+		if sz < 0 || n == 0 && sz > room {
+			dl.Data, dl.DataOmitted = nil, true
+			sz = size(dl)
+		}
+		if n > 0 && sz > room {
+			return false
+		}
+		room -= sz
+		n++
+		return true
+	}
 }
 
 // RedriveRequest is the payload of queue::redrive.
@@ -134,11 +171,12 @@ const (
 		`,"function_id":{"type":"string"},"data":{},"dedup_id":{"type":"string","maxLength":256}}}`
 	enqueueRespSchema = `{"type":"object","properties":{"queue":{"type":"string"},"function_id":{"type":"string"}}}`
 	deadLettersSchema = `{"type":"object","required":["queue"],"properties":{` + queueProp +
-		`,"limit":{"type":"integer","minimum":0,"maximum":1000}}}`
+		`,"limit":{"type":"integer","minimum":0,"maximum":1000},"after":{"type":"integer","minimum":0}}}`
 	deadLettersRespSchema = `{"type":"object","properties":{"dead_letters":{"type":"array","items":{"type":"object","properties":{` +
 		`"sequence":{"type":"integer"},"queue":{"type":"string"},"function_id":{"type":"string"},"error_code":{"type":"string"},` +
 		`"error_message":{"type":"string"},"deliveries":{"type":"integer"},"redrives":{"type":"integer"},` +
-		`"enqueued_at":{"type":"string"},"dead_lettered_at":{"type":"string"},"content_type":{"type":"string"},"data":{}}}}}}`
+		`"enqueued_at":{"type":"string"},"dead_lettered_at":{"type":"string"},"content_type":{"type":"string"},"data":{},` +
+		`"data_omitted":{"type":"boolean"}}}},"truncated":{"type":"boolean"}}}`
 	redriveSchema = `{"type":"object","required":["queue"],"properties":{` + queueProp +
 		`,"limit":{"type":"integer","minimum":0},"sequence":{"type":"integer","minimum":0}}}`
 	redriveRespSchema = `{"type":"object","properties":{"queue":{"type":"string"},"redriven":{"type":"integer"}}}`
@@ -152,12 +190,15 @@ const (
 // queues:
 //
 //	queue::enqueue      {queue, function_id, data, dedup_id?} → {queue, function_id}
-//	queue::dead_letters {queue, limit?}                       → {dead_letters:[DeadLetter]}
+//	queue::dead_letters {queue, limit?, after?}               → {dead_letters:[DeadLetter], truncated?}
 //	queue::redrive      {queue, limit?, sequence?}            → {queue, redriven}
 //	queue::stats        {queue}                               → Stats
 //
 // data is any JSON or msgpack value; it is re-encoded in the engine's
-// codec, as [engine.Engine.Enqueue] sends it. ctx bounds the stream setup.
+// codec, as [engine.Engine.Enqueue] sends it. queue::dead_letters answers
+// within the max payload: it stops early with truncated (page on with
+// after, the last sequence listed), and a dead letter too large alone is
+// listed without its data (data_omitted). ctx bounds the stream setup.
 func Serve(ctx context.Context, e *engine.Engine) (*engine.Worker, error) {
 	if _, err := e.EnsureStream(ctx, engine.QueueStreamConfig(e.Replicas())); err != nil {
 		return nil, err
@@ -195,14 +236,22 @@ func Serve(ctx context.Context, e *engine.Engine) (*engine.Worker, error) {
 		RequestSchema:  deadLettersSchema,
 		ResponseSchema: deadLettersRespSchema,
 		Idempotent:     true,
-		Handler: engine.Typed(func(ctx context.Context, r DeadLettersRequest) (DeadLettersResponse, error) {
+		Handler: func(ctx context.Context, req *engine.Request) (any, error) {
+			var r DeadLettersRequest
+			if err := req.Bind(&r); err != nil {
+				return nil, err
+			}
 			limit := r.Limit
 			if limit == 0 {
 				limit = DefaultDeadLettersLimit
 			}
-			dls, err := DeadLetters(ctx, e, r.Queue, limit)
-			return DeadLettersResponse{DeadLetters: dls}, err
-		}),
+			subj, _ := subjects.DLQSubject(r.Queue) // validated
+			dls, truncated, err := listDeadLetters(ctx, e, r.Queue, subj, r.After, limit, answerFit(req.Codec, e.Conn().MaxPayload()))
+			if err != nil {
+				return nil, err
+			}
+			return DeadLettersResponse{DeadLetters: dls, Truncated: truncated}, nil
+		},
 	}, {
 		ID:             FnRedrive,
 		Description:    "Move the dead letters of a queue back onto it",

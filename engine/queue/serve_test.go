@@ -211,3 +211,81 @@ func TestServeRejectsBadInput(t *testing.T) {
 		t.Fatalf("redrive of a missing sequence: %v", err)
 	}
 }
+
+// queue::dead_letters answers within the max payload: it lists the dead
+// letters that fit, says truncated, and pages on with after; a dead letter
+// too large alone is listed without its data. The answer used to hold
+// limit dead letters whatever their size, so a queue with large dead
+// letters could not be listed at all (internal: response exceeds the max
+// payload), and with no cursor a smaller limit only ever showed the oldest.
+func TestServeDeadLettersFitTheMaxPayload(t *testing.T) {
+	t.Parallel()
+	const max = 4 << 10
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(max))
+	e := enginetest.NewEngine(t, ns)
+	if _, err := queue.Serve(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.Worker("sized")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(engine.Function{ID: "sized::reject", Handler: func(context.Context, *engine.Request) (any, error) {
+		return nil, wire.Errorf(wire.CodeInvalidPayload, "%s", strings.Repeat("r", 600))
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sizes := []int{1000, 1000, 3000, 1000, 10}
+	for i, n := range sizes {
+		if err := e.Enqueue(ctx, "sized", "sized::reject", map[string]any{"i": i, "pad": strings.Repeat("p", n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := consume(t, e, "sized", fast()...)
+	enginetest.Eventually(t, 5*time.Second, wantCount(len(sizes), func() int { return int(c.Counters().DeadLettered) }))
+
+	nc := enginetest.Connect(t, ns)
+	seen := map[int]bool{}
+	var after uint64
+	for page := 0; ; page++ {
+		if page > len(sizes) {
+			t.Fatalf("still paging after %d pages", page)
+		}
+		var dr queue.DeadLettersResponse
+		if err := jsonReq(t, nc, "iii.fn.queue.dead_letters", fmt.Sprintf(`{"queue":"sized","after":%d}`, after), &dr); err != nil {
+			t.Fatalf("page %d after %d: %v", page, after, err)
+		}
+		if len(dr.DeadLetters) == 0 {
+			if dr.Truncated {
+				t.Fatalf("page %d: empty and truncated", page)
+			}
+			break
+		}
+		for _, dl := range dr.DeadLetters {
+			if dl.Sequence <= after {
+				t.Fatalf("page %d: dead letter %d is not after %d", page, dl.Sequence, after)
+			}
+			after = dl.Sequence
+			m, ok := dl.Data.(map[string]any)
+			switch {
+			case dl.DataOmitted && dl.Data == nil:
+				seen[2] = true // the 3,000-byte one, listed without its data
+			case ok:
+				i := int(m["i"].(float64))
+				if i == 2 || seen[i] {
+					t.Fatalf("page %d: dead letter %d listed with data %v, seen %v", page, i, dl.DataOmitted, seen)
+				}
+				seen[i] = true
+			default:
+				t.Fatalf("page %d: dead letter %+v", page, dl)
+			}
+		}
+		if !dr.Truncated {
+			break
+		}
+	}
+	if len(seen) != len(sizes) {
+		t.Fatalf("listed %v of %d dead letters", seen, len(sizes))
+	}
+}
