@@ -18,14 +18,27 @@ func CallHeaderRoom(h nats.Header) int {
 	return n
 }
 
+// QueueHeaderRoom is what a queued message keeps free under the max
+// payload besides [CallHeaderRoom]: the headers its dead letter adds
+// (package engine/queue: the queue, error code, deliveries, times, the
+// queue sequence, the dead letter's Nats-Msg-Id, the original one renamed;
+// the error message is cut to what fits) and those a redrive adds (the
+// redrive count and its Nats-Msg-Id). A message without it could fail
+// every delivery and never be dead-lettered, retried for ever.
+func QueueHeaderRoom(queue string) int { return 512 + 2*len(queue) }
+
 // checkStoredCall refuses a message to be stored for a later call (a
 // queue's, a topic's) that the call could not carry: its body and headers,
-// plus what the call adds ([CallHeaderRoom]), past max. Stored, it would
-// fail every delivery as invalid_payload.
-func checkStoredCall(msg *nats.Msg, max int64) error {
-	if size := len(msg.Data) + wire.HeaderSize(msg.Header) + CallHeaderRoom(msg.Header); int64(size) > max {
+// plus what the call adds ([CallHeaderRoom]) and reserve, past max.
+// Stored, it would fail every delivery as invalid_payload.
+func checkStoredCall(msg *nats.Msg, max int64, reserve int) error {
+	if size := len(msg.Data) + wire.HeaderSize(msg.Header) + CallHeaderRoom(msg.Header) + reserve; int64(size) > max {
+		what := "the headers of the function's call"
+		if reserve > 0 {
+			what = "the headers of the function's call and of a dead letter"
+		}
 		return wire.Errorf(wire.CodeInvalidPayload,
-			"payload of %d bytes leaves no room under the server's max payload of %d bytes for the headers of the function's call", len(msg.Data), max).
+			"payload of %d bytes leaves no room under the server's max payload of %d bytes for %s", len(msg.Data), max, what).
 			WithDetails(map[string]any{"max_payload": max, "size": len(msg.Data)})
 	}
 	return nil
@@ -33,5 +46,5 @@ func checkStoredCall(msg *nats.Msg, max int64) error {
 
 // CheckStoredCall is checkStoredCall against the connection's max payload.
 func (e *Engine) CheckStoredCall(msg *nats.Msg) error {
-	return checkStoredCall(msg, e.nc.MaxPayload())
+	return checkStoredCall(msg, e.nc.MaxPayload(), 0)
 }

@@ -169,7 +169,7 @@ func (e *Engine) Enqueue(ctx context.Context, queue, id string, req any, opts ..
 	if o.msgID != "" {
 		msg.Header.Set(nats.MsgIdHdr, o.msgID)
 	}
-	if err := e.CheckStoredCall(msg); err != nil {
+	if err := checkStoredCall(msg, e.nc.MaxPayload(), QueueHeaderRoom(queue)); err != nil {
 		return err
 	}
 	if _, err := e.EnsureStream(ctx, QueueStreamConfig(e.opts.replicas)); err != nil {

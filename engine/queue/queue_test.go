@@ -751,40 +751,29 @@ func TestEnqueuedMessagesReachTheFunction(t *testing.T) {
 	}
 }
 
-// A dead letter is its message plus the dead-letter headers: one of a
-// message near the max payload whose call failed with a long error keeps
-// as much of the error message as fits, where it did not fit at all and
-// the message stayed on its queue, retried for ever.
+// TestDeadLetterOfALargeMessageFits: a message a client stored on a queue
+// without Enqueue's room for the dead letter's headers (any NATS client
+// may publish on iii.queue.<name>), near the max payload, failing with a
+// long error, is dead-lettered with its error message cut to fit: it was
+// left on its queue, then dead-lettered as a false "timeout", or never.
 func TestDeadLetterOfALargeMessageFits(t *testing.T) {
 	t.Parallel()
 	const max = 4 << 10
 	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(max))
 	e := enginetest.NewEngine(t, ns)
-	w, err := e.Worker("large")
-	if err != nil {
-		t.Fatal(err)
-	}
-	long := strings.Repeat("é", 2*queue.MaxErrorMessage)
-	if err := w.Register(engine.Function{ID: "large::reject", Handler: func(context.Context, *engine.Request) (any, error) {
-		return nil, wire.Errorf(wire.CodeInvalidPayload, "%s", long)
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	long := rejecting(t, e)
 	ctx := context.Background()
-	// The largest message Enqueue accepts, less the headers a dead letter
-	// needs besides its error message.
-	n := max
-	for ; n > 0; n-- {
-		err := e.Enqueue(ctx, "probe", "large::reject", engine.Raw(strings.Repeat("a", n)))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, wire.ErrInvalidPayload) {
-			t.Fatal(err)
-		}
+	// The largest message a call from the queue can carry, less the
+	// headers a dead letter needs besides its error message.
+	msg := &nats.Msg{Subject: "iii.queue.large", Header: nats.Header{}}
+	msg.Header.Set(wire.HeaderContentType, wire.JSON.ContentType())
+	msg.Header.Set(engine.HeaderFunctionID, "large::reject")
+	n := max - wire.HeaderSize(msg.Header) - engine.CallHeaderRoom(msg.Header) - 300
+	msg.Data = []byte(strings.Repeat("a", n))
+	if _, err := e.EnsureStream(ctx, engine.QueueStreamConfig(1)); err != nil {
+		t.Fatal(err)
 	}
-	n -= 300
-	if err := e.Enqueue(ctx, "large", "large::reject", engine.Raw(strings.Repeat("a", n))); err != nil {
+	if _, err := e.JetStream().PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
 	c := consume(t, e, "large", fast()...)
@@ -804,6 +793,73 @@ func TestDeadLetterOfALargeMessageFits(t *testing.T) {
 		t.Fatalf("dead letter of %d bytes, code %s, message of %d bytes %q", len(dl.Body), dl.ErrorCode, len(dl.ErrorMessage), dl.ErrorMessage)
 	}
 	if st := inspect(t, e, "large"); st.Messages != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// rejecting serves large::reject, which fails every call with a long
+// non-retryable error, and returns the error's text.
+func rejecting(t *testing.T, e *engine.Engine) string {
+	t.Helper()
+	w, err := e.Worker("large")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", 2*queue.MaxErrorMessage)
+	if err := w.Register(engine.Function{ID: "large::reject", Handler: func(context.Context, *engine.Request) (any, error) {
+		return nil, wire.Errorf(wire.CodeInvalidPayload, "%s", long)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return long
+}
+
+// TestLargestEnqueueDeadLettersAndRedrives: the largest message Enqueue
+// accepts, with the longest dedup id, on a queue with a long name, is
+// dead-lettered, redriven, and dead-lettered again (Enqueue keeps
+// engine.QueueHeaderRoom free for those headers). Before, a message
+// within ≈ 220 bytes of the limit could never be dead-lettered and was
+// retried for ever.
+func TestLargestEnqueueDeadLettersAndRedrives(t *testing.T) {
+	t.Parallel()
+	const max = 4 << 10
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(max))
+	e := enginetest.NewEngine(t, ns)
+	rejecting(t, e)
+	ctx := context.Background()
+	name := "q" + strings.Repeat("x", 99)
+	dedup := strings.Repeat("d", 256)
+	n := max
+	for ; n > 0; n-- {
+		err := e.Enqueue(ctx, name, "large::reject", engine.Raw(strings.Repeat("a", n)), engine.WithDedupID(dedup))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, wire.ErrInvalidPayload) {
+			t.Fatal(err)
+		}
+	}
+	c := consume(t, e, name, fast()...)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if got := c.Counters(); got.DeadLettered != 1 {
+			return fmt.Errorf("counters %+v", got)
+		}
+		return nil
+	})
+	if moved, err := queue.Redrive(ctx, e, name); err != nil || moved != 1 {
+		t.Fatalf("Redrive = %d, %v", moved, err)
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if got := c.Counters(); got.DeadLettered != 2 {
+			return fmt.Errorf("counters %+v", got)
+		}
+		return nil
+	})
+	dls := deadLetters(t, e, name)
+	if len(dls) != 1 || len(dls[0].Body) != n || dls[0].Redrives != 1 || dls[0].ErrorCode != wire.CodeInvalidPayload {
+		t.Fatalf("dead letters %+v", dls)
+	}
+	if st := inspect(t, e, name); st.Messages != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
