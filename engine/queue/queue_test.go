@@ -718,7 +718,7 @@ func TestEnqueuedMessagesReachTheFunction(t *testing.T) {
 	ctx := context.Background()
 	accepted := map[int]bool{}
 	refused := 0
-	for n := max - 200; n <= max+50; n++ {
+	for n := max - 800; n <= max+50; n++ {
 		err := e.Enqueue(ctx, "big", "big::work", engine.Raw(strings.Repeat("a", n)))
 		switch {
 		case err == nil:
