@@ -50,10 +50,12 @@
 // that answered a timeout, loses that tick (the lease names it taken), and
 // a call that fails is not retried. Ticks missed while no scheduler ran are
 // not caught up; a scheduler that wakes later than its misfire grace skips
-// the tick ([WithMisfireGrace]). Calls are not serialized: a call that
-// runs longer than its job's interval overlaps the next tick's (each is
-// bounded by [WithFireTimeout]). A function that must not lose a tick
-// should enqueue durable work and return at once.
+// the tick ([WithMisfireGrace]). A waiting job reads the clock again at
+// least every half grace, so a tick that a host suspend or a step of the
+// wall clock makes due at once still fires. Calls are not serialized: a
+// call that runs longer than its job's interval overlaps the next tick's
+// (each is bounded by [WithFireTimeout]). A function that must not lose a
+// tick should enqueue durable work and return at once.
 //
 // Lifecycle: Start → (jobs come and go through the bucket) → Close. Time
 // comes from a [Clock] ([WithClock]), so tests move a fake clock instead of

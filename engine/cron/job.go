@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,22 @@ type Job struct {
 	// fields are read in; empty means the scheduler's location (UTC by
 	// default).
 	Timezone string `json:"timezone,omitempty"`
+}
+
+// UnmarshalJSON decodes j with exact numbers in Data, as a stored job is
+// read: an integer id past 2^53 in a cron::schedule request keeps its
+// digits.
+func (j *Job) UnmarshalJSON(b []byte) error {
+	type plain Job
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	p.Data = normalizeNumbers(p.Data)
+	*j = Job(p)
+	return nil
 }
 
 // Validate checks the job as cron::schedule does; the error is an
@@ -149,7 +166,8 @@ func encodeJob(j Job) ([]byte, error) {
 }
 
 // decodeJob reads a stored job. Numbers in Data come back as int64 when
-// they are integers and float64 otherwise, so large ids survive.
+// they are integers (uint64 above int64's range) and float64 otherwise, so
+// large ids survive.
 func decodeJob(b []byte) (Job, error) {
 	var j Job
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -166,6 +184,9 @@ func normalizeNumbers(v any) any {
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
 			return i
+		}
+		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+			return u
 		}
 		f, _ := x.Float64()
 		return f

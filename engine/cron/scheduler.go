@@ -256,9 +256,13 @@ func (s *Scheduler) run(ctx context.Context, rj *runningJob) {
 				return
 			}
 		} else if d := next.Sub(now); d > 0 {
+			// Wait at most half the grace at a time: a timer counts the
+			// time that elapses, not the wall clock the tick is set by, so
+			// after a host suspend or a step of the clock one long wait
+			// would end past the tick's grace and skip it.
 			select {
 			case <-ctx.Done():
-			case <-clock.After(d):
+			case <-clock.After(min(d, s.opts.grace/2)):
 			}
 			continue // re-check: the clock may have moved less than d
 		}

@@ -628,3 +628,96 @@ func TestChangeRacingADueTick(t *testing.T) {
 		})
 	}
 }
+
+// stepClock is a clock whose wall time can step (a host resumed from
+// suspend, an NTP step) while its timers, like the runtime's, count only
+// the time that elapses.
+type stepClock struct {
+	mu      sync.Mutex
+	wall    time.Time
+	elapsed time.Duration
+	waiters []stepWaiter
+}
+
+type stepWaiter struct {
+	at time.Duration
+	ch chan time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wall
+}
+
+func (c *stepClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.wall
+		return ch
+	}
+	c.waiters = append(c.waiters, stepWaiter{at: c.elapsed + d, ch: ch})
+	return ch
+}
+
+// Step moves the wall clock alone.
+func (c *stepClock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wall = c.wall.Add(d)
+}
+
+// Elapse lets d pass and fires the timers it ends.
+func (c *stepClock) Elapse(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wall, c.elapsed = c.wall.Add(d), c.elapsed+d
+	keep := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at > c.elapsed {
+			keep = append(keep, w)
+			continue
+		}
+		w.ch <- c.wall
+	}
+	c.waiters = keep
+}
+
+func (c *stepClock) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+// TestTickAfterWallClockStep: a nightly job waits hours for its tick; when
+// the host sleeps through them (or the clock steps forward) the tick is
+// due at once by the wall clock, and the scheduler claims it within the
+// misfire grace instead of waking hours later and skipping it.
+func TestTickAfterWallClockStep(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	var rec tickRecorder
+	rec.register(t, e, "test::nightly")
+	clk := &stepClock{wall: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := start(t, e, cron.WithClock(clk))
+	if err := s.Schedule(context.Background(), cron.Job{ID: "nightly", Expression: "0 3 * * *", FunctionID: "test::nightly"}); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if clk.Waiting() == 0 {
+			return errors.New("job loop not waiting")
+		}
+		return nil
+	})
+	clk.Step(3*time.Hour + 5*time.Second) // suspended from 00:00 to 03:00:05
+	clk.Elapse(cron.DefaultMisfireGrace - 10*time.Second)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if _, ev := rec.snapshot(); len(ev) != 1 || ev[0].Tick != "2030-01-01T03:00:00.000Z" {
+			return fmt.Errorf("events %v, want the 03:00 tick", ev)
+		}
+		return nil
+	})
+}

@@ -155,3 +155,28 @@ func TestServeBadInput(t *testing.T) {
 		t.Fatalf("Unschedule: %v", err)
 	}
 }
+
+// TestScheduleKeepsLargeIntegers: a cron::schedule request in JSON keeps
+// the digits of an integer past 2^53 in data, up to the event.
+func TestScheduleKeepsLargeIntegers(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	ctx := context.Background()
+	e := enginetest.NewEngine(t, ns)
+	if _, err := cron.Serve(ctx, e, nil); err != nil {
+		t.Fatal(err)
+	}
+	req := []byte(`{"id":"big","expression":"@daily","function_id":"test::tick",` +
+		`"data":{"id":12345678901234567,"u":18446744073709551615,"f":1.5}}`)
+	if _, _, err := e.TriggerRaw(ctx, cron.FnSchedule, req, wire.JSON); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := cron.List(ctx, e)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("List = %+v, %v", jobs, err)
+	}
+	got, _ := json.Marshal(jobs[0].Data)
+	if want := `{"f":1.5,"id":12345678901234567,"u":18446744073709551615}`; string(got) != want {
+		t.Fatalf("data = %s, want %s", got, want)
+	}
+}

@@ -298,9 +298,18 @@ func (s *Subscription) Delete(ctx context.Context) error {
 func (s *Subscription) onMsg(m jetstream.Msg) {
 	select {
 	case s.sem <- struct{}{}:
-	case <-s.base.Done():
-		_ = m.Nak()
-		return
+	default:
+		// Every call slot is busy: the event waits here, up to a call
+		// timeout, while its ack wait runs on the server. Restart the ack
+		// wait once it has a slot, so the server does not redeliver it
+		// while its own call runs (a second, concurrent call).
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.base.Done():
+			_ = m.Nak()
+			return
+		}
+		_ = m.InProgress()
 	}
 	s.wg.Add(1)
 	go func() {

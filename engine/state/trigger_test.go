@@ -500,3 +500,49 @@ func TestConsumerName(t *testing.T) {
 		t.Fatalf("names %q %q %q", a, b, c)
 	}
 }
+
+// TestTriggerQueuedEventNotRedeliveredWhileRunning: an event that waits for
+// a call slot keeps a full ack wait for its own call, so the server does not
+// hand it out a second time while that call runs.
+func TestTriggerQueuedEventNotRedeliveredWhileRunning(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, nil)
+	ctx := testCtx(t)
+	const call = 700 * time.Millisecond
+	var mu sync.Mutex
+	runs := map[string]int{}
+	done := make(chan struct{}, 4)
+	// One slot, a call of 0.7 s, an ack wait of 1.1 s: the second event
+	// waits 0.7 s for the slot, then runs 0.7 s, 1.4 s after its delivery.
+	sub, err := state.OnChangeFunc(ctx, v.e, v.store, state.Trigger{Scope: "q", FunctionID: "local::slow"},
+		func(ctx context.Context, ev state.Event) error {
+			mu.Lock()
+			runs[ev.Key]++
+			mu.Unlock()
+			time.Sleep(call)
+			done <- struct{}{}
+			return nil
+		}, state.WithConcurrency(1), state.WithCallTimeout(time.Second), state.WithAckWait(1100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Stop)
+	for _, k := range []string{"a", "b"} {
+		mustDo(t, func() error { _, _, err := v.store.Set(ctx, "q", k, 1); return err })
+	}
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("events not handled")
+		}
+	}
+	// A redelivery would come 1.1 s after the second event's delivery and
+	// run once the slot frees: give it the time to show.
+	time.Sleep(2 * call)
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["a"] != 1 || runs["b"] != 1 {
+		t.Fatalf("runs = %v, want each event once", runs)
+	}
+}
