@@ -218,18 +218,24 @@ func (c *compactor) run(ctx context.Context, req CompactRequest, m modelInfo, st
 	}
 	resp := CompactResponse{TokensBefore: before, TokensAfter: before}
 
-	// The previous summary, when the path has one: it comes first.
+	// The previous summary, when the path has one: it comes first. Its
+	// path step says so; when the answer left that step out (a path read
+	// in pages comes without steps), the entry itself says.
 	start, prev := 0, ""
-	if len(view.Messages) > 0 && isCompaction(view.Path, view.Messages[0].EntryID) {
-		start = 1
-		en, err := c.findEntry(ctx, sid, view.Leaf, view.Messages[0].EntryID)
-		if err != nil {
-			return CompactResponse{}, callErr(err, "read session %s", sid)
-		}
-		prev = en.Summary
-		if staleBefore > 0 && en.Timestamp >= staleBefore {
-			resp.Reason = OutcomeDoneByOther
-			return resp, nil
+	if len(view.Messages) > 0 {
+		first := view.Messages[0].EntryID
+		if typ, known := stepType(view.Path, first); !known || typ == entryTypeCompaction {
+			en, err := c.findEntry(ctx, sid, view.Leaf, first)
+			if err != nil {
+				return CompactResponse{}, callErr(err, "read session %s", sid)
+			}
+			if en.Type == entryTypeCompaction {
+				start, prev = 1, en.Summary
+				if staleBefore > 0 && en.Timestamp >= staleBefore {
+					resp.Reason = OutcomeDoneByOther
+					return resp, nil
+				}
+			}
 		}
 	}
 
@@ -343,8 +349,8 @@ const maxViewPages = 10_000
 // readView reads sid's active path with session::messages, every page:
 // an answer that would outgrow the server's max payload is cut
 // (truncated) and the rest read after its last message on the same leaf.
-// The path steps are the first page's (the newest steps, the compaction
-// that starts the messages among them).
+// The path steps are the first page's: the newest steps when it holds
+// every message, none when it was cut (the caller then reads the entry).
 func (c *compactor) readView(ctx context.Context, sid string) (messagesResponse, error) {
 	var view messagesResponse
 	if err := c.e.Trigger(ctx, sessionMessagesFunction, readRequest{SessionID: sid}, &view); err != nil {
@@ -391,13 +397,15 @@ func (c *compactor) findEntry(ctx context.Context, sid, leaf, id string) (treeEn
 	}
 }
 
-func isCompaction(path []pathStep, id string) bool {
+// stepType is the type of entry id among the path's steps; known is
+// false when the steps do not hold it.
+func stepType(path []pathStep, id string) (typ string, known bool) {
 	for i := len(path) - 1; i >= 0; i-- {
 		if path[i].EntryID == id {
-			return path[i].Type == entryTypeCompaction
+			return path[i].Type, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // completer asks provider::<provider>::complete for one summary

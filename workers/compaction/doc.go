@@ -28,8 +28,10 @@
 //  3. The active path is read with session::messages (and
 //     session::entries for the previous summary's text, when there is
 //     one), every page of an answer the tree cut to fit the max payload
-//     (truncated, then after the last item on the same leaf); a previous
-//     summary not on the path is internal. The session tree finds the session's own copy of its stores,
+//     (truncated, then after the last item on the same leaf); whether the
+//     first message is the previous summary is read from its path step,
+//     or from its entry when the answer left the step out (a cut answer
+//     has none); a previous summary not on the path is internal. The session tree finds the session's own copy of its stores,
 //     so the worker reads no stream itself. A session of a region with no
 //     stores is the session tree's not_found. Tokens are estimated with [EstimateTokens].
 //  4. The cut: the newest messages up to keep_tokens (default a quarter

@@ -83,3 +83,44 @@ func TestCompactFindsSummaryOnLaterPage(t *testing.T) {
 		t.Fatalf("summary 2 does not update summary 1 %q:\n%s", s1, s2)
 	}
 }
+
+// A compaction of a path whose messages outgrow one answer of
+// session::messages updates the previous summary. The first page of a
+// view read in pages has no path steps, and the previous compaction was
+// taken for a plain user message: summarised as conversation instead of
+// updated, its quote and its time (the trigger's staleness check) lost.
+func TestCompactUpdatesSummaryOfPagedView(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 128 << 10
+	f := newFixtureOn(t, enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload)), "", compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	f.conversation(t, sid, 1, 32)
+	r1, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || !r1.Compacted {
+		t.Fatalf("first compaction: %+v, %v", r1, err)
+	}
+	var s1 string
+	for _, en := range f.compactions(t, sid) {
+		s1 = en.Summary
+	}
+	for from := 33; from <= 352; from += 32 {
+		f.conversation(t, sid, from, from+31)
+	}
+	if v, err := engine.Call[sessiontree.MessagesResponse](ctx, f.e, sessiontree.MessagesFunction, sessiontree.ReadRequest{SessionID: sid}); err != nil ||
+		!v.Truncated || len(v.Messages) == 0 || v.Messages[0].EntryID != r1.EntryID {
+		t.Fatalf("setup: the first page of messages (%v) should be truncated and start with the compaction %s", err, r1.EntryID)
+	}
+
+	r2, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid})
+	if err != nil || !r2.Compacted {
+		t.Fatalf("second compaction: %+v, %v", r2, err)
+	}
+	prompts := f.sum.allPrompts()
+	if len(prompts) != r1.SummaryCalls+r2.SummaryCalls {
+		t.Fatalf("%d prompts, want %d", len(prompts), r1.SummaryCalls+r2.SummaryCalls)
+	}
+	if p := prompts[r1.SummaryCalls]; s1 == "" || !strings.HasPrefix(p, "<previous-summary>\n"+s1+"\n</previous-summary>") {
+		t.Fatalf("the second compaction does not update summary 1 %q; its first prompt:\n%.300s", s1, p)
+	}
+}

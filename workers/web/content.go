@@ -78,16 +78,24 @@ func dropPartialRune(b []byte) []byte {
 // decodeText converts body to valid UTF-8, best effort: a byte order mark
 // wins, then the declared charset, then (for HTML) a <meta> charset; text
 // with none is read as UTF-8. Bytes that do not decode become U+FFFD.
+// HTML without a declaration is windows-1252 (the HTML default) only
+// when it is not valid UTF-8: the charset package guesses from its first
+// 1024 bytes alone, and would garble a UTF-8 page whose first non-ASCII
+// character comes later.
 // truncated says the body was cut, so a partial character at its end is
 // dropped rather than replaced.
 func decodeText(body []byte, contentType, mt, cs string, truncated bool) string {
 	var (
-		enc  encoding.Encoding
-		name string
+		enc     encoding.Encoding
+		name    string
+		certain bool
 	)
 	switch {
 	case isHTML(mt):
-		enc, name, _ = charset.DetermineEncoding(body, contentType)
+		enc, name, certain = charset.DetermineEncoding(body, contentType)
+		if !certain && name == "windows-1252" && validUTF8(body, truncated) {
+			enc, name = nil, "utf-8"
+		}
 	case hasBOM(body):
 		enc, name, _ = charset.DetermineEncoding(body, "")
 	case cs != "":
@@ -103,6 +111,15 @@ func decodeText(body []byte, contentType, mt, cs string, truncated bool) string 
 	}
 	body = bytes.TrimPrefix(body, []byte("\uFEFF"))
 	return strings.ToValidUTF8(string(body), "\uFFFD")
+}
+
+// validUTF8 reports whether body is valid UTF-8, but for a partial
+// character at its end when it was cut.
+func validUTF8(body []byte, truncated bool) bool {
+	if truncated {
+		body = dropPartialRune(body)
+	}
+	return utf8.Valid(body)
 }
 
 var boms = [][]byte{{0xEF, 0xBB, 0xBF}, {0xFE, 0xFF}, {0xFF, 0xFE}}

@@ -8,10 +8,12 @@
 // [MaxRedirects] redirects. The body is read up to max_bytes (default
 // [DefaultMaxBytes], lowered to the worker's ceiling) and returned as
 // UTF-8 text: the charset is decoded best effort (BOM, Content-Type, an
-// HTML <meta>; invalid bytes become U+FFFD), and HTML is turned into
+// HTML <meta>; without one, UTF-8, or windows-1252 for HTML that is not
+// valid UTF-8; invalid bytes become U+FFFD), and HTML is turned into
 // readable text (scripts, styles and tags dropped, whitespace collapsed,
-// headings "#", list items "- ", links [text](absolute url)), cut at
-// max_bytes as well: absolute links can make it longer than its markup.
+// headings "#", list items "- ", links [text](absolute url) resolved
+// against the page or its first <base href>), cut at max_bytes as well:
+// absolute links can make it longer than its markup.
 // A body that is not text (by Content-Type, or sniffed when there is
 // none) is not read: binary is true and content empty. The content is also
 // cut to fit in one NATS message; truncated says when anything was cut. A

@@ -21,6 +21,10 @@ import (
 // The text stops at limit bytes (cut reports it): links made absolute can
 // make it far longer than the markup, as when every 15-byte <a href=a>
 // repeats a long base URL.
+// Its work is linear in src and limit: a link is resolved only when its
+// text is written, and only the first <base href> is read (as browsers
+// do), so markup that repeats <a href> or <base href> without text cannot
+// make it resolve a long base URL once per tag.
 func htmlToText(src string, base *url.URL, limit int) (text string, cut bool) {
 	z := html.NewTokenizer(strings.NewReader(src))
 	c := converter{base: base}
@@ -143,6 +147,8 @@ type converter struct {
 	sep    string // a cell separator due before the next text on this line
 	prefix string // a heading or list mark due at the start of the next line
 
+	baseSeen bool   // a <base href> was read: later ones are ignored
+	href     string // href of the open <a>, resolved when its text starts
 	link     string // resolved href of the open <a>, "" when none
 	linkOpen bool   // "[" was written for it
 }
@@ -158,12 +164,16 @@ func (c *converter) start(a atom.Atom, name, href string, hidden, selfClosing bo
 	case a == atom.Br:
 		c.lineBreak(1)
 	case a == atom.Base:
+		if href == "" || c.baseSeen {
+			break
+		}
+		c.baseSeen = true
 		if b := c.resolve(href); b != "" {
 			c.base, _ = url.Parse(b)
 		}
 	case a == atom.A:
 		c.endLink()
-		c.link = c.resolve(href)
+		c.href = href
 	case a == atom.Td || a == atom.Th:
 		if c.lineHas() {
 			c.sep = " | "
@@ -229,7 +239,7 @@ func (c *converter) endLink() {
 		c.w.WriteString(c.link)
 		c.w.WriteByte(')')
 	}
-	c.link, c.linkOpen = "", false
+	c.href, c.link, c.linkOpen = "", "", false
 }
 
 // lineHas reports whether the current line has text.
@@ -267,9 +277,13 @@ func (c *converter) flush() {
 		c.w.WriteByte(' ')
 	}
 	c.space, c.sep = false, ""
-	if c.link != "" && !c.linkOpen {
-		c.w.WriteByte('[')
-		c.linkOpen = true
+	if c.href != "" && !c.linkOpen {
+		// Resolved here, not at <a>: a link without text costs nothing.
+		c.link, c.href = c.resolve(c.href), ""
+		if c.link != "" {
+			c.w.WriteByte('[')
+			c.linkOpen = true
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -97,6 +98,37 @@ func TestHTMLToTextLimit(t *testing.T) {
 	}
 }
 
+// A page that repeats <a href> or <base href> without text against a long
+// base URL costs work linear in its size: links are resolved when their
+// text is written, and only the first <base> counts. Resolving at every tag
+// allocated a copy of the base per tag (gigabytes here, and hours of CPU
+// for an 8 MiB page past any fetch timeout).
+func TestHTMLToTextLinearWork(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
+	base, _ := url.Parse("https://example.com/")
+	long := `<base href="https://example.com/` + strings.Repeat("q", 64<<10) + `/">`
+	tests := []struct{ name, html, want string }{
+		{"anchors without text", long + strings.Repeat("<a href=a>", 5000) + "</a>end", "end"},
+		{"repeated base", long + strings.Repeat("<base href=b>", 5000) + `<a href="/x">x</a>`, "[x](https://example.com/x)"},
+		{"empty anchors then text", long + strings.Repeat("<a href=a></a>", 5000) + `<a href="/y">y</a>`, "[y](https://example.com/y)"},
+	}
+	for _, tt := range tests {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got, _ := htmlToText(tt.html, base, 1<<20)
+		runtime.ReadMemStats(&after)
+		if got != tt.want {
+			t.Errorf("%s: %.80q, want %q", tt.name, got, tt.want)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+			t.Errorf("%s: %d MiB allocated for a %d KiB page", tt.name, alloc>>20, len(tt.html)>>10)
+		}
+	}
+	if got, _ := htmlToText(`<base href="https://a.example/d/"><base href="https://b.example/"><a href="x">x</a>`, base, 1<<20); got != "[x](https://a.example/d/x)" {
+		t.Errorf("first base: %q", got)
+	}
+}
+
 func TestDecodeText(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -117,6 +149,10 @@ func TestDecodeText(t *testing.T) {
 		{"cut rune declared", []byte("ab\xe2\x82"), "text/plain; charset=utf-8", true, "ab"},
 		{"unknown charset", []byte("abc\xff"), "text/plain; charset=x-nonsense", false, "abc\uFFFD"},
 		{"html meta", []byte(`<meta charset="iso-8859-1"><p>caf` + "\xe9"), "text/html", false, `<meta charset="iso-8859-1"><p>café`},
+		{"html utf-8 after 1 KiB", []byte("<p>" + strings.Repeat("a", 1100) + "café"), "text/html", false, "<p>" + strings.Repeat("a", 1100) + "café"},
+		{"html utf-8 after 1 KiB cut", []byte("<p>" + strings.Repeat("a", 1100) + "café\xe2\x82"), "text/html", true, "<p>" + strings.Repeat("a", 1100) + "café"},
+		{"html no charset, not utf-8", []byte("<p>" + strings.Repeat("a", 1100) + "caf\xe9"), "text/html", false, "<p>" + strings.Repeat("a", 1100) + "café"},
+		{"html meta windows-1252 late", []byte(`<meta charset="windows-1252"><p>` + strings.Repeat("a", 1100) + "\x93q\x94"), "text/html", false, `<meta charset="windows-1252"><p>` + strings.Repeat("a", 1100) + "\u201cq\u201d"},
 		{"html header wins", []byte(`<meta charset="iso-8859-1">é`), "text/html; charset=utf-8", false, `<meta charset="iso-8859-1">é`},
 	}
 	for _, tt := range tests {
