@@ -51,8 +51,17 @@
 // text: a "value:" after a name:, key: or header: naming a secret, on the
 // same line ({name: X-Api-Key, value: x}, JSON inside a string) or first on
 // a line below at the name's column with no shallower line between (the
-// same YAML mapping: "- name: DB_PASSWORD⏎  value: x"). Only that order
-// counts in text: a value written before its name stays.
+// same YAML mapping: "- name: DB_PASSWORD⏎  value: x"), and so does a
+// "value:" written before its name, on the same line ({value: x, name:
+// X-Api-Key}) or with the name first on a line below at the value's
+// column ("- value: x⏎  name: DB_PASSWORD").
+//
+// A reference to a secret is redacted like a secret: a Kubernetes
+// secretKeyRef ({name: db, key: password}) is hidden whole because its key
+// contains "secret" — the key rule cannot tell a reference from a value,
+// and hiding which Secret is meant costs a reader little — while a
+// configMapKeyRef, whose key names no secret, stays (its "key": "password"
+// has no "value" beside it, so it is no name/value pair).
 //
 // # Secret values
 //

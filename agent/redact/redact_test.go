@@ -276,6 +276,7 @@ func TestValueLinear(t *testing.T) {
 		"password:\n", "password:\n\n", " token:\n  ", "x => ", "k := ", "password: t = '",
 		"ya29.", "glpat-", "hf_", "ya29.ab.", "name: token ", "name: 'token", "name: token\n  value:\n",
 		"- name: token\n", "\n  value: x", "name:\"", "pw=",
+		"value: x name: token ", "- value: x\n", "\n  name: token", "value:\n", "{\"value\":\"x\",\"name\":\"token\"}",
 	} {
 		s := strings.Repeat(unit, 256<<10/len(unit))
 		start := time.Now()
@@ -356,6 +357,32 @@ func TestValueNameValuePairs(t *testing.T) {
 	}
 }
 
+// A Kubernetes secretKeyRef is redacted whole although it only refers to a
+// secret (the chosen side: its key contains "secret", and the key rule
+// does not tell references from values); a configMapKeyRef stays, its
+// "key": "password" included.
+func TestValueSecretReferences(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{`{"name":"DB_PASSWORD","valueFrom":{"secretKeyRef":{"name":"db","key":"password"}}}`,
+			`{"name":"DB_PASSWORD","valueFrom":{"secretKeyRef":"[redacted]"}}`},
+		{`{"name":"DB_PASSWORD","valueFrom":{"configMapKeyRef":{"name":"db","key":"password"}}}`,
+			`{"name":"DB_PASSWORD","valueFrom":{"configMapKeyRef":{"key":"password","name":"db"}}}`},
+		{`"- name: DB_PASSWORD\n  valueFrom:\n    secretKeyRef:\n      name: db\n      key: password\n"`,
+			`"- name: DB_PASSWORD\n  valueFrom:\n    secretKeyRef:[redacted]\n"`},
+		{`"- name: DB_PASSWORD\n  valueFrom:\n    configMapKeyRef:\n      name: db\n      key: password\n"`,
+			`"- name: DB_PASSWORD\n  valueFrom:\n    configMapKeyRef:\n      name: db\n      key: password\n"`},
+	} {
+		in := decode(t, tc.in)
+		if got := encode(t, redact.Value(in)); got != tc.want {
+			t.Errorf("Value(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+		}
+		if got := redact.Excerpt(in, 4096); got != tc.want {
+			t.Errorf("Excerpt(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+		}
+	}
+}
+
 // The pw and pwd abbreviations name a password (db_pw=x leaked); PWD and
 // OLDPWD, spelled as the shell spells them, hold a directory and stay.
 func TestValuePasswordAbbreviations(t *testing.T) {
@@ -390,6 +417,14 @@ func TestValueStringsNameValuePairs(t *testing.T) {
 		{`kubectl patch -p '{"name":"DB_PASSWORD","value":"abc123"}'`, `kubectl patch -p '{"name":"DB_PASSWORD","value":"[redacted]"}'`},
 		{"{\n  \"name\": \"X-Api-Key\",\n  \"value\": \"abc123\"\n}", "{\n  \"name\": \"X-Api-Key\",\n  \"value\": \"[redacted]\"\n}"},
 		{"{name: X-Api-Key, value: abc123}", "{name: X-Api-Key, value: [redacted]}"},
+		// The value written before its name.
+		{"env:\n- value: hunter2xyz\n  name: DB_PASSWORD\n- value: \"5432\"\n  name: PORT\n",
+			"env:\n- value: [redacted]\n  name: DB_PASSWORD\n- value: \"5432\"\n  name: PORT\n"},
+		{"- value: |\n    hunter2\n    xyz\n  enabled: true\n\n  key: client_secret", "- value: [redacted]\n  enabled: true\n\n  key: client_secret"},
+		{"{value: abc123, name: X-Api-Key}", "{value: [redacted], name: X-Api-Key}"},
+		{`curl -d '{"value":"abc123","name":"X-Api-Key"}'`, `curl -d '{"value":"[redacted]","name":"X-Api-Key"}'`},
+		{`{\"value\":\"abc123\",\"header\":\"Authorization\"}`, `{\"value\":\"[redacted]\",\"header\":\"Authorization\"}`},
+		{"- value: 1024\n  name: max_tokens\n- value: 1234\n  name: pin", "- value: 1024\n  name: max_tokens\n- value: [redacted]\n  name: pin"},
 		// The count rule of the name applies.
 		{"- name: max_tokens\n  value: 1024", "- name: max_tokens\n  value: 1024"},
 		{"- name: pin\n  value: 1234", "- name: pin\n  value: [redacted]"},
@@ -403,6 +438,12 @@ func TestValueStringsNameValuePairs(t *testing.T) {
 		{"a:\n  name: token\nb:\n  value: db.local", "a:\n  name: token\nb:\n  value: db.local"},
 		{"- name: DB_PASSWORD\n  x: {value: db.local}", "- name: DB_PASSWORD\n  x: {value: db.local}"},
 		{"- name: token\n    value: deeper", "- name: token\n    value: deeper"},
+		{"- value: db.local\n- name: DB_PASSWORD", "- value: db.local\n- name: DB_PASSWORD"},
+		{"- value: db.local\nname: DB_PASSWORD", "- value: db.local\nname: DB_PASSWORD"},
+		{"a:\n  value: db.local\nb:\n  name: token", "a:\n  value: db.local\nb:\n  name: token"},
+		{"- x: {value: db.local}\n  name: DB_PASSWORD", "- x: {value: db.local}\n  name: DB_PASSWORD"},
+		{"- value: deeper\n    name: token", "- value: deeper\n    name: token"},
+		{"set value: db.local\n    name: token", "set value: db.local\n    name: token"},
 	} {
 		got := redact.Value(tc.in)
 		if got != tc.want {

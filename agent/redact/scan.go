@@ -354,6 +354,7 @@ func isBasicCredential(tok string) bool {
 // under the pair's name ([textPair]).
 func (r *Redactor) scanAssignments(s string, sp []span) []span {
 	var pair textPair
+	var early earlyValue
 	ls, lsAt := 0, 0 // ls is where the line of s[lsAt] starts
 	for i := 1; i < len(s); i++ {
 		c := s[i]
@@ -403,9 +404,15 @@ func (r *Redactor) scanAssignments(s string, sp []span) []span {
 			switch {
 			case isPairName(key):
 				pair = r.newTextPair(s, j, vs, ls)
+				if pair.name != "" {
+					sp = early.claim(r, s, pair.name, j, ls, sp)
+				}
 				continue
 			case strings.EqualFold(key, "value") && pair.holds(s, j, ls):
 				key, secret = pair.name, true
+			case strings.EqualFold(key, "value"):
+				early = newEarlyValue(s, j, vs, ls)
+				continue
 			}
 		}
 		if !secret && !(c == '=' && ke == i && isQueryKey(s, j, ke)) {
@@ -508,6 +515,77 @@ func (p *textPair) holds(s string, key, ls int) bool {
 	}
 	p.checked = ls
 	return true
+}
+
+// An earlyValue is the "value:" of a pair written as text before its name
+// ("- value: x⏎  name: DB_PASSWORD", {value: x, name: X-Api-Key}): it is
+// kept until a name naming a secret claims it — on the same line, or first
+// on a line below at the value's column with no shallower line between —
+// or a later "value:" replaces it.
+type earlyValue struct {
+	key     int  // where the value's key starts
+	v       int  // just after its ':'; 0 for none
+	line    int  // where its line starts
+	col     int  // the column of its key
+	first   bool // the key is first on its line (after blanks and list dashes)
+	checked int  // the lines from line to checked stay in the mapping; 0 until the first check
+}
+
+func newEarlyValue(s string, key, v, ls int) earlyValue {
+	col := column(s, key, ls)
+	first := true
+	for k := ls; k < ls+col; k++ {
+		if !isBlank(s[k]) && s[k] != '-' {
+			first = false
+			break
+		}
+	}
+	return earlyValue{key: key, v: v, line: ls, col: col, first: first}
+}
+
+// claim adds the span of e's value when the pair's name (a secret key),
+// whose key starts at key on the line starting at ls, belongs to the same
+// mapping. The value is looked for only before the name (before its line
+// when it is on a line below), so each value is read once and the scan
+// stays linear.
+func (e *earlyValue) claim(r *Redactor, s, name string, key, ls int, sp []span) []span {
+	if e.v == 0 {
+		return sp // none
+	}
+	lim := key
+	if ls != e.line {
+		if !e.first || column(s, key, ls) != e.col || run(s, ls, isBlank) != e.col {
+			return sp // not first on its line, or another mapping's
+		}
+		if e.checked == 0 {
+			e.checked = e.line + strings.IndexByte(s[e.line:ls], '\n') + 1
+		}
+		for line := e.checked; line < ls; {
+			next := line + strings.IndexByte(s[line:ls], '\n') + 1
+			indent := run(s, line, isBlank)
+			if content := strings.TrimRight(s[line+indent:next-1], "\r"); content != "" && indent < e.col {
+				*e = earlyValue{} // the mapping ended
+				return sp
+			}
+			line = next
+		}
+		lim = ls
+	} else if lim > 0 && isQuote(s[lim-1]) {
+		lim-- // the name's opening quote
+		if lim > 0 && s[lim-1] == '\\' {
+			lim--
+		}
+	}
+	t, vkey, v := s[:lim], e.key, e.v
+	*e = earlyValue{}
+	if bs, be := blockValue(t, vkey, v); be > bs {
+		if val := strings.TrimSpace(t[bs:be]); val != "" && !strings.HasPrefix(val, Redacted) {
+			sp = append(sp, span{bs, be})
+		}
+		return sp
+	}
+	sp, _ = r.appendValue(t, name, v, ':', sp)
+	return sp
 }
 
 // column is the column of the key that starts at key on the line starting

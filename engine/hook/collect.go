@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,11 +15,6 @@ import (
 	"github.com/iii-on-nats/iii/engine/wire"
 )
 
-// replyBuffer is the reply channel's size when no expected_replies bounds
-// the collect. Replies are read as they come, so it only has to absorb a
-// burst; a reply that finds it full is lost and counted in Dropped.
-const replyBuffer = 64
-
 // contentJSON is shared by every hook message's header; nats.go only reads it.
 var contentJSON = []string{wire.ContentJSON}
 
@@ -26,8 +22,8 @@ var contentJSON = []string{wire.ContentJSON}
 // req.Topic with a fresh inbox as reply subject, and collects the replies
 // until the first of: req.ExpectedReplies replies (when > 0); the
 // quiescence after the latest reply; the timeout (or ctx's deadline when it
-// is earlier); a message past [MaxReplies] or [MaxReplyBytes], which sets
-// [Result].Overflow. Reaching the deadline or a bound is not an error: the
+// is earlier); a message past [MaxReplies] or [MaxReplyBytes] (counted as
+// it arrives) or one the client dropped, which sets [Result].Overflow. Reaching the deadline or a bound is not an error: the
 // result holds what arrived. When nobody subscribes to the topic, the server answers at once
 // with no-responders and PublishCollect returns an empty result at once.
 //
@@ -83,26 +79,31 @@ func PublishCollect(ctx context.Context, nc *nats.Conn, req Request, opts ...Opt
 	msg.Header[wire.HeaderContentType] = contentJSON
 	msg.Header[engine.HeaderTimeoutMs] = []string{strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10)}
 
-	bufSize := replyBuffer
-	if n := req.ExpectedReplies; n > 0 {
-		bufSize = n + 16 // room for the expected replies and a few more in flight
-	}
-	ch := make(chan *nats.Msg, bufSize)
+	in := newInbox(req.ExpectedReplies)
 	// The subscription goes out before the publish on the same connection,
 	// so the server knows the inbox before any subscriber can answer.
 	msg.Reply = nc.NewInbox()
-	sub, err := nc.ChanSubscribe(msg.Reply, ch)
+	in.mu.Lock() // in.sub is set before any message can reach in.deliver
+	sub, err := nc.Subscribe(msg.Reply, in.deliver)
+	if err == nil {
+		in.sub = sub
+		// The client's own queue ahead of the handler holds at most the
+		// round's bytes; what it drops ends the round with Overflow.
+		err = sub.SetPendingLimits(pendingMsgs, MaxReplyBytes)
+	}
+	in.mu.Unlock()
 	if err != nil {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
 		return failed(req.Topic, err)
 	}
 	if err := nc.PublishMsg(msg); err != nil {
 		_ = sub.Unsubscribe()
 		return failed(req.Topic, err)
 	}
-	res, err := collect(ctx, req, ch, deadline)
-	if n, derr := sub.Dropped(); derr == nil {
-		res.Dropped = n
-	}
+	res, err := collect(ctx, req, in, deadline)
+	res.Dropped = in.dropped
 	_ = sub.Unsubscribe()
 	res.Merged = Merge(req.MergeRule, res.Replies)
 	if err != nil {
@@ -111,18 +112,130 @@ func PublishCollect(ctx context.Context, nc *nats.Conn, req Request, opts ...Opt
 	return res, nil
 }
 
-// collect reads replies from ch until one of the ends of [PublishCollect].
+// pendingMsgs bounds the messages the client queues for a round's handler
+// (its bytes are bounded by MaxReplyBytes): the handler keeps up, so it
+// only absorbs a burst.
+const pendingMsgs = 16 * MaxReplies
+
+// inbox is the reply side of one round. Its handler runs on the
+// subscription's goroutine and counts every message against the round's
+// bounds as it arrives, before queueing it: what the round holds — the
+// queue and the replies read from it — never passes [MaxReplies] messages
+// or [MaxReplyBytes] bytes. A message past a bound is not queued and ends
+// the round with Overflow. (Counted only when read, the messages waiting
+// in a channel, expected_replies + 16 of up to the max payload each, were
+// held outside the bound.)
+type inbox struct {
+	ch       chan *nats.Msg // room for every message the bounds admit: never full
+	over     chan struct{}  // closed when the round overflowed
+	expected int
+
+	mu       sync.Mutex
+	sub      *nats.Subscription
+	queued   int  // messages queued, invalid ones too
+	bytes    int  // their size on the wire
+	ended    bool // later messages are not kept
+	overflow bool
+	dropped  int // what the client dropped until the end
+}
+
+func newInbox(expected int) *inbox {
+	n := MaxReplies
+	if expected > 0 {
+		n = expected
+	}
+	return &inbox{ch: make(chan *nats.Msg, n), over: make(chan struct{}), expected: expected}
+}
+
+// deliver is the subscription's handler. Messages after the expected
+// replies are not kept: the round ends at them. A message the client
+// dropped before this one (its queue was full) may have been a block, so
+// it ends the round as a bound does.
+func (in *inbox) deliver(m *nats.Msg) {
+	size := m.Size()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	switch {
+	case in.ended || in.expected > 0 && in.queued >= in.expected:
+		return
+	case in.queued >= MaxReplies || in.bytes+size > MaxReplyBytes || in.lost():
+		in.overflowLocked()
+		return
+	}
+	in.queued++
+	in.bytes += size
+	in.ch <- m
+}
+
+// end stops the queueing; a message the client dropped before counts as
+// an overflow, since it arrived in time.
+func (in *inbox) end() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.ended && in.lost() {
+		in.overflowLocked()
+	}
+	in.endLocked()
+}
+
+func (in *inbox) overflowLocked() {
+	if !in.overflow {
+		in.overflow = true
+		close(in.over)
+	}
+	in.endLocked()
+}
+
+// endLocked ends the round once: it counts what the client dropped and
+// unsubscribes, so a flood stops reaching the client at once, not when
+// the replies read so far are decoded.
+func (in *inbox) endLocked() {
+	if in.ended {
+		return
+	}
+	in.ended = true
+	if n, err := in.sub.Dropped(); err == nil {
+		in.dropped = n
+	}
+	_ = in.sub.Unsubscribe()
+}
+
+func (in *inbox) overflowed() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.overflow
+}
+
+// lost reports whether the client dropped a message of the round.
+func (in *inbox) lost() bool {
+	n, err := in.sub.Dropped()
+	return err == nil && n > 0
+}
+
+// collect reads replies from in until one of the ends of [PublishCollect].
 // It returns ctx's error only when ctx was canceled (a passed deadline is a
 // normal end).
-func collect(ctx context.Context, req Request, ch <-chan *nats.Msg, deadline time.Time) (Result, error) {
+func collect(ctx context.Context, req Request, in *inbox, deadline time.Time) (Result, error) {
 	r := round{res: Result{Replies: []map[string]any{}}, expected: req.ExpectedReplies}
 	quiet := req.quiescence()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	// drain reads what was queued before the end: it arrived in time.
+	drain := func() Result {
+		in.end()
+		for n := len(in.ch); n > 0; n-- {
+			if !r.take(<-in.ch) {
+				return r.res
+			}
+		}
+		r.res.Overflow = in.overflowed()
+		return r.res
+	}
 	for {
 		select {
-		case m := <-ch:
+		case m := <-in.ch:
 			if !r.take(m) {
+				in.end()
 				return r.res, nil
 			}
 			next := time.Now().Add(quiet)
@@ -130,19 +243,16 @@ func collect(ctx context.Context, req Request, ch <-chan *nats.Msg, deadline tim
 				next = deadline
 			}
 			timer.Reset(time.Until(next))
+		case <-in.over:
+			return drain(), nil
 		case <-timer.C:
-			// Replies already queued arrived in time: keep them.
-			for n := len(ch); n > 0; n-- {
-				if !r.take(<-ch) {
-					break
-				}
-			}
-			return r.res, nil
+			return drain(), nil
 		case <-ctx.Done():
 			if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+				in.end()
 				return r.res, err
 			}
-			return r.res, nil
+			return drain(), nil
 		}
 	}
 }
@@ -152,25 +262,16 @@ type round struct {
 	res      Result
 	expected int // req.ExpectedReplies
 	received int // messages read, invalid ones too
-	bytes    int // their size on the wire
 }
 
 // take records message m and reports whether the round goes on: false
-// after the expected replies, on a no-responders answer, or when m is over
-// [MaxReplies] or [MaxReplyBytes]. Every message counts toward the bounds,
-// invalid ones too, since each restarts the quiescence: m over a bound is
-// not kept and the round ends with Overflow set.
+// after the expected replies or on a no-responders answer. The bounds were
+// counted when m arrived ([inbox.deliver]).
 func (r *round) take(m *nats.Msg) bool {
-	size := m.Size()
-	if r.received >= MaxReplies || r.bytes+size > MaxReplyBytes {
-		r.res.Overflow = true
-		return false
-	}
 	if !r.res.add(m, r.received == 0) {
 		return false // no responders: nobody listens
 	}
 	r.received++
-	r.bytes += size
 	return r.expected == 0 || r.received < r.expected
 }
 

@@ -24,9 +24,12 @@
 // [DefaultQuiescence]) after the last one, or the timeout (default
 // [DefaultTimeout], at most [MaxTimeout]) passed; the replies are then
 // folded by the request's [MergeRule] into [Result].Merged (see [Merge]).
-// A round reads at most [MaxReplies] messages and [MaxReplyBytes] bytes:
-// one more ends it with [Result].Overflow set, so a subscriber that floods
-// replies cannot keep it going or make it grow. A publish that fails sets
+// A round holds at most [MaxReplies] messages and [MaxReplyBytes] bytes,
+// counted as each arrives (those queued and not yet read count too): one
+// more ends it with [Result].Overflow set, so a subscriber that floods
+// replies cannot keep it going or make it grow. A reply the client dropped
+// while the round was open ([Result].Dropped) sets Overflow too: it may
+// have been a block. A publish that fails sets
 // [Result].PublishFailed and returns an error wrapping [ErrPublishFailed].
 // A caller guarding a function call denies it on either: an overflowed
 // round's unread replies may hold a block.

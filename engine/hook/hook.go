@@ -54,7 +54,8 @@ const (
 	// wait for, so a round that expects them all still ends normally.
 	MaxReplies = MaxExpectedReplies
 	// MaxReplyBytes bounds the wire size (headers and body) of the
-	// messages one collect reads: 8 MiB, the largest max payload
+	// messages one collect holds — counted as each arrives, so those
+	// queued and not yet read count too: 8 MiB, the largest max payload
 	// nats-server recommends (it warns above it). It holds 8 replies of
 	// the default max payload (1 MiB) or 1,000 of 8 KiB, far more than
 	// hooks answer (a verdict, rewritten arguments, a redacted result),
@@ -142,10 +143,13 @@ type Result struct {
 	// messages other than no-responders.
 	Invalid int `json:"invalid,omitempty"`
 	// Dropped counts replies the client dropped because they arrived
-	// faster than they were read (a slow consumer); they are lost.
+	// faster than its handler took them (a slow consumer); they are lost,
+	// and one dropped while the round was open sets Overflow: it may have
+	// been a block.
 	Dropped int `json:"dropped,omitempty"`
 	// Overflow says the round ended at [MaxReplies] or [MaxReplyBytes]
-	// with replies still coming: the later ones were not read, so Merged
+	// with replies still coming, or lost one (Dropped): the others were
+	// not read, so Merged
 	// may miss one that mattered (a block). A caller guarding a function
 	// call must deny it, as for PublishFailed.
 	Overflow bool `json:"overflow,omitempty"`

@@ -56,7 +56,10 @@ func flood(t *testing.T, ns *server.Server, topic string, body []byte) {
 // timeout. A round that expects MaxReplies replies ends normally.
 func TestFloodingSubscriberOverflows(t *testing.T) {
 	t.Parallel()
-	const timeout = 10 * time.Second
+	// Long, so that "ended well before its timeout" holds on a loaded
+	// machine under -race (10 s rounds took up to 12 s there); without
+	// the bounds a round lasts the whole timeout.
+	const timeout = 60 * time.Second
 	big := `{"pad":"` + strings.Repeat("x", 64<<10) + `"}`
 	for _, tc := range []struct {
 		name         string

@@ -18,9 +18,10 @@
 // 0..1000, quiescence_ms over the timeout) is answered with the coded error
 // invalid_payload. A publish that fails is not an error: the answer has
 // publish_failed true, and a caller guarding a function call denies it.
-// A round that passes its bound (1,000 messages or 8 MiB, engine/hook)
-// ends early with overflow true; a caller guarding a call denies it too,
-// since an unread reply may have blocked.
+// A round that passes its bound (1,000 messages or 8 MiB, counted as they
+// arrive, engine/hook) or loses a reply to a slow consumer (dropped) ends
+// with overflow true; a caller guarding a call denies it too, since an
+// unread reply may have blocked.
 // An answer that would not fit the server's max payload leaves the newest
 // replies out of replies and counts them in omitted; merged still folds
 // every reply (a merged reply too large on its own is internal). The hook

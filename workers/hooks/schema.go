@@ -20,9 +20,9 @@ const publishCollectResponseSchema = `{
     "merged": {"type": "object", "description": "the replies folded by merge_rule; {} when none"},
     "publish_failed": {"type": "boolean", "description": "the hook never reached the bus; a caller guarding a call denies it"},
     "invalid": {"type": "integer", "description": "replies skipped because they did not decode"},
-    "dropped": {"type": "integer", "description": "replies lost to a slow consumer"},
+    "dropped": {"type": "integer", "description": "replies lost to a slow consumer; any sets overflow"},
     "omitted": {"type": "integer", "description": "newest replies left out of replies because the answer would exceed the server's max payload; merged still folds them"},
-    "overflow": {"type": "boolean", "description": "the round passed its bound (1,000 messages or 8 MiB) and ended early; a caller guarding a call denies it"}
+    "overflow": {"type": "boolean", "description": "the round passed its bound (1,000 messages or 8 MiB) and ended early, or lost a reply (dropped); a caller guarding a call denies it"}
   },
   "required": ["replies", "merged"]
 }`
