@@ -257,8 +257,15 @@ func (c Config) Validate() error {
 	if c.Region != "" && cc.Name != "" && c.Region != cc.Name {
 		bad("region %q and cluster.name %q differ: the region is the cluster name (set one of them)", c.Region, cc.Name)
 	}
-	if js && cc.Listen != "" && len(cc.Routes) == 0 {
-		bad("cluster.routes is empty: a JetStream cluster node needs at least one route (list every member, this node included)")
+	switch {
+	case js && cc.Listen != "" && len(cc.Routes) == 0:
+		bad("cluster.routes is empty: a JetStream cluster node needs the routes of its members (list every member, this node included); for one node, drop the cluster settings and run it standalone")
+	case js && cc.Listen != "" && c.Gateway.Listen == "" && c.Peers() == 1:
+		// nats-server bootstraps a meta group of at least 2 servers and
+		// starts its RAFT only once a route, gateway or leaf connection
+		// is up (bootstrapRaftNode, raft.run): a cluster of one waits
+		// for ever.
+		bad("cluster.routes name only this node: a JetStream cluster needs another member to elect its meta leader, so a cluster of one never starts; list the other members' routes too (this node waits for them), or drop the cluster settings and run one node standalone")
 	}
 
 	// Gateways (regions).
@@ -366,23 +373,29 @@ func (c Config) Validate() error {
 // recognised as this node when it names Cluster.Advertise or Cluster.Listen
 // (or, for a wildcard listen host, a loopback or local address on the listen
 // port). Unparsable routes are not counted.
-func (c Config) Peers() int {
+func (c Config) Peers() int { return len(c.otherRoutes()) + 1 }
+
+// otherRoutes are the routes of Cluster.Routes that name another member,
+// one per member, in their order (nil when not clustered).
+func (c Config) otherRoutes() []string {
 	if c.Cluster.Listen == "" {
-		return 1
+		return nil
 	}
 	self := c.isSelf()
 	set := map[string]bool{}
+	var out []string
 	for _, r := range c.Cluster.Routes {
 		u, err := parseURL(r, "nats-route", "nats")
 		if err != nil {
 			continue
 		}
 		key := normHostPort(u.Hostname(), u.Port())
-		if !self(key) {
+		if !self(key) && !set[key] {
 			set[key] = true
+			out = append(out, r)
 		}
 	}
-	return len(set) + 1
+	return out
 }
 
 // Replicas is the replication factor for streams and KV buckets on this

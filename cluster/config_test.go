@@ -59,7 +59,7 @@ func TestValidateBad(t *testing.T) {
 	}
 	clustered := func(f func(*cluster.Config)) cluster.Config {
 		c := cluster.Config{Name: "n1", StoreDir: "/d", Cluster: cluster.ClusterConfig{
-			Listen: "127.0.0.1:6222", Routes: []string{"nats-route://127.0.0.1:6222"}}}
+			Listen: "127.0.0.1:6222", Routes: []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223"}}}
 		f(&c)
 		return c
 	}
@@ -87,6 +87,13 @@ func TestValidateBad(t *testing.T) {
 		{"route with path", clustered(func(c *cluster.Config) { c.Cluster.Routes = []string{"nats-route://h:1/x"} }), "nothing may follow"},
 		{"routes without listen", cluster.Config{StoreDir: "/d", Cluster: cluster.ClusterConfig{Routes: []string{"nats-route://h:1"}}}, "need cluster.listen"},
 		{"JetStream cluster without routes", clustered(func(c *cluster.Config) { c.Cluster.Routes = nil }), "cluster.routes is empty"},
+		{"JetStream cluster of one", clustered(func(c *cluster.Config) { c.Cluster.Routes = c.Cluster.Routes[:1] }), "cluster.routes name only this node"},
+		{"cluster of one on a wildcard listen", clustered(func(c *cluster.Config) {
+			c.Cluster.Listen, c.Cluster.Routes = "0.0.0.0:6222", []string{"nats-route://localhost:6222"}
+		}), "cluster.routes name only this node"},
+		{"cluster of one by advertise", clustered(func(c *cluster.Config) {
+			c.Cluster.Listen, c.Cluster.Advertise, c.Cluster.Routes = ":6222", "n1.example:6222", []string{"nats-route://n1.example:6222"}
+		}), "cluster.routes name only this node"},
 		{"pool size", clustered(func(c *cluster.Config) { c.Cluster.PoolSize = -2 }), "cluster.pool_size -2"},
 		{"region != cluster name", clustered(func(c *cluster.Config) { c.Region, c.Cluster.Name = "eu", "us" }), `region "eu" and cluster.name "us" differ`},
 		{"bad region", clustered(func(c *cluster.Config) { c.Region = "eu west" }), `region "eu west"`},

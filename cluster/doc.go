@@ -12,6 +12,9 @@
 //  3. [Node.WaitJetStream] waits until JetStream is usable from this node:
 //     at once when standalone, until the meta group has a leader when
 //     clustered, until the hub answers through the leaf connection on a leaf.
+//     After 2 s it logs "waiting for JetStream" (a warning, every 10 s)
+//     with what is missing: the servers the meta group expects, the routes
+//     and gateways up; its error at the bound says the same.
 //  4. [Node.Connect] opens in-process client connections (no TCP);
 //     [Node.ClientURL] is what other processes dial.
 //  5. [Node.Close] shuts the server down.
@@ -25,8 +28,15 @@
 // Give every member the same route list, itself included, and a unique
 // [Config.Name]. nats-server refuses a JetStream cluster without configured
 // routes, so a member cannot start on a random route port with an empty list:
-// fix the ports. [Config.Replicas] is 3 when the routes name at least three
-// members: use it as the R of streams and KV buckets.
+// fix the ports. A cluster of one is refused ([Config.Validate]: routes that
+// name only this node): nats-server sizes a new meta group at two servers
+// at least and starts its RAFT only once another server is connected, so
+// it would wait for ever; run one node standalone. A brand-new cluster
+// elects its meta leader once every member its routes name is up (later, a
+// majority is enough). [Start] refuses a clustered start on the store of a
+// standalone node: the clustered server would not see its streams.
+// [Config.Replicas] is 3 when the routes name at least three members: use
+// it as the R of streams and KV buckets.
 //
 // Supercluster (regions): [Config.Region] names the cluster and is its
 // gateway name; [GatewayConfig] dials the other regions (one side of each

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,6 +24,10 @@ const (
 	DefaultJetStreamWait = time.Minute
 	jsPollInterval       = 50 * time.Millisecond
 	jsProbeTimeout       = time.Second
+	// jsWaitLogAfter and jsWaitLogEvery pace WaitJetStream's "waiting"
+	// log line: quiet through a normal election, then regular.
+	jsWaitLogAfter = 2 * time.Second
+	jsWaitLogEvery = 10 * time.Second
 )
 
 // Node is a running embedded nats-server.
@@ -44,6 +50,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if o.JetStream {
 		if err := os.MkdirAll(cfg.StoreDir, 0o700); err != nil {
 			return nil, fmt.Errorf("%w: store dir: %v", ErrInvalidConfig, err)
+		}
+		if o.Cluster.Port != 0 {
+			if err := checkClusteredStore(cfg.StoreDir); err != nil {
+				return nil, err
+			}
 		}
 	}
 	srv, err := server.NewServer(o)
@@ -102,6 +113,31 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// checkClusteredStore refuses to start a clustered server on the store of
+// a standalone one: nats-server recovers only the streams its meta group
+// assigned, so a standalone node's streams (every bucket and session of
+// an `iii up` that ran without --cluster) would be left on disk unseen,
+// and iii would create its buckets again, empty.
+func checkClusteredStore(storeDir string) error {
+	js := filepath.Join(storeDir, "jetstream")
+	if _, err := os.Stat(filepath.Join(js, "$SYS", "_js_", "_meta_")); err == nil {
+		return nil // a cluster member's store
+	}
+	streams, _ := filepath.Glob(filepath.Join(js, "*", "streams", "*"))
+	if len(streams) == 0 {
+		return nil
+	}
+	names := make([]string, 0, 3)
+	for _, p := range streams[:min(3, len(streams))] {
+		names = append(names, filepath.Base(p))
+	}
+	if len(streams) > 3 {
+		names = append(names, "…")
+	}
+	return fmt.Errorf("%w: store_dir %s holds the streams of a standalone node (%s, %d in all): a clustered server would not see them (only the streams its meta group created), so their data would look lost; start this store standalone, or give the cluster member an empty store_dir and copy the streams it needs (nats stream backup, then restore into the cluster)",
+		ErrInvalidConfig, storeDir, strings.Join(names, ", "), len(streams))
+}
+
 // Server is the embedded server.
 func (n *Node) Server() *server.Server { return n.srv }
 
@@ -148,7 +184,10 @@ func (n *Node) Connect(opts ...nats.Option) (*nats.Conn, error) {
 //   - no JetStream here (a leaf, or NoJetStream): until some JetStream
 //     reachable through the leaf connection, routes or gateways answers.
 //
-// Without a ctx deadline it waits at most [DefaultJetStreamWait]. The
+// Without a ctx deadline it waits at most [DefaultJetStreamWait]. Past 2 s
+// it logs a "waiting for JetStream" warning every 10 s to [Config.Logger],
+// saying what is missing (for a cluster: the servers the meta group
+// expects, the other servers routed to, the routes not reached). The
 // error wraps [ErrNotReady] and says what was last missing.
 func (n *Node) WaitJetStream(ctx context.Context) error {
 	clustered := n.cfg.jetStream() && n.cfg.clustered()
@@ -171,10 +210,21 @@ func (n *Node) WaitJetStream(ctx context.Context) error {
 	}
 	tick := time.NewTicker(jsPollInterval)
 	defer tick.Stop()
+	log := n.cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	nextLog := start.Add(jsWaitLogAfter)
 	for {
 		last := n.probeJetStream(ctx, js, clustered)
 		if last == nil {
 			return nil
+		}
+		if now := time.Now(); now.After(nextLog) {
+			// A first node of a cluster waits for its peers: say for what.
+			log.Warn("waiting for JetStream", "node", n.srv.Name(), "waited", now.Sub(start).Round(time.Second), "missing", last.Error())
+			nextLog = now.Add(jsWaitLogEvery)
 		}
 		select {
 		case <-ctx.Done():
@@ -192,7 +242,7 @@ func (n *Node) probeJetStream(ctx context.Context, js jetstream.JetStream, clust
 			return fmt.Errorf("jsz: %w", err)
 		}
 		if jsz.Meta == nil || jsz.Meta.Leader == "" {
-			return errors.New("no JetStream meta leader yet")
+			return n.noMetaLeader(jsz.Meta)
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, jsProbeTimeout)
@@ -201,6 +251,27 @@ func (n *Node) probeJetStream(ctx context.Context, js jetstream.JetStream, clust
 		return fmt.Errorf("account info: %w", err)
 	}
 	return nil
+}
+
+// noMetaLeader says why a clustered node has no meta leader yet: how many
+// servers the meta group expects and needs, and which of them this node
+// reaches.
+func (n *Node) noMetaLeader(meta *server.MetaClusterInfo) error {
+	var b strings.Builder
+	b.WriteString("no JetStream meta leader yet")
+	if meta != nil && meta.Size > 0 {
+		// nats-server 2.15: a brand-new meta group did not elect with 2
+		// of its 3 members in 20 s (TestFirstMemberWaitsAndSaysWhy).
+		fmt.Fprintf(&b, ": the meta group expects %d servers (all of them at a cluster's first start, a majority once it has had a leader)", meta.Size)
+	}
+	fmt.Fprintf(&b, "; this node routes to %d other servers of cluster %q", n.srv.NumRemotes(), n.srv.ClusterName())
+	if n.cfg.Gateway.Listen != "" {
+		fmt.Fprintf(&b, " and has %d gateways to other regions", n.srv.NumOutboundGateways())
+	}
+	if others := n.cfg.otherRoutes(); len(others) > 0 && n.srv.NumRemotes() < len(others) {
+		fmt.Fprintf(&b, " (routes: %s): start the other members, and check that they reach this node's route port and use the same cluster name", strings.Join(others, ", "))
+	}
+	return errors.New(b.String())
 }
 
 // Close shuts the server down (lame-duck free: clients see a disconnect) and

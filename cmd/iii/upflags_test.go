@@ -156,6 +156,36 @@ func TestRoutesNeedClusterName(t *testing.T) {
 	}
 }
 
+// `iii up --cluster NAME` on one node is refused at start, saying to list
+// the other members or run standalone: with its own route only, the node
+// waited 2 minutes for a JetStream meta leader nats-server never elects
+// (a meta group needs a second server).
+func TestUpClusterOfOneRefused(t *testing.T) {
+	t.Parallel()
+	listen := "127.0.0.1:" + strconv.Itoa(enginetest.FreePorts(t, 1)[0])
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"own route only", []string{"--cluster", "c1", "--cluster-listen", listen, "--routes", "nats-route://" + listen}, "cluster.routes name only this node"},
+		{"no routes", []string{"--cluster", "c1", "--cluster-listen", listen}, "cluster.routes is empty"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"up", "--home", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "", "--workers", "traces", "--log-level", "error"}, c.args...)
+			start := time.Now()
+			out, err := runIIIWithin(t, 20*time.Second, args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "standalone") {
+				t.Fatalf("err %v, want %q and the standalone advice\n%s", err, c.want, out)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("refused after %v, want at once", d)
+			}
+		})
+	}
+}
+
 // No flag's usage holds a backquote: pflag takes a backquoted word for
 // the flag's value name, and `iii up --help` printed
 // "--no-traces iii traces" and "--workers iii worker list".
