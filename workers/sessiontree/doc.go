@@ -84,7 +84,8 @@
 //     An entry too large for an answer of its own comes with its texts
 //     cut and its images left out, with a note saying how many bytes.
 //
-// Errors: invalid_payload for bad ids, invalid entries, an entry over the
+// Errors: invalid_payload for bad ids, invalid entries (one carrying a
+// NaN or an infinity, which a msgpack request can but JSON cannot), an entry over the
 // size cap (256 KiB encoded, [WithMaxEntrySize]) or a compaction whose
 // first_kept_entry_id is not on its path, a fork (clone) into another
 // home region, or an after that is not an item of the answer it
@@ -205,6 +206,9 @@
 // not decode) is rebuilt the same way by the next read, ensure or append
 // of the session, from its newest entry; a session with no entry stays
 // unknown (an ensure creates it anew), and a fork loses its forked_from.
+// Meanwhile the session still exists: a create, fork or clone into its id
+// is a conflict (one direct get of its subject when the caller names the
+// new id).
 //
 // # Foreign messages
 //

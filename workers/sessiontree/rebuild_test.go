@@ -174,3 +174,72 @@ func TestDeletedMetaRebuilt(t *testing.T) {
 		}
 	})
 }
+
+// TestCreateOverDeletedMeta: create, fork and clone into the id of a
+// session whose meta was deleted (its entries are there) answer
+// conflict, as for a session whose meta is there, and the session keeps
+// its history. Before, they wrote a new meta over the history: the
+// next read folded the old entries into it, so a fork there read them
+// as its own path while naming another session in forked_from.
+func TestCreateOverDeletedMeta(t *testing.T) {
+	t.Parallel()
+	a, b := twoStores(t)
+	ctx := context.Background()
+	if _, err := a.Create(ctx, CreateRequest{SessionID: "c_src"}); err != nil {
+		t.Fatal(err)
+	}
+	src := appendText(t, a, "c_src", "", "source")
+
+	for _, tc := range []struct {
+		name string
+		do   func(sid string) error
+	}{
+		{"create", func(sid string) error {
+			_, err := b.Create(ctx, CreateRequest{SessionID: sid})
+			return err
+		}},
+		{"fork", func(sid string) error {
+			_, err := b.Fork(ctx, ForkRequest{SessionID: "c_src", FromEntryID: src, NewSessionID: sid})
+			return err
+		}},
+		{"clone", func(sid string) error {
+			_, err := b.Clone(ctx, CloneRequest{SessionID: "c_src", NewSessionID: sid})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sid := "c_" + tc.name
+			if _, err := a.Create(ctx, CreateRequest{SessionID: sid}); err != nil {
+				t.Fatal(err)
+			}
+			appendText(t, a, sid, "", "one")
+			two := appendText(t, a, sid, "", "two")
+			deleteMeta(t, sid, a, b)
+			if err := tc.do(sid); !errors.Is(err, wire.ErrConflict) {
+				t.Fatalf("%s into a session with history and no meta: %v, want conflict", tc.name, err)
+			}
+			m, err := a.Meta(ctx, sid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.ForkedFrom != nil || m.EntryCount != 2 || m.ActiveLeaf != two {
+				t.Fatalf("meta after the %s: %+v, want its own 2 entries at %s", tc.name, m, two)
+			}
+			r, err := a.Messages(ctx, ReadRequest{SessionID: sid})
+			if err != nil || len(r.Messages) != 2 {
+				t.Fatalf("%d messages (%v), want the session's own 2", len(r.Messages), err)
+			}
+		})
+	}
+
+	t.Run("fresh id", func(t *testing.T) {
+		for _, sid := range []string{"c_new1", "c_new2"} {
+			if _, err := b.Fork(ctx, ForkRequest{SessionID: "c_src", FromEntryID: src, NewSessionID: sid}); err != nil {
+				t.Fatalf("fork into a new id: %v", err)
+			}
+		}
+		if _, err := b.Create(ctx, CreateRequest{SessionID: "c_new3"}); err != nil {
+			t.Fatalf("create of a new id: %v", err)
+		}
+	})
+}

@@ -178,7 +178,7 @@ func (r AppendRequest) Validate() error {
 		return invalid("set exactly one of entry and message")
 	}
 	if r.Message != nil {
-		if err := r.Message.Validate(); err != nil {
+		if err := validNewMessage(r.Message); err != nil {
 			return invalid("message: %v", err)
 		}
 		return nil
@@ -240,8 +240,8 @@ func (r AppendBatchRequest) Validate() error {
 	if n := len(r.Entries) + len(r.Messages); n > MaxBatchEntries {
 		return invalid("%d entries in one batch (at most %d)", n, MaxBatchEntries)
 	}
-	for i, m := range r.Messages {
-		if err := m.Validate(); err != nil {
+	for i := range r.Messages {
+		if err := validNewMessage(&r.Messages[i]); err != nil {
 			return invalid("messages[%d]: %v", i, err)
 		}
 	}

@@ -190,6 +190,25 @@ func (s *Store) createMeta(ctx context.Context, m Meta) error {
 	return nil
 }
 
+// noHistory checks that session sid, about to be created under an id the
+// caller chose, has no entry: a session whose meta is missing (deleted
+// with `nats kv del`, the repair of one that does not decode) still has
+// its history, and a new meta over it would make those entries the new
+// session's (a fork's path would read them, not the history it forks).
+// Such a session exists: conflict, as when its meta is there (the next
+// read rebuilds the meta). Another client's messages alone are no
+// history, as for [Store.Ensure]. It costs one direct get.
+func (s *Store) noHistory(ctx context.Context, sid string) error {
+	_, ok, _, err := s.lastOwn(ctx, sid, 0)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return wire.Errorf(wire.CodeConflict, "session %s already exists (its meta is missing; the next read of the session rebuilds it)", sid).Permanent()
+	}
+	return nil
+}
+
 // Create creates a session with no history.
 func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, error) {
 	if err := req.Validate(); err != nil {
@@ -200,6 +219,8 @@ func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, 
 	sid := req.SessionID
 	if sid == "" {
 		sid = newSessionID("")
+	} else if err := s.noHistory(ctx, sid); err != nil {
+		return CreateResponse{}, err
 	}
 	now := s.nowMs()
 	if err := s.createMeta(ctx, Meta{SessionID: sid, DisplayName: req.DisplayName, CreatedAt: now, UpdatedAt: now}); err != nil {
@@ -647,6 +668,8 @@ func (s *Store) Clone(ctx context.Context, req CloneRequest) (CreateResponse, er
 func (s *Store) fork(ctx context.Context, from Meta, at, sid, name string) (CreateResponse, error) {
 	if sid == "" {
 		sid = newSessionID(subjects.SessionRegion(from.SessionID))
+	} else if err := s.noHistory(ctx, sid); err != nil {
+		return CreateResponse{}, err
 	}
 	if name == "" {
 		name = from.DisplayName

@@ -1,6 +1,7 @@
 package sessiontree_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -215,5 +216,55 @@ func TestEntryID(t *testing.T) {
 		if _, err := sessiontree.ParseEntryID(bad); err == nil {
 			t.Errorf("ParseEntryID(%q) accepted", bad)
 		}
+	}
+}
+
+// TestNonFiniteNumbersRefused: an entry is JSON, but a msgpack request
+// can carry NaN and infinities (in a custom entry's data, a message's
+// usage, details or call arguments). They are invalid_payload; before,
+// they were stored, and every session::entries over JSON of a path
+// through them (session::messages for a message) failed with internal,
+// for good.
+func TestNonFiniteNumbersRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sid := f.create(t)
+	f.add(t, sid, "", "before")
+	nan, inf := math.NaN(), math.Inf(1)
+	call := agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{{Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "f", Arguments: map[string]any{"x": []any{1.0, inf}}}}}
+	costly := agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{{Type: agent.ContentText, Text: "hi"}}, Usage: &agent.Usage{CostUSD: nan}}
+	detailed := agent.Message{Role: agent.RoleFunctionResult, FunctionCallID: "c1", FunctionID: "f", Content: []agent.Content{{Type: agent.ContentText, Text: "ok"}}, Details: map[string]any{"ratio": nan}}
+	for _, tc := range []struct {
+		name string
+		fn   string
+		req  any
+	}{
+		{"custom data", sessiontree.AppendFunction, sessiontree.AppendRequest{SessionID: sid, Entry: &sessiontree.Entry{Type: sessiontree.TypeCustom, CustomType: "x", Data: map[string]any{"v": nan}}}},
+		{"call arguments", sessiontree.AppendFunction, sessiontree.AppendRequest{SessionID: sid, Message: &call}},
+		{"usage", sessiontree.AppendBatchFunction, sessiontree.AppendBatchRequest{SessionID: sid, Messages: []agent.Message{costly}}},
+		{"details", sessiontree.AppendBatchFunction, sessiontree.AppendBatchRequest{SessionID: sid, Entries: []sessiontree.Entry{sessiontree.MessageEntry(detailed)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, err := wire.Msgpack.Marshal(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = f.e.TriggerRaw(ctxT(t), tc.fn, body, wire.Msgpack)
+			wantCode(t, err, wire.CodeInvalidPayload)
+			for _, fn := range []string{sessiontree.EntriesFunction, sessiontree.MessagesFunction} {
+				if _, err := callJSON(t, f, fn, `{"session_id":"`+sid+`"}`); err != nil {
+					t.Fatalf("%s over JSON: %v", fn, err)
+				}
+			}
+		})
+	}
+	// Finite numbers are fine.
+	ok := sessiontree.AppendRequest{SessionID: sid, Entry: &sessiontree.Entry{Type: sessiontree.TypeCustom, CustomType: "x", Data: map[string]any{"v": 1.5, "w": []any{-2.0, math.MaxFloat64}}}}
+	body, err := wire.Msgpack.Marshal(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.e.TriggerRaw(ctxT(t), sessiontree.AppendFunction, body, wire.Msgpack); err != nil {
+		t.Fatalf("append of finite numbers: %v", err)
 	}
 }
