@@ -146,7 +146,7 @@
 // decided; the orchestrator sees the record decided as if the resolver
 // had written it. A sweep follows the decisions copies its node opened
 // (the primary, its region's); a check that cannot reach the buckets is
-// retried with backoff 8 times, then logged at Error (the next list or
+// tried 8 times, with backoff, then logged at Error (the next list or
 // resolve of the call settles it). A receipt of
 // another record (a call of another run with the same id, or one older
 // than the TTL, or a value that does not decode) decides nothing and is

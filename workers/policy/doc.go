@@ -70,6 +70,9 @@
 //
 // equals is type-strict: "0" is not 0 and false is not 0, but numbers
 // compare as numbers whatever their encoding, so 1 == 1.0 == int8(1).
+// policy::check_permissions reads a JSON caller's numbers exactly, as a Go
+// handler decoding into an int64 does: 1234567890123456789 is not rounded
+// to a float64 (and so past a rule that names it).
 //
 // matches must match the whole value: the regex is compiled as ^(?:re)$
 // and $ is the end of the text, never before a trailing newline. It only
@@ -159,9 +162,10 @@
 // harness's own control surface: approval::*, state::* (the writes),
 // provider::*, run::*, harness::*, agent::*, turn::*, session::*,
 // policy::*, hooks::*, queue::*, topic::*, cron::*, http::*, auth::*,
-// budget::* and the rest of engine::*. Everything else (fs::write,
-// shell::exec, other workers' functions) needs approval; there is no
-// catch-all rule.
+// budget::*, the rest of engine::* and sandbox::* (the run's sandbox is
+// made for it; its commands go through shell::exec). Everything else
+// (fs::write, shell::exec, other workers' functions) needs approval;
+// there is no catch-all rule.
 //
 // # Worker
 //

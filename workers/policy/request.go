@@ -1,5 +1,10 @@
 package policy
 
+import (
+	"bytes"
+	"encoding/json"
+)
+
 // CheckRequest is the request of policy::check_permissions.
 type CheckRequest struct {
 	// FunctionID is the function the caller wants to call. An invalid id
@@ -8,6 +13,23 @@ type CheckRequest struct {
 	FunctionID string `json:"function_id"`
 	// Args are the call's arguments, any JSON value (absent is {}).
 	Args any `json:"args,omitempty"`
+}
+
+// UnmarshalJSON decodes the request keeping the numbers of args exact
+// (json.Number, made canonical by the check): the default decoding makes
+// every number a float64, which rounds an integer past 2^53, so a JSON
+// caller's 1234567890123456789 slipped past a deny rule that equals it
+// while the handler, decoding into an int64, read it exactly.
+func (r *CheckRequest) UnmarshalJSON(data []byte) error {
+	type plain CheckRequest
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	*r = CheckRequest(p)
+	return nil
 }
 
 // StatusRequest is the (empty) request of policy::status and

@@ -251,3 +251,52 @@ func TestWorkerWithoutProvision(t *testing.T) {
 		t.Fatalf("Start with a broken file = %v", err)
 	}
 }
+
+// TestCheckOverJSONExactNumbers: a JSON caller's integers past 2^53 reach
+// the rules exactly, as they reach a Go handler that decodes them into an
+// int64; rounded to a float64, 1234567890123456789 became
+// 1234567890123456768 and slipped past the deny rules that name it.
+func TestCheckOverJSONExactNumbers(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	path := filepath.Join(t.TempDir(), DefaultFileName)
+	writeAtomic(t, path, `version: 1
+rules:
+  - id: by-equals
+    function: pay::send
+    args: {account: {equals: 1234567890123456789}}
+    action: deny
+  - id: by-when
+    function: pay::send
+    when: 'has(args.to) && args.to == 9007199254740993'
+    action: deny
+  - id: small
+    function: pay::send
+    args: {amount: {equals: 100}}
+    action: deny
+  - "pay::*"
+`)
+	startWorker(t, e, NewWorker(path))
+	nc := enginetest.Connect(t, ns)
+	for args, want := range map[string]string{
+		`{"account":1234567890123456789}`: `{"decision":"deny","rule_id":"by-equals"`,
+		`{"account":1234567890123456788}`: `{"decision":"allow","rule_id":"rule-3"}`,
+		`{"to":9007199254740993}`:         `{"decision":"deny","rule_id":"by-when"`,
+		`{"amount":1e2}`:                  `{"decision":"deny","rule_id":"small"`,
+		`{"amount":100.0}`:                `{"decision":"deny","rule_id":"small"`,
+		`{"amount":100.5}`:                `{"decision":"allow","rule_id":"rule-3"}`,
+	} {
+		body := `{"function_id":"pay::send","args":` + args + `}`
+		m, err := nc.Request("iii.fn.policy.check_permissions", []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if we := wire.Decode(m); we != nil {
+			t.Fatalf("%s: %v", body, we)
+		}
+		if !strings.HasPrefix(string(m.Data), want) {
+			t.Errorf("%s: reply %s, want %s…", args, m.Data, want)
+		}
+	}
+}
