@@ -173,8 +173,10 @@ func (c Content) Validate() error {
 // Validate checks m: a known role, valid content blocks of the kinds that
 // role may carry (user: text and image, at least one block; assistant:
 // text, thinking, function_call and image; function_result: text and image),
-// unique function call ids, a known stop reason when set, and for a
-// function result its call id and function id.
+// unique function call ids, a known stop reason when set, for a
+// function result its call id and function id, and no NaN or infinity in
+// its arguments, details or cost (JSON cannot carry them; a msgpack
+// caller can send them).
 func (m Message) Validate() error {
 	if !m.Role.Valid() {
 		return fmt.Errorf("%w: unknown role %q", ErrInvalidMessage, m.Role)
@@ -190,6 +192,9 @@ func (m Message) Validate() error {
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("content[%d]: %w", i, err)
 		}
+		if err := checkFinite(fmt.Sprintf("content[%d].arguments", i), c.Arguments); err != nil {
+			return err
+		}
 		switch {
 		case m.Role != RoleAssistant && (c.Type == ContentThinking || c.Type == ContentFunctionCall):
 			return fmt.Errorf("%w: content[%d]: a %s message cannot carry a %s block", ErrInvalidMessage, i, m.Role, c.Type)
@@ -201,6 +206,14 @@ func (m Message) Validate() error {
 				ids = make(map[string]bool)
 			}
 			ids[c.ID] = true
+		}
+	}
+	if err := checkFinite("details", m.Details); err != nil {
+		return err
+	}
+	if m.Usage != nil {
+		if err := checkFinite("usage.cost_usd", m.Usage.CostUSD); err != nil {
+			return err
 		}
 	}
 	if m.Role == RoleFunctionResult {

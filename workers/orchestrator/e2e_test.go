@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"context"
+	"math"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -263,6 +264,12 @@ func TestRunStartBadInput(t *testing.T) {
 		{name: "unknown provider", mut: func(r *agent.RunStart) { r.Provider = "nope" }},
 		{name: "empty messages", mut: func(r *agent.RunStart) { r.Messages = nil }},
 		{name: "2 MiB", mut: func(r *agent.RunStart) { r.Messages = []agent.Message{userText(strings.Repeat("x", 2<<20))} }},
+		// The engine's codec (msgpack) carries them; the record and the
+		// events (JSON) could not.
+		{name: "NaN in details", mut: func(r *agent.RunStart) { r.Messages[0].Details = map[string]any{"x": []any{math.NaN()}} }},
+		{name: "infinite cost", mut: func(r *agent.RunStart) {
+			r.Messages = append(r.Messages, agent.Message{Role: agent.RoleAssistant, Content: []agent.Content{agent.Text("a")}, Usage: &agent.Usage{CostUSD: math.Inf(1)}}, userText("b"))
+		}},
 	}
 	for _, tt := range tests {
 		rs := good()

@@ -834,10 +834,15 @@ func toResult(codec wire.Codec, reply []byte) agent.FunctionResult {
 		if _, has := m["content"]; has {
 			var fr agent.FunctionResult
 			if codec.Unmarshal(reply, &fr) == nil && len(fr.Content) > 0 {
+				fr, _ = fr.Finite()
 				return fr
 			}
 		}
 	}
+	// A msgpack reply's NaN and infinities become strings: the record,
+	// the events and the transcript are JSON, which has none (the record
+	// could not be written, and the call read as interrupted).
+	v, _ = agent.FiniteNumbers(v)
 	// The model reads the text: markup and code in a reply stay as they
 	// are, not "\u003c" escapes.
 	text, _ := wire.MarshalJSON(v)

@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -239,5 +240,68 @@ func TestBatchTooLargeForTheRecordFailsTheRun(t *testing.T) {
 	evs = eventsUntil(t, s.e, "manycalls", 2, 30*time.Second)
 	if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
 		t.Fatalf("the next run: agent_end %q: %v", last.StopReason, types(evs))
+	}
+}
+
+// A msgpack function result with NaN or an infinity (JSON has neither)
+// reaches the model, the events and the transcript with those numbers as
+// strings. Before, the turn record holding it could not be written: the
+// grain's activation failed and the call, which had run, read as
+// "interrupted: outcome unknown".
+func TestNonFiniteResult(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	w, err := s.e.Worker("nonfinite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	if err := w.Register(engine.Function{ID: "test::result", Handler: engine.Typed(func(context.Context, struct{}) (agent.FunctionResult, error) {
+		calls.Add(1)
+		res := agent.TextResult("ok")
+		res.Details = map[string]any{"nan": math.NaN(), "inf": []any{math.Inf(1), math.Inf(-1), 1.5}}
+		return res, nil
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(engine.Function{ID: "test::value", Handler: engine.Typed(func(context.Context, struct{}) (map[string]any, error) {
+		calls.Add(1)
+		return map[string]any{"ratio": math.NaN()}, nil
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ fn, want string }{
+		{"test::result", `{"inf":["Infinity","-Infinity",1.5],"nan":"NaN"}`},
+		{"test::value", `{"ratio":"NaN"}`},
+	} {
+		sid := "nonfinite-" + strings.ReplaceAll(c.fn, ":", "")
+		calls.Store(0)
+		var res orchestrator.RunStartResult
+		if err := s.e.Trigger(context.Background(), "run::start", agent.RunStart{
+			SessionID: sid, Provider: "scripted", Model: "echo",
+			Messages: []agent.Message{userText("/call " + c.fn + " {}")},
+		}, &res); err != nil || !res.Started {
+			t.Fatalf("run::start = %+v, %v", res, err)
+		}
+		evs := events(t, s.e, sid, 30*time.Second)
+		if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
+			t.Fatalf("%s: agent_end %q: %v", c.fn, last.StopReason, types(evs))
+		}
+		var got *agent.FunctionResult
+		for _, ev := range evs {
+			if ev.Type == agent.EventFunctionExecutionEnd {
+				got = ev.Result
+			}
+		}
+		if got == nil || got.IsError {
+			t.Fatalf("%s: result %+v", c.fn, got)
+		}
+		if b, _ := json.Marshal(got.Details); string(b) != c.want {
+			t.Errorf("%s: details %s, want %s", c.fn, b, c.want)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Errorf("%s: ran %d times", c.fn, n)
+		}
 	}
 }
