@@ -13,9 +13,9 @@ import (
 
 // Names of the non-finite numbers in JSON text, as JavaScript prints them.
 const (
-	NaNText     = "NaN"
-	InfText     = "Infinity"
-	NegInfText  = "-Infinity"
+	NaNText    = "NaN"
+	InfText    = "Infinity"
+	NegInfText = "-Infinity"
 )
 
 // FiniteNumbers returns v with every NaN and infinity in it replaced by

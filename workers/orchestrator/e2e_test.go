@@ -2,10 +2,10 @@ package orchestrator_test
 
 import (
 	"context"
-	"math"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
