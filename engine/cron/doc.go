@@ -28,6 +28,13 @@
 // gone the running jobs go on as they were: the watch waits for it and
 // does not create it ([Start], [Schedule] and [List] do).
 //
+// cron::list {after?, limit?} pages: it answers the jobs by id after
+// "after", at most limit ([DefaultListLimit], up to [MaxListLimit]) and
+// fewer when more would outgrow the max payload, with truncated: true
+// while more follow (ask again with after set to the last id). A job too
+// large for an answer alone is listed without its data (data_omitted);
+// [List] reads every job whole.
+//
 // A change takes effect at the moment a scheduler applies it: the old
 // definition still claims its ticks due by then (one that fell due as the
 // change arrived, not claimed yet, fires once, as the old definition says), the new

@@ -255,12 +255,31 @@ func Unschedule(ctx context.Context, e *engine.Engine, id string) (removed bool,
 
 // List returns the stored jobs sorted by id: the set every scheduler runs.
 // Entries no scheduler can run (written by hand, not decoding or not
-// validating) are skipped.
+// validating) are skipped. It reads every job; cron::list pages instead.
 func List(ctx context.Context, e *engine.Engine) ([]Job, error) {
 	kv, err := jobsKV(ctx, e)
 	if err != nil {
 		return nil, err
 	}
+	keys, err := jobKeys(ctx, kv)
+	if err != nil {
+		return nil, err
+	}
+	jobs := []Job{}
+	for _, key := range keys {
+		j, ok, err := readJob(ctx, e, kv, key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, nil
+}
+
+// jobKeys lists the keys of the jobs bucket, sorted.
+func jobKeys(ctx context.Context, kv jetstream.KeyValue) ([]string, error) {
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "list cron jobs")
@@ -272,28 +291,30 @@ func List(ctx context.Context, e *engine.Engine) ([]Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wire.FromNATS(err)
 	}
-	jobs := []Job{}
-	for _, key := range keys {
-		ent, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return nil, wire.Wrap(wire.CodeUnavailable, err, "read cron job %s", key)
-		}
-		j, err := decodeJob(ent.Value())
-		if err == nil && j.ID != key {
-			err = fmt.Errorf("id %q does not match its key", j.ID)
-		}
-		if err == nil {
-			err = j.Validate()
-		}
-		if err != nil {
-			e.Logger().Warn("cron job entry skipped: bad definition", "key", key, "error", err)
-			continue
-		}
-		jobs = append(jobs, j)
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// readJob reads the job stored under key; ok is false when there is none
+// (deleted meanwhile) or no scheduler can run it (logged).
+func readJob(ctx context.Context, e *engine.Engine, kv jetstream.KeyValue, key string) (j Job, ok bool, err error) {
+	ent, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Job{}, false, nil
 	}
-	sort.Slice(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
-	return jobs, nil
+	if err != nil {
+		return Job{}, false, wire.Wrap(wire.CodeUnavailable, err, "read cron job %s", key)
+	}
+	j, err = decodeJob(ent.Value())
+	if err == nil && j.ID != key {
+		err = fmt.Errorf("id %q does not match its key", j.ID)
+	}
+	if err == nil {
+		err = j.Validate()
+	}
+	if err != nil {
+		e.Logger().Warn("cron job entry skipped: bad definition", "key", key, "error", err)
+		return Job{}, false, nil
+	}
+	return j, true, nil
 }

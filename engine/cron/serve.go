@@ -41,19 +41,26 @@ type UnscheduleResponse struct {
 	Removed bool   `json:"removed"`
 }
 
-// JobInfo is one entry of cron::list: the job and its next tick.
-type JobInfo struct {
-	Job
-	Next string `json:"next,omitempty"`
-}
-
-// ListResponse is the reply of cron::list.
-type ListResponse struct {
-	Jobs []JobInfo `json:"jobs"`
-}
+// Schemas of cron::list.
+const (
+	listSchema = `{"type":"object","properties":{` +
+		`"after":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,128}$","description":"continue a truncated answer: the id of its last job"},` +
+		`"limit":{"type":"integer","minimum":0,"maximum":1000,"description":"at most this many jobs; 0 or absent: 100"}}}`
+	listRespSchema = `{"type":"object","required":["jobs"],"properties":{` +
+		`"jobs":{"type":"array","items":{"type":"object","required":["id","expression","function_id"],"properties":{` +
+		`"id":{"type":"string"},"expression":{"type":"string"},"function_id":{"type":"string"},"data":{},` +
+		`"timezone":{"type":"string"},"next":{"type":"string","format":"date-time"},` +
+		`"data_omitted":{"type":"boolean","description":"the job does not fit the max payload with its data"}}}},` +
+		`"truncated":{"type":"boolean","description":"more jobs follow: ask again with after, the last id"}}}`
+)
 
 // Serve starts the "cron" worker with cron::schedule {id, expression,
-// function_id, data?, timezone?}, cron::unschedule {id} and cron::list {}.
+// function_id, data?, timezone?}, cron::unschedule {id} and cron::list
+// {after?, limit?} → {jobs, truncated?}. cron::list answers within the
+// max payload: at most limit jobs (default [DefaultListLimit]) by id,
+// fewer when more would not fit, with truncated set when more follow
+// (ask again with after, the last id); a job too large alone is listed
+// without its data (data_omitted).
 // The functions read and write the jobs bucket, so any number of replicas
 // may serve them and every scheduler on the bus follows. s (which may be
 // nil) supplies the clock and default location of the "next" times
@@ -117,21 +124,17 @@ func Serve(ctx context.Context, e *engine.Engine, s *Scheduler, opts ...Option) 
 		},
 		{
 			ID:             FnList,
-			Description:    "List the stored cron jobs with their next tick.",
-			RequestSchema:  `{"type":"object"}`,
-			ResponseSchema: `{"type":"object","required":["jobs"],"properties":{"jobs":{"type":"array"}}}`,
+			Description:    "List the stored cron jobs by id with their next tick, a page at a time: page on with after, the last id, while truncated.",
+			RequestSchema:  listSchema,
+			ResponseSchema: listRespSchema,
 			Idempotent:     true,
-			Handler: engine.Typed(func(ctx context.Context, _ engine.Empty) (ListResponse, error) {
-				jobs, err := List(ctx, e)
-				if err != nil {
-					return ListResponse{}, err
+			Handler: func(ctx context.Context, req *engine.Request) (any, error) {
+				var r ListRequest
+				if err := req.Bind(&r); err != nil {
+					return nil, err
 				}
-				out := ListResponse{Jobs: make([]JobInfo, 0, len(jobs))}
-				for _, j := range jobs {
-					out.Jobs = append(out.Jobs, JobInfo{Job: j, Next: next(j)})
-				}
-				return out, nil
-			}),
+				return listPage(ctx, e, r, req.Codec, e.Conn().MaxPayload(), next)
+			},
 		},
 	}
 	for _, fn := range fns {

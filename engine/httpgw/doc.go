@@ -8,11 +8,17 @@
 // ("iii-http-routes"), one key per route shape, so two routes that would
 // match the same requests cannot both be stored: the second is a conflict.
 // Every [Gateway] watches the bucket, so any number of replicas behind a
-// load balancer serve the same routes and pick up changes live. Routes are
+// load balancer serve the same routes and pick up changes live. A watch
+// that ends, or a bucket deleted and created again under it (`nats kv
+// rm`/`add`, a restore; checked every 5s), is opened again with backoff,
+// and the bucket's contents then replace the routes served; while the
+// bucket is gone the routes are served as they were. Routes are
 // added with [Gateway.AddRoute] or the functions http::add_route,
 // http::remove_route and http::list_routes that [Serve] registers. Paths
 // take ":name" parameters and a trailing "*name" wildcard; the most
-// specific route wins ([Route]).
+// specific route wins ([Route]). http::list_routes {after?} answers the
+// routes by path and method that fit the max payload, with truncated set
+// when more follow (ask again with after, the last route).
 //
 // # Requests and responses
 //

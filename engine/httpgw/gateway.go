@@ -87,7 +87,7 @@ func New(ctx context.Context, e *engine.Engine, opts ...Option) (*Gateway, error
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	w, err := engine.WatchKV(wctx, e.Conn(), kv, engine.KVWatchConfig{})
+	w, created, err := openWatch(wctx, e, kv)
 	if err != nil {
 		stop()
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "watch %s", subjects.HTTPRoutesBucket)
@@ -95,7 +95,7 @@ func New(ctx context.Context, e *engine.Engine, opts ...Option) (*Gateway, error
 	g := &Gateway{e: e, opts: o, kv: kv, stop: stop, watchDone: make(chan struct{}), entries: map[string]entry{}}
 	g.table.Store(buildTable(nil))
 	ready := make(chan struct{})
-	go g.watch(wctx, w, ready)
+	go g.watch(wctx, kv, w, created, ready)
 	select {
 	case <-ready:
 		return g, nil
@@ -105,31 +105,6 @@ func New(ctx context.Context, e *engine.Engine, opts ...Option) (*Gateway, error
 	case <-ctx.Done():
 		_ = g.Close(context.Background())
 		return nil, wire.FromNATS(ctx.Err())
-	}
-}
-
-func (g *Gateway) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
-	defer close(g.watchDone)
-	loaded := false
-	err := engine.FollowKV(ctx, w, func(ent jetstream.KeyValueEntry) {
-		if ent.Operation() != jetstream.KeyValuePut {
-			g.apply(ent.Key(), nil, ent.Revision(), loaded)
-			return
-		}
-		c, err := decodeRoute(ent.Key(), ent.Value())
-		if err != nil {
-			// Written by hand: serve nothing under that key rather than a
-			// stale route.
-			g.e.Logger().Error("http route ignored: bad definition", "key", ent.Key(), "error", err)
-		}
-		g.apply(ent.Key(), c, ent.Revision(), loaded)
-	}, func() {
-		loaded = true
-		g.rebuild()
-		close(ready)
-	})
-	if err != nil {
-		g.e.Logger().Error("http routes watch closed; routes no longer follow the bucket", "bucket", subjects.HTTPRoutesBucket)
 	}
 }
 
@@ -164,9 +139,13 @@ func (g *Gateway) apply(key string, c *compiled, rev uint64, rebuild bool) {
 	}
 }
 
-func (g *Gateway) rebuild() {
+// replace makes entries (a watch's snapshot of the bucket) the routes
+// served: revisions of a bucket created again start over, so they are
+// not compared with the old ones.
+func (g *Gateway) replace(entries map[string]entry) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.entries = entries
 	g.rebuildLocked()
 }
 

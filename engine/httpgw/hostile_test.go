@@ -277,6 +277,8 @@ func TestManyRequestsWhileRoutesChangeAndClose(t *testing.T) {
 	f.route(t, "GET", "/s/:id", "test::slowish")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}, Timeout: 20 * time.Second}
 	stop := make(chan struct{})
+	stopClients := sync.OnceFunc(func() { close(stop) })
+	t.Cleanup(stopClients) // also when the test fails early
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	counts := map[string]int{} // "<route> <status>"
@@ -315,8 +317,17 @@ func TestManyRequestsWhileRoutesChangeAndClose(t *testing.T) {
 	if err := f.gw.Close(ctx); err != nil {
 		t.Error(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	close(stop)
+	// Go on until the clients met the closed gateway (a fixed pause was
+	// too short on a loaded machine).
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if counts["s 503"] == 0 {
+			return fmt.Errorf("no 503 yet: %v", counts)
+		}
+		return nil
+	})
+	stopClients()
 	wg.Wait()
 	for _, err := range errs {
 		t.Error(err)

@@ -29,11 +29,14 @@ type options struct {
 	timeout      time.Duration
 	bodyTimeout  time.Duration
 	writeTimeout time.Duration
+	// bucketCheck is how often the gateway asks whether the routes bucket
+	// its watch follows is still the same bucket.
+	bucketCheck time.Duration
 }
 
 func defaultOptions() options {
 	return options{maxBody: DefaultMaxBodyBytes, timeout: DefaultTimeout, bodyTimeout: DefaultBodyTimeout,
-		writeTimeout: DefaultWriteTimeout}
+		writeTimeout: DefaultWriteTimeout, bucketCheck: defaultBucketCheck}
 }
 
 // WithMaxBodyBytes bounds a request body; a larger one is answered 413 and

@@ -3,8 +3,10 @@ package httpgw
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // Function ids [Serve] registers.
@@ -32,16 +34,72 @@ type RemoveRouteResponse struct {
 	Removed bool `json:"removed"`
 }
 
+// ListRoutesRequest is the request of http::list_routes.
+type ListRoutesRequest struct {
+	// After continues a truncated list: the last route of the previous
+	// answer (its method and path; function_id is ignored). Only routes
+	// sorted after it, by path and method, are listed.
+	After *Route `json:"after,omitempty"`
+}
+
+// Validate checks the cursor's method and path.
+func (r ListRoutesRequest) Validate() error {
+	if r.After == nil {
+		return nil
+	}
+	_, err := compilePattern(r.After.Method, r.After.Path, "")
+	return err
+}
+
 // ListRoutesResponse is the reply of http::list_routes.
 type ListRoutesResponse struct {
 	Routes []Route `json:"routes"`
+	// Truncated says more routes follow than the max payload lets one
+	// answer hold: ask again with After set to the last route.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// listHeadroom is kept free of the max payload for the reply's headers
+// and the fields around the routes.
+const listHeadroom = 1 << 10
+
+// listPage is the page of routes (sorted by path and method) after r.After
+// whose encoding in codec fits maxPayload; the first always goes in.
+func listPage(routes []Route, r ListRoutesRequest, codec wire.Codec, maxPayload int64) (ListRoutesResponse, error) {
+	if r.After != nil {
+		c, err := compilePattern(r.After.Method, r.After.Path, "")
+		if err != nil {
+			return ListRoutesResponse{}, err
+		}
+		i := sort.Search(len(routes), func(i int) bool {
+			return routes[i].Path > c.Path || routes[i].Path == c.Path && routes[i].Method > c.Method
+		})
+		routes = routes[i:]
+	}
+	out := ListRoutesResponse{Routes: make([]Route, 0, len(routes))}
+	room := maxPayload - listHeadroom
+	for _, rt := range routes {
+		b, err := codec.Marshal(rt)
+		if err != nil {
+			return ListRoutesResponse{}, wire.Wrap(wire.CodeInternal, err, "route %s %s does not encode", rt.Method, rt.Path)
+		}
+		if room -= int64(len(b)) + 1; room < 0 && len(out.Routes) > 0 {
+			out.Truncated = true
+			break
+		}
+		out.Routes = append(out.Routes, rt)
+	}
+	return out, nil
 }
 
 // Serve starts the "http" worker with http::add_route {method, path,
 // function_id} (→ the route in normal form), http::remove_route {method,
-// path} (→ {removed}) and http::list_routes {} (→ {routes}). They act on
-// the routes bucket through gw, so every gateway follows. ctx bounds the
-// setup only.
+// path} (→ {removed}) and http::list_routes {after?} (→ {routes,
+// truncated?}). They act on the routes bucket through gw, so every
+// gateway follows. http::list_routes answers within the max payload: the
+// routes by path and method that fit, with truncated set when more
+// follow (ask again with after, the last route). ctx bounds the setup
+// only.
 func Serve(ctx context.Context, e *engine.Engine, gw *Gateway) (*engine.Worker, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -83,15 +141,25 @@ func Serve(ctx context.Context, e *engine.Engine, gw *Gateway) (*engine.Worker, 
 			}),
 		},
 		{
-			ID:             FnListRoutes,
-			Description:    "List the stored HTTP routes, sorted by path and method.",
-			RequestSchema:  `{"type":"object"}`,
-			ResponseSchema: `{"type":"object","required":["routes"],"properties":{"routes":{"type":"array"}}}`,
-			Idempotent:     true,
-			Handler: engine.Typed(func(ctx context.Context, _ engine.Empty) (ListRoutesResponse, error) {
+			ID:          FnListRoutes,
+			Description: "List the stored HTTP routes, sorted by path and method.",
+			RequestSchema: `{"type":"object","properties":{"after":{"type":"object","required":["method","path"],` +
+				`"properties":{"method":{"type":"string"},"path":{"type":"string"}},` +
+				`"description":"continue a truncated answer: its last route"}}}`,
+			ResponseSchema: `{"type":"object","required":["routes"],"properties":{"routes":{"type":"array","items":` + routeSchema + `},` +
+				`"truncated":{"type":"boolean","description":"more routes follow: ask again with after, the last route"}}}`,
+			Idempotent: true,
+			Handler: func(ctx context.Context, req *engine.Request) (any, error) {
+				var r ListRoutesRequest
+				if err := req.Bind(&r); err != nil {
+					return nil, err
+				}
 				rs, err := gw.ListRoutes(ctx)
-				return ListRoutesResponse{Routes: rs}, err
-			}),
+				if err != nil {
+					return nil, err
+				}
+				return listPage(rs, r, req.Codec, e.Conn().MaxPayload())
+			},
 		},
 	}
 	for _, fn := range fns {
