@@ -19,6 +19,7 @@ import (
 // Functions of other workers the compactor calls (it imports none of
 // them: these are their wire contracts).
 const (
+	sessionGetFunction      = "session::get"
 	sessionMessagesFunction = "session::messages"
 	sessionEntriesFunction  = "session::entries"
 	sessionAppendFunction   = "session::append"
@@ -40,6 +41,12 @@ const modelCacheTTL = 30 * time.Second
 
 // Wire shapes of the session tree, models catalog and providers.
 type (
+	sessionRequest struct {
+		SessionID string `json:"session_id"`
+	}
+	sessionMeta struct {
+		ActiveLeaf string `json:"active_leaf"`
+	}
 	readRequest struct {
 		SessionID string `json:"session_id"`
 		Leaf      string `json:"leaf,omitempty"`
@@ -327,20 +334,18 @@ func compactionDedupID(sid, leaf, firstKept string) string {
 // leftPath reports whether the session's active path no longer holds
 // entry id (the active leaf moved to another branch): the session tree
 // then refuses a compaction keeping from id, which is not the caller's
-// fault. A failed read answers false.
+// fault. It reads the active leaf (session::get), then asks
+// session::entries for the path to it after id, which the session tree
+// refuses (invalid_payload) when id is not on that path: one path read,
+// whatever the path's size (a session::messages answer cut to the max
+// payload has no path steps to look in). A failed read answers false.
 func (c *compactor) leftPath(ctx context.Context, sid, id string) bool {
-	var view messagesResponse
-	if err := c.e.Trigger(ctx, sessionMessagesFunction, readRequest{SessionID: sid}, &view); err != nil {
+	var meta sessionMeta
+	if err := c.e.Trigger(ctx, sessionGetFunction, sessionRequest{SessionID: sid}, &meta); err != nil || meta.ActiveLeaf == "" {
 		return false
 	}
-	for _, st := range view.Path {
-		if st.EntryID == id {
-			return false
-		}
-	}
-	// A path too long for one answer leaves its oldest steps out: id may
-	// be among them, so only a whole path says it left.
-	return view.PathOmitted == 0
+	err := c.e.Trigger(ctx, sessionEntriesFunction, readRequest{SessionID: sid, Leaf: meta.ActiveLeaf, After: id}, nil)
+	return err != nil && wire.From(err).Code == wire.CodeInvalidPayload
 }
 
 // maxViewPages bounds the pages of one view read.

@@ -73,7 +73,11 @@
 // conflict when the compaction lost its lease ([ErrLeaseLost]) or the
 // active leaf moved meanwhile to a branch without the first kept entry
 // ([ErrPathChanged]; a leaf that moved on past it is fine, the entry goes
-// on top of it). Nothing is appended on an error before
+// on top of it). When the session tree refuses the append
+// (invalid_payload), the worker reads the active leaf with session::get
+// and asks session::entries for the path to it after the first kept
+// entry, which the tree refuses when that entry is not on the path: one
+// path read, for a path of any size. Nothing is appended on an error before
 // the append; one after it was sent (the lease lost, a timeout) may find
 // it stored. The append carries a dedup id of the compaction (session,
 // leaf read, first kept entry), so a retry of the same compaction within

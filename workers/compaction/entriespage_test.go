@@ -1,13 +1,16 @@
 package compaction_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/compaction"
 	"github.com/iii-on-nats/iii/workers/sessiontree"
 )
@@ -122,5 +125,75 @@ func TestCompactUpdatesSummaryOfPagedView(t *testing.T) {
 	}
 	if p := prompts[r1.SummaryCalls]; s1 == "" || !strings.HasPrefix(p, "<previous-summary>\n"+s1+"\n</previous-summary>") {
 		t.Fatalf("the second compaction does not update summary 1 %q; its first prompt:\n%.300s", s1, p)
+	}
+}
+
+// The active leaf moving, while the summary is written, to a branch that
+// left the kept part behind answers conflict (ErrPathChanged) for a path
+// whose messages outgrow one answer of session::messages too. Before,
+// the check read one page of session::messages, whose cut answer has no
+// path steps: the kept entry was never found gone, and the session
+// tree's refusal of the append came back as invalid_payload.
+func TestCompactConflictOnPagedPath(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 128 << 10
+	f := newFixtureOn(t, enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload)), "", compaction.WithAuto(false))
+	ctx := ctxT(t)
+	sid := f.create(t)
+	for from := 1; from <= 416; from += 32 {
+		f.conversation(t, sid, from, from+31)
+	}
+	var ids []string
+	req := sessiontree.EntriesRequest{SessionID: sid}
+	for {
+		r, err := engine.Call[sessiontree.EntriesResponse](ctx, f.e, sessiontree.EntriesFunction, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, en := range r.Entries {
+			ids = append(ids, en.ID)
+		}
+		if !r.Truncated {
+			break
+		}
+		req.Leaf, req.After = r.Leaf, r.Entries[len(r.Entries)-1].ID
+	}
+	if len(ids) != 416 {
+		t.Fatalf("setup: %d entries on the path, want 416", len(ids))
+	}
+
+	type answer struct {
+		r   compaction.CompactResponse
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Model: gatedModel})
+		done <- answer{r, err}
+	}()
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if f.sum.calls.Load() == 0 {
+			return errors.New("the summary is not being written yet")
+		}
+		return nil
+	})
+	// The new branch leaves the newest 32 messages (the kept part among
+	// them) behind and is still too long for one answer.
+	if _, err := engine.Call[sessiontree.SetActiveLeafResponse](ctx, f.e, sessiontree.SetActiveLeafFunction,
+		sessiontree.SetActiveLeafRequest{SessionID: sid, EntryID: ids[len(ids)-33]}); err != nil {
+		t.Fatal(err)
+	}
+	f.conversation(t, sid, 1001, 1002)
+	if v := f.view(t, sid); !v.Truncated || len(v.Path) != 0 || v.PathOmitted == 0 {
+		t.Fatalf("setup: the new path's first page of messages (truncated %v, %d steps, %d omitted) should come cut and without steps",
+			v.Truncated, len(v.Path), v.PathOmitted)
+	}
+	close(f.sum.gate)
+	a := <-done
+	if !errors.Is(a.err, wire.ErrConflict) || !strings.Contains(a.err.Error(), compaction.ErrPathChanged.Error()) {
+		t.Fatalf("answered %+v, %v; want a conflict (%v)", a.r, a.err, compaction.ErrPathChanged)
+	}
+	if c := f.compactions(t, sid); len(c) != 0 {
+		t.Fatalf("%d compaction entries on the new path", len(c))
 	}
 }

@@ -18,10 +18,19 @@
 //     unknown model supports nothing; an unknown capability is
 //     invalid_payload.
 //   - models::reconcile {provider} → {provider, known, added, missing,
-//     skipped?}: calls provider::<provider>::models {} (which answers
-//     {models:[{id, display_name?, created_at?}]}) and brings the bucket in
-//     line (see [Store.Reconcile]). A provider that does not answer is
-//     unavailable.
+//     skipped?, dropped?, known_omitted?, added_omitted?,
+//     missing_omitted?}: calls provider::<provider>::models {} (which
+//     answers {models:[{id, display_name?, created_at?}]}) and brings the
+//     bucket in line (see [Store.Reconcile]). A provider that does not
+//     answer is unavailable. The answer never outgrows the server's max
+//     payload: lists too long for it are cut, added first, then missing,
+//     then known (sorted prefixes), each *_omitted counting the ids its
+//     list left out. missing repeats, on every run, every model still
+//     marked unavailable; a reconciled model (one the catalog lacks)
+//     missing for longer than the retention ([WithMissingRetention], 30
+//     days) has its record deleted instead and is counted in dropped, so
+//     neither the bucket nor the answer keeps every model a provider ever
+//     listed. Marks of catalog models stay (the catalog bounds them).
 //
 // A Model is agent.Model (SPEC §4) plus "aliases", "available" (false once
 // a reconcile found the provider no longer lists it) and "reconciled"
@@ -59,10 +68,13 @@
 // storage), key "<provider>.<subjects.KVKey(model id)>", value a [Record]
 // as JSON:
 //
-//	{"id": "claude-opus-4-6", "provider": "anthropic", ..., "available": false}
+//	{"id": "claude-opus-4-6", "provider": "anthropic", ..., "available": false, "missing_since": 1767225600000}
 //	{"id": "gpt-7-preview", "provider": "openai", "display_name": "GPT-7 Preview", ..., "available": true, "reconciled": true}
 //
-// Only models::reconcile writes it. Every replica follows the bucket with a
+// missing_since (Unix ms) is when a reconcile first found the model
+// missing; a reconciled record past the retention is deleted by the next
+// reconcile (with the revision it read: a record another replica
+// rewrote meanwhile stays). Only models::reconcile writes it. Every replica follows the bucket with a
 // KV watch and serves list, get and supports from memory: the base
 // catalog, each entry's availability from its record, plus the reconciled
 // records. A record under the id of a model the catalog describes only

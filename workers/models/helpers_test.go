@@ -35,7 +35,13 @@ type fixture struct {
 // newFixture starts a server, an engine and a started worker with opts.
 func newFixture(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
-	ns := enginetest.RunServer(t)
+	return newFixtureOn(t, enginetest.RunServer(t), opts...)
+}
+
+// newFixtureOn is newFixture on server ns (one with a smaller max
+// payload, say).
+func newFixtureOn(t testing.TB, ns *server.Server, opts ...Option) *fixture {
+	t.Helper()
 	e := enginetest.NewEngine(t, ns)
 	w := NewWorker(opts...)
 	ctx := context.Background()

@@ -18,6 +18,9 @@ const (
 	DefaultReconcileTimeout = 30 * time.Second
 	// MaxReconcileTimeout bounds [WithReconcileTimeout].
 	MaxReconcileTimeout = 10 * time.Minute
+	// DefaultMissingRetention is how long a reconciled model the provider
+	// no longer lists stays in the bucket ([WithMissingRetention]).
+	DefaultMissingRetention = 30 * 24 * time.Hour
 )
 
 // Option configures a [Store] (and the [Worker] that opens one).
@@ -28,10 +31,12 @@ type options struct {
 	overrides        [][]byte
 	logger           *slog.Logger // nil: the engine's logger
 	reconcileTimeout time.Duration
+	missingRetention time.Duration
+	now              func() time.Time // the clock of missing_since
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{reconcileTimeout: DefaultReconcileTimeout}
+	o := options{reconcileTimeout: DefaultReconcileTimeout, missingRetention: DefaultMissingRetention, now: time.Now}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -124,6 +129,23 @@ func WithReconcileTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: reconcile timeout %v must be in (0, %v]", engine.ErrInvalidOption, d, MaxReconcileTimeout)
 		}
 		o.reconcileTimeout = d
+		return nil
+	}
+}
+
+// WithMissingRetention sets how long a reconciled model (one the catalog
+// lacks) that the provider stopped listing keeps its record (default
+// [DefaultMissingRetention]): models::reconcile marks it unavailable and
+// stamps missing_since, and the first run after the retention deletes
+// the record, so the bucket and models::list do not keep every model a
+// provider ever listed. Marks of catalog models are kept: the catalog
+// bounds them.
+func WithMissingRetention(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: missing retention %v must be positive", engine.ErrInvalidOption, d)
+		}
+		o.missingRetention = d
 		return nil
 	}
 }

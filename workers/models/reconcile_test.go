@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
@@ -319,5 +322,142 @@ func TestAliasRecordAfterCatalogUpdate(t *testing.T) {
 		if m := mustGet(t, s2, "acme", name); m == nil || !m.Available || m.Reconciled {
 			t.Errorf("%s = %+v, want the catalog entry, available", name, m)
 		}
+	}
+}
+
+// TestReconcileAnswerFitsMaxPayload: a reconcile whose lists outgrow the
+// server's max payload (a provider that lists new long ids on every run
+// and drops the earlier ones, which missing keeps repeating) answers
+// lists cut to fit, the number left out of each in *_omitted, added
+// first, then missing, then known. Before, the answer failed with
+// internal after the writes, and again on every retry.
+func TestReconcileAnswerFitsMaxPayload(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 16 << 10
+	f := newFixtureOn(t, enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload)), acmeOpts()...)
+	p := serveProvider(t, f.e, "acme")
+	ctx := ctxT(t)
+	catalog := []string{"acme-large", "acme-small", "acme-old"}
+
+	check := func(step string, r ReconcileResponse, err error, known, added, missing int) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got := len(r.Known) + r.KnownOmitted; got != known {
+			t.Errorf("%s: %d known + %d omitted, want %d", step, len(r.Known), r.KnownOmitted, known)
+		}
+		if got := len(r.Added) + r.AddedOmitted; got != added {
+			t.Errorf("%s: %d added + %d omitted, want %d", step, len(r.Added), r.AddedOmitted, added)
+		}
+		if got := len(r.Missing) + r.MissingOmitted; got != missing {
+			t.Errorf("%s: %d missing + %d omitted, want %d", step, len(r.Missing), r.MissingOmitted, missing)
+		}
+		// Added, then missing, then known: a later list is cut only once
+		// the earlier ones are whole.
+		if r.AddedOmitted > 0 && len(r.Missing)+len(r.Known) > 0 || r.MissingOmitted > 0 && len(r.Known) > 0 {
+			t.Errorf("%s: a later list holds ids while an earlier one was cut: %+v", step, r)
+		}
+		if !slices.IsSorted(r.Added) || !slices.IsSorted(r.Missing) || !slices.IsSorted(r.Known) {
+			t.Errorf("%s: lists not sorted", step)
+		}
+		if raw, _ := json.Marshal(r); len(raw) > maxPayload-1024 {
+			t.Errorf("%s: %d bytes of answer", step, len(raw))
+		}
+	}
+	const batch, rounds = 60, 4
+	for round := range rounds {
+		ids := slices.Clone(catalog)
+		for i := range batch {
+			ids = append(ids, fmt.Sprintf("acme-%d-%03d-%s", round, i, strings.Repeat("x", 200)))
+		}
+		p.set(ids...)
+		r, err := engine.Call[ReconcileResponse](ctx, f.e, ReconcileFunction, ReconcileRequest{Provider: "acme"})
+		check(fmt.Sprintf("round %d", round), r, err, 3, batch, round*batch)
+	}
+	p.set(catalog...)
+	for run := range 2 {
+		r, err := engine.Call[ReconcileResponse](ctx, f.e, ReconcileFunction, ReconcileRequest{Provider: "acme"})
+		check(fmt.Sprintf("all dropped, run %d", run), r, err, 3, 0, rounds*batch)
+		if r.MissingOmitted == 0 || len(r.Missing) == 0 || len(r.Known) != 0 || r.KnownOmitted != 3 {
+			t.Errorf("all dropped, run %d: %d missing (%d omitted), %d known (%d omitted): want missing cut, known left out",
+				run, len(r.Missing), r.MissingOmitted, len(r.Known), r.KnownOmitted)
+		}
+	}
+}
+
+// TestReconcileDropsLongMissing: a reconciled model the provider stopped
+// listing is stamped missing_since and listed in missing until the
+// retention has passed; the next run then deletes its record (dropped),
+// so the bucket and the answers do not keep every model a provider ever
+// listed. Catalog models stay marked; a record written before stamps
+// existed is stamped at its next run.
+func TestReconcileDropsLongMissing(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock.Store(t0.UnixMilli())
+	withClock := func(o *options) error {
+		o.now = func() time.Time { return time.UnixMilli(clock.Load()) }
+		return nil
+	}
+	f := newFixture(t, append(acmeOpts(), WithMissingRetention(time.Hour), withClock)...)
+	p := serveProvider(t, f.e, "acme")
+	ctx := ctxT(t)
+
+	p.set("acme-large", "acme-small", "acme-new")
+	checkLists(t, reconcile(ctx, t, f.e, "acme"), []string{"acme-large", "acme-small"}, []string{"acme-new"}, []string{"acme-old"}, 0)
+	if _, err := f.kv.Put(ctx, "acme.legacy", []byte(`{"id":"legacy","provider":"acme","available":false,"reconciled":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	p.set("acme-large", "acme-small")
+	checkLists(t, reconcile(ctx, t, f.e, "acme"), []string{"acme-large", "acme-small"}, []string{}, []string{"acme-new", "acme-old", "legacy"}, 0)
+	for _, id := range []string{"acme-new", "acme-old", "legacy"} {
+		if raw := storedJSON(t, f, "acme", id); raw["missing_since"] != float64(t0.UnixMilli()) {
+			t.Errorf("%s: missing_since %v, want %d", id, raw["missing_since"], t0.UnixMilli())
+		}
+	}
+
+	// Within the retention: the same answer, nothing written.
+	clock.Store(t0.Add(50 * time.Minute).UnixMilli())
+	seq := lastSeq(t, f.e)
+	again := reconcile(ctx, t, f.e, "acme")
+	checkLists(t, again, []string{"acme-large", "acme-small"}, []string{}, []string{"acme-new", "acme-old", "legacy"}, 0)
+	if s := lastSeq(t, f.e); s != seq || again.Dropped != 0 {
+		t.Errorf("within the retention: %d writes, %d dropped", s-seq, again.Dropped)
+	}
+
+	// Past it: the reconciled records go, the catalog's mark stays.
+	clock.Store(t0.Add(61 * time.Minute).UnixMilli())
+	past := reconcile(ctx, t, f.e, "acme")
+	checkLists(t, past, []string{"acme-large", "acme-small"}, []string{}, []string{"acme-old"}, 0)
+	if past.Dropped != 2 {
+		t.Errorf("dropped %d, want 2", past.Dropped)
+	}
+	for _, id := range []string{"acme-new", "legacy"} {
+		key, _ := recordKey("acme", id)
+		if _, err := f.kv.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Errorf("record %s: %v, want deleted", id, err)
+		}
+		if m := mustGet(t, f.s, "acme", id); m != nil {
+			t.Errorf("dropped %s still served: %+v", id, m)
+		}
+	}
+	if old := mustGet(t, f.s, "acme", "acme-old"); old == nil || old.Available {
+		t.Errorf("catalog model acme-old = %+v, want listed, unavailable", old)
+	}
+	seq = lastSeq(t, f.e)
+	if r := reconcile(ctx, t, f.e, "acme"); r.Dropped != 0 || lastSeq(t, f.e) != seq {
+		t.Errorf("a run after the drop: dropped %d, %d writes", r.Dropped, lastSeq(t, f.e)-seq)
+	}
+
+	// Listed again, a dropped model is added anew.
+	p.set("acme-large", "acme-small", "acme-new")
+	checkLists(t, reconcile(ctx, t, f.e, "acme"), []string{"acme-large", "acme-small"}, []string{"acme-new"}, []string{"acme-old"}, 0)
+	if n := mustGet(t, f.s, "acme", "acme-new"); n == nil || !n.Available || !n.Reconciled {
+		t.Errorf("acme-new listed again = %+v", n)
+	}
+	if raw := storedJSON(t, f, "acme", "acme-new"); raw["missing_since"] != nil {
+		t.Errorf("available record keeps missing_since %v", raw["missing_since"])
 	}
 }

@@ -183,7 +183,11 @@ type ReconcileRequest struct {
 func (r ReconcileRequest) Validate() error { return checkProvider(r.Provider) }
 
 // ReconcileResponse is the answer of models::reconcile; the lists are
-// sorted and never null.
+// sorted and never null. Over the bus the lists are cut to fit the
+// server's max payload: Added first, then Missing, then
+// Known, each *Omitted counting the ids its list left out (the list's
+// length plus its *Omitted is the whole count). [Store.Reconcile]
+// answers whole lists.
 type ReconcileResponse struct {
 	Provider string `json:"provider"`
 	// Known are the ids the provider lists that the catalog has (by id or
@@ -193,11 +197,21 @@ type ReconcileResponse struct {
 	// in the bucket as reconciled models.
 	Added []string `json:"added"`
 	// Missing are the catalog's (and earlier reconciled) models the provider
-	// no longer lists: still listed, with available false.
+	// no longer lists: still listed, with available false. A reconciled
+	// model missing for longer than the retention ([WithMissingRetention])
+	// is dropped from the bucket instead, and counted in Dropped.
 	Missing []string `json:"missing"`
 	// Skipped counts the provider's models that were dropped: an invalid
 	// id, or one listed twice.
 	Skipped int `json:"skipped,omitempty"`
+	// Dropped counts the reconciled models this run deleted from the
+	// bucket: missing for longer than the retention.
+	Dropped int `json:"dropped,omitempty"`
+	// KnownOmitted, AddedOmitted and MissingOmitted count the ids left out
+	// of Known, Added and Missing to fit the server's max payload.
+	KnownOmitted   int `json:"known_omitted,omitempty"`
+	AddedOmitted   int `json:"added_omitted,omitempty"`
+	MissingOmitted int `json:"missing_omitted,omitempty"`
 }
 
 // ProviderModelsResponse is what provider::<name>::models answers.

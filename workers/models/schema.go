@@ -95,10 +95,14 @@ const reconcileResponseSchema = `{
   "type": "object",
   "properties": {
     "provider": {"type": "string"},
-    "known": {"type": "array", "items": {"type": "string"}},
-    "added": {"type": "array", "items": {"type": "string"}},
-    "missing": {"type": "array", "items": {"type": "string"}},
-    "skipped": {"type": "integer"}
+    "known": {"type": "array", "items": {"type": "string"}, "description": "listed ids the catalog has"},
+    "added": {"type": "array", "items": {"type": "string"}, "description": "listed ids the catalog lacks, stored as reconciled models"},
+    "missing": {"type": "array", "items": {"type": "string"}, "description": "models the provider no longer lists, marked available false"},
+    "skipped": {"type": "integer", "description": "listed models dropped: an invalid or repeated id"},
+    "dropped": {"type": "integer", "description": "reconciled models deleted from the catalog: missing longer than the retention (30 days by default)"},
+    "known_omitted": {"type": "integer", "description": "ids left out of known to fit the server's max payload"},
+    "added_omitted": {"type": "integer", "description": "ids left out of added to fit the server's max payload"},
+    "missing_omitted": {"type": "integer", "description": "ids left out of missing to fit the server's max payload"}
   },
   "required": ["provider", "known", "added", "missing"]
 }`

@@ -40,6 +40,11 @@ type Record struct {
 	agent.Model
 	Available  bool `json:"available"`
 	Reconciled bool `json:"reconciled,omitempty"`
+	// MissingSince is when (Unix ms) a reconcile first found the provider
+	// no longer listing the model; 0 while it is available. A reconciled
+	// record missing for longer than the retention
+	// ([WithMissingRetention]) is deleted.
+	MissingSince int64 `json:"missing_since,omitempty"`
 }
 
 // Store is the live model catalog: the base catalog (embedded, or
@@ -50,10 +55,12 @@ type Record struct {
 // *wire.Error. A Store is safe for concurrent use, and any number of
 // replicas may share the bucket.
 type Store struct {
-	e       *engine.Engine
-	kv      jetstream.KeyValue
-	logger  *slog.Logger
-	timeout time.Duration
+	e         *engine.Engine
+	kv        jetstream.KeyValue
+	logger    *slog.Logger
+	timeout   time.Duration
+	retention time.Duration
+	now       func() time.Time
 
 	base    []Entry       // immutable
 	baseIdx map[nameK]int // id or alias → index in base
@@ -104,7 +111,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 		logger = e.Logger().With("worker", WorkerName)
 	}
 	s := &Store{
-		e: e, kv: kv, logger: logger, timeout: o.reconcileTimeout,
+		e: e, kv: kv, logger: logger, timeout: o.reconcileTimeout, retention: o.missingRetention, now: o.now,
 		base: entries, baseIdx: make(map[nameK]int, len(entries)),
 		overlay: map[string]overlayEntry{}, watchDone: make(chan struct{}),
 	}
@@ -333,11 +340,15 @@ func (s *Store) Supports(provider, modelID, capability string) (bool, error) {
 // serves and brings the bucket in line: a listed model the catalog lacks
 // is stored as a reconciled record (capabilities false, prices zero); a
 // catalog model (or an earlier reconciled one) the provider does not list
-// is marked available false; a listed model marked unavailable before is
-// marked available again. Only records that change are written (last
-// writer wins; every replica computes the same records), so a second run
-// with the same answer writes nothing and returns the same lists. A
-// provider that does not answer — nobody serves the function, it times out
+// is marked available false, stamped with when it was first found
+// missing; a listed model marked unavailable before is marked available
+// again. A reconciled record missing for longer than the retention
+// ([WithMissingRetention]) is deleted instead (counted in Dropped, not
+// listed in Missing), unless another replica rewrote it meanwhile. Only
+// records that change are written (last writer wins; every replica
+// computes the same records), so a second run with the same answer
+// writes nothing and returns the same lists. A provider that does not
+// answer — nobody serves the function, it times out
 // ([WithReconcileTimeout]) or fails — is unavailable.
 func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileResponse, error) {
 	if err := (ReconcileRequest{Provider: provider}).Validate(); err != nil {
@@ -352,7 +363,17 @@ func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileRespon
 		return ReconcileResponse{}, err
 	}
 	resp := ReconcileResponse{Provider: provider, Known: []string{}, Added: []string{}, Missing: []string{}, Skipped: skipped}
+	now := s.now().UnixMilli()
+	// missingSince keeps the stamp of a record already unavailable (one
+	// written before stamps existed gets one now).
+	missingSince := func(cur overlayEntry) int64 {
+		if cur.rec != nil && !cur.rec.Available && cur.rec.MissingSince > 0 {
+			return cur.rec.MissingSince
+		}
+		return now
+	}
 	desired := map[string]Record{}
+	var drop []string           // reconciled records missing past the retention
 	listed := map[string]bool{} // catalog ids the provider listed (by id or alias)
 	for _, pm := range reported {
 		key, _ := recordKey(provider, pm.ID) // askProvider kept only ids with a key
@@ -376,7 +397,7 @@ func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileRespon
 			continue
 		}
 		resp.Missing = append(resp.Missing, en.ID)
-		desired[key] = Record{Model: agent.Model{ID: en.ID, Provider: provider}, Available: false}
+		desired[key] = Record{Model: agent.Model{ID: en.ID, Provider: provider}, Available: false, MissingSince: missingSince(current[key])}
 	}
 	for key, cur := range current {
 		if cur.rec == nil || !cur.rec.Reconciled {
@@ -388,9 +409,14 @@ func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileRespon
 		if _, ok := s.baseIdx[nameKey(provider, cur.rec.ID)]; ok {
 			continue // the catalog describes it now
 		}
-		resp.Missing = append(resp.Missing, cur.rec.ID)
 		gone := *cur.rec
 		gone.Available = false
+		gone.MissingSince = missingSince(cur)
+		if now-gone.MissingSince > s.retention.Milliseconds() {
+			drop = append(drop, key)
+			continue
+		}
+		resp.Missing = append(resp.Missing, cur.rec.ID)
 		desired[key] = gone
 	}
 	keys := make([]string, 0, len(desired))
@@ -412,6 +438,25 @@ func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileRespon
 			return ReconcileResponse{}, storeErr(ctx, err, "write %s %s", subjects.ModelsBucket, key)
 		}
 		s.apply(key, &want, rev)
+	}
+	slices.Sort(drop)
+	for _, key := range drop {
+		cur := current[key]
+		err := s.kv.Delete(ctx, key, jetstream.LastRevision(cur.rev))
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue // another replica wrote it meanwhile: its run decides
+		}
+		if err != nil {
+			return ReconcileResponse{}, storeErr(ctx, err, "delete %s %s", subjects.ModelsBucket, key)
+		}
+		// The delete marker's revision is above cur.rev and below any
+		// later write of the key (the delete expected cur.rev): cur.rev+1
+		// orders it until the watch brings the exact one.
+		s.apply(key, nil, cur.rev+1)
+		resp.Dropped++
+	}
+	if resp.Dropped > 0 {
+		s.logger.Info("reconciled models dropped: missing past the retention", "provider", provider, "dropped", resp.Dropped, "retention", s.retention)
 	}
 	slices.Sort(resp.Known)
 	slices.Sort(resp.Added)

@@ -128,6 +128,29 @@ func listPage(models []Model, after string, p *answer.Pager) (ListResponse, erro
 	return ListResponse{Models: page, Truncated: truncated}, err
 }
 
+// fitReconcile cuts the lists of resp to what fits p: Added first (the
+// news), then Missing, then Known; each *Omitted counts the ids its list
+// left out. The writes are done by then: an answer that did not fit
+// would fail every retry the same way, since Missing repeats.
+func fitReconcile(resp ReconcileResponse, p *answer.Pager) (ReconcileResponse, error) {
+	for _, l := range []struct {
+		ids     *[]string
+		omitted *int
+	}{
+		{&resp.Added, &resp.AddedOmitted},
+		{&resp.Missing, &resp.MissingOmitted},
+		{&resp.Known, &resp.KnownOmitted},
+	} {
+		page, _, err := answer.Page(*l.ids, p)
+		if err != nil {
+			return ReconcileResponse{}, err
+		}
+		*l.omitted = len(*l.ids) - len(page)
+		*l.ids = page
+	}
+	return resp, nil
+}
+
 func (s *Store) functions() []engine.Function {
 	return []engine.Function{
 		{
@@ -171,14 +194,22 @@ func (s *Store) functions() []engine.Function {
 		},
 		{
 			ID:             ReconcileFunction,
-			Description:    "Compare the catalog with what provider::<provider>::models lists: store new models, mark vanished ones unavailable. Idempotent.",
+			Description:    "Compare the catalog with what provider::<provider>::models lists: store new models, mark vanished ones unavailable (a stored model missing for 30 days, by default, is deleted). Lists too long for one answer are cut (added, then missing, then known), *_omitted counting what was left out. Idempotent.",
 			RequestSchema:  reconcileRequestSchema,
 			ResponseSchema: reconcileResponseSchema,
 			Idempotent:     true,
 			Timeout:        s.timeout + reconcileSlack,
-			Handler: engine.Typed(func(ctx context.Context, req ReconcileRequest) (ReconcileResponse, error) {
-				return s.Reconcile(ctx, req.Provider)
-			}),
+			Handler: func(ctx context.Context, r *engine.Request) (any, error) {
+				var req ReconcileRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
+				resp, err := s.Reconcile(ctx, req.Provider)
+				if err != nil {
+					return nil, err
+				}
+				return fitReconcile(resp, answer.NewPager(r.Codec, s.e.Conn().MaxPayload()))
+			},
 		},
 	}
 }
