@@ -101,7 +101,12 @@
 // Replies are bounded by the server's max payload (1 MiB by default):
 // an answer that fits is encoded once and sent whole; a longer one is cut
 // after the items that fit (at least one) and says so (truncated, or a
-// next_cursor), as above. The [Store] methods answer whole, with no such
+// next_cursor), as above. A page of messages, entries or export_html that says
+// more follow keeps its path in the store for a minute, by leaf (the
+// path to an entry never changes), and the next page, which names that
+// leaf and an after, reads no path: reading every page reads the path
+// once (once per replica that serves a page), not once per page. Paths
+// are kept within 64 MiB in all (pathcache.go). The [Store] methods answer whole, with no such
 // bound.
 //
 // session::inbox_push and session::inbox_drain are the orchestrator's.

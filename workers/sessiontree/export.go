@@ -50,7 +50,7 @@ func (s *Store) ExportHTML(ctx context.Context, req ReadRequest) (ExportHTMLResp
 func (s *Store) exportPage(ctx context.Context, req ExportHTMLRequest, codec wire.Codec, limit int) (engine.Raw, error) {
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
-	m, p, err := s.readPath(ctx, ReadRequest{SessionID: req.SessionID, Leaf: req.Leaf})
+	m, p, err := s.pagePath(ctx, ReadRequest{SessionID: req.SessionID, Leaf: req.Leaf}, req.After != "")
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +75,7 @@ func (s *Store) exportPage(ctx context.Context, req ExportHTMLRequest, codec wir
 			return nil, wire.Wrap(wire.CodeInternal, err, "encode the export of session %s", m.SessionID)
 		}
 		if len(body) <= limit {
+			s.keepPath(p, false)
 			return body, nil
 		}
 	}
@@ -138,6 +139,7 @@ func (s *Store) exportPage(ctx context.Context, req ExportHTMLRequest, codec wir
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeInternal, err, "encode the export of session %s", m.SessionID)
 	}
+	s.keepPath(p, resp.Truncated)
 	return body, nil
 }
 

@@ -31,36 +31,73 @@ func (s *Store) replyLimit() int { return int(s.nc.MaxPayload()) - replyRoom }
 // other, take at most limit bytes: at least one when there is any (an
 // item alone over the limit fails the reply, as it would unpaged).
 func fitting[T any](codec wire.Codec, items []T, limit int, what string) (int, error) {
+	sizes, err := itemSizes(codec, items, limit, what)
+	if err != nil {
+		return 0, err
+	}
+	return fittingSizes(sizes, len(items), limit), nil
+}
+
+// fittingSizes is fitting of items of these encoded sizes (those
+// [itemSizes] gives), of count in all.
+func fittingSizes(sizes []int, count, limit int) int {
 	size := 0
+	for n := range count {
+		if size += sizes[n] + 1; size > limit && n > 0 { // and a comma
+			return n
+		}
+	}
+	return count
+}
+
+// itemSizes is the size of the encoding in codec of each of the first
+// items, up to the first that takes their sum over limit bytes (and at
+// least two): all of them when their encodings take at most limit bytes
+// together, else enough for [fittingSizes]. A page of a long list thus encodes no more than a
+// page of it, and an answer whose items alone outgrow limit is known not
+// to fit whole without encoding it.
+func itemSizes[T any](codec wire.Codec, items []T, limit int, what string) ([]int, error) {
+	var sizes []int
+	raw := 0
 	for n := range items {
 		b, err := codec.Marshal(items[n])
 		if err != nil {
-			return 0, wire.Wrap(wire.CodeInternal, err, "encode %s", what)
+			return nil, wire.Wrap(wire.CodeInternal, err, "encode %s", what)
 		}
-		if size += len(b) + 1; size > limit && n > 0 { // and a comma
-			return n, nil
+		sizes = append(sizes, len(b))
+		if raw += len(b); raw > limit && n > 0 {
+			break
 		}
 	}
-	return len(items), nil
+	return sizes, nil
 }
 
 // encodePage encodes resp, whose list is *items, in codec in at most
 // limit bytes: whole when it fits, else with *items cut to those that fit
 // and *truncated set.
 func encodePage[T any](codec wire.Codec, limit int, resp any, items *[]T, truncated *bool, what string) (engine.Raw, error) {
-	body, err := codec.Marshal(resp)
-	if err != nil {
-		return nil, wire.Wrap(wire.CodeInternal, err, "encode %s", what)
-	}
-	if len(body) <= limit {
-		return body, nil
-	}
-	n, err := fitting(codec, *items, limit, what)
+	sizes, err := itemSizes(codec, *items, limit, what)
 	if err != nil {
 		return nil, err
 	}
-	*items, *truncated = (*items)[:n], n < len(*items)
-	if body, err = codec.Marshal(resp); err != nil {
+	// Items that alone outgrow limit make the whole answer outgrow it:
+	// it is encoded once, cut.
+	if n := fittingSizes(sizes, len(*items), limit); len(sizes) < len(*items) {
+		*items, *truncated = (*items)[:n], n < len(*items)
+	} else if n < len(*items) {
+		// The items fit, one after the other without commas: the answer
+		// may fit whole.
+		body, err := codec.Marshal(resp)
+		if err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "encode %s", what)
+		}
+		if len(body) <= limit {
+			return body, nil
+		}
+		*items, *truncated = (*items)[:n], true
+	}
+	body, err := codec.Marshal(resp)
+	if err != nil {
 		return nil, wire.Wrap(wire.CodeInternal, err, "encode %s", what)
 	}
 	return body, nil
@@ -70,18 +107,32 @@ func encodePage[T any](codec wire.Codec, limit int, resp any, items *[]T, trunca
 // the path after req.After that fit limit bytes in codec (Truncated: more
 // follow).
 func (s *Store) entriesPage(ctx context.Context, req EntriesRequest, codec wire.Codec, limit int) (engine.Raw, error) {
-	v, err := s.Entries(ctx, ReadRequest{SessionID: req.SessionID, Leaf: req.Leaf})
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	_, p, err := s.pagePath(ctx, ReadRequest{SessionID: req.SessionID, Leaf: req.Leaf}, req.After != "")
 	if err != nil {
 		return nil, err
 	}
+	start := 0
 	if req.After != "" {
-		i := slices.IndexFunc(v.Entries, func(e Entry) bool { return e.ID == req.After })
+		i := slices.IndexFunc(p, func(n node) bool { return n.id() == req.After })
 		if i < 0 {
 			return nil, invalid("after %s is not an entry of the path to %s", req.After, req.Leaf)
 		}
-		v.Entries = v.Entries[i+1:]
+		start = i + 1
 	}
-	return encodePage(codec, limit, &v, &v.Entries, &v.Truncated, "entries")
+	v := EntriesResponse{Entries: make([]Entry, len(p)-start)}
+	for i := range v.Entries {
+		v.Entries[i] = p[start+i].rec.entry(p[start+i].seq)
+	}
+	if len(p) > 0 {
+		v.Leaf = p[len(p)-1].id()
+	}
+	body, err := encodePage(codec, limit, &v, &v.Entries, &v.Truncated, "entries")
+	if err == nil {
+		s.keepPath(p, v.Truncated)
+	}
+	return body, err
 }
 
 // treePage is the answer of session::tree to req: the nodes after

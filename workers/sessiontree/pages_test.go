@@ -316,7 +316,7 @@ func TestCutEntry(t *testing.T) {
 // startSmallPayload starts the worker on a server of its own whose max
 // payload is maxPayload, its engine calling in codec, locally or over the
 // bus.
-func startSmallPayload(t *testing.T, maxPayload int32, codec wire.Codec, local bool) (*Worker, *engine.Engine) {
+func startSmallPayload(t testing.TB, maxPayload int32, codec wire.Codec, local bool) (*Worker, *engine.Engine) {
 	t.Helper()
 	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload))
 	e := enginetest.NewEngine(t, ns, engine.WithCodec(codec), engine.WithLocalCalls(local))

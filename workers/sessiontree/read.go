@@ -107,7 +107,7 @@ func (n *node) decode(subj string, seq uint64, data []byte) error {
 	if !ok || sid == "" {
 		return corrupt("entry %s on subject %q", FormatEntryID(seq), subj)
 	}
-	n.seq, n.sid = seq, sid
+	n.seq, n.sid, n.size = seq, sid, len(data)
 	if err := decodeRecordInto(&n.rec, data, seq); err != nil {
 		return wire.Wrap(wire.CodeInternal, notEntry{err}, "")
 	}

@@ -148,6 +148,9 @@ type node struct {
 	seq uint64
 	sid string
 	rec record
+	// size is the bytes of the encoded record when it was read (0 for
+	// an entry the store appended).
+	size int
 }
 
 func (n *node) id() string { return FormatEntryID(n.seq) }

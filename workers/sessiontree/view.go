@@ -26,6 +26,15 @@ const (
 // readPath reads the path of req: the meta (repaired), the leaf and the
 // entries from the root to it.
 func (s *Store) readPath(ctx context.Context, req ReadRequest) (Meta, []node, error) {
+	return s.pagePath(ctx, req, false)
+}
+
+// pagePath is readPath for a page of a paged answer: one that continues
+// a read takes the path an earlier page of it kept ([pathCache]), and
+// reads it only when none did. The meta and the leaf are read on every
+// page all the same (the leaf is checked to be in the session's
+// history).
+func (s *Store) pagePath(ctx context.Context, req ReadRequest, continues bool) (Meta, []node, error) {
 	if err := req.Validate(); err != nil {
 		return Meta{}, nil, err
 	}
@@ -37,8 +46,25 @@ func (s *Store) readPath(ctx context.Context, req ReadRequest) (Meta, []node, er
 	if err != nil || !ok {
 		return m, nil, err
 	}
+	if continues {
+		if p, ok := s.paths.get(leaf); ok {
+			return m, p, nil
+		}
+	}
 	p, err := s.path(ctx, leaf)
 	return m, p, err
+}
+
+// keepPath keeps path p for the next page of its read when more follow
+// (truncated), and forgets it when its read is done.
+func (s *Store) keepPath(p []node, truncated bool) {
+	switch {
+	case len(p) == 0:
+	case truncated:
+		s.paths.put(p)
+	default:
+		s.paths.drop(p[len(p)-1])
+	}
 }
 
 // Messages returns the model-facing messages of the path to the leaf (the
@@ -64,10 +90,13 @@ const replyRoom = 1024
 // path that fit in what is left (PathOmitted counts the others). An
 // answer that fits whole is the whole view, encoded once.
 func (s *Store) messagesPage(ctx context.Context, req MessagesRequest, codec wire.Codec, limit int) (engine.Raw, error) {
-	v, err := s.Messages(ctx, ReadRequest{SessionID: req.SessionID, Leaf: req.Leaf})
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	_, p, err := s.pagePath(ctx, ReadRequest{SessionID: req.SessionID, Leaf: req.Leaf}, req.After != "")
 	if err != nil {
 		return nil, err
 	}
+	v := buildMessages(p)
 	if req.After != "" {
 		i := slices.IndexFunc(v.Messages, func(m PathMessage) bool { return m.EntryID == req.After })
 		if i < 0 {
@@ -75,22 +104,27 @@ func (s *Store) messagesPage(ctx context.Context, req MessagesRequest, codec wir
 		}
 		v.Messages = v.Messages[i+1:]
 	}
-	body, err := codec.Marshal(v)
+	// The messages are encoded one by one only as far as a page can go:
+	// a view whose messages alone outgrow limit is not encoded whole.
+	sizes, err := itemSizes(codec, v.Messages, limit, "message")
 	if err != nil {
-		return nil, wire.Wrap(wire.CodeInternal, err, "encode messages")
+		return nil, err
 	}
-	if len(body) <= limit {
-		return body, nil
+	if len(sizes) == len(v.Messages) {
+		body, err := codec.Marshal(v)
+		if err != nil {
+			return nil, wire.Wrap(wire.CodeInternal, err, "encode messages")
+		}
+		if len(body) <= limit {
+			s.keepPath(p, false)
+			return body, nil
+		}
 	}
 	page := MessagesResponse{Leaf: v.Leaf}
 	size := 0
 	n := 0
 	for ; n < len(v.Messages); n++ {
-		b, err := codec.Marshal(v.Messages[n])
-		if err != nil {
-			return nil, wire.Wrap(wire.CodeInternal, err, "encode message %s", v.Messages[n].EntryID)
-		}
-		if size += len(b) + 1; size > limit && n > 0 { // and a comma
+		if size += sizes[n] + 1; size > limit && n > 0 { // and a comma
 			page.Truncated = true
 			break
 		}
@@ -107,9 +141,11 @@ func (s *Store) messagesPage(ctx context.Context, req MessagesRequest, codec wir
 		}
 	}
 	page.Path, page.PathOmitted = v.Path[k:], k
-	if body, err = codec.Marshal(page); err != nil {
+	body, err := codec.Marshal(page)
+	if err != nil {
 		return nil, wire.Wrap(wire.CodeInternal, err, "encode messages")
 	}
+	s.keepPath(p, page.Truncated)
 	return body, nil
 }
 
