@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,8 +92,11 @@ func newTracesCmd(g *globals) *cobra.Command {
 // printSpan prints n and its children, indented by depth.
 func printSpan(w io.Writer, n *traces.TreeNode, depth int) {
 	mark := ""
-	if n.MissingParent {
+	switch {
+	case n.MissingParent:
 		mark = " (parent not stored)"
+	case n.Detached:
+		mark = " (detached: its parent is " + strconv.Itoa(traces.MaxTreeDepth) + " levels deep)"
 	}
 	status := ""
 	if n.Status == "error" {

@@ -6,7 +6,7 @@
 //	engine::traces::group_by {attribute: "iii.session.id"|"iii.message.id"|"iii.function.id", since_ms?, limit?}
 //	  → {groups: [{value, trace_ids[], trace_count, span_count, first_seen_ms, last_seen_ms, duration_ms, error_count}], truncated?}
 //	engine::traces::tree {trace_id}
-//	  → {trace_id, spans: [{span..., missing_parent?, children: [...]}], span_count, error_count, start_ms, duration_ms, truncated?}
+//	  → {trace_id, spans: [{span..., missing_parent?, detached?, children: [...]}], span_count, error_count, start_ms, duration_ms, truncated?}
 //
 // # Spans on the stream
 //
@@ -33,16 +33,22 @@
 // rebuilds whatever the stream still keeps. The store holds at most
 // [WithMaxSpans] spans (default 200,000) and [WithMaxBytes] bytes of them
 // (default 256 MiB; a span is held as its JSON encoding and counted as
-// such), and evicts whole traces, oldest first, to make room. A span whose
-// encoding is over [MaxStoredSpanBytes] (64 KiB) is held trimmed
-// ([Span.Trim]). Spans are deduplicated by trace and span id. A span that
+// such, with its group values, held apart), and evicts whole traces, oldest first, to make room. A span whose
+// encoding is over [MaxStoredSpanBytes] (64 KiB), or nests deeper than
+// [MaxStoredSpanDepth] (16 levels; an SDK span nests 5), is held trimmed
+// ([Span.Trim]). Spans are deduplicated by trace and span id. The numbers
+// of attributes (and of events, links and resource) are kept exact: an
+// integer past 2^53 is not rounded. A span that
 // ends more than [MaxClockSkew] in the future is refused; duration_ms is
 // recomputed from the times.
 //
 // group_by skips spans that lack the attribute; groups come newest (latest
 // span end) first. tree puts every span under its parent, children by
 // start time. A span whose parent the store does not hold is a root with
-// missing_parent: true (no separate orphan list). Links stay on their span.
+// missing_parent: true (no separate orphan list). The children of a span
+// [MaxTreeDepth] (100) levels below a root are roots too, with detached:
+// true: each level nests the answer twice, and a msgpack caller refuses a
+// reply nested past 256 levels. Links stay on their span.
 // An answer never outgrows the bus's max payload: group_by leaves out
 // the groups that do not fit, tree the latest spans, and both say
 // truncated. Bad input is invalid_payload (an attribute outside the

@@ -121,8 +121,8 @@ func WithMaxSpans(n int) Option {
 
 // WithMaxBytes bounds the bytes of spans a [Store] holds (default
 // [DefaultMaxBytes], at least [MinMaxBytes]): each span counts as its JSON
-// encoding, which is how the store holds it, plus a fixed overhead for
-// its index. Beyond it, whole traces are evicted, oldest first, as for
+// encoding, which is how the store holds it, plus its index: its values
+// of [GroupAttributes] and a fixed overhead. Beyond it, whole traces are evicted, oldest first, as for
 // [WithMaxSpans].
 func WithMaxBytes(n int64) Option {
 	return func(o *options) error {

@@ -25,6 +25,12 @@ const (
 	// MaxTreeSpans bounds the spans of one engine::traces::tree answer (the
 	// earliest by start); span_count has them all.
 	MaxTreeSpans = 5000
+	// MaxTreeDepth bounds the levels of one engine::traces::tree answer
+	// (a root is level 1): the children of a span this deep are listed
+	// among the roots, flagged detached, so that the answer nests at most
+	// 2×MaxTreeDepth+[MaxStoredSpanDepth] levels, within what decoders
+	// take (msgpack replies 256, Python's JSON about 1,000).
+	MaxTreeDepth = 100
 	// MaxSinceMs bounds since_ms: the last millisecond whose nanoseconds
 	// fit an int64 (in 2262).
 	MaxSinceMs = math.MaxInt64 / 1_000_000
@@ -119,15 +125,20 @@ type TreeNode struct {
 	// MissingParent is true for a span whose parent_span_id names a span
 	// the store does not hold (not exported, not yet arrived, or evicted):
 	// such a span is listed among the roots.
-	MissingParent bool        `json:"missing_parent,omitempty"`
-	Children      []*TreeNode `json:"children,omitempty"`
+	MissingParent bool `json:"missing_parent,omitempty"`
+	// Detached is true for a span [MaxTreeDepth] levels below a root,
+	// listed among the roots (its parent is in the tree) to bound the
+	// answer's nesting.
+	Detached bool        `json:"detached,omitempty"`
+	Children []*TreeNode `json:"children,omitempty"`
 }
 
 // TreeResponse is the answer of engine::traces::tree.
 type TreeResponse struct {
 	TraceID string `json:"trace_id"`
-	// Spans are the roots, by start time: spans without a parent, then
-	// (flagged missing_parent) spans whose parent is not in the store.
+	// Spans are the roots, by start time: spans without a parent, spans
+	// whose parent is not in the store (flagged missing_parent) and spans
+	// too deep below a root (flagged detached).
 	Spans []*TreeNode `json:"spans"`
 	// SpanCount is the number of spans the store holds for the trace.
 	SpanCount  int `json:"span_count"`

@@ -62,6 +62,7 @@ const spanSchema = `{
     "events": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "time_ns": {"type": "integer"}, "attributes": {"type": "object"}}, "required": ["name", "time_ns"]}},
     "resource": {"type": "object", "description": "the process's resource attributes (service.name, ...)"},
     "missing_parent": {"type": "boolean", "description": "the parent span is not in the store; the span is listed as a root"},
+    "detached": {"type": "boolean", "description": "the span is 100 levels below a root; listed as a root, its parent is in the tree"},
     "children": {"type": "array", "items": {"$ref": "#/$defs/span"}}
   },
   "required": ["trace_id", "span_id", "name", "kind", "start_ns", "end_ns", "duration_ms", "status"]

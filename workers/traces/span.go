@@ -3,7 +3,10 @@ package traces
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,6 +30,13 @@ const MaxSpanBytes = 1 << 20
 // larger one is held trimmed ([Span.Trim]), so that one tree answer holds
 // many spans and any span fits an answer.
 const MaxStoredSpanBytes = 64 << 10
+
+// MaxStoredSpanDepth bounds the nesting of a span's encoding a [Store]
+// holds (the span object is level 1; an SDK span's events nest 5 deep): a
+// deeper one, which only a hand-made publisher sends, is held trimmed
+// ([Span.Trim]), so that a tree answer nests no deeper than JSON decoders
+// take ([MaxTreeDepth]).
+const MaxStoredSpanDepth = 16
 
 // maxTrimmedText bounds each text a trimmed span keeps.
 const maxTrimmedText = 1 << 10
@@ -182,6 +192,103 @@ func cut(s string, n int) string {
 	return s[:n]
 }
 
+// jsonDepth is the deepest nesting of objects and arrays in data, valid
+// JSON.
+func jsonDepth(data []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// unmarshalSpan is json.Unmarshal of data into sp, except that the
+// numbers of its attributes, links, events and resource are exact: an
+// integer is an int64 (or a uint64 above its range), any other number a
+// float64. json.Unmarshal makes them all float64s, which rounded an
+// integer attribute past 2^53 (an int64 id) when the store took it.
+func unmarshalSpan(data []byte, sp *Span) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(sp); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("invalid data after the span at offset %d", dec.InputOffset())
+	}
+	maps := []map[string]any{sp.Attributes, sp.Resource}
+	for _, l := range sp.Links {
+		maps = append(maps, l.Attributes)
+	}
+	for _, ev := range sp.Events {
+		maps = append(maps, ev.Attributes)
+	}
+	for _, m := range maps {
+		for k, v := range m {
+			x, err := exactNumbers(v)
+			if err != nil {
+				return err
+			}
+			m[k] = x
+		}
+	}
+	return nil
+}
+
+// exactNumbers returns v with every json.Number in it replaced by its
+// exact value.
+func exactNumbers(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return i, nil
+		}
+		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+			return u, nil
+		}
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil {
+			return nil, fmt.Errorf("number %s is out of range", x)
+		}
+		return f, nil
+	case map[string]any:
+		for k, e := range x {
+			n, err := exactNumbers(e)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = n
+		}
+	case []any:
+		for i, e := range x {
+			n, err := exactNumbers(e)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = n
+		}
+	}
+	return v, nil
+}
+
 // DecodeSpan decodes and validates one span as published on the stream.
 // Every failure wraps [ErrInvalidSpan].
 func DecodeSpan(data []byte) (Span, error) {
@@ -189,7 +296,7 @@ func DecodeSpan(data []byte) (Span, error) {
 		return Span{}, fmt.Errorf("%w: %d bytes (at most %d)", ErrInvalidSpan, len(data), MaxSpanBytes)
 	}
 	var sp Span
-	if err := json.Unmarshal(data, &sp); err != nil {
+	if err := unmarshalSpan(data, &sp); err != nil {
 		return Span{}, fmt.Errorf("%w: %w", ErrInvalidSpan, err)
 	}
 	if err := sp.Validate(); err != nil {

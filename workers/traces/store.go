@@ -3,7 +3,6 @@ package traces
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"slices"
 	"sync"
@@ -17,13 +16,13 @@ import (
 
 // Store is a bounded in-memory index of spans by trace. It holds at most
 // [WithMaxSpans] spans and [WithMaxBytes] bytes of them (each span counted
-// as its JSON encoding, which is how it is held, plus a fixed overhead);
-// to make room it evicts whole traces, oldest (by the arrival of their
-// first span) first, sparing the trace a span is being added to. A span
-// whose encoding exceeds [MaxStoredSpanBytes] is kept trimmed
-// ([StoreStats.Trimmed]). A store opened with [Open] follows [StreamName]; one
-// from [NewStore] is filled with [Store.Add]. A Store is safe for
-// concurrent use.
+// as its JSON encoding, which is how it is held, plus its group values and
+// a fixed overhead); to make room it evicts whole traces, oldest (by the
+// arrival of their first span) first, sparing the trace a span is being
+// added to. A span whose encoding exceeds [MaxStoredSpanBytes] or nests
+// deeper than [MaxStoredSpanDepth] is kept trimmed ([StoreStats.Trimmed]).
+// A store opened with [Open] follows [StreamName]; one from [NewStore] is
+// filled with [Store.Add]. A Store is safe for concurrent use.
 type Store struct {
 	maxSpans   int
 	maxBytes   int64
@@ -68,8 +67,15 @@ type stored struct {
 }
 
 // cost is what a span counts against [WithMaxBytes]: its encoding and the
-// index around it.
-func (st *stored) cost() int64 { return int64(len(st.raw)) + spanOverhead }
+// index around it, the group values included (held apart from the
+// encoding, they are as long again as they are there).
+func (st *stored) cost() int64 {
+	n := int64(len(st.raw)) + spanOverhead
+	for _, k := range st.keys {
+		n += int64(len(k))
+	}
+	return n
+}
 
 // spanOverhead approximates the memory of a stored span besides its
 // encoding (the struct, its ids, the map entry).
@@ -93,8 +99,9 @@ type StoreStats struct {
 	// Invalid messages of the stream did not decode as a [Span], or the
 	// span ended more than [MaxClockSkew] in the future.
 	Invalid uint64 `json:"invalid"`
-	// Trimmed spans were over [MaxStoredSpanBytes] and are held without
-	// their events, links, resource and other attributes ([Span.Trim]).
+	// Trimmed spans were over [MaxStoredSpanBytes] or [MaxStoredSpanDepth]
+	// and are held without their events, links, resource and other
+	// attributes ([Span.Trim]).
 	Trimmed uint64 `json:"trimmed"`
 	// LastSeq is the stream sequence of the last message consumed.
 	LastSeq uint64 `json:"last_seq"`
@@ -267,13 +274,14 @@ func (s *Store) add(sp Span, seq uint64) bool {
 }
 
 // newStored encodes sp (valid) as the store holds it, trimmed when its
-// encoding is over [MaxStoredSpanBytes].
+// encoding is over [MaxStoredSpanBytes] or nests deeper than
+// [MaxStoredSpanDepth].
 func newStored(sp Span) (st *stored, trimmed bool, err error) {
 	raw, err := wire.MarshalJSON(&sp)
 	if err != nil {
 		return nil, false, err
 	}
-	if len(raw) > MaxStoredSpanBytes {
+	if len(raw) > MaxStoredSpanBytes || jsonDepth(raw) > MaxStoredSpanDepth {
 		sp = sp.Trim(len(raw))
 		if raw, err = wire.MarshalJSON(&sp); err != nil {
 			return nil, false, err
@@ -517,7 +525,7 @@ func buildTree(traceID string, spans []*stored, errs int, limit int) (TreeRespon
 	all := make([]*TreeNode, len(spans))
 	for i, sp := range spans {
 		n := &TreeNode{}
-		if err := json.Unmarshal(sp.raw, &n.Span); err != nil {
+		if err := unmarshalSpan(sp.raw, &n.Span); err != nil {
 			return TreeResponse{}, wire.Wrap(wire.CodeInternal, err, "decode stored span %s", sp.spanID)
 		}
 		all[i] = n
@@ -563,6 +571,41 @@ func buildTree(traceID string, spans []*stored, errs int, limit int) (TreeRespon
 		resp.Spans = append(resp.Spans, n)
 		mark(n)
 	}
+	resp.Spans = detachDeep(resp.Spans)
 	slices.SortStableFunc(resp.Spans, func(x, y *TreeNode) int { return cmp.Compare(x.StartNs, y.StartNs) })
 	return resp, nil
+}
+
+// detachDeep returns roots with the children of every span [MaxTreeDepth]
+// levels down (a root is level 1) moved to the roots, flagged detached,
+// and so on below them: each level of the tree nests the answer's JSON
+// twice (a node and its children), and decoders stop at a depth (a
+// msgpack reply's at 256, Go's JSON at 10,000) that a trace thousands of
+// spans deep went past.
+func detachDeep(roots []*TreeNode) []*TreeNode {
+	type at struct {
+		n     *TreeNode
+		level int
+	}
+	stack := make([]at, 0, len(roots))
+	for _, r := range roots {
+		stack = append(stack, at{r, 1})
+	}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if x.level < MaxTreeDepth {
+			for _, c := range x.n.Children {
+				stack = append(stack, at{c, x.level + 1})
+			}
+			continue
+		}
+		for _, c := range x.n.Children {
+			c.Detached = true
+			roots = append(roots, c)
+			stack = append(stack, at{c, 1})
+		}
+		x.n.Children = nil
+	}
+	return roots
 }
