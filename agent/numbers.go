@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
+
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // DecodeArguments decodes a function call's JSON arguments: an object, or
@@ -38,11 +39,11 @@ func UnmarshalJSONExact(data []byte, v any) error {
 	var err error
 	switch p := v.(type) {
 	case *map[string]any:
-		err = exactMap(*p)
+		_, err = wire.ExactNumbers(*p)
 	case *[]any:
-		err = exactSlice(*p)
+		_, err = wire.ExactNumbers(*p)
 	case *any:
-		*p, err = exactNumbers(*p)
+		*p, err = wire.ExactNumbers(*p)
 	default:
 		return fmt.Errorf("agent: UnmarshalJSONExact into %T", v)
 	}
@@ -57,61 +58,6 @@ func syntaxError(data []byte, err error) error {
 		return serr
 	}
 	return err
-}
-
-// exactNumbers replaces every json.Number in v by its exact value.
-func exactNumbers(v any) (any, error) {
-	switch x := v.(type) {
-	case json.Number:
-		return exactNumber(x)
-	case map[string]any:
-		return x, exactMap(x)
-	case []any:
-		return x, exactSlice(x)
-	}
-	return v, nil
-}
-
-func exactMap(m map[string]any) error {
-	for k, e := range m {
-		switch e.(type) {
-		case json.Number, map[string]any, []any:
-			n, err := exactNumbers(e)
-			if err != nil {
-				return err
-			}
-			m[k] = n
-		}
-	}
-	return nil
-}
-
-func exactSlice(s []any) error {
-	for i, e := range s {
-		n, err := exactNumbers(e)
-		if err != nil {
-			return err
-		}
-		s[i] = n
-	}
-	return nil
-}
-
-// exactNumber is n as an int64, a uint64 or a float64; a number out of
-// float64's range is an error, as json.Unmarshal makes it.
-func exactNumber(n json.Number) (any, error) {
-	s := string(n)
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return i, nil
-	}
-	if u, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return u, nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return nil, fmt.Errorf("json: number %s is out of range", s)
-	}
-	return f, nil
 }
 
 // The types below carry a function call's arguments: their JSON forms

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,7 +53,10 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&p); err != nil {
 		return err
 	}
-	p.Data = normalizeNumbers(p.Data)
+	var err error
+	if p.Data, err = wire.ExactNumbers(p.Data); err != nil {
+		return err
+	}
 	*j = Job(p)
 	return nil
 }
@@ -167,39 +169,13 @@ func encodeJob(j Job) ([]byte, error) {
 
 // decodeJob reads a stored job. Numbers in Data come back as int64 when
 // they are integers (uint64 above int64's range) and float64 otherwise, so
-// large ids survive.
+// large ids survive ([Job.UnmarshalJSON]).
 func decodeJob(b []byte) (Job, error) {
 	var j Job
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&j); err != nil {
+	if err := json.Unmarshal(b, &j); err != nil {
 		return Job{}, err
 	}
-	j.Data = normalizeNumbers(j.Data)
 	return j, nil
-}
-
-func normalizeNumbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
-			return u
-		}
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalizeNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = normalizeNumbers(e)
-		}
-	}
-	return v
 }
 
 func jobsKV(ctx context.Context, e *engine.Engine) (jetstream.KeyValue, error) {

@@ -10,6 +10,8 @@ import (
 	"math/big"
 	"reflect"
 	"strconv"
+
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // Numbers are exact. encoding/json decodes every number into a float64,
@@ -63,28 +65,9 @@ func decodeJSON(b []byte) (v any, ok bool) {
 // exactNumbers replaces, in place, every json.Number of v (decoded with
 // UseNumber) by its exact value, and returns v.
 func exactNumbers(v any) (any, error) {
-	switch x := v.(type) {
-	case json.Number:
-		return exactNumber(x)
-	case map[string]any:
-		for k, e := range x {
-			switch e.(type) {
-			case json.Number, map[string]any, []any:
-				n, err := exactNumbers(e)
-				if err != nil {
-					return nil, err
-				}
-				x[k] = n
-			}
-		}
-	case []any:
-		for i, e := range x {
-			n, err := exactNumbers(e)
-			if err != nil {
-				return nil, err
-			}
-			x[i] = n
-		}
+	v, err := wire.ExactNumbers(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidValue, err)
 	}
 	return v, nil
 }
@@ -92,18 +75,11 @@ func exactNumbers(v any) (any, error) {
 // exactNumber is n as an int64, a uint64 above int64's range, or a
 // float64; a number beyond float64's range is an [ErrInvalidValue].
 func exactNumber(n json.Number) (any, error) {
-	s := string(n)
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return i, nil
-	}
-	if u, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return u, nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
+	v, err := wire.ExactNumber(n)
 	if err != nil {
-		return nil, fmt.Errorf("%w: number %s is out of range", ErrInvalidValue, s)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidValue, err)
 	}
-	return f, nil
+	return v, nil
 }
 
 // normalize returns a deep copy of v in the decoded-JSON shape:

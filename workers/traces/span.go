@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkresource "go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // Span statuses ([Span.Status]).
@@ -242,51 +243,11 @@ func unmarshalSpan(data []byte, sp *Span) error {
 		maps = append(maps, ev.Attributes)
 	}
 	for _, m := range maps {
-		for k, v := range m {
-			x, err := exactNumbers(v)
-			if err != nil {
-				return err
-			}
-			m[k] = x
+		if _, err := wire.ExactNumbers(m); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// exactNumbers returns v with every json.Number in it replaced by its
-// exact value.
-func exactNumbers(v any) (any, error) {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return i, nil
-		}
-		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
-			return u, nil
-		}
-		f, err := strconv.ParseFloat(string(x), 64)
-		if err != nil {
-			return nil, fmt.Errorf("number %s is out of range", x)
-		}
-		return f, nil
-	case map[string]any:
-		for k, e := range x {
-			n, err := exactNumbers(e)
-			if err != nil {
-				return nil, err
-			}
-			x[k] = n
-		}
-	case []any:
-		for i, e := range x {
-			n, err := exactNumbers(e)
-			if err != nil {
-				return nil, err
-			}
-			x[i] = n
-		}
-	}
-	return v, nil
 }
 
 // DecodeSpan decodes and validates one span as published on the stream.
