@@ -84,6 +84,11 @@
 // gone after the restart (memory storage on a single server) or was
 // created again ends instead, with [ErrWatchClosed]. A stream leader lost
 // while the connection stays up is still noticed by heartbeats only.
+// [FollowBucket] (behind the routes and cron jobs) goes on across those
+// ends: it opens the watch again with backoff, and checks every
+// [DefaultBucketCheck] that the bucket was not deleted or created again
+// under a watch that stays open; each new watch's snapshot replaces what
+// the old one built.
 //
 // # Example
 //

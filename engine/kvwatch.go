@@ -367,7 +367,7 @@ const (
 	mirrorBackoffMax = 5 * time.Second
 )
 
-// KVMirror receives what [MirrorKV] sees of a bucket.
+// KVMirror receives what [MirrorKV] or [FollowBucket] sees of a bucket.
 type KVMirror struct {
 	// Begin starts a snapshot: the first load, or the load after a
 	// watch was opened again.

@@ -122,7 +122,7 @@ func Start(ctx context.Context, e *engine.Engine, opts ...Option) (*Scheduler, e
 		watchDone: make(chan struct{}),
 		jobs:      map[string]*runningJob{},
 	}
-	w, created, err := s.openWatch(loopCtx, jobs)
+	w, err := engine.WatchKV(loopCtx, e.Conn(), jobs, engine.KVWatchConfig{})
 	if err != nil {
 		stopLoops()
 		stopFires()
@@ -132,7 +132,7 @@ func Start(ctx context.Context, e *engine.Engine, opts ...Option) (*Scheduler, e
 		s.node = strconv.AppendUint(append(s.node, '/'), id, 10)
 	}
 	ready := make(chan struct{})
-	go s.watch(loopCtx, jobs, w, created, ready)
+	go s.watch(loopCtx, w, ready)
 	select {
 	case <-ready:
 		return s, nil

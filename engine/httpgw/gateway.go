@@ -87,7 +87,7 @@ func New(ctx context.Context, e *engine.Engine, opts ...Option) (*Gateway, error
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	w, created, err := openWatch(wctx, e, kv)
+	w, err := engine.WatchKV(wctx, e.Conn(), kv, engine.KVWatchConfig{})
 	if err != nil {
 		stop()
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "watch %s", subjects.HTTPRoutesBucket)
@@ -95,7 +95,7 @@ func New(ctx context.Context, e *engine.Engine, opts ...Option) (*Gateway, error
 	g := &Gateway{e: e, opts: o, kv: kv, stop: stop, watchDone: make(chan struct{}), entries: map[string]entry{}}
 	g.table.Store(buildTable(nil))
 	ready := make(chan struct{})
-	go g.watch(wctx, kv, w, created, ready)
+	go g.watch(wctx, w, ready)
 	select {
 	case <-ready:
 		return g, nil
