@@ -40,11 +40,15 @@ func IsHumanOnly(functionID string) bool {
 }
 
 // ValidatePattern checks a function id pattern of an always_allow list: a
-// function name ([ValidateFunctionID] rules) in which '*' matches any run
-// of characters. A lone "*" is refused: it would approve everything, which
-// is what mode "full" says explicitly.
+// function name ([subjects.ValidateFunctionID] rules) in which '*' matches
+// any run of characters. A pattern that matches every function id — '*'
+// alone or repeated ("*", "**") — is refused: it would approve everything,
+// which is what mode "full" says explicitly. A pattern with any other
+// character misses some id and is kept as it is: "*::*" misses the ids
+// without "::", though it approves every namespaced function, as a human
+// who writes it means.
 func ValidatePattern(p string) error {
-	if p == "*" {
+	if p != "" && strings.Trim(p, "*") == "" {
 		return fmt.Errorf("%w: pattern %q matches every function; use mode \"full\" instead", ErrInvalidID, p)
 	}
 	if err := validName("pattern", p); err != nil {

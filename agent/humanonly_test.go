@@ -42,12 +42,15 @@ func TestMatchPattern(t *testing.T) {
 
 func TestValidatePattern(t *testing.T) {
 	t.Parallel()
-	for _, p := range []string{"*", "", "a b", "x\ny"} {
+	// Every run of '*' alone matches every function id, as a lone "*"
+	// does: "**" was accepted and approved everything.
+	for _, p := range []string{"*", "**", "***", "", "a b", "x\ny"} {
 		if ValidatePattern(p) == nil {
 			t.Errorf("ValidatePattern(%q) accepted", p)
 		}
 	}
-	for _, p := range []string{"fs::*", "shell::exec", "*::read"} {
+	// Kept: each misses some id ("*::*" those without "::").
+	for _, p := range []string{"fs::*", "shell::exec", "*::read", "*::*", "**::**", "a*", "*a*"} {
 		if err := ValidatePattern(p); err != nil {
 			t.Errorf("ValidatePattern(%q) = %v", p, err)
 		}
@@ -55,6 +58,29 @@ func TestValidatePattern(t *testing.T) {
 	if !IsHumanOnly("approval::resolve") || IsHumanOnly("approval::list_pending") {
 		t.Error("IsHumanOnly is wrong")
 	}
+}
+
+// FuzzValidatePattern: a pattern ValidatePattern accepts misses some valid
+// function id, so no always_allow list approves everything.
+func FuzzValidatePattern(f *testing.F) {
+	for _, p := range []string{"*", "**", "*::*", "a", "*a*", "fs::*"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if ValidatePattern(p) != nil {
+			return
+		}
+		// p has a character c other than '*', which every id it matches
+		// contains; an id of one other letter does not.
+		c, _ := utf8.DecodeRuneInString(strings.Trim(p, "*"))
+		id := "a"
+		if c == 'a' {
+			id = "b"
+		}
+		if MatchPattern(p, id) {
+			t.Fatalf("ValidatePattern accepted %q, which matches %q", p, id)
+		}
+	})
 }
 
 func FuzzMatchPattern(f *testing.F) {

@@ -39,8 +39,9 @@
 //     {mode:"manual", always_allow:[]}.
 //   - approval::settings::set {session_id, mode?, always_allow?} → the new
 //     settings. Omitted (or null) fields keep their value; always_allow is
-//     at most 256 patterns ('*' globs, anchored; a lone "*" is refused: use
-//     mode "full"), duplicates dropped, order kept. Settings too large for
+//     at most 256 patterns ('*' globs, anchored; a pattern of '*' alone,
+//     "*" or "**", is refused: use mode "full"), duplicates dropped, order
+//     kept. Settings too large for
 //     the server's max payload are invalid_payload.
 //
 // approval::resolve and approval::settings::set are on agent.HumanOnly: the

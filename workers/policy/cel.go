@@ -46,6 +46,7 @@ var compileMu sync.Mutex
 type celLimits struct {
 	cost  uint64
 	regex int
+	match uint64 // the regex match budget
 }
 
 // celEnvs holds, for each limits in use, an environment that declares
@@ -99,7 +100,7 @@ func compileWhenIn(src string, o *options, budget *regexBudget) (*condition, err
 	}
 	compileMu.Lock()
 	defer compileMu.Unlock()
-	env, err := guardedEnv(celLimits{cost: o.celCost, regex: o.regexLimit})
+	env, err := guardedEnv(celLimits{cost: o.celCost, regex: o.regexLimit, match: o.regexMatch})
 	if err != nil {
 		return nil, fmt.Errorf("CEL environment: %w", err)
 	}
@@ -114,6 +115,7 @@ func compileWhenIn(src string, o *options, budget *regexBudget) (*condition, err
 		cel.CostLimit(o.celCost),
 		cel.CostTracking(celCosts{}),
 		cel.CustomDecoratorV2(sizeConstantRegexes(budget)), // before cel-go compiles them (regex.go)
+		cel.OptimizeRegex(boundedMatches(o.regexMatch)...), // in place of cel-go's unbounded matches
 		cel.InterruptCheckFrequency(64),
 		cel.EvalOptions(cel.OptOptimize),
 	)

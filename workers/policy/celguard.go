@@ -43,7 +43,11 @@ import (
 // A matches whose pattern comes from args also has the pattern sized
 // before it compiles (regex.go): the search's charge counts the text and
 // the pattern, so a short text let a pattern that compiles to hundreds of
-// MiB through, on every check.
+// MiB through, on every check. And its match is bounded by the regex
+// match budget (regex.go) before it runs: the charge counts the pattern's
+// bytes, not its program, so `.*w.{1000}…x` (67 bytes, 9,000
+// instructions) searched 256 KiB for over a minute at a charge of less
+// than half a million.
 
 // celGuard names the guard of a function. Its cost method returns at
 // least what the cost tracker will charge for a call with args, or 0 when
@@ -97,7 +101,8 @@ var celGuards = map[string]celGuard{
 	// (a condition's deadline is checked between comprehension steps).
 	// A matches with a constant pattern is compiled once at load and runs
 	// outside the dispatcher, so it is not guarded here; its pattern is
-	// the operator's, sized when the policy loads (regex.go).
+	// the operator's, sized when the policy loads, and its match bounded
+	// by boundedMatches (regex.go).
 	"contains":    guardContains,
 	"indexOf":     guardSearch,
 	"lastIndexOf": guardSearch,
@@ -248,7 +253,8 @@ func (b guardedBinding) wrap(l celLimits) (functions.UnaryOp, functions.BinaryOp
 }
 
 // check panics when the call would pass the cost limit, and returns an
-// error value for a matches whose pattern is over the regex program limit.
+// error value for a matches whose pattern is over the regex program limit
+// or whose match could pass the regex match budget.
 func (b guardedBinding) check(l celLimits, args ...ref.Val) ref.Val {
 	if c := b.guard.cost(args, l.cost); c > l.cost {
 		panic(interpreter.EvalCancelledError{
@@ -259,6 +265,16 @@ func (b guardedBinding) check(l celLimits, args ...ref.Val) ref.Val {
 	if b.guard == guardMatches {
 		if re, ok := stringArg(args, 1); ok {
 			if err := newRegexBudget(l.regex).take(re); err != nil {
+				return types.NewErr("%s", err)
+			}
+			n, err := regexSize(re)
+			if err != nil {
+				return nil // the implementation refuses it, with its own error
+			}
+			// regexSize and the four instructions every program has
+			// bound the program from above (FuzzRegexSize).
+			text, _ := stringArg(args, 0)
+			if err := checkMatchWork(re, uint64(n)+4, len(text), l.match); err != nil {
 				return types.NewErr("%s", err)
 			}
 		}

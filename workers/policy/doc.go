@@ -101,6 +101,27 @@
 // sized when it runs; over the limit, the call errors and the condition
 // fails closed.
 //
+// # Regex matching time
+//
+// A match takes up to the program's instructions times the text's bytes
+// in steps, the model chooses the text, and nothing interrupts Go's
+// regexp once it runs (neither ctx nor the CEL timeout): `.*w.{1000}…`,
+// about 9,000 instructions, takes tens of seconds of CPU on a 256 KiB
+// argument. So every match is bounded before it runs — an args matches,
+// a CEL matches with a constant pattern or with one from args: when
+// instructions times bytes pass the regex match budget
+// ([WithRegexMatchBudget], default [DefaultRegexMatchBudget] = 2^26, up
+// to about a second of CPU), the match does not run and its outcome is
+// unknown, which fails closed (see "Failing closed"): the args constraint
+// makes a deny or needs_approval rule match, with the reason
+//
+//	args.cmd: regex ".*w.{1000}.{1000}…" on 262124 bytes passes the regex match budget (9007 instructions times 262124 bytes, over 67108864) (fail closed)
+//
+// and an allow rule not match; a CEL matches errors, so its condition
+// fails closed unless the rest of it decides without it (false && …).
+// A regex of up to 256 instructions matches any string the default args
+// limit lets through; one at the program limit, strings up to 6.5 KiB.
+//
 // # Failing closed
 //
 // A value whose type is not what a test expects proves nothing either way.
@@ -114,6 +135,8 @@
 //	other type (or args, or   no match       match
 //	a step of the path, is
 //	not an object)
+//	a string too long for     no match       match
+//	its regex's match budget
 //
 // Deny and needs_approval rules also read a key spelled with another case
 // when the exact key is absent ("Command" for command), as a Go handler
@@ -130,10 +153,10 @@
 // needs_approval rules a key (args.cmd, has(args.cmd), "cmd" in args, at
 // any depth) falls back to one spelled with another case, as their args
 // constraints do, so has(args.cmd) sees {"Cmd": …}. An evaluation error — a
-// missing key (use has(args.x)), a type error, the cost limit
-// ([WithCELCostLimit]) or the time limit for all conditions of one check
-// ([WithCELTimeout], and the caller's ctx) — makes an allow rule not
-// match, and makes a deny or needs_approval rule match: an erroring deny
+// missing key (use has(args.x)), a type error, a matches over the regex
+// match budget, the cost limit ([WithCELCostLimit]) or the time limit for
+// all conditions of one check ([WithCELTimeout], and the caller's ctx) —
+// makes an allow rule not match, and makes a deny or needs_approval rule match: an erroring deny
 // denies, with the error in the reason. The time limit counts wall time,
 // so a check that runs out of it is given it once more before its
 // condition fails closed: on a loaded node a cheap condition may only

@@ -29,6 +29,13 @@ const (
 	// DefaultRegexProgramLimit bounds the program one regex of a policy
 	// compiles to, in instructions (see [WithRegexProgramLimit]).
 	DefaultRegexProgramLimit = 10_000
+	// DefaultRegexMatchBudget bounds the work of one regex match: its
+	// program's instructions times the bytes of the text (see
+	// [WithRegexMatchBudget]). A regex of 256 instructions matches any
+	// string the default args limit lets through; one at the default
+	// program limit, texts of up to 6.5 KiB. Worst case, a match at the
+	// budget takes up to about a second of CPU.
+	DefaultRegexMatchBudget = 1 << 26
 	// DefaultPollInterval is how often a [Watcher] reads its file.
 	DefaultPollInterval = 500 * time.Millisecond
 	// MinPollInterval and MaxPollInterval bound [WithPollInterval].
@@ -48,6 +55,7 @@ type options struct {
 	celTimeout   time.Duration
 	celDeadline  deadlineFunc // context.WithTimeout; tests stand in
 	regexLimit   int
+	regexMatch   uint64
 
 	poll     time.Duration
 	logger   *slog.Logger
@@ -63,6 +71,7 @@ func buildOptions(opts []Option) (options, error) {
 		celTimeout:   DefaultCELTimeout,
 		celDeadline:  context.WithTimeout,
 		regexLimit:   DefaultRegexProgramLimit,
+		regexMatch:   DefaultRegexMatchBudget,
 		poll:         DefaultPollInterval,
 		logger:       slog.New(slog.DiscardHandler),
 		fallback:     defaultYAML,
@@ -150,6 +159,23 @@ func WithRegexProgramLimit(n int) Option {
 			return fmt.Errorf("%w: policy regex program limit %d must be 100..1000000", engine.ErrInvalidOption, n)
 		}
 		o.regexLimit = n
+		return nil
+	}
+}
+
+// WithRegexMatchBudget sets the most work one regex match may take, as
+// its program's instructions times the bytes of the text, 2^16 to 2^36
+// (default [DefaultRegexMatchBudget]). Go's regexp cannot be interrupted
+// once it runs, so a match over the budget is not run and proves nothing:
+// an args constraint is then indeterminate (an allow rule does not match,
+// a deny or needs_approval rule does) and a CEL matches errors, which
+// fails its condition closed the same way.
+func WithRegexMatchBudget(n uint64) Option {
+	return func(o *options) error {
+		if n < 1<<16 || n > 1<<36 {
+			return fmt.Errorf("%w: policy regex match budget %d must be %d..%d", engine.ErrInvalidOption, n, uint64(1<<16), uint64(1<<36))
+		}
+		o.regexMatch = n
 		return nil
 	}
 }

@@ -332,7 +332,7 @@ func (ps *parser) objectRule(i int, n *yaml.Node) (*rule, error) {
 	// in any order); deny and needs_approval rules let '.' match newlines.
 	for _, c := range r.constraints {
 		if c.matches != "" {
-			re, err := anchor(c.matches, r.action != Allow)
+			re, err := anchor(c.matches, r.action != Allow, ps.o.regexMatch)
 			if err != nil {
 				return nil, errAt(i, n, "args %q: %v", c.key, err)
 			}
@@ -462,7 +462,8 @@ func scalarValue(i int, n *yaml.Node) (any, error) {
 // whole value: ^(?:re)$, where $ is the end of the text (never before a
 // final newline). With dotNL, '.' also matches '\n' — deny and
 // needs_approval rules use it so that a second line cannot hide a match.
-func anchor(src string, dotNL bool) (*regexp.Regexp, error) {
+// It matches texts within budget (boundedRegexp).
+func anchor(src string, dotNL bool, budget uint64) (*boundedRegexp, error) {
 	if err := parseRegex(src); err != nil {
 		return nil, err
 	}
@@ -470,7 +471,7 @@ func anchor(src string, dotNL bool) (*regexp.Regexp, error) {
 	if dotNL {
 		open = "^(?s:"
 	}
-	re, err := regexp.Compile(open + src + ")$")
+	re, err := compileBounded(open+src+")$", src, budget)
 	if err != nil {
 		return nil, fmt.Errorf("matches %q does not compile when anchored: %v", src, err)
 	}

@@ -372,7 +372,7 @@ func TestGlob(t *testing.T) {
 
 func TestParseOptions(t *testing.T) {
 	t.Parallel()
-	bad := []Option{WithMaxArgsBytes(10), WithMaxArgsDepth(0), WithCELCostLimit(0), WithCELTimeout(0), WithRegexProgramLimit(99), WithRegexProgramLimit(1_000_001), WithPollInterval(0), WithLogger(nil), WithFallback(nil), WithClock(nil)}
+	bad := []Option{WithMaxArgsBytes(10), WithMaxArgsDepth(0), WithCELCostLimit(0), WithCELTimeout(0), WithRegexProgramLimit(99), WithRegexProgramLimit(1_000_001), WithRegexMatchBudget(1<<16 - 1), WithRegexMatchBudget(1<<36 + 1), WithPollInterval(0), WithLogger(nil), WithFallback(nil), WithClock(nil)}
 	for i, o := range bad {
 		if _, err := Parse([]byte("version: 1\nrules: []\n"), o); err == nil {
 			t.Errorf("option %d accepted", i)

@@ -2,10 +2,12 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"regexp/syntax"
 
 	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -155,7 +157,127 @@ func sizeConstantRegexes(budget *regexBudget) interpreter.InterpretableDecorator
 			if err := budget.take(string(s)); err != nil {
 				return nil, err
 			}
+			if id := call.OverloadID(); id != overloads.Matches && id != overloads.MatchesString {
+				// boundedMatches would not replace cel-go's unbounded match.
+				return nil, fmt.Errorf("matches %q: the call's overload is not resolved (%q)", truncate(string(s), 64), id)
+			}
 		}
 		return i, nil
+	}
+}
+
+// Matching costs time in proportion to the program too, and the model
+// chooses the text: regexp's matchers step every instruction at most once
+// per byte, so a match takes up to the program's instructions times the
+// text's bytes, and nothing interrupts it (not ctx, not the CEL deadline,
+// which is checked between comprehension steps). `.*w.{1000}…`, well under
+// the program limit at about 9,000 instructions, took 15 s of CPU on one
+// 256 KiB argument. So a match is bounded before it runs: when its
+// instructions times its bytes pass the regex match budget, it does not
+// run, and its outcome is unknown — which fails closed, as a value of the
+// wrong type does (an args constraint is indeterminate; a CEL matches is
+// an error value).
+
+// boundedRegexp is a compiled regex that matches only a text it can match
+// within its budget.
+type boundedRegexp struct {
+	re      *regexp.Regexp
+	pattern string // as the operator wrote it, for errors
+	insts   uint64 // of re's program
+	budget  uint64
+}
+
+// compileBounded compiles expr (RE2 syntax) for texts it can match within
+// budget; pattern names it in errors.
+func compileBounded(expr, pattern string, budget uint64) (*boundedRegexp, error) {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	n, err := progInsts(expr)
+	if err != nil {
+		return nil, err
+	}
+	return &boundedRegexp{re: re, pattern: pattern, insts: n, budget: budget}, nil
+}
+
+// progInsts counts the instructions of the program regexp compiles expr
+// to, by the steps regexp.Compile takes.
+func progInsts(expr string) (uint64, error) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 0, err
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0, err
+	}
+	return uint64(len(prog.Inst)), nil
+}
+
+// match reports whether the regex matches s, or a *matchBudgetError
+// without matching when that would pass the budget.
+func (b *boundedRegexp) match(s string) (bool, error) {
+	if err := checkMatchWork(b.pattern, b.insts, len(s), b.budget); err != nil {
+		return false, err
+	}
+	return b.re.MatchString(s), nil
+}
+
+// checkMatchWork errors when a program of insts instructions may take
+// more than budget steps over a text of n bytes.
+func checkMatchWork(pattern string, insts uint64, n int, budget uint64) error {
+	if w := insts * uint64(n); w > budget || (n > 0 && w/uint64(n) != insts) {
+		return &matchBudgetError{pattern: pattern, insts: insts, text: n, budget: budget}
+	}
+	return nil
+}
+
+// matchBudgetError is a match refused because it could take longer than
+// the regex match budget allows.
+type matchBudgetError struct {
+	pattern string
+	insts   uint64
+	text    int
+	budget  uint64
+}
+
+func (e *matchBudgetError) Error() string {
+	return fmt.Sprintf("regex %q on %d bytes passes the regex match budget (%d instructions times %d bytes, over %d)",
+		truncate(e.pattern, 64), e.text, e.insts, e.text, e.budget)
+}
+
+// boundedMatches replaces cel-go's compilation of a constant matches
+// pattern (interpreter.MatchesRegexOptimization, which matches without a
+// bound) by one whose matches refuse a text over budget with an error
+// value, so that the condition fails closed unless the rest of it decides
+// without the match (err || true is true). They are keyed by overload:
+// cel-go adds its own, by function name, after the program's options, and
+// a call's overload is looked up first; sizeConstantRegexes refuses a
+// constant pattern whose call has no overload id.
+func boundedMatches(budget uint64) []*interpreter.RegexOptimization {
+	factory := func(call interpreter.InterpretableCall, pattern string) (interpreter.InterpretableCall, error) {
+		b, err := compileBounded(pattern, pattern, budget)
+		if err != nil {
+			return nil, err
+		}
+		return interpreter.NewCall(call.ID(), call.Function(), call.OverloadID(), call.Args(), func(values ...ref.Val) ref.Val {
+			if len(values) != 2 {
+				return types.NoSuchOverloadErr()
+			}
+			s, ok := values[0].Value().(string)
+			if !ok {
+				return types.NoSuchOverloadErr()
+			}
+			m, err := b.match(s)
+			if err != nil {
+				return types.NewErr("%s", err)
+			}
+			return types.Bool(m)
+		}), nil
+	}
+	return []*interpreter.RegexOptimization{
+		{Function: overloads.Matches, OverloadID: overloads.Matches, RegexIndex: 1, Factory: factory},
+		{Function: overloads.Matches, OverloadID: overloads.MatchesString, RegexIndex: 1, Factory: factory},
 	}
 }

@@ -188,3 +188,106 @@ func FuzzRegexSize(f *testing.F) {
 		}
 	})
 }
+
+// A match that could take more than the regex match budget does not run,
+// and fails closed: a deny rule denies, an allow rule does not allow. Go's
+// regexp cannot be interrupted, and a pattern under the program limit
+// (`.*w.{1000}…`, about 9,000 instructions) took 15 s of CPU and more on
+// one 256 KiB argument, in an args constraint or a CEL matches alike (a
+// search stops at its first match, so the pattern here matches nowhere).
+func TestRegexMatchBudget(t *testing.T) {
+	t.Parallel()
+	slow := `.*w` + repeats(9) + `x`
+	doc := fmt.Sprintf(`version: 1
+rules:
+  - {id: deny-arg, function: d::arg, args: {cmd: {matches: '%[1]s'}}, action: deny}
+  - {id: allow-arg, function: a::arg, args: {cmd: {matches: '%[1]s'}}, action: allow}
+  - {id: deny-cel, function: d::cel, when: 'args.cmd.matches("%[1]s")', action: deny}
+  - {id: allow-cel, function: a::cel, when: 'matches(args.cmd, "%[1]s")', action: allow}
+  - {id: deny-dyn, function: d::dyn, when: 'args.cmd.matches(args.re)', action: deny}
+  - {id: allow-dyn, function: a::dyn, when: 'matches(args.cmd, args.re)', action: allow}
+  - {id: rest, function: "*", action: needs_approval}
+`, slow)
+	p := mustParse(t, doc)
+	args := map[string]any{"cmd": strings.Repeat("w", 250<<10), "re": slow}
+	for _, tc := range []struct{ fn, want string }{
+		{"d::arg", "deny-arg"}, {"a::arg", "rest"},
+		{"d::cel", "deny-cel"}, {"a::cel", "rest"},
+		{"d::dyn", "deny-dyn"}, {"a::dyn", "rest"},
+	} {
+		t.Run(tc.fn, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			d := p.Check(tc.fn, args)
+			if el := time.Since(start); el > 2*time.Second {
+				t.Errorf("took %v", el)
+			}
+			if d.RuleID != tc.want {
+				t.Fatalf("%+v, want %s", d, tc.want)
+			}
+			if tc.want != "rest" && !strings.Contains(d.Reason, "regex match budget") {
+				t.Errorf("reason %q", d.Reason)
+			}
+		})
+	}
+}
+
+// A match within the budget runs as before, to the byte: the text whose
+// bytes times the program's instructions reach the budget is matched, one
+// byte more is not, in each kind of match. The program counts as
+// regexp compiles it, or for a pattern from args as regexSize bounds it.
+func TestRegexMatchBudgetEdge(t *testing.T) {
+	t.Parallel()
+	const budget = 1 << 16
+	doc := `version: 1
+rules:
+  - {id: deny-arg, function: d::arg, args: {cmd: {matches: '.*w.{10}'}}, action: deny}
+  - {id: allow-arg, function: a::arg, args: {cmd: {matches: '.*w.{10}'}}, action: allow}
+  - {id: deny-cel, function: d::cel, when: 'args.cmd.matches("w.{10}$")', action: deny}
+  - {id: allow-cel, function: a::cel, when: 'matches(args.cmd, "w.{10}$")', action: allow}
+  - {id: deny-dyn, function: d::dyn, when: 'args.cmd.matches(args.re)', action: deny}
+  - {id: allow-dyn, function: a::dyn, when: 'matches(args.cmd, args.re)', action: allow}
+  - {id: rest, function: "*", action: needs_approval}
+`
+	p := mustParse(t, doc, WithRegexMatchBudget(budget))
+	celInsts, err := progInsts("w.{10}$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dynSize, err := regexSize("w.{10}$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		fn, rule string
+		insts    uint64
+	}{
+		{"d::arg", "deny-arg", p.rules[0].constraints[0].re.insts},
+		{"a::arg", "allow-arg", p.rules[1].constraints[0].re.insts},
+		{"d::cel", "deny-cel", celInsts},
+		{"a::cel", "allow-cel", celInsts},
+		{"d::dyn", "deny-dyn", uint64(dynSize) + 4},
+		{"a::dyn", "allow-dyn", uint64(dynSize) + 4},
+	} {
+		t.Run(tc.fn, func(t *testing.T) {
+			t.Parallel()
+			n := int(budget / tc.insts)
+			in := strings.Repeat("x", n-11) + "w" + strings.Repeat("x", 10)
+			d := p.Check(tc.fn, map[string]any{"cmd": in, "re": "w.{10}$"})
+			if d.RuleID != tc.rule || d.Reason != "" {
+				t.Errorf("%d bytes (%d instructions): %+v, want %s", n, tc.insts, d, tc.rule)
+			}
+			d = p.Check(tc.fn, map[string]any{"cmd": "x" + in, "re": "w.{10}$"})
+			want := tc.rule
+			if strings.HasPrefix(tc.rule, "allow") {
+				want = "rest"
+			}
+			if d.RuleID != want {
+				t.Errorf("%d bytes: %+v, want %s", n+1, d, want)
+			}
+			if want != "rest" && !strings.Contains(d.Reason, "regex match budget") {
+				t.Errorf("reason %q", d.Reason)
+			}
+		})
+	}
+}

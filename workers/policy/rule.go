@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -26,7 +25,7 @@ type constraint struct {
 	path      []string // key split on '.'
 	hasEquals bool
 	equals    any // canonical scalar: string, bool, int64, uint64, float64
-	re        *regexp.Regexp
+	re        *boundedRegexp
 	matches   string // the regex as written
 }
 
@@ -52,8 +51,9 @@ const (
 	fails outcome = iota
 	holds
 	// indeterminate: the value has another type than the constraint
-	// expects, so nothing is proven either way. Allow rules treat it as
-	// fails, deny and needs_approval rules as holds (fail closed).
+	// expects, or is too long for its regex to match within the regex
+	// match budget, so nothing is proven either way. Allow rules treat
+	// it as fails, deny and needs_approval rules as holds (fail closed).
 	indeterminate
 )
 
@@ -79,7 +79,11 @@ func (c *constraint) eval(root any, lenient bool) (outcome, string) {
 		if !ok {
 			return indeterminate, fmt.Sprintf("args.%s is %s, not a string", c.key, k)
 		}
-		if !c.re.MatchString(s) {
+		m, err := c.re.match(s)
+		if err != nil {
+			return indeterminate, fmt.Sprintf("args.%s: %v", c.key, err)
+		}
+		if !m {
 			return fails, ""
 		}
 	}
