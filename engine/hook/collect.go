@@ -126,25 +126,22 @@ const pendingMsgs = 16 * MaxReplies
 // in a channel, expected_replies + 16 of up to the max payload each, were
 // held outside the bound.)
 type inbox struct {
-	ch       chan *nats.Msg // room for every message the bounds admit: never full
-	over     chan struct{}  // closed when the round overflowed
+	ready    chan struct{} // signalled (capacity 1) when the queue grew
+	over     chan struct{} // closed when the round overflowed
 	expected int
 
 	mu       sync.Mutex
 	sub      *nats.Subscription
-	queued   int  // messages queued, invalid ones too
-	bytes    int  // their size on the wire
-	ended    bool // later messages are not kept
+	queue    []*nats.Msg // arrived, not yet taken: never more than the bounds admit
+	queued   int         // messages queued, invalid ones too
+	bytes    int         // their size on the wire
+	ended    bool        // later messages are not kept
 	overflow bool
 	dropped  int // what the client dropped until the end
 }
 
 func newInbox(expected int) *inbox {
-	n := MaxReplies
-	if expected > 0 {
-		n = expected
-	}
-	return &inbox{ch: make(chan *nats.Msg, n), over: make(chan struct{}), expected: expected}
+	return &inbox{ready: make(chan struct{}, 1), over: make(chan struct{}), expected: expected}
 }
 
 // deliver is the subscription's handler. Messages after the expected
@@ -164,7 +161,20 @@ func (in *inbox) deliver(m *nats.Msg) {
 	}
 	in.queued++
 	in.bytes += size
-	in.ch <- m
+	in.queue = append(in.queue, m)
+	select {
+	case in.ready <- struct{}{}:
+	default: // signalled already
+	}
+}
+
+// take returns the messages queued since the last take, oldest first.
+func (in *inbox) take() []*nats.Msg {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	q := in.queue
+	in.queue = nil
+	return q
 }
 
 // end stops the queueing; a message the client dropped before counts as
@@ -223,8 +233,8 @@ func collect(ctx context.Context, req Request, in *inbox, deadline time.Time) (R
 	// drain reads what was queued before the end: it arrived in time.
 	drain := func() Result {
 		in.end()
-		for n := len(in.ch); n > 0; n-- {
-			if !r.take(<-in.ch) {
+		for _, m := range in.take() {
+			if !r.take(m) {
 				return r.res
 			}
 		}
@@ -233,10 +243,12 @@ func collect(ctx context.Context, req Request, in *inbox, deadline time.Time) (R
 	}
 	for {
 		select {
-		case m := <-in.ch:
-			if !r.take(m) {
-				in.end()
-				return r.res, nil
+		case <-in.ready:
+			for _, m := range in.take() {
+				if !r.take(m) {
+					in.end()
+					return r.res, nil
+				}
 			}
 			next := time.Now().Add(quiet)
 			if next.After(deadline) {

@@ -77,8 +77,8 @@ func TestInboxHoldsWithinBounds(t *testing.T) {
 			}
 			waitIdle(t, in)
 			held := 0
-			for n := len(in.ch); n > 0; n-- {
-				held += (<-in.ch).Size()
+			for _, m := range in.take() {
+				held += m.Size()
 			}
 			if held > MaxReplyBytes || held == 0 {
 				t.Errorf("the round holds %d bytes of replies, want 1..%d", held, MaxReplyBytes)
