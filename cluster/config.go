@@ -104,6 +104,11 @@ type ClusterConfig struct {
 	// PoolSize is the number of route connections per peer: 0 is the
 	// server default (3), -1 disables pooling.
 	PoolSize int `yaml:"pool_size"`
+	// Authorization is the credential every member accepts on Listen and
+	// presents on its routes. Empty means NO authentication: any host
+	// that reaches Listen joins the cluster with full rights (every KV
+	// bucket, every subject). Give every member the same one.
+	Authorization Auth `yaml:"authorization"`
 }
 
 // GatewayConfig is the inter-region part of a [Config]. The gateway name is
@@ -118,6 +123,83 @@ type GatewayConfig struct {
 	// that dial it, so one side of each pair is enough; an entry for this
 	// node's own region is ignored.
 	Gateways []RemoteGateway `yaml:"gateways"`
+	// Authorization is the credential every region accepts on Listen and
+	// presents when it dials another region. Empty means NO
+	// authentication: any host that reaches Listen joins the supercluster
+	// with full rights. Give every node of every region the same one.
+	Authorization Auth `yaml:"authorization"`
+}
+
+// Auth is the one user and password of the routes (or the gateways) of a
+// cluster: nats-server accepts a single credential there and presents the
+// same one when it dials, so every member shares it. The password is
+// given inline or, better, in a file (Kubernetes secrets, systemd
+// credentials), never in a URL.
+type Auth struct {
+	// User turns authentication on.
+	User string `yaml:"user"`
+	// Password is plain text (this node dials with it too, so a bcrypt
+	// hash is refused); exclusive with PasswordFile.
+	Password string `yaml:"password"`
+	// PasswordFile holds the password; a trailing newline is dropped. It
+	// is read by [Start] ([Config.Validate] does not touch it).
+	PasswordFile string `yaml:"password_file"`
+}
+
+// IsZero reports whether no field is set (authentication off).
+func (a Auth) IsZero() bool { return a == Auth{} }
+
+// String hides the password: an Auth printed by mistake leaks nothing.
+func (a Auth) String() string {
+	switch {
+	case a.IsZero():
+		return "none"
+	case a.PasswordFile != "":
+		return a.User + " (password in " + a.PasswordFile + ")"
+	}
+	return a.User + " (password [REDACTED])"
+}
+
+// GoString hides the password from %#v too.
+func (a Auth) GoString() string { return "cluster.Auth{" + a.String() + "}" }
+
+// secret is the password, read from PasswordFile when set.
+func (a Auth) secret() (string, error) {
+	if a.PasswordFile == "" {
+		return a.Password, nil
+	}
+	b, err := os.ReadFile(a.PasswordFile)
+	if err != nil {
+		return "", err
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("password file %s is empty", a.PasswordFile)
+	}
+	return pw, nil
+}
+
+// validate reports what is wrong with a under key (e.g. "cluster.authorization").
+func (a Auth) validate(key string, bad func(string, ...any)) {
+	if a.IsZero() {
+		return
+	}
+	switch {
+	case a.User == "":
+		bad("%s.user is required with a password", key)
+	case strings.ContainsAny(a.User, " \t\r\n"):
+		bad("%s.user %q must not contain spaces", key, a.User)
+	}
+	switch {
+	case a.Password != "" && a.PasswordFile != "":
+		bad("%s.password and %s.password_file are exclusive", key, key)
+	case a.Password == "" && a.PasswordFile == "":
+		bad("%s.user needs %s.password or %s.password_file", key, key, key)
+	case strings.HasPrefix(a.Password, "$2"):
+		bad("%s.password looks like a bcrypt hash: a node also dials its peers with this password, so it must be the plain text", key)
+	}
+	// PasswordFile is read at Start, not here: a config is often
+	// validated on another machine than the one that has the secret.
 }
 
 // RemoteGateway is one other region.
@@ -241,10 +323,16 @@ func (c Config) Validate() error {
 		}
 	}
 	for i, r := range cc.Routes {
-		if _, err := parseURL(r, "nats-route", "nats"); err != nil {
+		if u, err := parseURL(r, "nats-route", "nats"); err != nil {
 			bad("cluster.routes[%d]: %v", i, err)
+		} else if u.User != nil {
+			bad("cluster.routes[%d] %q: credentials in a route URL end up in process listings and logs; set cluster.authorization (every member presents it on its routes)", i, u.Redacted())
 		}
 	}
+	if cc.Listen == "" && !cc.Authorization.IsZero() {
+		bad("cluster.authorization needs cluster.listen")
+	}
+	cc.Authorization.validate("cluster.authorization", bad)
 	if cc.PoolSize < -1 {
 		bad("cluster.pool_size %d: use -1 (no pooling), 0 (default) or a positive size", cc.PoolSize)
 	}
@@ -278,9 +366,10 @@ func (c Config) Validate() error {
 			bad("gateway.listen needs region: the region is the gateway name")
 		}
 	}
-	if gw.Listen == "" && (gw.Advertise != "" || len(gw.Gateways) > 0) {
-		bad("gateway.advertise and gateway.gateways need gateway.listen")
+	if gw.Listen == "" && (gw.Advertise != "" || len(gw.Gateways) > 0 || !gw.Authorization.IsZero()) {
+		bad("gateway.advertise, gateway.gateways and gateway.authorization need gateway.listen")
 	}
+	gw.Authorization.validate("gateway.authorization", bad)
 	if gw.Advertise != "" {
 		if err := checkAdvertise(gw.Advertise); err != nil {
 			bad("gateway.advertise: %v", err)
@@ -301,8 +390,10 @@ func (c Config) Validate() error {
 			bad("gateway.gateways[%d] %q: urls is empty", i, g.Name)
 		}
 		for j, u := range g.URLs {
-			if _, err := parseURL(u, "nats"); err != nil {
+			if pu, err := parseURL(u, "nats"); err != nil {
 				bad("gateway.gateways[%d].urls[%d]: %v", i, j, err)
+			} else if pu.User != nil {
+				bad("gateway.gateways[%d].urls[%d] %q: credentials in a gateway URL end up in process listings and logs; set gateway.authorization (every region presents it when it dials)", i, j, pu.Redacted())
 			}
 		}
 	}
@@ -523,11 +614,16 @@ func checkAdvertise(s string) error {
 
 // parseURL parses scheme://host:port with one of the given schemes, a host
 // and a real port, and nothing after the port.
-func parseURL(s string, schemes ...string) (*url.URL, error) {
-	u, err := url.Parse(s)
+func parseURL(raw string, schemes ...string) (*url.URL, error) {
+	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%q is not a URL", s)
+		// Whatever precedes the last '@' may be a password.
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			raw = "[REDACTED]" + raw[i:]
+		}
+		return nil, fmt.Errorf("%q is not a URL", raw)
 	}
+	s := u.Redacted() // errors never repeat a password
 	ok := false
 	for _, sc := range schemes {
 		if strings.EqualFold(u.Scheme, sc) {

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,12 +21,14 @@ func fullConfig() cluster.Config {
 		MaxMemory: 1 << 30, MaxStore: 100 << 30, MaxPayload: 8 << 20, MonitorPort: 8222, Debug: true,
 		Cluster: cluster.ClusterConfig{
 			Name: "eu", Listen: "0.0.0.0:6222", Advertise: "n1.eu.example:6222",
-			Routes:   []string{"nats-route://n1.eu.example:6222", "nats-route://n2.eu.example:6222", "nats-route://n3.eu.example:6222"},
-			PoolSize: 4,
+			Routes:        []string{"nats-route://n1.eu.example:6222", "nats-route://n2.eu.example:6222", "nats-route://n3.eu.example:6222"},
+			PoolSize:      4,
+			Authorization: cluster.Auth{User: "route", Password: "route-s3cret"},
 		},
 		Region: "eu",
 		Gateway: cluster.GatewayConfig{Listen: ":7222", Advertise: "gw.eu.example:7222",
-			Gateways: []cluster.RemoteGateway{{Name: "us", URLs: []string{"nats://gw.us.example:7222"}}}},
+			Gateways:      []cluster.RemoteGateway{{Name: "us", URLs: []string{"nats://gw.us.example:7222"}}},
+			Authorization: cluster.Auth{User: "gw", Password: "gw-s3cret"}},
 		LeafNodes: cluster.LeafNodeConfig{Listen: ":7422", Advertise: "leaf.eu.example:7422",
 			Users: []cluster.LeafUser{{User: "edge", Password: "s3cret"}}},
 		NoJetStream: false,
@@ -127,6 +130,19 @@ func TestValidateBad(t *testing.T) {
 			c.Leaf.URLs, c.Leaf.User, c.Leaf.Password = []string{"nats-leaf://a:b@hub:7422"}, "u", "p"
 		}), "credentials both in the URL"},
 		{"leaf user without urls", cluster.Config{StoreDir: "/d", Leaf: cluster.LeafConfig{User: "u", Password: "p"}}, "need leaf.urls"},
+		{"route auth without listen", cluster.Config{StoreDir: "/d", Cluster: cluster.ClusterConfig{Authorization: cluster.Auth{User: "u", Password: "p"}}}, "cluster.authorization needs cluster.listen"},
+		{"route password without user", clustered(func(c *cluster.Config) { c.Cluster.Authorization.Password = "p" }), "cluster.authorization.user is required"},
+		{"route user without password", clustered(func(c *cluster.Config) { c.Cluster.Authorization.User = "u" }), "needs cluster.authorization.password or cluster.authorization.password_file"},
+		{"route password twice", clustered(func(c *cluster.Config) {
+			c.Cluster.Authorization = cluster.Auth{User: "u", Password: "p", PasswordFile: creds}
+		}), "are exclusive"},
+		{"route password bcrypt", clustered(func(c *cluster.Config) {
+			c.Cluster.Authorization = cluster.Auth{User: "u", Password: "$2a$11$qbtrnb0mSG2eV55xoyPqHOZx/lLBlryHRhU3LK2oOPFRwGF/5rtGK"}
+		}), "bcrypt hash"},
+		{"gateway auth without listen", clustered(func(c *cluster.Config) { c.Gateway.Authorization = cluster.Auth{User: "u", Password: "p"} }), "gateway.authorization need gateway.listen"},
+		{"gateway password without user", clustered(func(c *cluster.Config) {
+			c.Region, c.Gateway.Listen, c.Gateway.Authorization = "A", ":7222", cluster.Auth{Password: "p"}
+		}), "gateway.authorization.user is required"},
 	} {
 		err := tc.cfg.Validate()
 		if !errors.Is(err, cluster.ErrInvalidConfig) {
@@ -135,6 +151,43 @@ func TestValidateBad(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q does not mention %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Credentials in a route or gateway URL are refused (they show in process
+// listings and logs: cluster.authorization carries them), and the error
+// does not repeat the password, nor does any URL error.
+func TestValidateHidesURLPasswords(t *testing.T) {
+	t.Parallel()
+	const pw = "hunter2-Qx"
+	for _, c := range []struct {
+		name string
+		cfg  cluster.Config
+		want string
+	}{
+		{"route", cluster.Config{Name: "n1", NoJetStream: true, Cluster: cluster.ClusterConfig{Listen: ":6222",
+			Routes: []string{"nats-route://u:" + pw + "@h:6222"}}}, "set cluster.authorization"},
+		{"gateway", cluster.Config{Name: "n1", NoJetStream: true, Region: "A", Gateway: cluster.GatewayConfig{Listen: ":7222",
+			Gateways: []cluster.RemoteGateway{{Name: "B", URLs: []string{"nats://u:" + pw + "@b:7222"}}}}}, "set gateway.authorization"},
+		{"bad route", cluster.Config{Name: "n1", NoJetStream: true, Cluster: cluster.ClusterConfig{Listen: ":6222",
+			Routes: []string{"nats-route://u:" + pw + "@h:6222/x"}}}, "nothing may follow"},
+		{"unparsable leaf url", cluster.Config{Name: "e", Leaf: cluster.LeafConfig{URLs: []string{"nats-leaf://u:" + pw + "@h:%zz"}}}, "is not a URL"},
+	} {
+		err := c.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Validate() = %v, want %q", c.name, err, c.want)
+			continue
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Errorf("%s: the error repeats the password: %v", c.name, err)
+		}
+	}
+	// An Auth printed by mistake shows no password.
+	a := cluster.Auth{User: "u", Password: pw}
+	for _, s := range []string{fmt.Sprint(a), fmt.Sprintf("%+v", a), fmt.Sprintf("%#v", a), fmt.Sprintf("%v", cluster.ClusterConfig{Authorization: a})} {
+		if strings.Contains(s, pw) {
+			t.Errorf("printed Auth holds the password: %s", s)
 		}
 	}
 }
@@ -189,7 +242,7 @@ func TestConfigYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"store_dir:", "max_memory:", "max_payload:", "monitor_port:", "pool_size:", "no_jetstream:",
-		"leafnodes:", "\nleaf:", "gateways:", "urls:", "credentials:", "advertise:", "region:"} {
+		"leafnodes:", "\nleaf:", "gateways:", "urls:", "credentials:", "advertise:", "region:", "authorization:", "password_file:"} {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("yaml lacks %q:\n%s", key, b)
 		}

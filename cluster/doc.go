@@ -49,6 +49,15 @@
 // stops them in the other (existing buckets still Put and Get); run three
 // regions, or a tie-breaker node, if a region must survive another's loss.
 //
+// Authentication: routes and gateways accept anyone who reaches their port
+// unless [ClusterConfig] and [GatewayConfig] set an [Auth], one user and
+// password shared by every member (nats-server checks it on the connections
+// it accepts and presents it on those it dials; Start adds it to every
+// route URL). The password may be in a file, read by Start. Credentials in
+// route or gateway URLs are refused, and errors never repeat a URL's
+// password. Start logs a warning for each route, gateway or leaf node
+// listener bound to a non-loopback address without authentication.
+//
 // Leaf nodes (edge machines): a hub accepts edges on [LeafNodeConfig]
 // (with Users; empty Users means any host that reaches the port joins with
 // full rights), an edge sets [LeafConfig] and runs without JetStream. Every

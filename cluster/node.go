@@ -77,6 +77,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	for _, l := range cfg.openListeners() {
+		log.Warn("listener accepts peers without authentication: any host that reaches it joins with full rights (every KV bucket, every subject)",
+			"listener", l.key, "address", l.listen, "fix", l.fix)
+	}
 	fatal := make(chan string, 1)
 	srv.SetLoggerV2(slogAdapter{l: log, fatal: fatal}, cfg.Debug, false, false)
 	srv.Start()
@@ -111,6 +115,37 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// openListener is a peer listener that needs no credentials.
+type openListener struct{ key, listen, fix string }
+
+// openListeners are the route, gateway and leaf node listeners that bind a
+// non-loopback address without authentication. Loopback ones are left out:
+// only this machine reaches them (tests, a one-node region's self-route).
+func (c Config) openListeners() []openListener {
+	var out []openListener
+	add := func(key, listen string, authed bool, fix string) {
+		if listen == "" || authed {
+			return
+		}
+		if host, _, err := splitListen(listen); err == nil && !isLoopback(host) {
+			out = append(out, openListener{key, listen, fix})
+		}
+	}
+	add("cluster.listen", c.Cluster.Listen, !c.Cluster.Authorization.IsZero(), "set cluster.authorization (iii up --cluster-user, III_CLUSTER_PASSWORD), or listen on a private network only")
+	add("gateway.listen", c.Gateway.Listen, !c.Gateway.Authorization.IsZero(), "set gateway.authorization (iii up --gateway-user, III_GATEWAY_PASSWORD), or listen on a private network only")
+	add("leafnodes.listen", c.LeafNodes.Listen, len(c.LeafNodes.Users) > 0, "set leafnodes.users, or listen on a private network only")
+	return out
+}
+
+// isLoopback reports whether a listen host is reachable from this machine only.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkClusteredStore refuses to start a clustered server on the store of

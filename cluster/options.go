@@ -53,8 +53,19 @@ func (c Config) options() (*server.Options, error) {
 			Name: c.clusterName(), Host: host, Port: port,
 			Advertise: cc.Advertise, PoolSize: cc.PoolSize,
 		}
+		user, pw, err := credentials("cluster.authorization", cc.Authorization)
+		if err != nil {
+			return nil, err
+		}
+		// The server checks Username/Password on routes it accepts and
+		// presents them on routes it discovers; an explicit route
+		// presents only what its URL carries.
+		o.Cluster.Username, o.Cluster.Password = user, pw
 		for _, r := range cc.Routes {
 			u, _ := parseURL(r, "nats-route", "nats")
+			if user != "" {
+				u.User = url.UserPassword(user, pw)
+			}
 			o.Routes = append(o.Routes, u)
 		}
 	}
@@ -62,6 +73,13 @@ func (c Config) options() (*server.Options, error) {
 	if gw := c.Gateway; gw.Listen != "" {
 		host, port, _ := splitListen(gw.Listen)
 		o.Gateway = server.GatewayOpts{Name: c.Region, Host: host, Port: port, Advertise: gw.Advertise}
+		// The server checks Username/Password on gateways it accepts and
+		// presents them on every gateway it dials whose URL has none.
+		user, pw, err := credentials("gateway.authorization", gw.Authorization)
+		if err != nil {
+			return nil, err
+		}
+		o.Gateway.Username, o.Gateway.Password = user, pw
 		o.Cluster.Name = c.Region // nats-server requires gateway name == cluster name
 		for _, g := range gw.Gateways {
 			if g.Name == c.Region {
@@ -111,6 +129,18 @@ func (c Config) options() (*server.Options, error) {
 		o.LeafNode.Remotes = []*server.RemoteLeafOpts{r}
 	}
 	return o, nil
+}
+
+// credentials resolves a (validated) Auth: "" user when off.
+func credentials(key string, a Auth) (user, password string, err error) {
+	if a.User == "" {
+		return "", "", nil
+	}
+	pw, err := a.secret()
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %s: %v", ErrInvalidConfig, key, err)
+	}
+	return a.User, pw, nil
 }
 
 // edgeJSMappings are the subject mappings of a leaf's global account that

@@ -141,6 +141,20 @@ func checkIII(t *testing.T, p string, c iiiConfig) {
 	if c.LeafNodes.Listen != "" && portOf(c.LeafNodes.Listen) != leafPort {
 		t.Errorf("%s: leafnodes.listen %q, want port %d", p, c.LeafNodes.Listen, leafPort)
 	}
+	// Routes and gateways on a network interface authenticate (an open
+	// one lets any host that reaches it read every bucket), with the
+	// password in a file, never in the config.
+	for _, l := range []struct {
+		key, listen string
+		auth        cluster.Auth
+	}{{"cluster", c.Cluster.Listen, c.Cluster.Authorization}, {"gateway", c.Gateway.Listen, c.Gateway.Authorization}} {
+		if l.listen == "" {
+			continue
+		}
+		if l.auth.User == "" || l.auth.PasswordFile == "" || l.auth.Password != "" {
+			t.Errorf("%s: %s.listen %q: want %s.authorization with a user and a password_file", p, l.key, l.listen, l.key)
+		}
+	}
 	for _, u := range c.LeafNodes.Users {
 		if !bcryptRE.MatchString(u.Password) {
 			t.Errorf("%s: leaf user %s: the password in a config file should be a bcrypt hash", p, u.User)

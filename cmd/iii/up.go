@@ -325,10 +325,10 @@ func newUpCmd(g *globals) *cobra.Command {
 			shown := redactURL(a.url)
 			fmt.Fprintf(out, "iii is up\n  nats:  %s\n  data:  %s\n", shown, cfg.home)
 			if a.node != nil && a.node.ClusterAddr() != "" {
-				fmt.Fprintf(out, "  cluster: %s routes on %s\n", a.node.Config().Cluster.Name, a.node.ClusterAddr())
+				fmt.Fprintf(out, "  cluster: %s routes on %s%s\n", a.node.Config().Cluster.Name, a.node.ClusterAddr(), authNote(a.node.Config().Cluster.Listen, a.node.Config().Cluster.Authorization))
 			}
 			if a.node != nil && a.node.GatewayAddr() != "" {
-				fmt.Fprintf(out, "  region: %s gateway on %s\n", cfg.topo.region, a.node.GatewayAddr())
+				fmt.Fprintf(out, "  region: %s gateway on %s%s\n", cfg.topo.region, a.node.GatewayAddr(), authNote(a.node.Config().Gateway.Listen, a.node.Config().Gateway.Authorization))
 			}
 			if a.node != nil && a.node.LeafAddr() != "" {
 				fmt.Fprintf(out, "  leafnodes: %s\n", a.node.LeafAddr())
@@ -363,6 +363,19 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML file with these settings (deploy/iii/ has examples); flags win over it")
 	addTopologyFlags(cmd, &cfg.topo)
 	return cmd
+}
+
+// authNote says how a route or gateway listener authenticates its peers,
+// by user name only ("" for a one-node region's loopback self-route,
+// which has no listen setting).
+func authNote(listen string, a cluster.Auth) string {
+	switch {
+	case listen == "":
+		return ""
+	case a.User == "":
+		return " (no authentication)"
+	}
+	return " (user " + a.User + ")"
 }
 
 // withClusterSettings tells the orchestrator to share its session grains

@@ -35,6 +35,33 @@ type topology struct {
 	replicas  int
 	actor     cluster.ActorConfig
 	gateways  []string // --gateway NAME=URL[,URL]
+	// clusterPasswordFile and gatewayPasswordFile are
+	// --cluster-password-file and --gateway-password-file: they win over
+	// the environment and the --config file (peerAuth).
+	clusterPasswordFile string
+	gatewayPasswordFile string
+}
+
+// Environment variables holding the route and gateway passwords, for
+// deployments that inject secrets that way: a password is never a flag
+// (process listings show flags to every user of the machine).
+const (
+	envClusterPassword = "III_CLUSTER_PASSWORD"
+	envGatewayPassword = "III_GATEWAY_PASSWORD"
+)
+
+// peerAuth is the route or gateway credential of a node: the user from
+// --X-user or the file, the password from --X-password-file, else the
+// environment variable env (when a user is set), else the file's
+// password or password_file.
+func peerAuth(a cluster.Auth, flagFile, env string) cluster.Auth {
+	switch {
+	case flagFile != "":
+		a.Password, a.PasswordFile = "", flagFile
+	case a.User != "" && os.Getenv(env) != "":
+		a.Password, a.PasswordFile = os.Getenv(env), ""
+	}
+	return a
 }
 
 // clustered says whether this node shares its sessions with other nodes:
@@ -78,10 +105,14 @@ func addTopologyFlags(cmd *cobra.Command, t *topology) {
 	f.StringVar(&t.cluster.Listen, "cluster-listen", "", "route listener HOST:PORT (default 0.0.0.0:6222 with --cluster)")
 	f.StringVar(&t.cluster.Advertise, "cluster-advertise", "", "route address other nodes dial")
 	f.StringSliceVar(&t.cluster.Routes, "routes", nil, "seed routes nats-route://HOST:PORT,... (may include this node)")
+	f.StringVar(&t.cluster.Authorization.User, "cluster-user", "", "route user: members accept and present only this user and its password (same on every member)")
+	f.StringVar(&t.clusterPasswordFile, "cluster-password-file", "", "file holding the route password (else env "+envClusterPassword+", else cluster.authorization in --config)")
 	f.StringVar(&t.region, "region", "", "region of this node: the gateway name (equal to the cluster name); sessions \"<region>.<name>\" are homed in it")
 	f.StringVar(&t.gateway.Listen, "gateway-listen", "", "gateway listener HOST:PORT (default 0.0.0.0:7222 with --gateway)")
 	f.StringVar(&t.gateway.Advertise, "gateway-advertise", "", "gateway address other regions dial")
 	f.StringArrayVar(&t.gateways, "gateway", nil, "remote region NAME=URL[,URL] (repeatable; also spelled --gateways)")
+	f.StringVar(&t.gateway.Authorization.User, "gateway-user", "", "gateway user: regions accept and present only this user and its password (same in every region)")
+	f.StringVar(&t.gatewayPasswordFile, "gateway-password-file", "", "file holding the gateway password (else env "+envGatewayPassword+", else gateway.authorization in --config)")
 	f.StringVar(&t.leafnodes.Listen, "leafnode-listen", "", "accept leaf nodes (edge machines) on HOST:PORT")
 	f.StringSliceVar(&t.leaf.URLs, "leaf", nil, "run as a leaf node of a hub: nats-leaf://[USER:PASS@]HOST:PORT (no local JetStream)")
 	f.StringVar(&t.leaf.Credentials, "leaf-creds", "", "credentials file of the leaf connection")
@@ -129,12 +160,18 @@ func mergeFile(cmd *cobra.Command, cfg *upConfig, fc cluster.NodeFile, sets *[]s
 	if fc.Cluster.PoolSize != 0 {
 		t.cluster.PoolSize = fc.Cluster.PoolSize
 	}
+	str("cluster-user", &t.cluster.Authorization.User, fc.Cluster.Authorization.User)
+	t.cluster.Authorization.Password = fc.Cluster.Authorization.Password
+	t.cluster.Authorization.PasswordFile = fc.Cluster.Authorization.PasswordFile
 	str("region", &t.region, fc.Region)
 	str("gateway-listen", &t.gateway.Listen, fc.Gateway.Listen)
 	str("gateway-advertise", &t.gateway.Advertise, fc.Gateway.Advertise)
 	if unset("gateway") {
 		t.gateway.Gateways = append(t.gateway.Gateways, fc.Gateway.Gateways...)
 	}
+	str("gateway-user", &t.gateway.Authorization.User, fc.Gateway.Authorization.User)
+	t.gateway.Authorization.Password = fc.Gateway.Authorization.Password
+	t.gateway.Authorization.PasswordFile = fc.Gateway.Authorization.PasswordFile
 	str("leafnode-listen", &t.leafnodes.Listen, fc.LeafNodes.Listen)
 	t.leafnodes.Advertise = fc.LeafNodes.Advertise
 	t.leafnodes.Users = fc.LeafNodes.Users
@@ -204,9 +241,13 @@ func refuseIgnored(cmd *cobra.Command, fc cluster.NodeFile, t topology) error {
 		given("cluster-listen", "cluster.listen", fc.Cluster.Listen != ""),
 		given("cluster-advertise", "cluster.advertise", fc.Cluster.Advertise != ""),
 		given("routes", "cluster.routes", len(fc.Cluster.Routes) > 0),
+		given("cluster-user", "cluster.authorization", !fc.Cluster.Authorization.IsZero()),
+		given("cluster-password-file", "", false),
 		given("gateway-listen", "gateway.listen", fc.Gateway.Listen != ""),
 		given("gateway-advertise", "gateway.advertise", fc.Gateway.Advertise != ""),
 		given("gateway", "gateway.gateways", len(fc.Gateway.Gateways) > 0),
+		given("gateway-user", "gateway.authorization", !fc.Gateway.Authorization.IsZero()),
+		given("gateway-password-file", "", false),
 		given("leafnode-listen", "leafnodes.listen", fc.LeafNodes.Listen != ""),
 		given("leaf", "leaf.urls", len(fc.Leaf.URLs) > 0),
 		given("leaf-creds", "leaf.credentials", fc.Leaf.Credentials != ""),
@@ -241,6 +282,9 @@ func (t topology) checkRoutes() error {
 	if t.cluster.PoolSize != 0 {
 		set = append(set, "cluster.pool_size")
 	}
+	if !t.cluster.Authorization.IsZero() || t.clusterPasswordFile != "" {
+		set = append(set, "--cluster-user")
+	}
 	if len(set) == 0 {
 		return nil
 	}
@@ -272,6 +316,8 @@ func (t topology) serverConfig(cfg upConfig, host string, port int, storeDir str
 		Leaf:        t.leaf,
 	}
 	c.Gateway.Gateways = append(c.Gateway.Gateways, gws...)
+	c.Cluster.Authorization = peerAuth(c.Cluster.Authorization, t.clusterPasswordFile, envClusterPassword)
+	c.Gateway.Authorization = peerAuth(c.Gateway.Authorization, t.gatewayPasswordFile, envGatewayPassword)
 	if c.Cluster.Name != "" && c.Cluster.Listen == "" {
 		c.Cluster.Listen = "0.0.0.0:6222"
 	}

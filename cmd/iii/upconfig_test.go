@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/iii-on-nats/iii/cluster"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 )
 
 // Every iii config in deploy/ loads with the real loader (unknown keys are
@@ -210,5 +214,129 @@ func TestLongAnswerRecipe(t *testing.T) {
 				t.Fatalf("chat: %v, failed %v\n%.300s", err, failed, out[max(len(out)-300, 0):])
 			}
 		})
+	}
+}
+
+// The route and gateway passwords come from --X-password-file, else
+// III_X_PASSWORD (when a user is set), else the --config file; the user
+// from --X-user, else the file. A password is never a flag.
+func TestPeerAuthSources(t *testing.T) {
+	pwFile := writeTemp(t, "from-flag-file\n")
+	fileInline := writeTemp(t, "cluster:\n  name: c1\n  authorization: {user: file-user, password: from-config}\n"+
+		"region: c1\ngateway:\n  listen: 127.0.0.1:0\n  authorization: {user: gw, password_file: "+pwFile+"}\n")
+	for _, c := range []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		want     cluster.Auth // the routes'
+		wantGW   cluster.Auth
+		wantErr  string
+		noConfig bool
+	}{
+		{name: "flags", args: []string{"--cluster", "c1", "--cluster-user", "u", "--cluster-password-file", pwFile},
+			want: cluster.Auth{User: "u", PasswordFile: pwFile}, noConfig: true},
+		{name: "env", args: []string{"--cluster", "c1", "--cluster-user", "u"}, env: map[string]string{envClusterPassword: "from-env"},
+			want: cluster.Auth{User: "u", Password: "from-env"}, noConfig: true},
+		{name: "flag file wins over env", args: []string{"--cluster", "c1", "--cluster-user", "u", "--cluster-password-file", pwFile},
+			env: map[string]string{envClusterPassword: "from-env"}, want: cluster.Auth{User: "u", PasswordFile: pwFile}, noConfig: true},
+		{name: "env without a user is not used", args: []string{"--cluster", "c1"}, env: map[string]string{envClusterPassword: "from-env"}, noConfig: true},
+		{name: "config file", want: cluster.Auth{User: "file-user", Password: "from-config"}, wantGW: cluster.Auth{User: "gw", PasswordFile: pwFile}},
+		{name: "env wins over config file", env: map[string]string{envClusterPassword: "from-env", envGatewayPassword: "gw-env"},
+			want: cluster.Auth{User: "file-user", Password: "from-env"}, wantGW: cluster.Auth{User: "gw", Password: "gw-env"}},
+		{name: "flag user wins over config file", args: []string{"--cluster-user", "flag-user"},
+			want: cluster.Auth{User: "flag-user", Password: "from-config"}, wantGW: cluster.Auth{User: "gw", PasswordFile: pwFile}},
+		{name: "password file without user", args: []string{"--cluster", "c1", "--cluster-password-file", pwFile}, noConfig: true,
+			wantErr: "cluster.authorization.user is required"},
+		{name: "user without cluster", args: []string{"--cluster-user", "u"}, noConfig: true, wantErr: "--cluster-user need --cluster NAME"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			cmd := &cobra.Command{}
+			cfg := upConfig{listen: "127.0.0.1:4222", logger: slog.New(slog.DiscardHandler)}
+			addTopologyFlags(cmd, &cfg.topo)
+			if err := cmd.ParseFlags(c.args); err != nil {
+				t.Fatal(err)
+			}
+			if !c.noConfig {
+				fc, err := loadFileConfig(fileInline)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sets []string
+				mergeFile(cmd, &cfg, fc, &sets)
+			}
+			// Two members, so the cluster settings validate.
+			cfg.topo.cluster.Listen = "127.0.0.1:16222"
+			cfg.topo.cluster.Routes = []string{"nats-route://127.0.0.1:16222", "nats-route://127.0.0.1:16223"}
+			sc, err := cfg.topo.serverConfig(cfg, "127.0.0.1", 4222, t.TempDir())
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.Cluster.Authorization != c.want || sc.Gateway.Authorization != c.wantGW {
+				t.Fatalf("routes %#v, gateway %#v; want %#v, %#v (passwords %q %q)", sc.Cluster.Authorization, sc.Gateway.Authorization,
+					c.want, c.wantGW, sc.Cluster.Authorization.Password, sc.Gateway.Authorization.Password)
+			}
+		})
+	}
+}
+
+// `iii up` with gateway authentication from --gateway-user and
+// III_GATEWAY_PASSWORD joins a region that requires it (a one-node
+// region waits for another one to elect its JetStream meta leader), says
+// which user its gateway takes, and prints no password.
+func TestUpGatewayAuth(t *testing.T) {
+	const secret = "gw-Pw-81xq"
+	t.Setenv(envGatewayPassword, secret)
+	peer, err := cluster.Start(context.Background(), cluster.Config{
+		Name: "r2-1", Port: -1, StoreDir: t.TempDir(), MaxMemory: 32 << 20, MaxStore: 256 << 20, Region: "r2",
+		Gateway: cluster.GatewayConfig{Listen: "127.0.0.1:0", Authorization: cluster.Auth{User: "gw", Password: secret}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = peer.Close(context.Background()) })
+	args := []string{"up", "--home", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "", "--workers", "traces",
+		"--log-level", "error", "--name", "r1-1", "--region", "r1", "--gateway-listen", "127.0.0.1:0",
+		"--gateway", "r2=nats://" + peer.GatewayAddr(), "--gateway-user", "gw"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := newRootCmd()
+	out := &enginetest.Buffer{}
+	cmd.SetOut(out)
+	cmd.SetErr(out)
+	cmd.SetArgs(args)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	enginetest.Eventually(t, 60*time.Second, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("iii up returned %v:\n%s", err, out)
+		default:
+		}
+		if !strings.Contains(out.String(), "Ctrl-C to stop") {
+			return fmt.Errorf("not up yet:\n%s", out)
+		}
+		return nil
+	})
+	if !strings.Contains(out.String(), "gateway on 127.0.0.1:") || !strings.Contains(out.String(), "(user gw)") {
+		t.Fatalf("output does not name the gateway user:\n%s", out)
+	}
+	if strings.Contains(out.String(), secret) {
+		t.Fatalf("output holds the password:\n%s", out)
+	}
+	if n := peer.Server().NumOutboundGateways(); n != 1 {
+		t.Fatalf("r2 has %d outbound gateways, want 1 (to r1)", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -111,6 +111,7 @@ func TestUpRefusesIgnoredFlags(t *testing.T) {
 		{"join listen", []string{"--join", join, "--listen", "127.0.0.1:0"}, "--listen would be ignored"},
 		{"join max-payload", []string{"--join", join, "--max-payload", "2097152"}, "--max-payload would be ignored"},
 		{"join monitor-port", []string{"--join", join, "--monitor-port", "8222"}, "--monitor-port would be ignored"},
+		{"join peer auth", []string{"--join", join, "--cluster-user", "u", "--gateway-password-file", creds}, "--cluster-user, --gateway-password-file would be ignored"},
 		{"join several", []string{"--join", join, "--listen", "127.0.0.1:0", "--cluster", "c1"}, "--listen, --cluster would be ignored"},
 		{"join config", []string{"--config", file}, "listen (--config), monitor_port (--config) would be ignored"},
 		{"creds without join", []string{"--creds", creds, "--listen", "127.0.0.1:0"}, "--creds needs --join"},
