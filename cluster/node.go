@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -180,7 +181,28 @@ func (n *Node) Server() *server.Server { return n.srv }
 func (n *Node) Config() Config { return n.cfg }
 
 // ClientURL is the URL other processes connect to.
-func (n *Node) ClientURL() string { return n.srv.ClientURL() }
+func (n *Node) ClientURL() string { return clientURL(n.srv.ClientURL()) }
+
+// clientURL is the server's client URL with a wildcard listen host
+// (0.0.0.0, ::) replaced by the loopback address: a client dials an
+// address, and the URL iii up prints and hands its worker processes should
+// be one a user can paste.
+func clientURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil || !ip.IsUnspecified() {
+		return s
+	}
+	lo := "127.0.0.1"
+	if ip.To4() == nil {
+		lo = "::1"
+	}
+	u.Host = net.JoinHostPort(lo, u.Port())
+	return u.String()
+}
 
 // ClusterAddr is the route listen address "host:port" with the real port,
 // or "" when clustering is off. A one-node region with JetStream has a
