@@ -56,6 +56,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			if err := checkClusteredStore(cfg.StoreDir); err != nil {
 				return nil, err
 			}
+			if err := checkClusterName(cfg.StoreDir, o.Cluster.Name); err != nil {
+				return nil, err
+			}
 		}
 	}
 	srv, err := server.NewServer(o)
@@ -172,6 +175,38 @@ func checkClusteredStore(storeDir string) error {
 	}
 	return fmt.Errorf("%w: store_dir %s holds the streams of a standalone node (%s, %d in all): a clustered server would not see them (only the streams its meta group created), so their data would look lost; start this store standalone, or give the cluster member an empty store_dir and copy the streams it needs (nats stream backup, then restore into the cluster)",
 		ErrInvalidConfig, storeDir, strings.Join(names, ", "), len(streams))
+}
+
+// clusterNameFile records, in a clustered store, the cluster it belongs to.
+const clusterNameFile = "iii-cluster-name"
+
+// checkClusterName refuses to start a store written by a member of another
+// cluster (or region) under a new name, and records the name of a store
+// that has none yet. nats-server keeps the meta group's peers and the
+// streams' Raft groups in the store: under another cluster name the
+// members elected a meta leader and then hung on their buckets' reads.
+func checkClusterName(storeDir, name string) error {
+	p := filepath.Join(storeDir, clusterNameFile)
+	b, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		if was := strings.TrimSpace(string(b)); was != name {
+			return fmt.Errorf("%w: store_dir %s belongs to cluster %q, not %q: start it with --cluster %s (or --region %s), or give this member an empty store_dir (its data comes from the other members)",
+				ErrInvalidConfig, storeDir, was, name, was, was)
+		}
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: store dir: %v", ErrInvalidConfig, err)
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(name+"\n"), 0o600); err != nil {
+		return fmt.Errorf("%w: store dir: %v", ErrInvalidConfig, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%w: store dir: %v", ErrInvalidConfig, err)
+	}
+	return nil
 }
 
 // Server is the embedded server.
