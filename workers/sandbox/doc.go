@@ -23,7 +23,10 @@
 // (/tmp) and LANG (C.UTF-8), and may override them. A [Result] carries
 // the exit code (128+N for a command killed by signal N), stdout and
 // stderr capped at 64 KiB each (the rest is read and discarded:
-// truncated, with the full byte counts), timed_out, oom_killed,
+// truncated, with the full byte counts; never cut inside a rune, and cut
+// further when the answer, in the caller's codec, would not fit the
+// server's max payload: a JSON caller gets each control character and
+// each byte that is not UTF-8 as a six-byte escape), timed_out, oom_killed,
 // over_quota, cleanup_only, quota_stopped (see Limits), the duration and
 // the isolation. Every function answers bad
 // input with invalid_payload and never leaves half-made state.

@@ -653,13 +653,13 @@ func (m *manager) exec(ctx context.Context, lv *liveSandbox, cmd Command) (Resul
 	if out.canceled != nil {
 		return Result{}, wire.From(out.canceled)
 	}
-	stderr := string(out.stderr.buf)
+	stderr := out.stderr.text()
 	if isShimFailure(out.exitCode, stderr) {
 		return Result{}, wire.Errorf(wire.CodeInternal, "sandbox %s: setting the limits up failed: %s", rec.SandboxID, strings.TrimSpace(stderr))
 	}
 	res := Result{
 		ExitCode: out.exitCode, Signal: out.signal,
-		Stdout: string(out.stdout.buf), Stderr: stderr,
+		Stdout: out.stdout.text(), Stderr: stderr,
 		Truncated:   out.stdout.truncated() || out.stderr.truncated(),
 		StdoutBytes: out.stdout.total, StderrBytes: out.stderr.total,
 		TimedOut: out.timedOut, OOMKilled: lv.cg.oomKills() > oomBefore || spec.cg.oomKills() > 0,

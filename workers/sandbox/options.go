@@ -42,7 +42,9 @@ const (
 	// DefaultMaxOutput caps stdout and stderr of one exec, each.
 	DefaultMaxOutput = 64 << 10
 	// MaxOutputCeiling is the largest output cap: two of them still fit a
-	// reply in NATS's default 1 MiB max payload.
+	// msgpack reply in NATS's default 1 MiB max payload. An answer that
+	// does not (a JSON caller's escapes, a smaller max payload) has its
+	// outputs cut further.
 	MaxOutputCeiling = 256 << 10
 	// DefaultKillGrace is the time between SIGTERM and SIGKILL when an
 	// exec times out.

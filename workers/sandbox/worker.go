@@ -15,6 +15,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
+	"github.com/iii-on-nats/iii/workers/internal/answer"
 	"github.com/iii-on-nats/iii/workers/sandbox/fstool"
 )
 
@@ -138,7 +139,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 		}
 		w.m, w.reaper, w.beat = m, m.startReaper(o.reapInterval), m.startBeat()
 		started = true
-		return w.functions(m)
+		return w.functions(m, e)
 	})
 	if err != nil && started {
 		w.mu.Lock()
@@ -259,7 +260,7 @@ func (w *Worker) execTimeout(o options) time.Duration {
 	return o.max.Wall() + o.killGrace + killDeadline + 5*time.Second
 }
 
-func (w *Worker) functions(m *manager) ([]engine.Function, error) {
+func (w *Worker) functions(m *manager, e *engine.Engine) ([]engine.Function, error) {
 	// The file tools work in the caller's sandbox workdir, on this node,
 	// from the host side. As root they give what they create to the
 	// sandbox's user at once (and a replaced file keeps its owner), so a
@@ -269,15 +270,24 @@ func (w *Worker) functions(m *manager) ([]engine.Function, error) {
 	if err != nil {
 		return nil, err
 	}
-	own, err := w.ownFunctions(m)
+	own, err := w.ownFunctions(m, e)
 	if err != nil {
 		return nil, err
 	}
 	return append(own, tools...), nil
 }
 
-func (w *Worker) ownFunctions(m *manager) ([]engine.Function, error) {
+func (w *Worker) ownFunctions(m *manager, e *engine.Engine) ([]engine.Function, error) {
 	bind := w.shutdown.Bind
+	// An exec's answer is fitted to the server's max payload in the
+	// caller's codec (fitResult), read at each call: a reconnect may
+	// reach a server with another.
+	reply := func(r *engine.Request, res Result, err error) (any, error) {
+		if err != nil {
+			return nil, err
+		}
+		return fitResult(res, r.Codec, e.Conn().MaxPayload()-answer.Headroom)
+	}
 	return []engine.Function{
 		{
 			ID:             CreateFunction,
@@ -297,15 +307,20 @@ func (w *Worker) ownFunctions(m *manager) ([]engine.Function, error) {
 			ResponseSchema: resultSchema,
 			Timeout:        w.execTimeout(m.o),
 			Skill:          skill(ExecFunction),
-			Handler: engine.Typed(func(ctx context.Context, req ExecRequest) (Result, error) {
+			Handler: func(ctx context.Context, r *engine.Request) (any, error) {
+				var req ExecRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
 				ctx, release := bind(ctx)
 				defer release()
 				lv, err := m.resolve(ctx, req.SandboxID, "")
 				if err != nil {
-					return Result{}, err
+					return nil, err
 				}
-				return m.exec(ctx, lv, req.Command)
-			}),
+				res, err := m.exec(ctx, lv, req.Command)
+				return reply(r, res, err)
+			},
 		},
 		{
 			ID:             ShellExecFunction,
@@ -314,24 +329,29 @@ func (w *Worker) ownFunctions(m *manager) ([]engine.Function, error) {
 			ResponseSchema: resultSchema,
 			Timeout:        w.execTimeout(m.o),
 			Skill:          skill(ShellExecFunction),
-			Handler: engine.Typed(func(ctx context.Context, req Command) (Result, error) {
+			Handler: func(ctx context.Context, r *engine.Request) (any, error) {
+				var req Command
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
 				ctx, release := bind(ctx)
 				defer release()
 				// The session comes from the call's baggage, never from
 				// the arguments: the model writes those.
 				sid, _ := engine.SessionFromContext(ctx)
 				if sid == "" {
-					return Result{}, errNoSession
+					return nil, errNoSession
 				}
 				if err := validateSessionID(sid); err != nil {
-					return Result{}, wire.Wrap(wire.CodeNotFound, fmt.Errorf("%w for session %q: %w", ErrNoSandbox, sid, err), "")
+					return nil, wire.Wrap(wire.CodeNotFound, fmt.Errorf("%w for session %q: %w", ErrNoSandbox, sid, err), "")
 				}
 				lv, err := m.resolve(ctx, "", sid)
 				if err != nil {
-					return Result{}, err
+					return nil, err
 				}
-				return m.exec(ctx, lv, req)
-			}),
+				res, err := m.exec(ctx, lv, req)
+				return reply(r, res, err)
+			},
 		},
 		{
 			ID:             DestroyFunction,
