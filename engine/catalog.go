@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sort"
 	"strconv"
 	"time"
@@ -43,8 +44,14 @@ const (
 // Discover asks every NATS service on the bus for its info ($SRV.INFO) and
 // returns the instances that serve at least one function subject
 // ("iii.fn.…"), whatever language they are written in. It collects replies
-// until none arrives for a short quiet period or ctx ends.
+// until none arrives for a short quiet period or ctx's deadline, and
+// returns what arrived; none when no service is on the bus. A ctx
+// canceled during the collection, or ended before it, is its error
+// (canceled or timeout): nothing is returned as if it were the catalog.
 func (e *Engine) Discover(ctx context.Context) ([]micro.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wire.FromNATS(err)
+	}
 	inbox := e.nc.NewRespInbox()
 	sub, err := e.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -59,18 +66,23 @@ func (e *Engine) Discover(ctx context.Context) ([]micro.Info, error) {
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	var out []micro.Info
 	wait := discoverMax
 	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
-		}
-		msg, err := sub.NextMsg(min(wait, left))
-		if err == nats.ErrTimeout {
-			break
-		}
+		wctx, wcancel := context.WithTimeout(cctx, wait)
+		msg, err := sub.NextMsgWithContext(wctx)
+		wcancel()
 		if err != nil {
+			switch {
+			case errors.Is(ctx.Err(), context.Canceled):
+				return nil, wire.FromNATS(ctx.Err())
+			case errors.Is(err, context.DeadlineExceeded):
+				return out, nil // quiet, or the deadline
+			case errors.Is(err, nats.ErrNoResponders):
+				return out, nil // no service on the bus
+			}
 			return nil, wire.FromNATS(err)
 		}
 		wait = discoverQuiet
@@ -88,7 +100,6 @@ func (e *Engine) Discover(ctx context.Context) ([]micro.Info, error) {
 			out = append(out, info)
 		}
 	}
-	return out, nil
 }
 
 // FunctionsList is the live catalog: one entry per function id, across all

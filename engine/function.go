@@ -41,7 +41,9 @@ const HeaderTimeoutMs = "Iii-Timeout-Ms"
 
 // Handler serves one function call. The returned value is encoded in the
 // request's codec; a returned error is sent as a coded wire error (see
-// [wire.From]: errors that are not *wire.Error become internal).
+// [wire.From]: errors that are not *wire.Error become internal). A panic
+// in the handler, or in the encoding of its value (a MarshalJSON of its
+// own), is recovered and answered as internal.
 type Handler func(ctx context.Context, req *Request) (any, error)
 
 // Request is one call of a function.
@@ -376,7 +378,7 @@ func (w *Worker) serveFor(caller context.Context, f *Function, r micro.Request) 
 	start := time.Now()
 	resp, err := w.call(ctx, f, req)
 	if err == nil {
-		err = w.respond(r, codec, resp)
+		err = w.respond(r, f, codec, resp)
 		if err != nil && errors.Is(err, micro.ErrRespond) && !e.nc.IsConnected() {
 			// The connection is gone (closed, or reconnecting past its
 			// buffer): no reply, error reply included, reaches the
@@ -426,7 +428,7 @@ func (w *Worker) call(ctx context.Context, f *Function, req *Request) (resp any,
 	return resp, err
 }
 
-func (w *Worker) respond(r micro.Request, codec wire.Codec, resp any) error {
+func (w *Worker) respond(r micro.Request, f *Function, codec wire.Codec, resp any) error {
 	if r.Reply() == "" {
 		return nil
 	}
@@ -435,9 +437,9 @@ func (w *Worker) respond(r micro.Request, codec wire.Codec, resp any) error {
 	case Raw:
 		body = v
 	default:
-		b, err := codec.Marshal(resp)
+		b, err := w.encode(f, codec, resp)
 		if err != nil {
-			return wire.Wrap(wire.CodeInternal, err, "response does not encode")
+			return err
 		}
 		body = b
 	}
@@ -445,6 +447,24 @@ func (w *Worker) respond(r micro.Request, codec wire.Codec, resp any) error {
 		return wire.Errorf(wire.CodeInternal, "response of %d bytes exceeds the server's max payload", len(body))
 	}
 	return r.Respond(body, micro.WithHeaders(micro.Headers{wire.HeaderContentType: []string{codec.ContentType()}}))
+}
+
+// encode encodes f's response in codec. The response's own marshalers
+// are the handler's code: a panic there is an internal error, as one in
+// the handler is, not the end of the process (or, in a local call, of
+// the caller's goroutine).
+func (w *Worker) encode(f *Function, codec wire.Codec, resp any) (body []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.e.opts.logger.Error("function response panicked as it encoded", "function_id", f.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			body, err = nil, wire.Errorf(wire.CodeInternal, "function %s: response panicked as it encoded", f.ID)
+		}
+	}()
+	body, err = codec.Marshal(resp)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeInternal, err, "response does not encode")
+	}
+	return body, nil
 }
 
 // Functions lists the ids the worker serves, in registration order.

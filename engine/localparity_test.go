@@ -91,6 +91,12 @@ func (r parityReq) Validate() error {
 	return nil
 }
 
+// panicky is a reply whose encoding panics, in either codec.
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error)    { panic("MarshalJSON boom") }
+func (panicky) MarshalMsgpack() ([]byte, error) { panic("MarshalMsgpack boom") }
+
 // ctxIgnorer is a handler that does blocking work that does not watch
 // its context, for d, after saying on entered that it started.
 func ctxIgnorer(entered chan<- struct{}, d time.Duration) engine.Handler {
@@ -208,6 +214,19 @@ func TestLocalCallParity(t *testing.T) {
 			})
 			var first, second string
 			err1 := x.mp.Trigger(context.Background(), id, nil, &first)
+			err2 := x.mp.Trigger(context.Background(), id, nil, &second)
+			return codeOf(err1) + "; then " + outcome(second, err2)
+		}, "internal; then ok fine"},
+		{"reply panics as it encodes, then serves again", func(t *testing.T, x *parityEnv) string {
+			var n atomic.Int64
+			id := x.fn(t, func(context.Context, *engine.Request) (any, error) {
+				if n.Add(1) == 1 {
+					return panicky{}, nil
+				}
+				return "fine", nil
+			})
+			var first, second string
+			err1 := x.json.Trigger(context.Background(), id, nil, &first)
 			err2 := x.mp.Trigger(context.Background(), id, nil, &second)
 			return codeOf(err1) + "; then " + outcome(second, err2)
 		}, "internal; then ok fine"},

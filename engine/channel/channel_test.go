@@ -514,7 +514,7 @@ func TestByteWindow(t *testing.T) {
 // TestByteCreditCompat: byte credit is an optional header. A reader that
 // sends none (an older one, or another client) puts no byte limit on a
 // writer, and a writer that ignores it still streams to a reader that
-// sends it: only the frame window binds.
+// sends it, within the bytes the reader holds (TestFloodBoundedInBytes).
 func TestByteCreditCompat(t *testing.T) {
 	t.Parallel()
 	ns, re, we := pair(t)

@@ -118,10 +118,14 @@
 //     last grant, so a writer is never more than window frames, nor more
 //     than the byte window plus one frame, ahead of what the reader has
 //     consumed. [HeaderCreditBytes] is optional: a writer that never saw
-//     one (from a reader older than byte credit) has no byte limit, and a
-//     writer that ignores it is held by the frame window alone. A writer
-//     that ignores credit altogether overflows the reader's buffer (2 ×
-//     window + 16 frames) and the reader fails with [ErrGap].
+//     one (from a reader older than byte credit) has no byte limit. A
+//     reader holds at most 2 × window + 16 frames and 2 × byte window + 2
+//     × the server's max payload bytes (and 256 bytes of subject and
+//     headers per frame), counted as the frames arrive: a writer that
+//     ignores byte credit is read while it stays within that, and one that
+//     goes past it (ignoring credit altogether) is cut off there: its
+//     later frames are dropped and the reader fails with [ErrGap] after
+//     the frames it kept.
 //   - A writer subscribes to the ack subject, then publishes
 //     {[HeaderKind]: "ping"} on the ping subject with the ack subject as
 //     reply subject. The reader answers with its current credit (window,

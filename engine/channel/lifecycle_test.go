@@ -416,6 +416,55 @@ func TestDroppedFramesAreAGap(t *testing.T) {
 	}
 }
 
+// TestFloodBoundedInBytes: a writer that ignores credit is cut off by the
+// bytes the reader holds for it, not only by their number. Forty frames of
+// 256 KiB fit the frame buffer (2 × 16 + 16 frames) but would hold 10 MiB:
+// the reader keeps about twice its byte window and two max payloads, reads
+// those, then fails with a gap (the end frame never comes).
+func TestFloodBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	ns, re, _ := pair(t)
+	ctx := testCtx(t)
+	nc := enginetest.Connect(t, ns)
+	const window, byteWindow, size, n = 16, 64 << 10, 256 << 10, 40
+	r := open(t, re, channel.WithWindow(window), channel.WithByteWindow(byteWindow))
+	subj, _ := subjects.ChannelSubject(r.ID())
+	for seq := 1; seq <= n+1; seq++ {
+		kind, data := "data", make([]byte, size)
+		if seq > n {
+			kind, data = "end", nil
+		}
+		h := nats.Header{channel.HeaderSeq: {strconv.Itoa(seq)}, channel.HeaderKind: {kind}}
+		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: h, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delivered(t, nc, re.Conn())
+	// Every frame went through the reader's bounds before it reads any.
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if k := channel.FramesPending(r); k > 0 {
+			return fmt.Errorf("%d frames pending", k)
+		}
+		return nil
+	})
+	var read int
+	for {
+		_, err := r.Next(ctx)
+		if err == nil {
+			read++
+			continue
+		}
+		if !errors.Is(err, channel.ErrGap) {
+			t.Fatalf("Next after %d frames = %v, want ErrGap", read, err)
+		}
+		break
+	}
+	bound := 2*byteWindow + 2*int(re.Conn().MaxPayload()) + (2*window+16)*256
+	if read == 0 || read*size > bound {
+		t.Fatalf("read %d frames of %d bytes before the gap, want 1..%d bytes", read, size, bound)
+	}
+}
+
 // TestIdleWriterEndsTheStream: a writer whose owner never calls Close or
 // Fail (it forgot, or is stuck) ends the stream itself after its idle
 // timeout: the reader gets a timeout error frame instead of waiting for

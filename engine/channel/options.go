@@ -79,7 +79,8 @@ func WithWindow(n int) Option {
 // reader consumed, plus the one frame that crossed the limit (1 to
 // [MaxByteWindow]; default [DefaultByteWindow]). With [WithWindow] it
 // bounds what a reader buffers for a writer that honours credit: at most
-// window frames and byte window bytes plus one frame. A frame larger than
+// window frames and byte window bytes plus one frame; a writer that does
+// not is cut off at twice that (package doc, "Protocol"). A frame larger than
 // the byte window still goes, once the frames before it were consumed.
 // Reader side.
 func WithByteWindow(n int) Option {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,13 @@ type Reader struct {
 
 	ch   chan *nats.Msg
 	done chan struct{} // closed by Close
+	// The bus frames in ch, counted as they arrive (onFrame) and as Next
+	// takes them, and their bounds: a writer that ignores credit is cut
+	// off there (overflowed), not held in memory. Local frames are not
+	// counted: a local writer always honours credit.
+	queued, queuedBytes       atomic.Int64
+	maxQueued, maxQueuedBytes int64
+	overflowed                atomic.Bool
 	// smu guards bus and gone: the reader's subscriptions, made by Open
 	// or, with WithLocalFirst, by Subscribe; gone once they are dropped
 	// for good.
@@ -120,10 +128,10 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 		log:        e.Logger(),
 		// A writer that honours credit has at most window data frames
 		// (and at most byte window bytes plus one frame) and one terminal
-		// frame in flight; the rest is slack for a sloppy one. A message
-		// that does not fit is dropped by the client and shows up as a
-		// gap, never as silent loss.
-		ch:     make(chan *nats.Msg, 2*o.window+16),
+		// frame in flight; the rest is slack for a sloppy one. A frame
+		// past the bounds is dropped and shows up as a gap, never as
+		// silent loss. The last place is kept for overflowMark.
+		ch:     make(chan *nats.Msg, maxQueued(o.window)+1),
 		done:   make(chan struct{}),
 		next:   1,
 		probes: make(chan *nats.Msg, 4),
@@ -132,6 +140,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 	}
 	// The reader has room for a window before it consumes anything; a
 	// writer learns it by asking on the ping subject.
+	r.maxQueued, r.maxQueuedBytes = int64(maxQueued(o.window)), maxQueuedBytes(o.window, o.byteWindow, r.nc.MaxPayload())
 	r.granted.Store(r.window)
 	r.grantedBytes.Store(r.byteWindow)
 	r.timer = time.NewTimer(o.idle)
@@ -161,7 +170,13 @@ func (r *Reader) Subscribe(ctx context.Context) error {
 	}
 	b := &busSubs{probeInbox: r.nc.NewInbox()}
 	var err error
-	if b.sub, err = r.nc.ChanSubscribe(r.subj, r.ch); err != nil {
+	if b.sub, err = r.nc.Subscribe(r.subj, r.onFrame); err != nil {
+		return wire.FromNATS(err)
+	}
+	// The client's own queue ahead of onFrame holds no more than ch may;
+	// what it drops is a gap (dropped).
+	if err = b.sub.SetPendingLimits(int(r.maxQueued), int(min(r.maxQueuedBytes, math.MaxInt))); err != nil {
+		_ = b.sub.Unsubscribe()
 		return wire.FromNATS(err)
 	}
 	if b.ping, err = r.nc.Subscribe(r.subj+pingSuffix, r.onPing); err != nil {
@@ -185,6 +200,52 @@ func (r *Reader) Subscribe(ctx context.Context) error {
 		return wire.FromNATS(err)
 	}
 	return nil
+}
+
+// frameOverhead is what a reader allows per buffered frame for its
+// subject and headers, on top of the payload bytes of the windows.
+const frameOverhead = 256
+
+// maxQueued is how many bus frames a reader holds: twice the window, and
+// slack for a terminal frame and a sloppy writer.
+func maxQueued(window int) int { return 2*window + 16 }
+
+// maxQueuedBytes is how many bytes of bus frames (as received: subject,
+// headers, payload) a reader holds: twice the byte window and two max
+// payloads (the frame that crossed the byte credit, a terminal frame),
+// and the headers of maxQueued frames. A writer that honours credit
+// stays below half of it.
+func maxQueuedBytes(window, byteWindow int, maxPayload int64) int64 {
+	return 2*int64(byteWindow) + 2*max(maxPayload, 0) + int64(maxQueued(window))*frameOverhead
+}
+
+// overflowMark follows in ch the last frame a reader kept before it cut
+// off a writer that overflowed its bounds: Next fails there with ErrGap.
+var overflowMark = &nats.Msg{}
+
+// onFrame queues a frame from the bus for Next, within the reader's
+// bounds, counted as the frame arrives (a channel subscription would hold
+// maxQueued frames of up to the max payload each). The first frame past
+// them is dropped with every later one, and the subscription goes at
+// once, so a flood stops reaching this client.
+func (r *Reader) onFrame(m *nats.Msg) {
+	if r.overflowed.Load() {
+		return
+	}
+	n, b := r.queued.Add(1), r.queuedBytes.Add(int64(m.Size()))
+	if n <= r.maxQueued && b <= r.maxQueuedBytes {
+		select {
+		case r.ch <- m:
+			return
+		default: // a local writer's frames took the room: two writers
+		}
+	}
+	r.overflowed.Store(true)
+	_ = m.Sub.Unsubscribe()
+	select {
+	case r.ch <- overflowMark:
+	default: // Next finds the overflow when ch is empty (lost)
+	}
 }
 
 // ID is the channel id to hand to the writer ([NewWriter]).
@@ -263,8 +324,8 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 						continue
 					}
 				}
-				if n := r.dropped(); n > 0 {
-					return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
+				if err := r.lost(); err != nil {
+					return Frame{}, r.fail(err)
 				}
 				return Frame{}, r.fail(fmt.Errorf("%w: no frame for %v after frame %d", ErrIdleTimeout, r.idle, r.next-1))
 			case <-attach:
@@ -282,16 +343,20 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 					continue
 				}
 				if len(pm.Data) == 0 && pm.Header.Get(statusHeader) == statusNoResponders {
-					select {
-					case m = <-r.ch: // the writer's last frames came first
+					// The writer's last frames came first: they are in
+					// ch, or on their way to it through onFrame.
+					var settled bool
+					if m, settled = r.settle(); m != nil {
 						r.timer.Stop()
 						break wait
-					default:
+					}
+					if !settled {
+						continue // the next probe looks again
 					}
 					r.timer.Stop()
-					if n := r.dropped(); n > 0 {
+					if err := r.lost(); err != nil {
 						// Frames were lost here, not only the writer.
-						return Frame{}, r.fail(fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1))
+						return Frame{}, r.fail(err)
 					}
 					return Frame{}, r.fail(fmt.Errorf("%w: no subscriber on its control subject after frame %d", ErrWriterGone, r.next-1))
 				}
@@ -307,18 +372,62 @@ func probeInterval(idle time.Duration) time.Duration {
 	return min(max(idle/4, 250*time.Millisecond), 2*time.Second)
 }
 
-// dropped is how many frames the client dropped for a full buffer.
-func (r *Reader) dropped() int {
+// lost is the gap error of frames dropped past the reader's bounds, by
+// onFrame or by the client ahead of it, or nil.
+func (r *Reader) lost() error {
+	if r.overflowed.Load() {
+		return r.overflowErr()
+	}
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	if r.bus == nil {
-		return 0
+		return nil
 	}
-	n, err := r.bus.sub.Dropped()
-	if err != nil {
-		return 0
+	if n, err := r.bus.sub.Dropped(); err == nil && n > 0 {
+		return fmt.Errorf("%w: %d frames dropped by the client after frame %d", ErrGap, n, r.next-1)
 	}
-	return n
+	return nil
+}
+
+func (r *Reader) overflowErr() error {
+	return fmt.Errorf("%w: frames dropped after frame %d: the writer went past the reader's buffer (%d frames, %d bytes) without credit", ErrGap, r.next-1, r.maxQueued, r.maxQueuedBytes)
+}
+
+// settleTimeout bounds how long settle waits for onFrame to catch up.
+const settleTimeout = 50 * time.Millisecond
+
+// settle returns a frame from ch once the messages the client received on
+// the frame subscription before now went through onFrame; settled is
+// false when they did not within settleTimeout (a starved goroutine).
+// Lock held.
+func (r *Reader) settle() (m *nats.Msg, settled bool) {
+	r.smu.Lock()
+	b := r.bus
+	r.smu.Unlock()
+	deadline := time.Now().Add(settleTimeout)
+	for wait := 10 * time.Microsecond; ; wait = min(2*wait, time.Millisecond) {
+		select {
+		case m := <-r.ch:
+			return m, true
+		default:
+		}
+		if b == nil {
+			return nil, true
+		}
+		// Pending counts a message until onFrame has returned from it.
+		if n, _, err := b.sub.Pending(); err != nil || n == 0 {
+			select {
+			case m := <-r.ch:
+				return m, true
+			default:
+				return nil, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, false
+		}
+		time.Sleep(wait)
+	}
 }
 
 // probe sends the writer a credit grant (harmless: credit is cumulative)
@@ -341,6 +450,13 @@ func (r *Reader) probe() {
 
 // frame checks and consumes one message. Lock held.
 func (r *Reader) frame(m *nats.Msg) (Frame, error) {
+	if m == overflowMark {
+		return Frame{}, r.fail(r.overflowErr())
+	}
+	if m.Sub != nil { // from the bus (onFrame)
+		r.queued.Add(-1)
+		r.queuedBytes.Add(-int64(m.Size()))
+	}
 	seq, kind, err := parseFrame(m.Header)
 	if err != nil {
 		return Frame{}, r.fail(err)
