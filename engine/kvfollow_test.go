@@ -142,9 +142,7 @@ func TestFollowBucketCreatedAgain(t *testing.T) {
 					t.Errorf("keys while the bucket is away = %s, want [a b] kept", got)
 				}
 			}
-			if kv, err = js.CreateKeyValue(ctx, cfg); err != nil {
-				t.Fatal(err)
-			}
+			kv = enginetest.CreateKV(t, js, cfg)
 			if _, err := kv.PutString(ctx, "c", "new"); err != nil {
 				t.Fatal(err)
 			}

@@ -91,9 +91,7 @@ func TestWatchSurvivesBucketRecreate(t *testing.T) {
 					t.Errorf("jobs while the bucket is away = %+v, want them running on", got)
 				}
 			}
-			if _, err := js.CreateKeyValue(ctx, cron.JobsBucketConfig()); err != nil {
-				t.Fatal(err)
-			}
+			enginetest.CreateKV(t, js, cron.JobsBucketConfig())
 			for _, j := range []cron.Job{keep, {ID: "new", Expression: "@every 100ms", FunctionID: "test::tick"}} {
 				if err := cron.Schedule(ctx, e, j); err != nil {
 					t.Fatal(err)

@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/cluster/freeport"
 	"github.com/iii-on-nats/iii/engine"
@@ -167,4 +169,29 @@ func BusAndLocal(t *testing.T, test func(t *testing.T, local bool)) {
 			test(t, local)
 		})
 	}
+}
+
+// RecreateKV deletes bucket cfg.Bucket, when it exists, and creates it
+// again, as an operator's `nats kv rm` and `nats kv add` do. The create is
+// retried for 10 s: nats-server 2.15 sometimes fails to create a stream
+// right after deleting one of the same name ("error creating store for
+// stream", JetStream error 10049), about once in 30 tries here.
+func RecreateKV(t testing.TB, js jetstream.JetStream, cfg jetstream.KeyValueConfig) jetstream.KeyValue {
+	t.Helper()
+	ctx := context.Background()
+	if err := js.DeleteKeyValue(ctx, cfg.Bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("enginetest: delete bucket %s: %v", cfg.Bucket, err)
+	}
+	return CreateKV(t, js, cfg)
+}
+
+// CreateKV creates bucket cfg, retrying for 10 s as [RecreateKV] does.
+func CreateKV(t testing.TB, js jetstream.JetStream, cfg jetstream.KeyValueConfig) jetstream.KeyValue {
+	t.Helper()
+	var kv jetstream.KeyValue
+	Eventually(t, 10*time.Second, func() (err error) {
+		kv, err = js.CreateKeyValue(context.Background(), cfg)
+		return err
+	})
+	return kv
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/httpgw"
-	"github.com/iii-on-nats/iii/subjects"
 )
 
 // TestRoutesBucketCreatedAgain: a routes bucket deleted and created again
@@ -22,13 +21,7 @@ func TestRoutesBucketCreatedAgain(t *testing.T) {
 	ctx := context.Background()
 	f.route(t, "GET", "/old", "test::echo")
 	e := enginetest.NewEngine(t, f.ns)
-	if err := e.JetStream().DeleteKeyValue(ctx, subjects.HTTPRoutesBucket); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := e.JetStream().CreateKeyValue(ctx, httpgw.RoutesBucketConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := enginetest.RecreateKV(t, e.JetStream(), httpgw.RoutesBucketConfig())
 	// Another gateway (here a plain put, as that gateway's AddRoute does)
 	// stores a route in the new bucket.
 	if _, err := kv.Create(ctx, "GET.new", []byte(`{"method":"GET","path":"/new","function_id":"test::echo"}`)); err != nil {

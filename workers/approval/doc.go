@@ -115,7 +115,11 @@
 // Only approval::settings::set writes it (create when absent, else update
 // on the revision read, retried up to 8 times); the orchestrator reads it.
 // Readers treat an absent key as [DefaultSettings] and an absent mode as
-// "manual".
+// "manual". This worker leaves out a stored pattern that no longer
+// validates ("**", stored before all-'*' patterns were refused) when it
+// reads the settings (logged once per stored value), so
+// approval::settings::get answers and approval::settings::set keeps the
+// other patterns, writing the list back without it.
 //
 // # Decision receipts
 //

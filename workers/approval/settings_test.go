@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,7 +119,9 @@ func TestSettingsStoredValues(t *testing.T) {
 		{`{"session_id":"other","always_allow":["a::b"]}`, `{"session_id":"k1","mode":"manual","always_allow":["a::b"]}`},
 		{`not json`, ""},
 		{`{"mode":"yolo"}`, ""},
-		{`{"mode":"auto","always_allow":["*"]}`, ""},
+		// A pattern that no longer validates is left out, the rest kept.
+		{`{"mode":"auto","always_allow":["*"]}`, `{"session_id":"k4","mode":"auto","always_allow":[]}`},
+		{`{"mode":"full","always_allow":["fs::read","**","a b","git::*"]}`, `{"session_id":"k5","mode":"full","always_allow":["fs::read","git::*"]}`},
 	} {
 		sid := fmt.Sprintf("k%d", i)
 		if _, err := f.settings.Put(ctx, sid, []byte(tc.stored)); err != nil {
@@ -150,6 +154,57 @@ func TestSettingsStoredValues(t *testing.T) {
 	m := agent.ApprovalFull
 	if st, err := f.w.Store().SetSettings(ctx, SettingsSetRequest{SessionID: "k0", Mode: &m}); err != nil || st.Mode != agent.ApprovalFull {
 		t.Fatalf("set after delete: %+v, %v", st, err)
+	}
+}
+
+// TestSettingsStoredAllStar: settings stored before always_allow refused
+// every all-'*' pattern, with "**" among their patterns, are read without
+// it (logged once per stored value), so settings::get answers; a set
+// over them keeps the other patterns and writes the list back without it;
+// a set with it is still refused.
+func TestSettingsStoredAllStar(t *testing.T) {
+	t.Parallel()
+	var logs enginetest.Buffer
+	f := newFixture(t, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ctx := context.Background()
+	const warning = "stored always_allow patterns no longer valid"
+	// Written by hand, as approval::settings::set wrote it before.
+	if _, err := f.settings.Put(ctx, "s1", []byte(`{"session_id":"s1","mode":"auto","always_allow":["fs::read","**"],"updated_at":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	get := func() string {
+		t.Helper()
+		st, err := engine.Call[agent.ApprovalSettings](ctx, f.e, SettingsGetFunction, SettingsGetRequest{SessionID: "s1"})
+		if err != nil {
+			t.Fatalf("get: %v", err)
+		}
+		return mustJSON(t, st)
+	}
+	for range 3 {
+		if got, want := get(), `{"session_id":"s1","mode":"auto","always_allow":["fs::read"],"updated_at":1}`; got != want {
+			t.Fatalf("get:\n got %s\nwant %s", got, want)
+		}
+	}
+	if n := strings.Count(logs.String(), warning); n != 1 {
+		t.Errorf("%d warnings for one stored value, want 1:\n%s", n, logs.String())
+	}
+
+	// A set with "**" is refused; one over the stored value keeps the
+	// valid patterns.
+	list := []string{"**"}
+	if _, err := engine.Call[agent.ApprovalSettings](ctx, f.e, SettingsSetFunction, SettingsSetRequest{SessionID: "s1", AlwaysAllow: &list}); !errors.Is(err, wire.ErrInvalidPayload) {
+		t.Errorf("set always_allow [\"**\"]: %v, want invalid_payload", err)
+	}
+	m := agent.ApprovalManual
+	if _, err := engine.Call[agent.ApprovalSettings](ctx, f.e, SettingsSetFunction, SettingsSetRequest{SessionID: "s1", Mode: &m}); err != nil {
+		t.Fatalf("set mode: %v", err)
+	}
+	ent, err := f.settings.Get(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(ent.Value()), fmt.Sprintf(`{"session_id":"s1","mode":"manual","always_allow":["fs::read"],"updated_at":%d}`, testNow.UnixMilli()); got != want {
+		t.Errorf("stored after set:\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,7 +64,20 @@ type Store struct {
 	settleDelay time.Duration
 	// nc is the connection the buckets are used over (engine.MirrorKV).
 	nc *nats.Conn
+	// warned is shared by the copies of a Store the tests make.
+	warned *warnedSettings
 }
+
+// warnedSettings holds the stored settings (session id → revision) whose
+// dropped patterns were logged, so that each value is logged once.
+type warnedSettings struct {
+	mu   sync.Mutex
+	revs map[string]uint64
+}
+
+// maxWarned bounds the settings a [warnedSettings] remembers; past it the
+// memory starts over (a value may then be logged again).
+const maxWarned = 1024
 
 // Open opens (creating when missing) the approvals, settings and
 // decisions buckets through e: their primary copies and, when e has a
@@ -92,7 +106,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if st, err := decisions.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < o.decisionTTL {
 		logger.Warn("the decisions bucket drops receipts before the decision TTL", "bucket", DecisionsBucket, "max_age", st.TTL(), "decision_ttl", o.decisionTTL)
 	}
-	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, nc: e.Conn(), now: o.now, logger: logger, decisionTTL: o.decisionTTL, settleDelay: o.settleDelay}, nil
+	return &Store{kv: e.SessionKV, regions: e.SessionRegions, regionKV: e.RegionKV, maxPayload: e.Conn().MaxPayload, nc: e.Conn(), now: o.now, logger: logger, decisionTTL: o.decisionTTL, settleDelay: o.settleDelay, warned: &warnedSettings{}}, nil
 }
 
 // bucket is the copy of per-session bucket holding session sid's keys. A
@@ -487,8 +501,10 @@ func DefaultSettings(sid string) agent.ApprovalSettings {
 
 // Settings returns the approval settings of session sid, or
 // [DefaultSettings] when none were set. A stored value that does not decode
-// (or holds an unknown mode or a bad pattern) is an internal error rather
-// than a silent default.
+// (or holds an unknown mode) is an internal error rather than a silent
+// default. A stored pattern that is not valid (now) — "**", refused since
+// it was stored, or a value written by hand — is left out of the list,
+// logged once per stored value: leaving it out approves less, never more.
 func (s *Store) Settings(ctx context.Context, sid string) (agent.ApprovalSettings, error) {
 	if err := (SettingsGetRequest{SessionID: sid}).Validate(); err != nil {
 		return agent.ApprovalSettings{}, err
@@ -504,36 +520,59 @@ func (s *Store) Settings(ctx context.Context, sid string) (agent.ApprovalSetting
 	if err != nil {
 		return agent.ApprovalSettings{}, storeErr(ctx, err, "read approval settings of %s", sid)
 	}
-	st, err := decodeSettings(sid, ent.Value())
+	st, dropped, err := decodeSettings(sid, ent.Value())
 	if err != nil {
 		return agent.ApprovalSettings{}, wire.Wrap(wire.CodeInternal, err, "approval settings of session %q", sid)
 	}
+	s.warnDropped(sid, ent.Revision(), dropped)
 	return st, nil
 }
 
 // decodeSettings reads a stored settings value: an absent mode is manual,
-// a nil list is empty, and the session id is sid's.
-func decodeSettings(sid string, value []byte) (agent.ApprovalSettings, error) {
-	var st agent.ApprovalSettings
+// a nil list is empty, and the session id is sid's. The patterns that do
+// not validate (agent.ValidatePattern changed since they were stored, or
+// they were written by hand) are left out, and returned as dropped.
+func decodeSettings(sid string, value []byte) (st agent.ApprovalSettings, dropped []string, err error) {
 	if err := json.Unmarshal(value, &st); err != nil {
-		return agent.ApprovalSettings{}, fmt.Errorf("stored value does not decode: %w", err)
+		return agent.ApprovalSettings{}, nil, fmt.Errorf("stored value does not decode: %w", err)
 	}
 	if st.Mode == "" {
 		st.Mode = agent.ApprovalManual
 	}
 	if !st.Mode.Valid() {
-		return agent.ApprovalSettings{}, fmt.Errorf("stored mode %.32q is unknown", string(st.Mode))
+		return agent.ApprovalSettings{}, nil, fmt.Errorf("stored mode %.32q is unknown", string(st.Mode))
 	}
+	kept := make([]string, 0, len(st.AlwaysAllow))
 	for _, p := range st.AlwaysAllow {
-		if err := agent.ValidatePattern(p); err != nil {
-			return agent.ApprovalSettings{}, fmt.Errorf("stored pattern: %w", err)
+		if agent.ValidatePattern(p) != nil {
+			dropped = append(dropped, p)
+			continue
 		}
+		kept = append(kept, p)
 	}
-	if st.AlwaysAllow == nil {
-		st.AlwaysAllow = []string{}
-	}
+	st.AlwaysAllow = kept
 	st.SessionID = sid
-	return st, nil
+	return st, dropped, nil
+}
+
+// warnDropped logs, once per stored value (session sid at revision rev),
+// the patterns left out of it.
+func (s *Store) warnDropped(sid string, rev uint64, dropped []string) {
+	if len(dropped) == 0 {
+		return
+	}
+	w := s.warned
+	w.mu.Lock()
+	if w.revs == nil || len(w.revs) >= maxWarned {
+		w.revs = map[string]uint64{}
+	}
+	seen := w.revs[sid] == rev
+	w.revs[sid] = rev
+	w.mu.Unlock()
+	if !seen {
+		s.logger.Warn("approval settings: stored always_allow patterns no longer valid, left out; settings::set rewrites the list",
+			"session_id", sid, "revision", rev, "dropped", len(dropped), "first", fmt.Sprintf("%.80q", dropped[0]))
+	}
 }
 
 // SetSettings changes the settings of session req.SessionID: the fields
@@ -541,7 +580,8 @@ func decodeSettings(sid string, value []byte) (agent.ApprovalSettings, error) {
 // order), the others stay, and updated_at is stamped. The write is a
 // compare-and-set (create when absent), retried on conflict; a stored value
 // that does not decode is replaced, the missing fields taken from
-// [DefaultSettings].
+// [DefaultSettings], and a stored list kept loses the patterns that no
+// longer validate (as [Store.Settings] reads it).
 func (s *Store) SetSettings(ctx context.Context, req SettingsSetRequest) (agent.ApprovalSettings, error) {
 	if err := req.Validate(); err != nil {
 		return agent.ApprovalSettings{}, err
@@ -560,9 +600,10 @@ func (s *Store) SetSettings(ctx context.Context, req SettingsSetRequest) (agent.
 			return agent.ApprovalSettings{}, storeErr(ctx, err, "read approval settings of %s", sid)
 		default:
 			rev = ent.Revision()
-			if st, derr := decodeSettings(sid, ent.Value()); derr != nil {
+			if st, dropped, derr := decodeSettings(sid, ent.Value()); derr != nil {
 				s.logger.Warn("approval settings do not decode; replacing them", "session_id", sid, "error", derr)
 			} else {
+				s.warnDropped(sid, rev, dropped)
 				cur = st
 			}
 		}

@@ -103,8 +103,14 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Directory, er
 	d.rebuild()
 	wctx, stop := context.WithCancel(context.Background())
 	d.stop = stop
+	w, err := engine.WatchKV(wctx, e.Conn(), kv, engine.KVWatchConfig{})
+	if err != nil {
+		stop()
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "watch %s", subjects.SkillsBucket)
+	}
 	ready := make(chan struct{})
-	go d.follow(wctx, ready)
+	loadErr := make(chan error, 1)
+	go d.follow(wctx, w, o.bucketCheck, ready, loadErr)
 	if d.dir != "" {
 		go d.pollFolder(wctx)
 	} else {
@@ -113,6 +119,9 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Directory, er
 	select {
 	case <-ready:
 		return d, nil
+	case <-d.watchDone:
+		_ = d.Close(context.Background())
+		return nil, wire.Wrap(wire.CodeUnavailable, <-loadErr, "load %s", subjects.SkillsBucket)
 	case <-ctx.Done():
 		_ = d.Close(context.Background())
 		return nil, wire.Wrap(wire.CodeUnavailable, ctx.Err(), "load %s", subjects.SkillsBucket)
@@ -206,46 +215,58 @@ func (d *Directory) rebuild() {
 	d.view.Store(&view{skills: skills, byID: byID, index: sync.OnceValue(func() Index { return buildIndex(skills) })})
 }
 
-// follow mirrors the whole bucket until ctx ends (engine.MirrorKV). The
-// first load closes ready; the snapshot of a watch opened again replaces
-// the published skills.
-func (d *Directory) follow(ctx context.Context, ready chan struct{}) {
+// follow keeps the published skills equal to the bucket w watches until
+// ctx ends (engine.FollowBucket, checking every check): a bucket deleted
+// and created again is followed again, and each watch's snapshot replaces
+// the published skills; while the bucket is gone they stay. The first
+// load closes ready; a first watch that ends before it loads sends why on
+// loadErr (then watchDone closes).
+func (d *Directory) follow(ctx context.Context, w *engine.KVWatch, check time.Duration, ready chan struct{}, loadErr chan<- error) {
 	defer close(d.watchDone)
 	var fresh map[string]Skill
-	engine.MirrorKV(ctx, d.e.Conn(), d.kv, d.logger, engine.KVMirror{
-		Begin: func() { fresh = map[string]Skill{} },
-		Entry: func(ent jetstream.KeyValueEntry, live bool) {
-			id, sk, ok := d.decode(ent)
-			if !ok {
-				return
-			}
-			if !live {
-				if sk != nil {
-					fresh[id] = *sk
-				} else {
-					delete(fresh, id)
+	err := engine.FollowBucket(ctx, d.e, w, engine.BucketFollower{
+		Name:  "skills",
+		Check: check,
+		KVMirror: engine.KVMirror{
+			Begin: func() { fresh = map[string]Skill{} },
+			Entry: func(ent jetstream.KeyValueEntry, live bool) {
+				id, sk, ok := d.decode(ent)
+				if !ok {
+					return
 				}
-				return
-			}
-			d.mu.Lock()
-			if sk != nil {
-				d.published[id] = *sk
-			} else {
-				delete(d.published, id)
-			}
-			d.mu.Unlock()
-			d.rebuild()
-		},
-		Loaded: func(first bool) {
-			d.mu.Lock()
-			d.published = fresh
-			d.mu.Unlock()
-			d.rebuild()
-			if first {
-				close(ready)
-			}
+				if !live {
+					if sk != nil {
+						fresh[id] = *sk
+					} else {
+						delete(fresh, id)
+					}
+					return
+				}
+				d.mu.Lock()
+				if sk != nil {
+					d.published[id] = *sk
+				} else {
+					delete(d.published, id)
+				}
+				d.mu.Unlock()
+				d.rebuild()
+			},
+			Loaded: func(first bool) {
+				d.mu.Lock()
+				d.published = fresh
+				d.mu.Unlock()
+				fresh = nil
+				d.rebuild()
+				if first {
+					close(ready)
+				}
+			},
 		},
 	})
+	if err != nil {
+		d.logger.Error("skills watch ended before the skills loaded", "bucket", subjects.SkillsBucket, "error", err)
+	}
+	loadErr <- err // nil once ctx ended: nobody reads it then
 }
 
 // decode reads a bucket entry: ok is false for a key that is not a skill

@@ -42,8 +42,11 @@
 //     (engine.Function.Skill), under subjects.SkillKey(worker, function).
 //     Any NATS client can do the same:
 //     nats kv put iii-skills sandbox.fs=3A=3Aread "$(cat read.md)".
-//     The directory follows the bucket with a KV watch: puts and deletes
-//     show within milliseconds.
+//     The directory follows the bucket with a KV watch
+//     (engine.FollowBucket): puts and deletes show within milliseconds. A
+//     bucket deleted and created again (`nats kv rm`/`add`, a restore) is
+//     followed again within engine.DefaultBucketCheck, its skills
+//     replacing those published; while the bucket is gone they stay.
 //   - The skills folder ([WithDir], setting "dir", default <home>/skills):
 //     "<dir>/<worker>/<name>.md" is the skill "<worker>/<name>". It is
 //     polled every [DefaultPollInterval] (setting "poll_interval"); a

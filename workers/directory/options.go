@@ -28,6 +28,10 @@ type options struct {
 	dir    string
 	poll   time.Duration
 	logger *slog.Logger // nil: the engine's
+	// bucketCheck is how often the directory asks whether the skills
+	// bucket was deleted or created again (engine.FollowBucket); 0: the
+	// engine's default. Tests shorten it.
+	bucketCheck time.Duration
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -69,7 +73,8 @@ func WithPollInterval(d time.Duration) Option {
 // WithLogger sets the logger (default: the engine's, with
 // worker=directory). Skills that are ignored or partly ignored (a bad key,
 // a bad file name, a malformed frontmatter) are logged at Warn, once per
-// version.
+// version; the bucket watch's reopenings go to the engine's logger
+// (engine.FollowBucket).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {

@@ -75,7 +75,10 @@
 // missing; a reconciled record past the retention is deleted by the next
 // reconcile (with the revision it read: a record another replica
 // rewrote meanwhile stays). Only models::reconcile writes it. Every replica follows the bucket with a
-// KV watch and serves list, get and supports from memory: the base
+// KV watch (engine.FollowBucket: a bucket deleted and created again, by
+// `nats kv rm`/`add` or a restore, is followed again within
+// engine.DefaultBucketCheck, its records replacing those served; while it
+// is gone they stay) and serves list, get and supports from memory: the base
 // catalog, each entry's availability from its record, plus the reconciled
 // records. A record under the id of a model the catalog describes only
 // contributes its availability; one under an alias of it (reconciled

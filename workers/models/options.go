@@ -33,6 +33,10 @@ type options struct {
 	reconcileTimeout time.Duration
 	missingRetention time.Duration
 	now              func() time.Time // the clock of missing_since
+	// bucketCheck is how often the store asks whether the models bucket
+	// was deleted or created again (engine.FollowBucket); 0: the engine's
+	// default. Tests shorten it.
+	bucketCheck time.Duration
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -108,7 +112,8 @@ func WithCatalogFile(path string) Option {
 
 // WithLogger sets the logger (default: the engine's, with worker=models).
 // Records of the bucket that do not decode and provider models that are
-// skipped are logged at Warn.
+// skipped are logged at Warn; the bucket watch's reopenings go to the
+// engine's logger (engine.FollowBucket).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {

@@ -69,6 +69,10 @@ type Store struct {
 
 	mu      sync.Mutex
 	overlay map[string]overlayEntry // by KV key; deletes stay as tombstones
+	// racing holds the keys this store wrote while a watch snapshot
+	// loaded (nil between loads): the only state newer than the snapshot
+	// that [Store.replace] keeps.
+	racing map[string]struct{}
 
 	stop      context.CancelFunc
 	watchDone chan struct{}
@@ -123,11 +127,20 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	s.rebuildLocked()
 	wctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
+	w, err := engine.WatchKV(wctx, e.Conn(), kv, engine.KVWatchConfig{})
+	if err != nil {
+		stop()
+		return nil, storeErr(ctx, err, "watch %s", subjects.ModelsBucket)
+	}
 	ready := make(chan struct{})
-	go s.follow(wctx, ready)
+	loadErr := make(chan error, 1)
+	go s.follow(wctx, w, o.bucketCheck, ready, loadErr)
 	select {
 	case <-ready:
 		return s, nil
+	case <-s.watchDone:
+		stop()
+		return nil, storeErr(ctx, <-loadErr, "load %s", subjects.ModelsBucket)
 	case <-ctx.Done():
 		_ = s.Close(context.Background())
 		return nil, storeErr(ctx, ctx.Err(), "load %s", subjects.ModelsBucket)
@@ -146,29 +159,46 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 }
 
-// follow mirrors the whole bucket until ctx ends (engine.MirrorKV). The
-// first load closes ready; the snapshot of a watch opened again replaces
-// the overlay.
-func (s *Store) follow(ctx context.Context, ready chan struct{}) {
+// follow keeps the overlay equal to the bucket w watches until ctx ends
+// (engine.FollowBucket, checking every check): a bucket deleted and
+// created again is followed again, and each watch's snapshot replaces the
+// overlay; while the bucket is gone the overlay stays. The first load
+// closes ready; a first watch that ends before it loads sends why on
+// loadErr (then watchDone closes).
+func (s *Store) follow(ctx context.Context, w *engine.KVWatch, check time.Duration, ready chan struct{}, loadErr chan<- error) {
 	defer close(s.watchDone)
 	var fresh map[string]overlayEntry
-	engine.MirrorKV(ctx, s.e.Conn(), s.kv, s.logger, engine.KVMirror{
-		Begin: func() { fresh = map[string]overlayEntry{} },
-		Entry: func(ent jetstream.KeyValueEntry, live bool) {
-			rec := s.decode(ent)
-			if !live {
-				fresh[ent.Key()] = overlayEntry{rec: rec, rev: ent.Revision()}
-				return
-			}
-			s.apply(ent.Key(), rec, ent.Revision())
-		},
-		Loaded: func(first bool) {
-			s.replace(fresh)
-			if first {
-				close(ready)
-			}
+	err := engine.FollowBucket(ctx, s.e, w, engine.BucketFollower{
+		Name:  "models catalog",
+		Check: check,
+		KVMirror: engine.KVMirror{
+			Begin: func() {
+				fresh = map[string]overlayEntry{}
+				s.mu.Lock()
+				s.racing = map[string]struct{}{}
+				s.mu.Unlock()
+			},
+			Entry: func(ent jetstream.KeyValueEntry, live bool) {
+				rec := s.decode(ent)
+				if !live {
+					fresh[ent.Key()] = overlayEntry{rec: rec, rev: ent.Revision()}
+					return
+				}
+				s.apply(ent.Key(), rec, ent.Revision(), false)
+			},
+			Loaded: func(first bool) {
+				s.replace(fresh)
+				fresh = nil
+				if first {
+					close(ready)
+				}
+			},
 		},
 	})
+	if err != nil {
+		s.logger.Error("models catalog watch ended before the records loaded", "bucket", subjects.ModelsBucket, "error", err)
+	}
+	loadErr <- err // nil once ctx ended: nobody reads it then
 }
 
 // decode reads a bucket entry; a delete, a purge or a value that does not
@@ -211,20 +241,27 @@ func decodeRecord(key string, value []byte) (*Record, error) {
 }
 
 // apply records key's state at rev unless a newer revision is known, and
-// swaps in a new view.
-func (s *Store) apply(key string, rec *Record, rev uint64) {
+// swaps in a new view. own is a write of this store (not seen through the
+// watch).
+func (s *Store) apply(key string, rec *Record, rev uint64, own bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.overlay[key]; ok && cur.rev >= rev {
 		return
 	}
 	s.overlay[key] = overlayEntry{rec: rec, rev: rev}
+	if own && s.racing != nil {
+		s.racing[key] = struct{}{}
+	}
 	s.rebuildLocked()
 }
 
-// replace installs a watch snapshot. A key this store wrote at a revision
-// newer than anything the snapshot saw (a reconcile that raced the watch)
-// keeps its state; the live watch delivers it again anyway.
+// replace installs a watch snapshot in place of the overlay. A key this
+// store wrote while the snapshot loaded, at a revision newer than the
+// snapshot saw (a reconcile that raced the watch), keeps its state until
+// the live watch delivers it. Nothing else is kept: the revisions of a
+// bucket deleted and created again start over, so the old overlay's are
+// not compared with the snapshot's.
 func (s *Store) replace(fresh map[string]overlayEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -232,11 +269,13 @@ func (s *Store) replace(fresh map[string]overlayEntry) {
 	for _, f := range fresh {
 		maxRev = max(maxRev, f.rev)
 	}
-	for k, cur := range s.overlay {
-		if f, ok := fresh[k]; (ok && f.rev < cur.rev) || (!ok && cur.rev > maxRev) {
+	for k := range s.racing {
+		cur, had := s.overlay[k]
+		if f, ok := fresh[k]; had && ((ok && f.rev < cur.rev) || (!ok && cur.rev > maxRev)) {
 			fresh[k] = cur
 		}
 	}
+	s.racing = nil
 	s.overlay = fresh
 	s.rebuildLocked()
 }
@@ -437,7 +476,7 @@ func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileRespon
 		if err != nil {
 			return ReconcileResponse{}, storeErr(ctx, err, "write %s %s", subjects.ModelsBucket, key)
 		}
-		s.apply(key, &want, rev)
+		s.apply(key, &want, rev, true)
 	}
 	slices.Sort(drop)
 	for _, key := range drop {
@@ -452,7 +491,7 @@ func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileRespon
 		// The delete marker's revision is above cur.rev and below any
 		// later write of the key (the delete expected cur.rev): cur.rev+1
 		// orders it until the watch brings the exact one.
-		s.apply(key, nil, cur.rev+1)
+		s.apply(key, nil, cur.rev+1, true)
 		resp.Dropped++
 	}
 	if resp.Dropped > 0 {

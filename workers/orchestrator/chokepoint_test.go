@@ -21,6 +21,7 @@ import (
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/approval"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
@@ -347,6 +348,17 @@ func TestApprovalSettings(t *testing.T) {
 	if s.calls.Load() != 2 {
 		t.Fatalf("math::add ran %d times, want 2", s.calls.Load())
 	}
+	// A pattern stored before it was refused ("**" matches every
+	// function) pre-approves nothing: the call parks.
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.ApprovalSettingsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "starstar", []byte(`{"session_id":"starstar","mode":"manual","always_allow":["**"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, s.e, "starstar", `/call math::add {"a":1,"b":1}`)
+	waitState(t, s.e, "starstar", agent.StateFunctionAwaitingApproval)
 	// auto: turn::get_state is idempotent, math::add is not.
 	set("auto", map[string]any{"mode": "auto"})
 	startRun(t, s.e, "auto", "/call turn::get_state {\"session_id\":\"auto\"}")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -219,6 +220,10 @@ func (f functions) sessionSettings(ctx context.Context, sid string) agent.Approv
 		f.logger.WarnContext(ctx, "approval settings do not decode; treating the session as manual", "session_id", sid, "error", err)
 		return st
 	}
+	// A pattern that no longer validates ("**", stored before such
+	// patterns were refused) pre-approves nothing, as approval::settings::get
+	// leaves it out.
+	got.AlwaysAllow = slices.DeleteFunc(got.AlwaysAllow, func(p string) bool { return agent.ValidatePattern(p) != nil })
 	return got
 }
 
