@@ -70,7 +70,8 @@
 //     type, timestamp, summary, children_count, session_id}],
 //     active_leaf, truncated?}, in pages (the next asked with after, the
 //     entry_id of the last node received; nodes appended meanwhile come
-//     on later pages, child counts are those of the page's read).
+//     on later pages, child counts are those of the page's read). The
+//     tree is read one line a node, never holding the entries.
 //   - session::list {limit?, cursor?} → {sessions, next_cursor?}: one page
 //     of [Meta] values, most recently updated first, of every home region;
 //     fewer than limit when that many would outgrow the max payload.
@@ -106,8 +107,11 @@
 // path to an entry never changes), and the next page, which names that
 // leaf and an after, reads no path: reading every page reads the path
 // once (once per replica that serves a page), not once per page. Paths
-// are kept within 64 MiB in all (pathcache.go). The [Store] methods answer whole, with no such
-// bound.
+// are kept within 64 MiB in all (pathcache.go). A page of session::tree
+// that says more follow keeps the session's tree likewise, by session
+// (one line a node, within 32 MiB in all: treeindex.go): the next page
+// reads only the entries appended since (the meta's last_seq says
+// which). The [Store] methods answer whole, with no such bound.
 //
 // session::inbox_push and session::inbox_drain are the orchestrator's.
 //

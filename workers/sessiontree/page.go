@@ -135,21 +135,62 @@ func (s *Store) entriesPage(ctx context.Context, req EntriesRequest, codec wire.
 	return body, err
 }
 
+// treeChunk is how many nodes a page of session::tree copies out of its
+// tree at a time.
+const treeChunk = 256
+
 // treePage is the answer of session::tree to req: the nodes after
-// req.After that fit limit bytes in codec (Truncated: more follow).
+// req.After that fit limit bytes in codec (Truncated: more follow). A
+// page that continues a read takes the tree an earlier page kept
+// ([treeCache]); only the nodes a page can hold are copied out of it and
+// encoded.
 func (s *Store) treePage(ctx context.Context, req TreeRequest, codec wire.Codec, limit int) (engine.Raw, error) {
-	v, err := s.Tree(ctx, SessionRequest{SessionID: req.SessionID})
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	m, err := s.refresh(ctx, req.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	if req.After != "" {
-		i := slices.IndexFunc(v.Nodes, func(n TreeNode) bool { return n.EntryID == req.After })
-		if i < 0 {
-			return nil, invalid("after %s is not a node of the tree of session %s", req.After, req.SessionID)
-		}
-		v.Nodes = v.Nodes[i+1:]
+	t, err := s.pageTree(ctx, m, req.After != "")
+	if err != nil {
+		return nil, err
 	}
-	return encodePage(codec, limit, &v, &v.Nodes, &v.Truncated, "tree")
+	start, total := s.trees.position(t, req.After)
+	if start < 0 {
+		return nil, invalid("after %s is not a node of the tree of session %s", req.After, req.SessionID)
+	}
+	// The nodes up to the first that takes their encodings over limit
+	// (and at least two): what [encodePage] would look at of them all.
+	v := TreeResponse{SessionID: m.SessionID, ActiveLeaf: m.ActiveLeaf, Nodes: []TreeNode{}}
+	raw := 0
+	for at, full := start, false; at < total && !full; {
+		chunk := s.trees.window(t, at, min(treeChunk, total-at))
+		at += len(chunk)
+		for i := range chunk {
+			b, err := codec.Marshal(chunk[i])
+			if err != nil {
+				return nil, wire.Wrap(wire.CodeInternal, err, "encode tree")
+			}
+			v.Nodes = append(v.Nodes, chunk[i])
+			if raw += len(b); raw > limit && len(v.Nodes) > 1 {
+				full = true
+				break
+			}
+		}
+	}
+	body, err := encodePage(codec, limit, &v, &v.Nodes, &v.Truncated, "tree")
+	if err != nil {
+		return nil, err
+	}
+	if v.Truncated {
+		s.trees.put(t)
+	} else {
+		s.trees.drop(t)
+	}
+	return body, nil
 }
 
 // listPage is the answer of session::list to req: its page, cut to the

@@ -41,6 +41,9 @@ type Store struct {
 	meta *metaCache
 	// paths keeps the paths of paged reads between their pages.
 	paths *pathCache
+	// trees keeps the trees of paged session::tree reads between their
+	// pages.
+	trees *treeCache
 
 	// kept are the deferred meta folds, by session (deferred.go).
 	kmu        sync.Mutex
@@ -75,7 +78,7 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 		o.logger.Info("entry limit lowered to fit the server's max payload", "max_entry_size", room, "max_payload", e.Conn().MaxPayload())
 		o.maxEntrySize = room
 	}
-	s := &Store{e: e, nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes, meta: newMetaCache(), paths: newPathCache(), kept: map[string]*keptFold{}}
+	s := &Store{e: e, nc: e.Conn(), js: e.JetStream(), opts: o, runBytes: maxRunBytes, meta: newMetaCache(), paths: newPathCache(), trees: newTreeCache(), kept: map[string]*keptFold{}}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
 	st, err := e.EnsureSessionStream(ctx, EntryStreamConfig(e.Replicas()), EntrySubjectPrefix)

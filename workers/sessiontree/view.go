@@ -217,7 +217,8 @@ func (s *Store) Entries(ctx context.Context, req ReadRequest) (EntriesResponse, 
 // Tree returns every entry of the session's view: for a fork, the shared
 // path from the root to the fork point, then the session's own entries,
 // each oldest first, with one-line summaries and child counts. It reads
-// the whole session.
+// the whole session, each entry made its one line as it is read (a
+// session of large entries is not held).
 func (s *Store) Tree(ctx context.Context, req SessionRequest) (TreeResponse, error) {
 	if err := req.Validate(); err != nil {
 		return TreeResponse{}, err
@@ -228,38 +229,11 @@ func (s *Store) Tree(ctx context.Context, req SessionRequest) (TreeResponse, err
 	if err != nil {
 		return TreeResponse{}, err
 	}
-	var nodes []node
-	if m.ForkedFrom != nil && m.ForkedFrom.EntryID != "" {
-		fp, err := s.getID(ctx, m.SessionID, m.ForkedFrom.EntryID)
-		if err != nil {
-			return TreeResponse{}, err
-		}
-		if nodes, err = s.path(ctx, fp); err != nil {
-			return TreeResponse{}, err
-		}
-	}
-	err = s.scan(ctx, m.SessionID, 1, 0, 0, func(n node) (bool, error) {
-		nodes = append(nodes, n)
-		return true, nil
-	})
+	t, err := s.buildTree(ctx, m)
 	if err != nil {
 		return TreeResponse{}, err
 	}
-	children := make(map[string]int, len(nodes))
-	for i := range nodes {
-		if pid := nodes[i].rec.ParentID; pid != "" {
-			children[pid]++
-		}
-	}
-	resp := TreeResponse{SessionID: m.SessionID, ActiveLeaf: m.ActiveLeaf, Nodes: make([]TreeNode, len(nodes))}
-	for i := range nodes {
-		n := &nodes[i]
-		resp.Nodes[i] = TreeNode{
-			EntryID: n.id(), ParentID: n.rec.ParentID, Type: n.rec.Type, Timestamp: n.rec.Timestamp,
-			Summary: entrySummary(n.rec), ChildrenCount: children[n.id()], SessionID: n.sid,
-		}
-	}
-	return resp, nil
+	return TreeResponse{SessionID: m.SessionID, ActiveLeaf: m.ActiveLeaf, Nodes: t.window(0, len(t.nodes))}, nil
 }
 
 // entrySummary is one line of an entry's content for trees and lists.
