@@ -49,10 +49,13 @@
 // message_start → start (and usage with the input and cache counts);
 // content_block_start/delta/stop of text, thinking and tool_use →
 // text_*, thinking_*, functioncall_* (a call's deltas are its JSON input,
-// its end carries the parsed arguments); message_delta → usage (running
-// totals) and stop; message_stop → done {message} (a stream that ends
-// after message_delta gave the stop reason but before message_stop is
-// done all the same: the answer is whole). A thinking block's
+// its end carries the parsed arguments; a call whose input is not a JSON
+// object fails the answer as permanent once message_delta gave the usage,
+// except the answer's last call cut short by max_tokens, which gets no
+// functioncall_end and is left out of the message, stopped with length);
+// message_delta → usage (running totals) and stop; message_stop → done
+// {message} (a stream that ends after message_delta gave the stop reason
+// but before message_stop is done all the same: the answer is whole). A thinking block's
 // signature_deltas make no event: the signature is the finished block's
 // Signature, in thinking_end's content and in the final message, so the
 // transcript can send the block back. A redacted_thinking block (thinking

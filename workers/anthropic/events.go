@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -35,6 +36,18 @@ type translator struct {
 	blocks map[int64]*block
 	order  []*block
 
+	// bad is the error of the first tool_use block whose input did not
+	// parse. It fails the answer once message_delta gives the usage and
+	// the stop reason, unless the model was cut at max_tokens in the
+	// middle of that block, the answer's last: the block is then dropped
+	// and the answer stops with length, as the API's own SDK empties a
+	// cut-off tool call's input.
+	bad error
+	// badBlock is that block; badCut says its input was cut short (not
+	// JSON at all), as max_tokens leaves it.
+	badBlock *block
+	badCut   bool
+
 	scratch agent.ModelEvent
 	final   *agent.Message
 }
@@ -55,7 +68,10 @@ type block struct {
 	// input_json_delta follows.
 	input map[string]any
 	ended bool
-	c     agent.Content
+	// dropped marks an ended tool_use block whose input did not parse:
+	// it is not part of the message (see translator.bad).
+	dropped bool
+	c       agent.Content
 }
 
 func newTranslator(names agent.ToolNames, model string, ts int64) *translator {
@@ -108,6 +124,9 @@ func (t *translator) event(ev *streamEvent, emit emitFunc) error {
 		}
 		return t.messageDelta(ev, emit)
 	case "message_stop":
+		if t.bad != nil {
+			return t.bad
+		}
 		if err := t.start(emit); err != nil {
 			return err
 		}
@@ -243,13 +262,25 @@ func (t *translator) blockStop(ev *streamEvent, emit emitFunc) error {
 		b.c = agent.Content{Type: agent.ContentThinking, Text: b.text.String(), Signature: b.sig.String(), Data: b.data}
 		e.Type = agent.ModelThinkingEnd
 	default:
+		var bad error
 		args, err := parseArguments(b.text.String(), b.input)
-		if err != nil {
-			return malformed("the input of call %s (%s): %v", b.id, b.fn, err)
+		if err == nil {
+			b.c = agent.Content{Type: agent.ContentFunctionCall, ID: b.id, FunctionID: b.fn, Arguments: args}
+			if err := b.c.Validate(); err != nil {
+				bad = malformed("call %s: %v", b.id, err)
+			}
+		} else {
+			bad = malformed("the input of call %s (%s): %v", b.id, b.fn, err)
 		}
-		b.c = agent.Content{Type: agent.ContentFunctionCall, ID: b.id, FunctionID: b.fn, Arguments: args}
-		if err := b.c.Validate(); err != nil {
-			return malformed("call %s: %v", b.id, err)
+		if bad != nil {
+			// Held until message_delta: it may say max_tokens cut the
+			// call, and it carries the output tokens the failure costs.
+			b.ended, b.dropped, b.c = true, true, agent.Content{}
+			if t.bad == nil {
+				t.bad, t.badBlock = bad, b
+				t.badCut = err != nil && !json.Valid([]byte(b.text.String()))
+			}
+			return nil
 		}
 		e.Type = agent.ModelFunctionCallEnd
 	}
@@ -296,6 +327,14 @@ func (t *translator) messageDelta(ev *streamEvent, emit emitFunc) error {
 	if r := ev.Delta.StopReason; r != "" {
 		t.stop = stopReason(r)
 	}
+	if t.bad != nil && t.stop != "" {
+		if t.stop != agent.StopLength || !t.badCut || t.order[len(t.order)-1] != t.badBlock {
+			return t.bad
+		}
+		// max_tokens cut the answer's last call short: it is dropped,
+		// and the answer stops with length.
+		t.bad, t.badBlock = nil, nil
+	}
 	usage := t.usage
 	if err := emit(&agent.ModelEvent{Type: agent.ModelUsage, Usage: &usage}); err != nil {
 		return err
@@ -332,7 +371,7 @@ func stopReason(r string) agent.StopReason {
 // when it holds calls, else end.
 func (t *translator) defaultStop() agent.StopReason {
 	for _, b := range t.order {
-		if b.typ == agent.ContentFunctionCall && b.ended {
+		if b.typ == agent.ContentFunctionCall && b.ended && !b.dropped {
 			return agent.StopFunctionCall
 		}
 	}
@@ -349,6 +388,7 @@ func (t *translator) message(partial bool) *agent.Message {
 	content := make([]agent.Content, 0, len(t.order))
 	for _, b := range t.order {
 		switch {
+		case b.dropped:
 		case b.ended:
 			content = append(content, b.c)
 		case b.data != "":

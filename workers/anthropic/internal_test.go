@@ -298,8 +298,37 @@ func TestTranslatorEdges(t *testing.T) {
 		{
 			name: "input is an array",
 			body: sseEvents(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"x"}}`,
-				`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"[1]"}}`, stop0),
+				`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"[1]"}}`, stop0,
+				`{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}`),
 			types: "start functioncall_start functioncall_delta", err: "not a JSON object",
+		},
+		{
+			name: "call cut at max_tokens is dropped",
+			body: sseEvents(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"x"}}`,
+				`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": \"b"}}`, stop0,
+				`{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}`, msgStop),
+			types: "start functioncall_start functioncall_delta usage stop done",
+		},
+		{
+			name: "cut call with another stop reason",
+			body: sseEvents(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"x"}}`,
+				`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": \"b"}}`, stop0,
+				`{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`, msgStop),
+			types: "start functioncall_start functioncall_delta", err: "not a JSON object",
+		},
+		{
+			name: "cut call without a stop reason",
+			body: sseEvents(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"x"}}`,
+				`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`, stop0, msgStop),
+			types: "start functioncall_start functioncall_delta", err: "not a JSON object",
+		},
+		{
+			name: "bad call before the last block at max_tokens",
+			body: sseEvents(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"x"}}`,
+				`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`, stop0,
+				`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Hi"}}`, `{"type":"content_block_stop","index":1}`,
+				`{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}`, msgStop),
+			types: "start functioncall_start functioncall_delta text_start text_delta text_end", err: "not a JSON object",
 		},
 		{
 			name: "mismatched delta",

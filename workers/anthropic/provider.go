@@ -487,7 +487,10 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 		}
 		p.logger(e).Debug("anthropic: the stream ended after its stop reason without message_stop", "model", req.Model, "why", why)
 		if err := tr.event(&streamEvent{Type: "message_stop"}, emit); err != nil {
-			return nil, err
+			if !errors.Is(err, ErrMalformedStream) {
+				return nil, err
+			}
+			return nil, fail(err, tr)
 		}
 		return tr.final, nil
 	}

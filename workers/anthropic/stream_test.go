@@ -46,6 +46,9 @@ func TestStreamGolden(t *testing.T) {
 		{name: "skipped", stop: agent.StopEnd},
 		{name: "error", stop: agent.StopError, kind: agent.ErrorTransient},
 		{name: "bad_input", tools: weatherTools, stop: agent.StopError, kind: agent.ErrorPermanent},
+		// max_tokens cut a call's input short: the call is dropped, the
+		// answer stops with length and keeps its output tokens.
+		{name: "max_tokens_tool", tools: weatherTools, stop: agent.StopLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -48,7 +48,11 @@
 // finishes; then usage (input = prompt_tokens − cached, output =
 // completion_tokens, cache_read = cached), stop and done{message}. The
 // finish_reason maps to the stop reason: stop → end, length → length,
-// tool_calls → function_call, content_filter → end (logged).
+// tool_calls → function_call, content_filter → end (logged). A call
+// whose arguments are not a JSON object fails the answer as permanent once
+// the stream has ended (the error event's message has the usage, which
+// comes after the finish_reason), except when the answer was cut at
+// max_tokens (length): that call is dropped.
 //
 // A failure ends the stream with an error event {kind, error, message =
 // the partial answer}: 401/403 auth_expired (the cached credential is

@@ -131,6 +131,20 @@ func TestRetryTransientBackoff(t *testing.T) {
 			t.Fatalf("%d requests, want 2", n)
 		}
 	})
+	t.Run("doubling past the max wait", func(t *testing.T) {
+		t.Parallel()
+		// The doubled wait is capped at the max wait: every retry that
+		// max_retries allows is made. Only a server's hint beyond the max
+		// wait ends the call.
+		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			jsonError(w, http.StatusServiceUnavailable, nil, "overloaded", "server_error", "")
+		}, config{opts: []openai.Option{openai.WithBackoff(10*time.Millisecond, 30*time.Millisecond), openai.WithMaxRetries(4)}})
+		onlyError(t, ev.stream(t, userReq("hi")), agent.ErrorTransient)
+		want := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, 30 * time.Millisecond}
+		if got := ev.waits.list(); !slices.Equal(got, want) || len(ev.api.requests()) != 5 {
+			t.Fatalf("waits %v, %d requests; want %v, 5", got, len(ev.api.requests()), want)
+		}
+	})
 	t.Run("hint too long", func(t *testing.T) {
 		t.Parallel()
 		ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
@@ -554,5 +568,32 @@ func TestHugeErrorBody(t *testing.T) {
 				t.Fatalf("the server wrote %d MiB of the error body: the provider read it", n>>20)
 			}
 		})
+	}
+}
+
+// TestBadArgumentsKeepUsage: an answer whose call's arguments are not a
+// JSON object fails as permanent, and its error event's message carries
+// the usage that follows the finish_reason: the server billed the answer
+// all the same, and the orchestrator counts the partial's usage.
+func TestBadArgumentsKeepUsage(t *testing.T) {
+	t.Parallel()
+	body := []byte(`data: {"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"math__add","arguments":"{\"a\": 1,"}}]},"finish_reason":null}]}` + "\n\n" +
+		`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n" +
+		`data: {"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":16,"total_tokens":56}}` + "\n\n" +
+		"data: [DONE]\n\n")
+	ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) { serveSSE(w, body, -1) }, config{})
+	req := userReq("hi")
+	req.Tools = weatherTools
+	res := ev.stream(t, req)
+	if res.err != nil || !isEnd(res.end) {
+		t.Fatalf("call err %v, stream end %v", res.err, res.end)
+	}
+	e := last(res.events)
+	want := agent.Usage{InputTokens: 40, OutputTokens: 16}
+	if e.Type != agent.ModelError || e.Kind != agent.ErrorPermanent || e.Message == nil || e.Message.Usage == nil || *e.Message.Usage != want {
+		t.Fatalf("last event %+v (message %+v), want a permanent error with usage %+v", e, e.Message, want)
+	}
+	if res.resp.StopReason != agent.StopError || res.resp.Kind != agent.ErrorPermanent {
+		t.Fatalf("reply %+v", res.resp)
 	}
 }

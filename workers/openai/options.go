@@ -267,10 +267,10 @@ func WithMaxRetries(n int) Option {
 	}
 }
 
-// WithBackoff sets the wait before the first retry (doubling per attempt;
-// default [DefaultBackoff]) and the longest wait a retry accepts (default
-// [DefaultMaxRetryWait]): a server's Retry-After beyond it ends the call
-// at once with the hint. Tests shrink both.
+// WithBackoff sets the wait before the first retry (doubling per attempt
+// up to the max wait; default [DefaultBackoff]) and the longest wait a
+// retry accepts (default [DefaultMaxRetryWait]): a server's Retry-After
+// beyond it ends the call at once with the hint. Tests shrink both.
 func WithBackoff(base, maxWait time.Duration) Option {
 	return func(o *options) error {
 		if base <= 0 || maxWait < base {

@@ -339,8 +339,9 @@ func (p *Provider) run(ctx context.Context, e *engine.Engine, req agent.Provider
 
 // retry decides what follows failure f of attempt: a 401 drops the cached
 // credential; a rate limit or a transient failure before anything
-// streamed is retried after the backoff (or the server's Retry-After)
-// unless the attempts are used up or the wait is too long. It waits, and
+// streamed is retried after the backoff (doubling, capped at the max
+// retry wait) or the server's Retry-After, unless the attempts are used
+// up or the hint is longer than the max retry wait. It waits, and
 // reports whether to try again; the error is ctx's.
 func (p *Provider) retry(ctx context.Context, log *slog.Logger, attempt int, f *failure, streamed bool) (bool, error) {
 	if f.kind == agent.ErrorAuthExpired {
@@ -352,7 +353,12 @@ func (p *Provider) retry(ctx context.Context, log *slog.Logger, attempt int, f *
 	}
 	wait := f.retryAfter
 	if wait <= 0 {
-		wait = p.o.backoff << attempt
+		// The doubling stops at the max wait (and before it could
+		// overflow): only a server's hint beyond it ends the call.
+		wait = p.o.maxRetryWait
+		if attempt < 62 && p.o.backoff <= p.o.maxRetryWait>>attempt {
+			wait = p.o.backoff << attempt
+		}
 	}
 	if wait > p.o.maxRetryWait {
 		log.Warn("openai: model call failed, retry hint too long", "kind", string(f.kind), "retry_after", wait, "error", f.text)
@@ -423,6 +429,11 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 		for range items { // until the reading goroutine has closed the body
 		}
 	}()
+	// held is the failure of an answer that finished but cannot be used
+	// (a call's arguments are not JSON): it is returned once the rest of
+	// the stream was read, since the usage, which the failure costs all
+	// the same, comes after the finish_reason.
+	var held *failure
 loop:
 	for {
 		it, ok := in.next()
@@ -439,6 +450,9 @@ loop:
 			}
 			return &failure{kind: agent.ErrorTransient, text: p.o.name + ": the server sent a malformed chunk: " + it.bad.Error()}, nil
 		case it.fail != nil:
+			if held != nil {
+				break loop
+			}
 			return it.fail, nil
 		case it.err != nil:
 			if ctx.Err() != nil {
@@ -459,14 +473,20 @@ loop:
 		}
 		if err := a.chunk(&it.c); err != nil {
 			var f *failure
-			if errors.As(err, &f) {
+			if !errors.As(err, &f) {
+				return nil, err
+			}
+			if !a.done {
 				return f, nil
 			}
-			return nil, err
+			held = f
 		}
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	if held != nil {
+		return held, nil
 	}
 	if !a.done {
 		if stalled() {
