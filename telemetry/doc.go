@@ -6,7 +6,9 @@
 //     propagation, and go nowhere).
 //   - OTEL_TRACES_EXPORTER: a comma list of otlp, console, none. Unset, it
 //     is otlp when an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
-//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), and nothing otherwise.
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), and nothing otherwise. Any
+//     other name is [ErrInvalidEnv], and the exporters the list made
+//     before the error are shut down (an OTLP/gRPC one holds a connection).
 //   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL:
 //     http/protobuf (the default) or grpc. The exporters read the rest of
 //     OTEL_EXPORTER_OTLP_* themselves (endpoint, headers, timeout, TLS).

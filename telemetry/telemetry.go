@@ -89,7 +89,9 @@ type namedExporter struct {
 	name string
 }
 
-// exportersFromEnv makes the exporters OTEL_TRACES_EXPORTER names.
+// exportersFromEnv makes the exporters OTEL_TRACES_EXPORTER names. On an
+// error it shuts down the ones it already made: an OTLP/gRPC exporter
+// holds a client connection and its goroutines until Shutdown.
 func exportersFromEnv(ctx context.Context, o options) ([]namedExporter, error) {
 	if strings.EqualFold(strings.TrimSpace(o.getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
@@ -102,23 +104,30 @@ func exportersFromEnv(ctx context.Context, o options) ([]namedExporter, error) {
 		names = "otlp"
 	}
 	var out []namedExporter
+	fail := func(err error) ([]namedExporter, error) {
+		for _, x := range out {
+			// Nothing was exported yet: Shutdown only releases.
+			_ = x.Shutdown(context.WithoutCancel(ctx))
+		}
+		return nil, err
+	}
 	for _, name := range strings.Split(names, ",") {
 		switch strings.TrimSpace(strings.ToLower(name)) {
 		case "none", "":
 		case "console":
 			x, err := stdouttrace.New(stdouttrace.WithWriter(o.console))
 			if err != nil {
-				return nil, err
+				return fail(err)
 			}
 			out = append(out, namedExporter{x, "console"})
 		case "otlp":
 			x, err := otlpExporter(ctx, o)
 			if err != nil {
-				return nil, err
+				return fail(err)
 			}
 			out = append(out, namedExporter{x, "otlp"})
 		default:
-			return nil, fmt.Errorf("%w: OTEL_TRACES_EXPORTER %q (want otlp, console or none)", ErrInvalidEnv, name)
+			return fail(fmt.Errorf("%w: OTEL_TRACES_EXPORTER %q (want otlp, console or none)", ErrInvalidEnv, name))
 		}
 	}
 	return out, nil

@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
@@ -173,5 +175,40 @@ func TestOTLPGRPC(t *testing.T) {
 	}
 	if n := col.spans.Load(); n != 2 {
 		t.Fatalf("the collector got %d spans, want 2", n)
+	}
+}
+
+// grpcClients counts the goroutines of gRPC client connections (each
+// keeps callback serializers running until it is closed).
+func grpcClients() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "grpcsync.(*CallbackSerializer).run")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// An exporter list that fails after an OTLP exporter was made shuts that
+// exporter down: it kept its gRPC connection, and its goroutines, for the
+// life of the process. Not parallel: it counts the process's goroutines.
+func TestFailedEnvReleasesExporters(t *testing.T) {
+	ctx := context.Background()
+	before := grpcClients()
+	_, err := telemetry.NewTracerProvider(ctx, env(map[string]string{
+		"OTEL_TRACES_EXPORTER":        "console,otlp,bogus",
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+	}), telemetry.WithConsole(io.Discard))
+	if !errors.Is(err, telemetry.ErrInvalidEnv) {
+		t.Fatalf("err %v, want %v", err, telemetry.ErrInvalidEnv)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for grpcClients() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d gRPC client goroutines left after the failed provider (%d before)", grpcClients(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -60,6 +60,10 @@ type Consumer struct {
 
 	handled, retried, deadLettered, dropped, abandoned atomic.Int64
 
+	// verdicts holds the error of each message whose dead letter could
+	// not be stored, for its redelivery.
+	verdicts verdicts
+
 	// pending is the consumer's backlog as the last delivery reported it
 	// (iii.queue.pending); redeliveries counts deliveries after the first.
 	pending      atomic.Int64
@@ -256,10 +260,18 @@ func (c *Consumer) process(msg jetstream.Msg) {
 	if fnID == "" {
 		fnID = hdr.Get(engine.HeaderFunctionID)
 	}
+	if we := c.verdicts.get(md.Sequence.Stream); we != nil {
+		// This consumer ended the message and only its dead letter
+		// failed: store it now, with the real error, without calling the
+		// function again.
+		c.final(msg, md, fnID, we)
+		return
+	}
 	if md.NumDelivered > uint64(c.opts.maxDeliver) {
-		// Only possible when an earlier last delivery never answered.
+		// The last delivery did not answer, or answered in a process that
+		// could not store the dead letter: its error is not known here.
 		c.final(msg, md, fnID, wire.Errorf(wire.CodeTimeout,
-			"delivery %d exceeds max deliver %d: the previous delivery never finished (its consumer stopped or crashed, or the ack wait ran out)",
+			"delivery %d exceeds max deliver %d and the previous delivery's outcome was not recorded: its consumer stopped or crashed, the ack wait ran out, or another process could not store its dead letter",
 			md.NumDelivered, c.opts.maxDeliver))
 		return
 	}
@@ -345,7 +357,9 @@ func (c *Consumer) final(msg jetstream.Msg, md *jetstream.MsgMetadata, fnID stri
 			c.abandoned.Add(1)
 			return
 		}
-		// The original stays; it comes back and is dead-lettered then.
+		// The original stays; it comes back and is dead-lettered then,
+		// with this error if it comes back here.
+		c.verdicts.put(md.Sequence.Stream, we)
 		delay := backoff(md.NumDelivered, c.opts.backoffBase, c.opts.backoffMax, c.opts.jitter)
 		_ = msg.NakWithDelay(delay)
 		c.retried.Add(1)
@@ -358,6 +372,7 @@ func (c *Consumer) final(msg jetstream.Msg, md *jetstream.MsgMetadata, fnID stri
 	if err := msg.DoubleAck(ctx); err != nil {
 		log.Warn("ack after dead-letter failed; the message will be dead-lettered again and deduplicated", "queue", c.queue, "error", err)
 	}
+	c.verdicts.forget(md.Sequence.Stream)
 	c.deadLettered.Add(1)
 	log.Warn("message dead-lettered", "queue", c.queue, "function_id", fnID,
 		"deliveries", md.NumDelivered, "code", we.Code, "error", we.Message)
@@ -412,6 +427,60 @@ func (c *Consumer) Close(ctx context.Context) error {
 	c.Stop()
 	<-c.done
 	return fmt.Errorf("%w: consumer %s: %w", ErrNotDrained, c.name, ctx.Err())
+}
+
+// maxVerdicts bounds the errors a [Consumer] keeps for redeliveries.
+const maxVerdicts = 4096
+
+// verdicts keeps, by queue stream sequence, the error of each message a
+// Consumer ended (final error or deliveries used up) but could not
+// dead-letter because the publish to III_DLQ failed. JetStream cannot
+// change a message's headers on nak, so the error stays here; the
+// redelivery, if it comes back to the same Consumer, is dead-lettered
+// with it, without another call. One that goes to another Consumer or
+// process, or that was evicted past maxVerdicts (oldest first), is
+// dead-lettered as timeout with an outcome "not recorded".
+type verdicts struct {
+	mu sync.Mutex
+	m  map[uint64]verdict
+	n  uint64 // insertions, to evict the oldest
+}
+
+type verdict struct {
+	err *wire.Error
+	n   uint64
+}
+
+func (v *verdicts) get(seq uint64) *wire.Error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.m[seq].err
+}
+
+// put keeps we for seq, cut to what a dead letter keeps of it.
+func (v *verdicts) put(seq uint64, we *wire.Error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[uint64]verdict{}
+	}
+	if _, ok := v.m[seq]; !ok && len(v.m) >= maxVerdicts {
+		oldest, min := uint64(0), uint64(1<<64-1)
+		for s, x := range v.m {
+			if x.n < min {
+				oldest, min = s, x.n
+			}
+		}
+		delete(v.m, oldest)
+	}
+	v.n++
+	v.m[seq] = verdict{err: &wire.Error{Code: we.Code, Message: headerValue(we.Message), Retryable: we.Retryable}, n: v.n}
+}
+
+func (v *verdicts) forget(seq uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.m, seq)
 }
 
 // heartbeat sends InProgress every interval while a message is held, so

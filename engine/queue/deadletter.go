@@ -290,91 +290,140 @@ func listDeadLetters(ctx context.Context, e *engine.Engine, name, subj string, a
 	return out, false, nil
 }
 
+// RedriveResult is what one [Redrive] did.
+type RedriveResult struct {
+	// Redriven dead letters were moved back onto the queue.
+	Redriven int `json:"redriven"`
+	// Skipped dead letters were left in stream III_DLQ because the queue
+	// message they would become does not fit the max payload (or the
+	// queue stream's max message size): see [Redrive].
+	Skipped int `json:"skipped,omitempty"`
+}
+
 // Redrive moves dead letters of queue name back onto the queue, oldest
-// first, and returns how many it moved. Each is published (Nats-Msg-Id
-// "iii-redrive-<queue>-<dlq seq>") and acked by JetStream before it is
-// deleted from the dead-letter stream, so a crash in between never loses
-// it, and a retried Redrive within the queue stream's duplicate window
-// (2 minutes) does not enqueue it twice. A retry later than that does:
-// the queue stream is a work queue, so a redriven message that was
-// already consumed leaves no trace to look up, and JetStream cannot
-// publish to one stream and delete from another atomically; only a
-// longer Duplicates window on III_QUEUE widens the guarantee. A redriven
-// message starts with
-// fresh deliveries and keeps its first enqueue time. Dead letters that
-// arrive while Redrive runs (a message that fails again at once) are left
-// for the next call. With [WithRedriveSequence] a missing sequence is
-// not_found.
-func Redrive(ctx context.Context, e *engine.Engine, name string, opts ...RedriveOption) (int, error) {
+// first, and says how many it moved and skipped. Each is published
+// (Nats-Msg-Id "iii-redrive-<queue>-<dlq seq>") and acked by JetStream
+// before it is deleted from the dead-letter stream, so a crash in between
+// never loses it, and a retried Redrive within the queue stream's
+// duplicate window (2 minutes) does not enqueue it twice. A retry later
+// than that does: the queue stream is a work queue, so a redriven message
+// that was already consumed leaves no trace to look up, and JetStream
+// cannot publish to one stream and delete from another atomically; only
+// a longer Duplicates window on III_QUEUE widens the guarantee. A
+// redriven message starts with fresh deliveries and keeps its first
+// enqueue time. Dead letters that arrive while Redrive runs (a message
+// that fails again at once) are left for the next call.
+//
+// A dead letter whose queue message would not fit the max payload, or
+// the queue stream's max message size, stays where it is, logged and
+// counted in [RedriveResult.Skipped], and Redrive goes on with the next:
+// no retry can store it, and it stopped every later dead letter of its
+// queue. The consumer's own dead letters always fit (a redrive drops
+// more headers than it adds); a client that published one straight onto
+// iii.dlq.<name>, or a max payload lowered since, makes one that does not.
+// Headers are not trimmed to make it fit: a message that close to the
+// max payload leaves no room for a call's headers, and would fail again
+// at once.
+//
+// With [WithRedriveSequence] a missing sequence is not_found, and a dead
+// letter that does not fit is a permanent invalid_payload. Other
+// JetStream failures are unavailable; the dead letters before them stay
+// moved.
+func Redrive(ctx context.Context, e *engine.Engine, name string, opts ...RedriveOption) (RedriveResult, error) {
+	var res RedriveResult
 	var o redriveOptions
 	for _, opt := range opts {
 		if opt == nil {
 			continue
 		}
 		if err := opt(&o); err != nil {
-			return 0, err
+			return res, err
 		}
 	}
 	subj, err := subjects.DLQSubject(name)
 	if err != nil {
-		return 0, wire.Wrap(wire.CodeInvalidPayload, err, "")
+		return res, wire.Wrap(wire.CodeInvalidPayload, err, "")
 	}
 	if _, err := e.EnsureStream(ctx, engine.QueueStreamConfig(e.Replicas())); err != nil {
-		return 0, err
+		return res, err
 	}
 	dlq, err := e.EnsureStream(ctx, engine.DLQStreamConfig(e.Replicas()))
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	info, err := dlq.Info(ctx)
 	if err != nil {
-		return 0, wire.Wrap(wire.CodeUnavailable, err, "dead letters of %q", name)
+		return res, wire.Wrap(wire.CodeUnavailable, err, "dead letters of %q", name)
 	}
 	last := info.State.LastSeq
 
 	if o.sequence != 0 {
 		m, err := dlq.GetMsg(ctx, o.sequence)
 		if errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Subject != subj {
-			return 0, wire.Errorf(wire.CodeNotFound, "queue %q has no dead letter %d", name, o.sequence)
+			return res, wire.Errorf(wire.CodeNotFound, "queue %q has no dead letter %d", name, o.sequence)
 		}
 		if err != nil {
-			return 0, wire.Wrap(wire.CodeUnavailable, err, "dead letter %d of %q", o.sequence, name)
+			return res, wire.Wrap(wire.CodeUnavailable, err, "dead letter %d of %q", o.sequence, name)
 		}
 		moved, err := redriveOne(ctx, e, dlq, name, m)
-		if err != nil || !moved {
-			return 0, err
+		if errors.Is(err, wire.ErrInvalidPayload) {
+			res.Skipped = 1
 		}
-		return 1, nil
+		if err != nil || !moved {
+			return res, err
+		}
+		res.Redriven = 1
+		return res, nil
 	}
 
-	n := 0
-	for seq := uint64(1); seq <= last && (o.limit == 0 || n < o.limit); {
+	for seq := uint64(1); seq <= last && (o.limit == 0 || res.Redriven < o.limit); {
 		m, err := dlq.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
 		if err != nil {
-			return n, wire.Wrap(wire.CodeUnavailable, err, "read dead letters of %q", name)
+			return res, wire.Wrap(wire.CodeUnavailable, err, "read dead letters of %q", name)
 		}
 		if m.Sequence > last {
 			break
 		}
 		moved, err := redriveOne(ctx, e, dlq, name, m)
-		if err != nil {
-			return n, err
-		}
-		if moved {
-			n++
+		switch {
+		case errors.Is(err, wire.ErrInvalidPayload):
+			res.Skipped++
+			e.Logger().Error("dead letter too large to redrive; left in the dead-letter stream",
+				"queue", name, "dlq_seq", m.Sequence, "error", err)
+		case err != nil:
+			return res, err
+		case moved:
+			res.Redriven++
 		}
 		seq = m.Sequence + 1
 	}
-	return n, nil
+	return res, nil
 }
 
 // redriveOne moves one dead letter; moved is false when a concurrent
-// Redrive deleted it first.
+// Redrive deleted it first. Its only invalid_payload, permanent, is a
+// dead letter that does not fit: no retry stores it.
 func redriveOne(ctx context.Context, e *engine.Engine, dlq jetstream.Stream, name string, m *jetstream.RawStreamMsg) (moved bool, err error) {
-	if _, err := e.JetStream().PublishMsg(ctx, redriveMsg(name, m)); err != nil {
+	out := redriveMsg(name, m)
+	size, max := len(out.Data)+wire.HeaderSize(out.Header), e.Conn().MaxPayload()
+	tooLarge := func(limit string) error {
+		return wire.Errorf(wire.CodeInvalidPayload, "dead letter %d of %q is %d bytes as a queue message, over %s: it cannot be redriven",
+			m.Sequence, name, size, limit).Permanent()
+	}
+	if int64(size) > max {
+		return false, tooLarge("the max payload " + strconv.FormatInt(max, 10))
+	}
+	if _, err := e.JetStream().PublishMsg(ctx, out); err != nil {
+		var apiErr *jetstream.APIError
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return false, tooLarge("the max payload")
+		}
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+			return false, tooLarge("the max message size of stream " + subjects.QueueStream)
+		}
 		return false, wire.Wrap(wire.CodeUnavailable, err, "redrive dead letter %d of %q", m.Sequence, name)
 	}
 	if err := dlq.DeleteMsg(ctx, m.Sequence); err != nil {

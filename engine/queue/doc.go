@@ -40,10 +40,20 @@
 //     fails with a final error still runs its function once more: queues
 //     deliver at least once.
 //
+// When the dead-letter publish fails (III_DLQ unavailable) the message
+// is nak'ed with backoff and stays on its queue. JetStream cannot change
+// its headers on nak, so the Consumer keeps its error in memory, by
+// stream sequence (at most 4,096, oldest evicted first): the redelivery,
+// when it comes back to the same Consumer, is dead-lettered with that
+// error, whatever its delivery count, without calling the function again.
+//
 // Deliveries are counted by this package (the JetStream consumer has no
 // MaxDeliver), so a message whose last delivery never answered — its
 // consumer crashed — is dead-lettered with code timeout on the next
-// delivery instead of being parked in the stream forever.
+// delivery instead of being parked in the stream forever. Its message
+// says the previous delivery's outcome was not recorded, since that is
+// all this process knows: the delivery may also have ended in another
+// process that could not store its dead letter.
 //
 // While a call runs the consumer sends in-progress heartbeats every
 // AckWait/3, so a long call keeps its message and the AckWait
@@ -59,8 +69,9 @@
 // delete, idempotent under Nats-Msg-Id "iii-redrive-<queue>-<seq>" within
 // the III_QUEUE stream's duplicate window, 2 minutes; a redrive that died
 // between its publish and its delete and is retried later than that
-// enqueues the message twice — see [Redrive]), and
-// [Inspect] reports a queue's counts. [Serve] exposes all of this as the
+// enqueues the message twice — see [Redrive]; a dead letter that would
+// not fit the queue is skipped and counted, never blocking the others),
+// and [Inspect] reports a queue's counts. [Serve] exposes all of this as the
 // functions queue::enqueue, queue::dead_letters, queue::redrive and
 // queue::stats of worker "queue", so the nats CLI can drive it:
 //

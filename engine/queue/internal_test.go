@@ -129,9 +129,9 @@ func TestRedriveAfterCrashEnqueuesOnce(t *testing.T) {
 	if _, err := e.JetStream().PublishMsg(ctx, redriveMsg("q", raw)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := Redrive(ctx, e, "q")
-	if err != nil || n != 1 {
-		t.Fatalf("redrive = %d, %v", n, err)
+	res, err := Redrive(ctx, e, "q")
+	if err != nil || res != (RedriveResult{Redriven: 1}) {
+		t.Fatalf("redrive = %+v, %v", res, err)
 	}
 	st, err := Inspect(ctx, e, "q")
 	if err != nil {
@@ -251,5 +251,27 @@ func TestHasDeadLetter(t *testing.T) {
 	later.Timestamp = at.Add(time.Hour) // enqueued after every dead letter
 	if got, err := hasDeadLetter(ctx, e.JetStream(), "q", later); err != nil || got {
 		t.Errorf("dead letters older than the message: %v, %v", got, err)
+	}
+}
+
+// The errors a consumer keeps for redeliveries are bounded in number
+// (oldest evicted first) and in size (cut as a dead letter's header).
+func TestVerdictsBounded(t *testing.T) {
+	t.Parallel()
+	var v verdicts
+	long := wire.Errorf(wire.CodeInvalidPayload, "%s", strings.Repeat("x", 10*MaxErrorMessage))
+	for seq := uint64(1); seq <= maxVerdicts+1; seq++ {
+		v.put(seq, long)
+	}
+	if v.get(1) != nil || len(v.m) != maxVerdicts {
+		t.Fatalf("%d kept, first %v: want %d, the first evicted", len(v.m), v.get(1), maxVerdicts)
+	}
+	got := v.get(maxVerdicts + 1)
+	if got == nil || got.Code != wire.CodeInvalidPayload || len(got.Message) != MaxErrorMessage {
+		t.Fatalf("kept %+v", got)
+	}
+	v.forget(maxVerdicts + 1)
+	if v.get(maxVerdicts+1) != nil {
+		t.Fatal("forgotten verdict still kept")
 	}
 }

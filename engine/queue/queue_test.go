@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/baggage"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -223,16 +224,16 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 
 	// Fix the handler, redrive: it runs once and the DLQ is empty.
 	broken.Store(false)
-	n, err := queue.Redrive(context.Background(), e, "flaky")
-	if err != nil || n != 1 {
-		t.Fatalf("redrive = %d, %v", n, err)
+	res, err := queue.Redrive(context.Background(), e, "flaky")
+	if err != nil || res != (queue.RedriveResult{Redriven: 1}) {
+		t.Fatalf("redrive = %+v, %v", res, err)
 	}
 	enginetest.Eventually(t, 5*time.Second, wantCount(1, func() int { return int(okCalls.Load()) }))
 	if got := deadLetters(t, e, "flaky"); len(got) != 0 {
 		t.Fatalf("dead letters after redrive: %+v", got)
 	}
-	if n, err := queue.Redrive(context.Background(), e, "flaky"); err != nil || n != 0 {
-		t.Fatalf("second redrive = %d, %v", n, err)
+	if res, err := queue.Redrive(context.Background(), e, "flaky"); err != nil || res != (queue.RedriveResult{}) {
+		t.Fatalf("second redrive = %+v, %v", res, err)
 	}
 	enginetest.Eventually(t, 3*time.Second, wantCount(1, func() int { return int(c.Counters().Handled) }))
 }
@@ -247,8 +248,8 @@ func TestRedriveKeepsHistoryAndFailsAgain(t *testing.T) {
 	enqueue(t, e, "bad", "test::bad", job{ID: 1})
 	enginetest.Eventually(t, 5*time.Second, wantCount(1, func() int { return len(deadLetters(t, e, "bad")) }))
 	first := deadLetters(t, e, "bad")[0]
-	if n, err := queue.Redrive(context.Background(), e, "bad", queue.WithRedriveSequence(first.Sequence)); err != nil || n != 1 {
-		t.Fatalf("redrive = %d, %v", n, err)
+	if res, err := queue.Redrive(context.Background(), e, "bad", queue.WithRedriveSequence(first.Sequence)); err != nil || res != (queue.RedriveResult{Redriven: 1}) {
+		t.Fatalf("redrive = %+v, %v", res, err)
 	}
 	var again queue.DeadLetter
 	enginetest.Eventually(t, 5*time.Second, func() error {
@@ -475,7 +476,7 @@ func TestMaxDeliverReachedByCrashDeadLetters(t *testing.T) {
 	b := consume(t, enginetest.NewEngine(t, ns), "fragile", opts...)
 	enginetest.Eventually(t, 5*time.Second, wantCount(1, func() int { return int(b.Counters().DeadLettered) }))
 	dl := deadLetters(t, fnEngine, "fragile")[0]
-	if dl.ErrorCode != wire.CodeTimeout || dl.Deliveries != 2 || calls.Load() != 1 {
+	if dl.ErrorCode != wire.CodeTimeout || !strings.Contains(dl.ErrorMessage, "outcome was not recorded") || dl.Deliveries != 2 || calls.Load() != 1 {
 		t.Fatalf("dead letter %+v after %d calls", dl, calls.Load())
 	}
 }
@@ -640,21 +641,27 @@ func TestTraceContextTravelsWithTheMessage(t *testing.T) {
 }
 
 // TestDeadLetterPublishFailureKeepsMessage: when the dead letter cannot be
-// stored, the original stays on its queue and is dead-lettered later.
+// stored, the original stays on its queue and is dead-lettered later with
+// the error that ended it, without another call: it was dead-lettered as
+// timeout, "the previous delivery never finished", once its redeliveries
+// passed max deliver, and the function ran on every one of them.
 func TestDeadLetterPublishFailureKeepsMessage(t *testing.T) {
 	t.Parallel()
 	e := enginetest.Engine(t)
 	ctx := context.Background()
+	var calls atomic.Int64
 	serveFn(t, e, "test::reject", func(context.Context, job) error {
+		calls.Add(1)
 		return wire.Errorf(wire.CodeInvalidPayload, "rejected")
 	})
-	c := consume(t, e, "keep", fast()...)
+	c := consume(t, e, "keep", fast(queue.WithMaxDeliver(2))...)
 	if err := e.JetStream().DeleteStream(ctx, subjects.DLQStream); err != nil {
 		t.Fatal(err)
 	}
 	enqueue(t, e, "keep", "test::reject", job{ID: 1})
+	// Past max deliver: the redeliveries outnumber the deliveries allowed.
 	enginetest.Eventually(t, 5*time.Second, func() error {
-		if c.Counters().Retried < 2 {
+		if c.Counters().Retried < 3 {
 			return fmt.Errorf("counters %+v", c.Counters())
 		}
 		return nil
@@ -674,8 +681,8 @@ func TestDeadLetterPublishFailureKeepsMessage(t *testing.T) {
 	}
 	enginetest.Eventually(t, 5*time.Second, wantCount(1, func() int { return len(deadLetters(t, e, "keep")) }))
 	dl := deadLetters(t, e, "keep")[0]
-	if dl.ErrorCode != wire.CodeInvalidPayload && dl.ErrorCode != wire.CodeTimeout || dl.Deliveries < 2 {
-		t.Fatalf("dead letter %+v", dl)
+	if dl.ErrorCode != wire.CodeInvalidPayload || dl.ErrorMessage != "rejected" || dl.Deliveries < 4 || calls.Load() != 1 {
+		t.Fatalf("dead letter %+v after %d calls: want invalid_payload \"rejected\" after 1 call", dl, calls.Load())
 	}
 	enginetest.Eventually(t, 3*time.Second, func() error {
 		if st := inspect(t, e, "keep"); st.Messages != 0 {
@@ -846,8 +853,8 @@ func TestLargestEnqueueDeadLettersAndRedrives(t *testing.T) {
 		}
 		return nil
 	})
-	if moved, err := queue.Redrive(ctx, e, name); err != nil || moved != 1 {
-		t.Fatalf("Redrive = %d, %v", moved, err)
+	if res, err := queue.Redrive(ctx, e, name); err != nil || res != (queue.RedriveResult{Redriven: 1}) {
+		t.Fatalf("Redrive = %+v, %v", res, err)
 	}
 	enginetest.Eventually(t, 5*time.Second, func() error {
 		if got := c.Counters(); got.DeadLettered != 2 {
@@ -861,5 +868,77 @@ func TestLargestEnqueueDeadLettersAndRedrives(t *testing.T) {
 	}
 	if st := inspect(t, e, name); st.Messages != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A dead letter that cannot become a queue message again — one a client
+// published straight onto iii.dlq.<name> up to the max payload (a
+// redrive adds Iii-Redrives and its Nats-Msg-Id), or one over the queue
+// stream's max message size — is skipped and counted, and the dead
+// letters after it are redriven: its publish failed as unavailable,
+// retryable though no retry could win, and Redrive stopped there, so
+// every later dead letter of its queue was stuck behind it. Redriving it
+// alone is a permanent invalid_payload.
+func TestRedriveSkipsDeadLetterTooLargeForTheQueue(t *testing.T) {
+	t.Parallel()
+	const max = 4 << 10
+	tests := []struct {
+		name string
+		// big is the body size of the oversized dead letter.
+		big         func(h nats.Header) int
+		queueStream jetstream.StreamConfig
+	}{
+		{"max payload", func(h nats.Header) int { return max - wire.HeaderSize(h) }, engine.QueueStreamConfig(1)},
+		{"queue stream max message size", func(nats.Header) int { return 2 << 10 }, func() jetstream.StreamConfig {
+			cfg := engine.QueueStreamConfig(1)
+			cfg.MaxMsgSize = 1 << 10
+			return cfg
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t, enginetest.WithMaxPayload(max))
+			e := enginetest.NewEngine(t, ns)
+			ctx := context.Background()
+			if _, err := e.JetStream().CreateStream(ctx, tt.queueStream); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := queue.Serve(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			var seqs []uint64
+			for _, big := range []bool{false, true, false} {
+				m := nats.NewMsg("iii.dlq.q")
+				m.Header.Set(wire.HeaderContentType, wire.JSON.ContentType())
+				m.Header.Set(engine.HeaderFunctionID, "a::b")
+				m.Header.Set(queue.HeaderQueue, "q")
+				m.Data = []byte(`{}`)
+				if big {
+					m.Data = []byte(strings.Repeat("a", tt.big(m.Header)))
+				}
+				ack, err := e.JetStream().PublishMsg(ctx, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs = append(seqs, ack.Sequence)
+			}
+
+			res, err := engine.Call[queue.RedriveResponse](ctx, e, queue.FnRedrive, queue.RedriveRequest{Queue: "q"})
+			if err != nil || res.Redriven != 2 || res.Skipped != 1 {
+				t.Fatalf("queue::redrive = %+v, %v: want 2 redriven, 1 skipped", res, err)
+			}
+			if dls := deadLetters(t, e, "q"); len(dls) != 1 || dls[0].Sequence != seqs[1] {
+				t.Fatalf("dead letters left %+v, want the oversized one (%d)", dls, seqs[1])
+			}
+			if st := inspect(t, e, "q"); st.Messages != 2 {
+				t.Fatalf("stats %+v, want the two others queued", st)
+			}
+
+			got, err := queue.Redrive(ctx, e, "q", queue.WithRedriveSequence(seqs[1]))
+			if we := wire.From(err); !errors.Is(err, wire.ErrInvalidPayload) || we.Retryable || got != (queue.RedriveResult{Skipped: 1}) {
+				t.Fatalf("redrive of the oversized one = %+v, %#v: want a permanent invalid_payload", got, we)
+			}
+		})
 	}
 }

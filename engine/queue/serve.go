@@ -162,6 +162,9 @@ func (r RedriveRequest) Validate() error {
 type RedriveResponse struct {
 	Queue    string `json:"queue"`
 	Redriven int    `json:"redriven"`
+	// Skipped counts the dead letters left in place because they would
+	// not fit the queue (see [Redrive]); queue::dead_letters lists them.
+	Skipped int `json:"skipped,omitempty"`
 }
 
 const (
@@ -179,7 +182,7 @@ const (
 		`"data_omitted":{"type":"boolean"}}}},"truncated":{"type":"boolean"}}}`
 	redriveSchema = `{"type":"object","required":["queue"],"properties":{` + queueProp +
 		`,"limit":{"type":"integer","minimum":0},"sequence":{"type":"integer","minimum":0}}}`
-	redriveRespSchema = `{"type":"object","properties":{"queue":{"type":"string"},"redriven":{"type":"integer"}}}`
+	redriveRespSchema = `{"type":"object","properties":{"queue":{"type":"string"},"redriven":{"type":"integer"},"skipped":{"type":"integer"}}}`
 	statsSchema       = `{"type":"object","required":["queue"],"properties":{` + queueProp + `}}`
 	statsRespSchema   = `{"type":"object","properties":{"queue":{"type":"string"},"messages":{"type":"integer"},` +
 		`"consumer":{"type":"boolean"},"pending":{"type":"integer"},"ack_pending":{"type":"integer"},` +
@@ -191,7 +194,7 @@ const (
 //
 //	queue::enqueue      {queue, function_id, data, dedup_id?} → {queue, function_id}
 //	queue::dead_letters {queue, limit?, after?}               → {dead_letters:[DeadLetter], truncated?}
-//	queue::redrive      {queue, limit?, sequence?}            → {queue, redriven}
+//	queue::redrive      {queue, limit?, sequence?}            → {queue, redriven, skipped?}
 //	queue::stats        {queue}                               → Stats
 //
 // data is any JSON or msgpack value; it is re-encoded in the engine's
@@ -266,8 +269,8 @@ func Serve(ctx context.Context, e *engine.Engine) (*engine.Worker, error) {
 			if r.Sequence > 0 {
 				opts = append(opts, WithRedriveSequence(r.Sequence))
 			}
-			n, err := Redrive(ctx, e, r.Queue, opts...)
-			return RedriveResponse{Queue: r.Queue, Redriven: n}, err
+			res, err := Redrive(ctx, e, r.Queue, opts...)
+			return RedriveResponse{Queue: r.Queue, Redriven: res.Redriven, Skipped: res.Skipped}, err
 		}),
 	}, {
 		ID:             FnStats,

@@ -30,7 +30,9 @@
 //
 // [Open] (and the worker's Start) replays the stream from its first
 // message with an ordered consumer, then follows it live: a restarted store
-// rebuilds whatever the stream still keeps. The store holds at most
+// rebuilds whatever the stream still keeps. The consumer pulls at most
+// [MinReplayBytes] (8 MiB) or two max payloads of messages ahead of the
+// store, whichever is more. The store holds at most
 // [WithMaxSpans] spans (default 200,000) and [WithMaxBytes] bytes of them
 // (default 256 MiB; a span is held as its JSON encoding and counted as
 // such, with its group values, held apart), and evicts whole traces, oldest first, to make room. A span whose

@@ -137,7 +137,9 @@ const defaultMaxPayload = 1 << 20
 // Open creates [StreamName] when missing and returns a store that follows
 // it: an ordered consumer replays the stream from its first message (so a
 // restarted store rebuilds what the stream still keeps), then receives
-// spans as they are published. [Store.Close] stops following.
+// spans as they are published. The consumer pulls ahead at most
+// [MinReplayBytes] or two max payloads of messages, whichever is more.
+// [Store.Close] stops following.
 func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -155,13 +157,37 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "consumer on %s", StreamName)
 	}
-	s.cc, err = cons.Consume(s.consume, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		s.logger.Debug("span consumer", slog.Any("error", err))
-	}))
+	s.cc, err = cons.Consume(s.consume,
+		jetstream.PullMaxBytes(replayBytes(e.Conn().MaxPayload())),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			s.logger.Debug("span consumer", slog.Any("error", err))
+		}))
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume %s", StreamName)
 	}
 	return s, nil
+}
+
+// Bounds of the bytes the stream's consumer pulls ahead of the store
+// ([replayBytes]).
+const (
+	// MinReplayBytes is the least the consumer pulls ahead (8 MiB).
+	MinReplayBytes = 8 << 20
+	// replayMsgOverhead is what the server counts for a message besides
+	// its headers and data: its subject and reply subject, each at most a
+	// control line (4 KiB by default).
+	replayMsgOverhead = 8 << 10
+)
+
+// replayBytes is how many bytes of messages the stream's consumer asks
+// for ahead of the store: at least [MinReplayBytes], and room for two of
+// the largest messages the bus carries, since a pull whose byte limit is
+// smaller than the next message stalls the consumer. nats.go's default
+// is 500 messages with no byte limit, which is up to 500 MiB of 1 MiB
+// messages held while a store replays a full stream, outside
+// [WithMaxBytes].
+func replayBytes(maxPayload int64) int {
+	return int(max(MinReplayBytes, 2*(maxPayload+replayMsgOverhead)))
 }
 
 // consume adds one message of the stream.

@@ -1,12 +1,18 @@
 package traces_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/traces"
 )
@@ -226,5 +232,76 @@ func TestDecodeSpans(t *testing.T) {
 		if len(spans) != tt.spans || invalid != tt.invalid || (err != nil) != tt.err {
 			t.Errorf("%s: %d spans, %d invalid, %v", tt.name, len(spans), invalid, err)
 		}
+	}
+}
+
+// Open's replay pulls a bounded number of bytes ahead of the store: it
+// pulled nats.go's default of 500 messages with no byte limit, up to
+// 500 MiB of spans held outside max_bytes. The pulls are watched on the
+// JetStream API subject; a stream of more than the bound, in messages
+// near the max payload, still replays to its end.
+func TestOpenReplayBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	if _, err := e.EnsureStream(ctx, traces.StreamConfig(1, time.Hour, 64<<20)); err != nil {
+		t.Fatal(err)
+	}
+	maxPayload := e.Conn().MaxPayload()
+	// ≈ 12 MiB, past the bound, not JSON: the store counts them invalid
+	// at their first byte (a 1 MiB span takes a second to decode under
+	// -race).
+	const msgs = 12
+	junk := []byte(strings.Repeat("x", int(maxPayload)-16<<10))
+	for i := range msgs {
+		if _, err := e.JetStream().Publish(ctx, traces.SpanSubject(tid(i)), junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	type pull struct {
+		Batch    int `json:"batch"`
+		MaxBytes int `json:"max_bytes"`
+	}
+	pulls := make(chan pull, 1000)
+	watch := enginetest.Connect(t, ns)
+	if _, err := watch.Subscribe("$JS.API.CONSUMER.MSG.NEXT."+traces.StreamName+".>", func(m *nats.Msg) {
+		var p pull
+		if json.Unmarshal(m.Data, &p) == nil {
+			select {
+			case pulls <- p:
+			default:
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := traces.Open(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		if st := s.Stats(); st.Invalid != msgs || st.LastSeq != msgs {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+	bound := max(traces.MinReplayBytes, 3*int(maxPayload))
+	n := 0
+	for len(pulls) > 0 {
+		p := <-pulls
+		n++
+		if p.MaxBytes <= 0 || p.MaxBytes > bound {
+			t.Errorf("pull of %d messages, max_bytes %d: want 1..%d", p.Batch, p.MaxBytes, bound)
+		}
+	}
+	if n < 2 {
+		t.Fatalf("%d pulls seen for %d messages of ≈ %d bytes", n, msgs, maxPayload)
 	}
 }
