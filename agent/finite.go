@@ -87,33 +87,41 @@ func nonFiniteText(f float64) string {
 	return ""
 }
 
-// checkFinite is an error naming the first NaN or infinity in v.
-func checkFinite(what string, v any) error {
+// NonFinite names the first NaN or infinity in v (maps, slices and
+// numbers, as the codecs decode them): [NaNText], [InfText] or
+// [NegInfText]; "" when v has none.
+func NonFinite(v any) string {
 	switch x := v.(type) {
 	case float64:
-		if s := nonFiniteText(x); s != "" {
-			return fmt.Errorf("%w: %s holds %s, which JSON cannot carry", ErrInvalidMessage, what, s)
-		}
+		return nonFiniteText(x)
 	case float32:
-		return checkFinite(what, float64(x))
+		return nonFiniteText(float64(x))
 	case map[string]any:
 		for _, e := range x {
-			if err := checkFinite(what, e); err != nil {
-				return err
+			if s := NonFinite(e); s != "" {
+				return s
 			}
 		}
 	case map[any]any:
 		for _, e := range x {
-			if err := checkFinite(what, e); err != nil {
-				return err
+			if s := NonFinite(e); s != "" {
+				return s
 			}
 		}
 	case []any:
 		for _, e := range x {
-			if err := checkFinite(what, e); err != nil {
-				return err
+			if s := NonFinite(e); s != "" {
+				return s
 			}
 		}
+	}
+	return ""
+}
+
+// checkFinite is an error naming the first NaN or infinity in v.
+func checkFinite(what string, v any) error {
+	if s := NonFinite(v); s != "" {
+		return fmt.Errorf("%w: %s holds %s, which JSON cannot carry", ErrInvalidMessage, what, s)
 	}
 	return nil
 }

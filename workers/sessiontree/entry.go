@@ -2,8 +2,6 @@ package sessiontree
 
 import (
 	"fmt"
-	"math"
-	"reflect"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -100,61 +98,21 @@ func (e Entry) validateNew() error {
 	if err := e.validatePayload(); err != nil {
 		return err
 	}
-	return finite(reflect.ValueOf(e))
-}
-
-// validNewMessage checks the message of an append request: an entry of
-// its own (agent.Message.Validate) that JSON can carry.
-func validNewMessage(m *agent.Message) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
-	return finite(reflect.ValueOf(m))
-}
-
-// finite checks that v holds no NaN or infinite number. An entry is
-// JSON (a custom entry's data is "any JSON value"), but a msgpack request
-// can carry them: stored, such an entry could never be sent to a JSON
-// caller (encoding/json refuses them), and every session::entries (and
-// session::messages, for a message) over JSON of a path through it
-// failed with internal, for good.
-func finite(v reflect.Value) error {
-	switch v.Kind() {
-	case reflect.Float32, reflect.Float64:
-		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("a number is %v: not a JSON number", f)
-		}
-	case reflect.Pointer, reflect.Interface:
-		if !v.IsNil() {
-			return finite(v.Elem())
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if err := finite(v.Field(i)); err != nil {
-				return err
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		if k := v.Type().Elem().Kind(); k == reflect.Uint8 || k == reflect.String {
-			return nil
-		}
-		for i := range v.Len() {
-			if err := finite(v.Index(i)); err != nil {
-				return err
-			}
-		}
-	case reflect.Map:
-		for it := v.MapRange(); it.Next(); {
-			if err := finite(it.Key()); err != nil {
-				return err
-			}
-			if err := finite(it.Value()); err != nil {
-				return err
-			}
-		}
+	// An entry is JSON (a custom entry's data is "any JSON value"), but a
+	// msgpack request can carry NaN and infinities: stored, such an entry
+	// could never be sent to a JSON caller (encoding/json refuses them),
+	// and every session::entries (and session::messages, for a message)
+	// over JSON of a path through it failed with internal, for good. A
+	// message's are refused by agent.Message.Validate.
+	if s := agent.NonFinite(e.Data); s != "" {
+		return fmt.Errorf("data holds %s, which JSON cannot carry", s)
 	}
 	return nil
 }
+
+// validNewMessage checks the message of an append request: an entry of
+// its own (agent.Message.Validate, which refuses NaN and infinities).
+func validNewMessage(m *agent.Message) error { return m.Validate() }
 
 // validatePayload checks the type and payload fields.
 func (e Entry) validatePayload() error {
