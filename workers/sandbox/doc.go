@@ -9,7 +9,7 @@
 //	sandbox::exec    {sandbox_id, command|argv, stdin?, env?, timeout_ms?} → Result
 //	shell::exec      {command|argv, stdin?, env?, timeout_ms?} → Result           (the caller's session)
 //	sandbox::destroy {sandbox_id} | {session_id} → {destroyed}                     (idempotent)
-//	sandbox::list    {session_id?} → {sandboxes}                                   (idempotent)
+//	sandbox::list    {session_id?, after?} → {sandboxes, truncated?}               (idempotent)
 //
 // create returns the session's live sandbox when it has one (so
 // provisioning may retry after a crash); its limits and network stay as
@@ -30,6 +30,9 @@
 // over_quota, cleanup_only, quota_stopped (see Limits), the duration and
 // the isolation. Every function answers bad
 // input with invalid_payload and never leaves half-made state.
+// list pages by session id: an answer cut to the server's max payload in
+// the caller's codec says truncated, and after (the last session_id)
+// continues it. The fs tools' answers fit it too (fstool.WithMaxPayload).
 // [Worker.Workdir] gives in-process tools (fs::*) the same workdir, so
 // paths agree between shell::exec and them; [Worker.CallerWorkdir] takes
 // the session from the call.
@@ -268,7 +271,18 @@
 // for orphan_after, unless a live node's heartbeat names it or it was
 // touched within orphan_after (a node starting now). A workdir whose
 // record cannot be read is kept: its files are the session's work, and
-// the session's next call adopts it. A record of this node whose workdir
+// the session's next call adopts it.
+//
+// A session record that does not decode (or names another session)
+// wraps [ErrBadRecord]: nothing can reach the sandbox it named. exec,
+// shell::exec and [Worker.Workdir] answer not_found wrapping
+// [ErrNoSandbox] and [ErrBadRecord] ("…; sandbox::create replaces it,
+// sandbox::destroy deletes it"); create deletes it (logged,
+// revision-checked) and makes a new sandbox; destroy deletes it and
+// answers destroyed; list skips it (logged). The reaper keeps it, and
+// the workdir it may name, until it was written max_age plus orphan_after
+// ago (it may be a live sandbox's, written by a version this node cannot
+// read), then deletes it (bad_records); the workdir goes at the next run. A record of this node whose workdir
 // is gone (a crash between the record and the folder) is deleted when
 // Start or the session's next call finds it. Other folders in the root
 // are left alone.

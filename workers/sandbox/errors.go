@@ -38,6 +38,11 @@ var (
 	// ErrNoRoot is returned by [Worker.Start] when neither a root
 	// directory ([WithRoot], setting "root") nor a home directory is known.
 	ErrNoRoot = errors.New("sandbox: no root directory")
+	// ErrBadRecord is wrapped, beside [ErrNoSandbox], when the session's
+	// record does not decode or contradicts its key: nothing can reach
+	// the sandbox it named. sandbox::create replaces the record and
+	// sandbox::destroy deletes it; on the wire it is not_found.
+	ErrBadRecord = errors.New("sandbox: bad record")
 	// ErrInvalidID is wrapped when a sandbox id or session id is malformed.
 	ErrInvalidID = errors.New("sandbox: invalid id")
 )

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/internal/answer"
 )
 
 // manager owns this node's sandboxes: their records, workdirs, cgroups
@@ -285,10 +286,12 @@ func (m *manager) create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Another node won the race: its sandbox is the session's.
 		rec, rev, ok, err := getRecord(ctx, m.kv, sid)
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrBadRecord) {
 			return Sandbox{}, kvErr(err)
 		}
 		if !ok {
+			// Gone again, or a record that does not decode written
+			// meanwhile: a retry replaces it.
 			return Sandbox{}, wire.Errorf(wire.CodeConflict, "the sandbox of session %s is being created and destroyed concurrently; retry", sid)
 		}
 		existing, _, err := m.existing(ctx, rec, rev)
@@ -325,6 +328,15 @@ func (m *manager) current(ctx context.Context, sid string) (Sandbox, bool, error
 	// settle any race that is not endless.
 	for range 4 {
 		rec, rev, ok, err := getRecord(ctx, m.kv, sid)
+		if errors.Is(err, ErrBadRecord) {
+			// Nothing can reach the sandbox it named: replaced, as an
+			// orphan is (the node that made it, if it lives, drops the
+			// sandbox at its next sweep: its record is gone).
+			if _, err := m.dropBadRecord(ctx, sid, rev, err, "replaced by sandbox::create"); err != nil {
+				return Sandbox{}, false, err
+			}
+			continue
+		}
 		if err != nil {
 			return Sandbox{}, false, kvErr(err)
 		}
@@ -762,6 +774,19 @@ func (m *manager) destroy(ctx context.Context, req DestroyRequest) (DestroyRespo
 		return DestroyResponse{Destroyed: true}, nil
 	}
 	rec, rev, ok, err := getRecord(ctx, m.kv, sid)
+	if errors.Is(err, ErrBadRecord) {
+		// Nothing can reach the sandbox it named: the record goes, and
+		// the reaper of the node that holds its workdir removes it (no
+		// record claims it any more).
+		deleted, err := m.dropBadRecord(ctx, sid, rev, err, "deleted by sandbox::destroy")
+		if err != nil {
+			return DestroyResponse{}, err
+		}
+		if !deleted {
+			return DestroyResponse{}, wire.Errorf(wire.CodeConflict, "the sandbox record of session %s changed while it was destroyed; retry", sid)
+		}
+		return DestroyResponse{Destroyed: true}, nil
+	}
 	if err != nil {
 		return DestroyResponse{}, kvErr(err)
 	}
@@ -852,9 +877,10 @@ func (m *manager) destroyLive(ctx context.Context, lv *liveSandbox, cause error,
 	return nil
 }
 
-// list lists the records of every node, or of one session; this node's
-// carry their last use from memory.
-func (m *manager) list(ctx context.Context, req ListRequest) (ListResponse, error) {
+// list lists the records of every node, or of one session, by session
+// id from after, while they fit p (one KV get per record of the page);
+// this node's carry their last use from memory.
+func (m *manager) list(ctx context.Context, req ListRequest, p *answer.Pager) (ListResponse, error) {
 	out := ListResponse{Sandboxes: []Sandbox{}}
 	var sids []string
 	if req.SessionID != "" {
@@ -877,10 +903,17 @@ func (m *manager) list(ctx context.Context, req ListRequest) (ListResponse, erro
 		}
 	}
 	slices.Sort(sids)
+	if req.After != "" {
+		i, _ := slices.BinarySearch(sids, req.After)
+		if i < len(sids) && sids[i] == req.After {
+			i++
+		}
+		sids = sids[i:]
+	}
 	for _, sid := range sids {
 		rec, _, ok, err := getRecord(ctx, m.kv, sid)
 		if err != nil {
-			if !errors.Is(err, errBadRecord) {
+			if !errors.Is(err, ErrBadRecord) {
 				return out, kvErr(err) // unavailable, timeout or canceled: not a shorter list
 			}
 			m.logger.Warn("sandbox record skipped", slog.String("session_id", sid), slog.Any("error", err))
@@ -894,6 +927,14 @@ func (m *manager) list(ctx context.Context, req ListRequest) (ListResponse, erro
 		m.mu.Unlock()
 		if lv != nil {
 			rec = lv.snapshot()
+		}
+		fits, err := p.Fits(rec)
+		if err != nil {
+			return out, err
+		}
+		if !fits {
+			out.Truncated = true
+			break
 		}
 		out.Sandboxes = append(out.Sandboxes, rec)
 	}
@@ -912,8 +953,8 @@ func (m *manager) workdir(ctx context.Context, sid string) (string, error) {
 	return lv.snapshot().Workdir, nil
 }
 
-// kvErr maps a KV failure: a record that does not decode is internal,
-// anything else from JetStream unavailable.
+// kvErr maps a KV failure: a record that does not decode is not_found
+// ([badRecordErr]), anything else from JetStream unavailable.
 func kvErr(err error) error {
 	var we *wire.Error
 	if errors.As(err, &we) {
@@ -922,10 +963,32 @@ func kvErr(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return wire.FromNATS(err)
 	}
-	if errors.Is(err, errBadRecord) {
-		return wire.Wrap(wire.CodeInternal, err, "")
+	if errors.Is(err, ErrBadRecord) {
+		return badRecordErr(err)
 	}
 	return wire.Wrap(wire.CodeUnavailable, err, "sandbox records")
+}
+
+// badRecordErr answers a call for a session whose record does not decode
+// (err wraps [ErrBadRecord]): no node can reach the sandbox it named, as
+// for an orphan, and the session's next create replaces it.
+func badRecordErr(err error) error {
+	return wire.Wrap(wire.CodeNotFound, fmt.Errorf("%w: %w; sandbox::create replaces it, sandbox::destroy deletes it", ErrNoSandbox, err), "")
+}
+
+// dropBadRecord deletes session sid's record that does not decode (err),
+// if it is still at rev, and logs it. deleted is false when it changed
+// meanwhile; the caller reads it again.
+func (m *manager) dropBadRecord(ctx context.Context, sid string, rev uint64, err error, why string) (deleted bool, _ error) {
+	derr := m.kv.Delete(ctx, recordKey(sid), jetstream.LastRevision(rev))
+	if errors.Is(derr, jetstream.ErrKeyRevisionMismatch) || errors.Is(derr, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if derr != nil {
+		return false, kvErr(derr)
+	}
+	m.logger.Warn("sandbox record that does not decode deleted", slog.String("session_id", sid), slog.String("reason", why), slog.Any("error", err))
+	return true, nil
 }
 
 // close kills every running exec (their handlers return) and waits for

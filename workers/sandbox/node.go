@@ -190,36 +190,45 @@ func (m *manager) takeOver(ctx context.Context, rec Sandbox, rev uint64, why str
 type scanned struct {
 	rec Sandbox
 	rev uint64
+	// bad is set for a record that does not decode (rec is zero);
+	// written is when it was.
+	bad     error
+	written time.Time
 }
 
 // scan reads the whole bucket with one watcher (one ordered consumer,
-// every latest value once): the records by session and the heartbeats by
-// node. It fails rather than answer less than all of them.
-func (m *manager) scan(ctx context.Context) (map[string]scanned, map[string]nodeState, error) {
+// every latest value once): the records by session, those that do not
+// decode apart, and the heartbeats by node. It fails rather than answer
+// less than all of them.
+func (m *manager) scan(ctx context.Context) (recs, bad map[string]scanned, beats map[string]nodeState, err error) {
 	w, err := m.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, nil, kvErr(err)
+		return nil, nil, nil, kvErr(err)
 	}
 	defer func() { _ = w.Stop() }()
-	recs, beats := map[string]scanned{}, map[string]nodeState{}
+	recs, bad, beats = map[string]scanned{}, map[string]scanned{}, map[string]nodeState{}
 	for {
 		var ent jetstream.KeyValueEntry
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, nil, wire.Errorf(wire.CodeUnavailable, "sandbox records: the scan ended early")
+				return nil, nil, nil, wire.Errorf(wire.CodeUnavailable, "sandbox records: the scan ended early")
 			}
 			ent = e
 		case <-ctx.Done():
-			return nil, nil, kvErr(ctx.Err())
+			return nil, nil, nil, kvErr(ctx.Err())
 		}
 		if ent == nil {
-			return recs, beats, nil
+			return recs, bad, beats, nil
 		}
 		if sid, ok := strings.CutPrefix(ent.Key(), "session."); ok {
 			rec, err := decodeRecord(ent.Value())
-			if err != nil || rec.SessionID != sid {
-				continue // list and the session's calls report it
+			if err == nil && rec.SessionID != sid {
+				err = fmt.Errorf("%w: %s names session %q", ErrBadRecord, ent.Key(), rec.SessionID)
+			}
+			if err != nil {
+				bad[sid] = scanned{rev: ent.Revision(), bad: err, written: ent.Created()}
+				continue
 			}
 			recs[sid] = scanned{rec: rec, rev: ent.Revision()}
 			continue

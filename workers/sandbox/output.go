@@ -5,6 +5,7 @@ import (
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/sandbox/internal/fit"
 )
 
 // capWriter keeps the first max bytes written to it and counts the rest,
@@ -75,10 +76,7 @@ func fitResult(res Result, codec wire.Codec, limit int64) (engine.Raw, error) {
 	if room < 0 {
 		return nil, wire.Errorf(wire.CodeInternal, "the result does not fit the server's max payload even without output")
 	}
-	size := func(s string) int64 {
-		b, _ := codec.Marshal(s)
-		return int64(len(b))
-	}
+	size := fit.StringSize(codec)
 	half := room / 2
 	outRoom, errRoom := half, room-half
 	if n := size(out); n < outRoom {
@@ -86,35 +84,11 @@ func fitResult(res Result, codec wire.Codec, limit int64) (engine.Raw, error) {
 	} else if n := size(errOut); n < errRoom {
 		outRoom, errRoom = room-n, n
 	}
-	res.Stdout = cutToFit(out, outRoom, size)
-	res.Stderr = cutToFit(errOut, errRoom, size)
+	res.Stdout = fit.Prefix(out, outRoom, size)
+	res.Stderr = fit.Prefix(errOut, errRoom, size)
 	body, err = codec.Marshal(res)
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeInternal, err, "encode the result")
 	}
 	return body, nil
-}
-
-// cutToFit is the longest prefix of s, cut at a rune boundary, whose
-// encoding (size) takes at most room bytes. Encodings grow with the
-// prefix, so a binary search finds it.
-func cutToFit(s string, room int64, size func(string) int64) string {
-	if size(s) <= room {
-		return s
-	}
-	lo, hi := 0, len(s) // the prefix of lo bytes fits, that of hi does not
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if size(s[:mid]) <= room {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	// Back off to the start of a rune cut in two (at most UTFMax-1 bytes:
-	// bytes that are not UTF-8 are cut anywhere).
-	for i := 0; i < utf8.UTFMax-1 && lo > 0 && !utf8.RuneStart(s[lo]); i++ {
-		lo--
-	}
-	return s[:lo]
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/workers/sandbox/fstool"
 )
 
 // An exec's answer fits the server's max payload in the caller's codec:
@@ -66,5 +67,17 @@ func TestExecAnswerFitsMaxPayload(t *testing.T) {
 				}
 			})
 		}
+		// The fs tools the worker serves fit it too (fstool.WithMaxPayload):
+		// 200 KB of text is within their own answer bound.
+		t.Run(codec.ContentType()+"/fs::read", func(t *testing.T) {
+			ctx := engine.WithSession(context.Background(), "fit", "m1")
+			if r, err := engine.Call[Result](ctx, e, ShellExecFunction, Command{Command: "yes " + strings.Repeat("x", 99) + " | head -n 2000 > big.txt"}); err != nil || r.ExitCode != 0 {
+				t.Fatalf("write big.txt: %+v %v", r, err)
+			}
+			r, err := engine.Call[fstool.ReadResult](ctx, e, fstool.ReadFunction, fstool.ReadRequest{Path: "big.txt"})
+			if err != nil || !r.Truncated || r.LinesRead == 0 || r.TotalLines != 2000 {
+				t.Fatalf("read: %d lines of %d, truncated %v, %v", r.LinesRead, r.TotalLines, r.Truncated, err)
+			}
+		})
 	}
 }

@@ -35,6 +35,9 @@ type reapStats struct {
 	GoneNodes int
 	// GoneRoots are the empty root folders of gone nodes, removed.
 	GoneRoots int
+	// BadRecords are records that do not decode, written longer than
+	// max_age plus orphan_after ago, deleted.
+	BadRecords int
 }
 
 func (s reapStats) zero() bool { return s == reapStats{} }
@@ -182,6 +185,13 @@ func (m *manager) reapLocal(ctx context.Context) (reapStats, error) {
 //   - deletes the heartbeats of nodes silent for orphan_after that no
 //     record names any more (nodes whose host name changed for good; a
 //     node that comes back writes its heartbeat again);
+//   - deletes the records that do not decode and were written longer
+//     than max_age plus orphan_after ago (compare-and-set): the sandbox
+//     such a record named, were its node alive, would have been reaped
+//     for max_age by then, and its session may never call again to
+//     replace it. The workdir it kept ([manager.claimed]) goes at the
+//     next run. A younger one waits: it may be a live sandbox's, written
+//     by a version this node cannot read;
 //   - drops this node's live sandboxes whose record is gone or names
 //     another sandbox: it was taken over while this node was thought
 //     gone (a pause or an outage longer than orphan_after), and the
@@ -189,11 +199,23 @@ func (m *manager) reapLocal(ctx context.Context) (reapStats, error) {
 //     killed and its workdir removed, as the reaper does for a workdir no
 //     record names; the new record stays.
 func (m *manager) sweep(ctx context.Context, st *reapStats) error {
-	recs, beats, err := m.scan(ctx)
+	recs, bad, beats, err := m.scan(ctx)
 	if err != nil {
 		return err
 	}
 	now := m.o.now()
+	for sid, r := range bad {
+		if now.Sub(r.written) <= m.o.maxAge+m.o.orphanAfter {
+			continue
+		}
+		deleted, err := m.dropBadRecord(ctx, sid, r.rev, r.bad, "written "+stamp(r.written)+", past max_age")
+		if err != nil {
+			m.logger.Warn("sandbox record that does not decode not deleted", slog.String("session_id", sid), slog.Any("error", err))
+		}
+		if deleted {
+			st.BadRecords++
+		}
+	}
 	named := map[string]bool{}
 	for _, r := range recs {
 		if r.rec.Node == m.o.node {
@@ -282,7 +304,7 @@ func (s reapStats) logAttrs() []any {
 	return []any{slog.Int("idle", s.Idle), slog.Int("expired", s.Expired), slog.Int("stale_records", s.StaleRecords),
 		slog.Int("orphan_workdirs", s.OrphanWorkdirs), slog.Int("orphan_cgroups", s.OrphanCgroups),
 		slog.Int("orphan_records", s.OrphanRecords), slog.Int("lost", s.Lost), slog.Int("gone_nodes", s.GoneNodes),
-		slog.Int("gone_roots", s.GoneRoots)}
+		slog.Int("gone_roots", s.GoneRoots), slog.Int("bad_records", s.BadRecords)}
 }
 
 // loop runs a function every interval until Stop: the reaper and the

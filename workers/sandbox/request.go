@@ -252,21 +252,30 @@ type DestroyResponse struct {
 type ListRequest struct {
 	// SessionID narrows the list to one session's sandbox.
 	SessionID string `json:"session_id,omitempty"`
+	// After continues a truncated list: the session_id of the last
+	// sandbox of the previous page.
+	After string `json:"after,omitempty"`
 }
 
-// Validate checks the optional session id.
+// Validate checks the optional session id and cursor.
 func (r ListRequest) Validate() error {
-	if r.SessionID != "" {
-		if err := validateSessionID(r.SessionID); err != nil {
-			return invalid(err)
+	for _, sid := range []string{r.SessionID, r.After} {
+		if sid != "" {
+			if err := validateSessionID(sid); err != nil {
+				return invalid(err)
+			}
 		}
 	}
 	return nil
 }
 
-// ListResponse is the answer of sandbox::list.
+// ListResponse is the answer of sandbox::list, by session id; never
+// null.
 type ListResponse struct {
 	Sandboxes []Sandbox `json:"sandboxes"`
+	// Truncated is set when the server's max payload cut the list short:
+	// ask again with After set to the last sandbox's session_id.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 func invalid(err error) *wire.Error { return wire.Wrap(wire.CodeInvalidPayload, err, "") }

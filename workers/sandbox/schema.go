@@ -102,11 +102,17 @@ const destroyResponseSchema = `{
 
 const listRequestSchema = `{
   "type": "object",
-  "properties": {"session_id": {"type": "string"}}
+  "properties": {
+    "session_id": {"type": "string"},
+    "after": {"type": "string", "description": "continue a truncated list: the session_id of the last sandbox of the previous page"}
+  }
 }`
 
 const listResponseSchema = `{
   "type": "object",
-  "properties": {"sandboxes": {"type": "array", "items": ` + sandboxSchema + `}},
+  "properties": {
+    "sandboxes": {"type": "array", "items": ` + sandboxSchema + `, "description": "by session_id"},
+    "truncated": {"type": "boolean", "description": "the server's max payload cut the list short: ask again with after"}
+  },
   "required": ["sandboxes"]
 }`

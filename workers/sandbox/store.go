@@ -26,10 +26,6 @@ func BucketConfig(replicas int) jetstream.KeyValueConfig {
 	}
 }
 
-// errBadRecord is wrapped by the errors of records that do not decode or
-// contradict their key.
-var errBadRecord = errors.New("sandbox: bad record")
-
 // recordKey is the KV key of session sid's sandbox record.
 func recordKey(sid string) string { return "session." + sid }
 
@@ -38,19 +34,21 @@ func recordKey(sid string) string { return "session." + sid }
 func decodeRecord(b []byte) (Sandbox, error) {
 	var rec Sandbox
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return Sandbox{}, fmt.Errorf("%w: does not decode: %v", errBadRecord, err)
+		return Sandbox{}, fmt.Errorf("%w: does not decode: %v", ErrBadRecord, err)
 	}
 	sid, err := parseSandboxID(rec.SandboxID)
 	if err != nil {
-		return Sandbox{}, fmt.Errorf("%w: %v", errBadRecord, err)
+		return Sandbox{}, fmt.Errorf("%w: %v", ErrBadRecord, err)
 	}
 	if sid != rec.SessionID {
-		return Sandbox{}, fmt.Errorf("%w: %s names session %q", errBadRecord, rec.SandboxID, rec.SessionID)
+		return Sandbox{}, fmt.Errorf("%w: %s names session %q", ErrBadRecord, rec.SandboxID, rec.SessionID)
 	}
 	return rec, nil
 }
 
 // getRecord reads session sid's record; ok is false when there is none.
+// A record that does not decode is an error wrapping [ErrBadRecord], with
+// its revision, so that it can be replaced or deleted by compare-and-set.
 func getRecord(ctx context.Context, kv jetstream.KeyValue, sid string) (rec Sandbox, rev uint64, ok bool, err error) {
 	ent, err := kv.Get(ctx, recordKey(sid))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -60,11 +58,11 @@ func getRecord(ctx context.Context, kv jetstream.KeyValue, sid string) (rec Sand
 		return Sandbox{}, 0, false, err
 	}
 	rec, err = decodeRecord(ent.Value())
-	if err != nil {
-		return Sandbox{}, 0, false, err
+	if err == nil && rec.SessionID != sid {
+		err = fmt.Errorf("%w: %s names session %q", ErrBadRecord, recordKey(sid), rec.SessionID)
 	}
-	if rec.SessionID != sid {
-		return Sandbox{}, 0, false, fmt.Errorf("%w: %s names session %q", errBadRecord, recordKey(sid), rec.SessionID)
+	if err != nil {
+		return Sandbox{}, ent.Revision(), false, err
 	}
 	return rec, ent.Revision(), true, nil
 }

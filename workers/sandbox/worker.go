@@ -266,7 +266,10 @@ func (w *Worker) functions(m *manager, e *engine.Engine) ([]engine.Function, err
 	// sandbox's user at once (and a replaced file keeps its owner), so a
 	// process of the sandbox already running may write it; the owner fix
 	// before each exec does the same for everything else.
-	tools, err := fstool.Functions(w.CallerWorkdir, fstool.WithQuota(m.fsQuota), fstool.WithOwner(m.fileOwner()))
+	// Their answers fit the server's max payload in the caller's codec,
+	// read at each call, as an exec's do.
+	tools, err := fstool.Functions(w.CallerWorkdir, fstool.WithQuota(m.fsQuota), fstool.WithOwner(m.fileOwner()),
+		fstool.WithMaxPayload(e.Conn()))
 	if err != nil {
 		return nil, err
 	}
@@ -367,14 +370,19 @@ func (w *Worker) ownFunctions(m *manager, e *engine.Engine) ([]engine.Function, 
 		},
 		{
 			ID:             ListFunction,
-			Description:    "List the sandboxes of every node (or of session_id) with their node, workdir, limits and last use.",
+			Description:    "List the sandboxes of every node (or of session_id) by session_id with their node, workdir, limits and last use; a list cut by the max payload says truncated: ask again with after.",
 			RequestSchema:  listRequestSchema,
 			ResponseSchema: listResponseSchema,
 			Idempotent:     true,
 			Skill:          skill(ListFunction),
-			Handler: engine.Typed(func(ctx context.Context, req ListRequest) (ListResponse, error) {
-				return m.list(ctx, req)
-			}),
+			// Paged to the server's max payload in the caller's codec.
+			Handler: func(ctx context.Context, r *engine.Request) (any, error) {
+				var req ListRequest
+				if err := r.Bind(&req); err != nil {
+					return nil, err
+				}
+				return m.list(ctx, req, answer.NewPager(r.Codec, e.Conn().MaxPayload()))
+			},
 		},
 	}, nil
 }

@@ -61,6 +61,13 @@
 // bytes per answer, bytes per write, entries per fs::ls and fs::glob,
 // matches and file size for fs::grep, entries walked per call. An answer
 // that reaches one says truncated; a write over its bound is refused.
+// The bytes per answer count raw bytes, so every fs::read, fs::ls,
+// fs::glob and fs::grep answer is also fitted to the max payload in the
+// caller's codec ([WithMaxPayload]; a JSON caller gets each control
+// character as a six-byte escape): cut further to whole lines (a first
+// line that does not fit alone is cut and marked), entries or matches
+// (then names of skipped files), and truncated, rather than failing as
+// internal.
 // fs::grep does not search a text file over its size bound (or one that
 // grows while read, or cannot be read): it says truncated and names the
 // file in skipped (at most [MaxGrepSkipped] names, skipped_files counts

@@ -66,7 +66,7 @@ func Functions(resolve Resolver, opts ...Option) ([]engine.Function, error) {
 			ResponseSchema: readResponseSchema,
 			Idempotent:     true,
 			Skill:          skill(ReadFunction),
-			Handler:        engine.Typed(t.read),
+			Handler:        fitted(t, t.read, fitRead),
 		},
 		{
 			ID:             WriteFunction,
@@ -92,7 +92,7 @@ func Functions(resolve Resolver, opts ...Option) ([]engine.Function, error) {
 			ResponseSchema: lsResponseSchema,
 			Idempotent:     true,
 			Skill:          skill(LsFunction),
-			Handler:        engine.Typed(t.ls),
+			Handler:        fitted(t, t.ls, fitLs),
 		},
 		{
 			ID:             GlobFunction,
@@ -101,7 +101,7 @@ func Functions(resolve Resolver, opts ...Option) ([]engine.Function, error) {
 			ResponseSchema: globResponseSchema,
 			Idempotent:     true,
 			Skill:          skill(GlobFunction),
-			Handler:        engine.Typed(t.glob),
+			Handler:        fitted(t, t.glob, fitGlob),
 		},
 		{
 			ID:             GrepFunction,
@@ -110,7 +110,7 @@ func Functions(resolve Resolver, opts ...Option) ([]engine.Function, error) {
 			ResponseSchema: grepResponseSchema,
 			Idempotent:     true,
 			Skill:          skill(GrepFunction),
-			Handler:        engine.Typed(t.grep),
+			Handler:        fitted(t, t.grep, fitGrep),
 		},
 	}
 	for i := range fns {

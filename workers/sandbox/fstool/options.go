@@ -17,8 +17,9 @@ const (
 	// line is cut (at a rune boundary) and marked with [LineCutMarker].
 	DefaultMaxLineBytes = 2000
 	// DefaultMaxAnswerBytes bounds the text of one answer: the content of
-	// fs::read, the paths of fs::glob, the lines of fs::grep. It stays well
-	// under the NATS server's default max payload (1 MiB).
+	// fs::read, the paths of fs::glob, the lines of fs::grep, in raw
+	// bytes. The encoded answer is also held to the max payload
+	// ([WithMaxPayload]): in JSON a control character takes six bytes.
 	DefaultMaxAnswerBytes = 256 << 10
 	// DefaultMaxWriteBytes bounds the content of fs::write and the result
 	// of fs::edit.
@@ -40,6 +41,9 @@ const (
 	DefaultMaxWalk = 200_000
 	// DefaultGrepLineBytes bounds the text of one fs::grep match.
 	DefaultGrepLineBytes = 500
+	// DefaultMaxPayload is the max payload answers fit without
+	// [WithMaxPayload]: the NATS server's default.
+	DefaultMaxPayload = 1 << 20
 )
 
 // DefaultSkipDirs are the directory names fs::glob and fs::grep do not
@@ -61,6 +65,7 @@ type options struct {
 	timeout          time.Duration
 	quota            Quota
 	owner            owner // of new files and directories, when root
+	maxPayload       MaxPayloader
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -74,6 +79,7 @@ func buildOptions(opts []Option) (options, error) {
 		maxWalk:          DefaultMaxWalk,
 		skipDirs:         map[string]bool{},
 		owner:            noOwner,
+		maxPayload:       fixedPayload(DefaultMaxPayload),
 	}
 	for _, d := range DefaultSkipDirs {
 		o.skipDirs[d] = true
@@ -109,8 +115,9 @@ func WithMaxLineBytes(n int) Option {
 }
 
 // WithMaxAnswerBytes bounds the text of one fs::read, fs::glob or fs::grep
-// answer (default [DefaultMaxAnswerBytes]). An answer that reaches it is
-// cut and says truncated. Keep it under the server's max payload.
+// answer in raw bytes (default [DefaultMaxAnswerBytes]). An answer that
+// reaches it is cut and says truncated. Whatever the bound, an answer is
+// also cut to the max payload in the caller's codec ([WithMaxPayload]).
 func WithMaxAnswerBytes(n int) Option {
 	return func(o *options) error {
 		if err := positive("max answer bytes", n); err != nil {
@@ -237,6 +244,31 @@ func WithOwner(uid, gid int) Option {
 			return fmt.Errorf("%w: fstool: owner %d:%d (ids are -1 or more)", engine.ErrInvalidOption, uid, gid)
 		}
 		o.owner = owner{uid, gid}
+		return nil
+	}
+}
+
+// MaxPayloader reports the bus's max payload in bytes, read at every call
+// (a reconnect may reach a server with another); *nats.Conn is one.
+type MaxPayloader interface {
+	MaxPayload() int64
+}
+
+type fixedPayload int64
+
+func (p fixedPayload) MaxPayload() int64 { return int64(p) }
+
+// WithMaxPayload gives the max payload every answer must fit in the
+// caller's codec (default [DefaultMaxPayload]); the sandbox worker passes
+// its engine's connection. An fs::read, fs::ls, fs::glob or fs::grep
+// answer that would not fit is cut further (whole lines, entries,
+// matches) and says truncated, rather than fail as internal.
+func WithMaxPayload(src MaxPayloader) Option {
+	return func(o *options) error {
+		if src == nil {
+			return fmt.Errorf("%w: fstool: nil max payload source", engine.ErrInvalidOption)
+		}
+		o.maxPayload = src
 		return nil
 	}
 }
