@@ -21,8 +21,8 @@ import (
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
-	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 	"github.com/iii-on-nats/iii/workers/approval"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 )
