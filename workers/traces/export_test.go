@@ -13,3 +13,7 @@ func HeldByEvicted(s *Store) int {
 	}
 	return n
 }
+
+// JSONDepth is jsonDepth: the deepest nesting of arrays and objects in
+// valid JSON data.
+var JSONDepth = jsonDepth

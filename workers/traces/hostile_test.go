@@ -13,30 +13,6 @@ import (
 	"github.com/iii-on-nats/iii/workers/traces"
 )
 
-// jsonDepth is the deepest nesting of arrays and objects in data.
-func jsonDepth(data []byte) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range data {
-		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case inString && c == '"':
-			inString = false
-		case inString:
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
-}
-
 // deepAttr is sp with an attribute of depth nested arrays: the span's
 // encoding nests depth+2 levels.
 func deepAttr(sp traces.Span, depth int) traces.Span {
@@ -93,7 +69,7 @@ func TestTreeDepthBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := jsonDepth(b); d > 256 {
+			if d := traces.JSONDepth(b); d > 256 {
 				t.Fatalf("answer nests %d deep", d)
 			}
 			var back traces.TreeResponse
