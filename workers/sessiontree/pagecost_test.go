@@ -260,7 +260,10 @@ func TestTreeHoldsSummaries(t *testing.T) {
 	}
 	grew := int64(peak) - int64(base)
 	t.Logf("session of %d MiB: the heap grew by %d KiB at most while reading its tree", n*size>>20, grew>>10)
-	if grew > n*size/2 {
+	// Holding the entries grew the heap by ≈ 86 MiB (1.4× the session);
+	// the summaries and one 8 MiB read batch, in the client and in the
+	// embedded server, by 18–28 MiB under load.
+	if grew > n*size*3/4 {
 		t.Fatalf("the heap grew by %d KiB reading the tree of a %d KiB session: the entries are held", grew>>10, n*size>>10)
 	}
 }
