@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -336,9 +337,19 @@ func (c *Consumer) final(msg jetstream.Msg, md *jetstream.MsgMetadata, fnID stri
 	ctx, cancel := context.WithTimeout(c.base, dlqPublishTimeout)
 	defer cancel()
 	out := deadLetterMsg(c.queue, msg.Data(), msg.Headers(), md, fnID, we, time.Now())
-	if !fitDeadLetter(out, c.e.Conn().MaxPayload()) {
-		log.Error("dead letter does not fit the server's max payload even without its error message; the message stays on its queue",
-			"queue", c.queue, "queue_seq", md.Sequence.Stream, "size", len(out.Data)+wire.HeaderSize(out.Header))
+	// body, when not nil, is kept in DLQBodiesBucket: the dead letter
+	// does not fit the max payload with it, even without its error
+	// message. III_QUEUE is a work queue, so the message cannot stay
+	// there once ended (a term removes it as an ack does), and retrying
+	// the publish would never end.
+	var body []byte
+	if max := c.e.Conn().MaxPayload(); !fitDeadLetter(out, max) {
+		body = out.Data
+		if !bodyElsewhere(out, we.Message, bodyObjectName(c.queue, md.Sequence.Stream), max) {
+			body = nil
+			log.Error("dead letter does not fit the server's max payload even without its body; the message stays on its queue",
+				"queue", c.queue, "queue_seq", md.Sequence.Stream, "size", wire.HeaderSize(out.Header))
+		}
 	}
 	// An earlier delivery may have stored the dead letter and died before
 	// its ack. Its Nats-Msg-Id dedupes only within the DLQ stream's
@@ -352,7 +363,7 @@ func (c *Consumer) final(msg jetstream.Msg, md *jetstream.MsgMetadata, fnID stri
 	}
 	if stored {
 		log.Info("message already dead-lettered by an earlier delivery; removing it from its queue", "queue", c.queue, "queue_seq", md.Sequence.Stream)
-	} else if _, err := c.e.JetStream().PublishMsg(ctx, out); err != nil {
+	} else if err := c.storeDeadLetter(ctx, out, body); err != nil {
 		if c.base.Err() != nil {
 			c.abandoned.Add(1)
 			return
@@ -376,6 +387,22 @@ func (c *Consumer) final(msg jetstream.Msg, md *jetstream.MsgMetadata, fnID stri
 	c.deadLettered.Add(1)
 	log.Warn("message dead-lettered", "queue", c.queue, "function_id", fnID,
 		"deliveries", md.NumDelivered, "code", we.Code, "error", we.Message)
+	if body != nil {
+		log.Warn("dead letter too large for its body; the body is kept in the object store", "queue", c.queue,
+			"queue_seq", md.Sequence.Stream, "bucket", DLQBodiesBucket, "object", out.Header.Get(HeaderBodyObject), "size", len(body))
+	}
+}
+
+// storeDeadLetter publishes dead letter out, after storing body, when not
+// nil, as the object its headers name.
+func (c *Consumer) storeDeadLetter(ctx context.Context, out *nats.Msg, body []byte) error {
+	if body != nil {
+		if err := keepBody(ctx, c.e, out.Header.Get(HeaderBodyObject), body, out.Header); err != nil {
+			return fmt.Errorf("keep the body in object store %s: %w", DLQBodiesBucket, err)
+		}
+	}
+	_, err := c.e.JetStream().PublishMsg(ctx, out)
+	return err
 }
 
 // Counters returns what this Consumer has done so far.

@@ -1,8 +1,10 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -41,13 +43,29 @@ const (
 	HeaderOriginalMsgID = "Iii-Original-Msg-Id"
 	// HeaderRedrives counts how often the message was redriven.
 	HeaderRedrives = "Iii-Redrives"
+	// HeaderBodyObject, on a dead letter without a body, names the object
+	// of bucket [DLQBodiesBucket] that keeps the body: the dead letter
+	// would not fit the max payload with it.
+	HeaderBodyObject = "Iii-Body-Object"
+	// HeaderBodySize is the size in bytes of a body kept as an object.
+	HeaderBodySize = "Iii-Body-Size"
 )
+
+// DLQBodiesBucket is the JetStream object store (stream
+// OBJ_III_DLQ_BODIES, created on first use) that keeps the body of a
+// message whose dead letter would not fit the max payload even without
+// its error message — one a client published onto iii.queue.<name> close
+// to the limit, or one stored before the max payload was lowered. Its
+// objects are named "<queue>/<queue seq>" and expire with the dead
+// letters (30 days).
+const DLQBodiesBucket = "III_DLQ_BODIES"
 
 // MaxErrorMessage bounds the error message kept in a dead letter's header.
 const MaxErrorMessage = 1024
 
 // dlqOnly are the headers a dead letter adds and a redrive removes.
-var dlqOnly = []string{HeaderQueue, HeaderErrorCode, HeaderErrorMessage, HeaderDeliveries, HeaderDeadLetteredAt, HeaderQueueSeq}
+var dlqOnly = []string{HeaderQueue, HeaderErrorCode, HeaderErrorMessage, HeaderDeliveries, HeaderDeadLetteredAt, HeaderQueueSeq,
+	HeaderBodyObject, HeaderBodySize}
 
 // DeadLetter is one message in the dead-letter subject of a queue.
 type DeadLetter struct {
@@ -69,9 +87,15 @@ type DeadLetter struct {
 	// DataOmitted says queue::dead_letters left Data out because the
 	// dead letter would not fit its answer otherwise; the body is still
 	// in stream III_DLQ at Sequence.
-	DataOmitted bool        `json:"data_omitted,omitempty"`
-	Body        []byte      `json:"-"`
-	Header      nats.Header `json:"-"`
+	DataOmitted bool `json:"data_omitted,omitempty"`
+	// BodyObject, when set, names the object of bucket
+	// [DLQBodiesBucket] that keeps the body, BodySize bytes: the dead
+	// letter itself has none, since it would not fit the max payload
+	// with it. Such a dead letter cannot be redriven.
+	BodyObject string      `json:"body_object,omitempty"`
+	BodySize   int         `json:"body_size,omitempty"`
+	Body       []byte      `json:"-"`
+	Header     nats.Header `json:"-"`
 }
 
 // dlqMsgID is the Nats-Msg-Id of the dead letter of queue message seq, so
@@ -172,6 +196,56 @@ func fitDeadLetter(m *nats.Msg, max int64) bool {
 	return int64(len(m.Data)+wire.HeaderSize(m.Header)) <= max
 }
 
+// bodyObjectName names the object that keeps the body of queue message
+// seq when its dead letter cannot carry it.
+func bodyObjectName(queue string, seq uint64) string {
+	return queue + "/" + strconv.FormatUint(seq, 10)
+}
+
+// bodyElsewhere makes dead letter m, which does not fit max with its body,
+// one without: its headers say where the body is kept (object of
+// [DLQBodiesBucket]) and how large it is, and its error message errMsg is
+// put back, cut to fit. It reports whether m fits now.
+func bodyElsewhere(m *nats.Msg, errMsg, object string, max int64) bool {
+	m.Header.Set(HeaderBodyObject, object)
+	m.Header.Set(HeaderBodySize, strconv.Itoa(len(m.Data)))
+	m.Data = nil
+	m.Header.Set(HeaderErrorMessage, headerValue(errMsg))
+	return fitDeadLetter(m, max)
+}
+
+// keepBody stores data, the body of a queue message whose dead letter
+// cannot carry it, as object name of [DLQBodiesBucket], creating the
+// bucket on first use. A body stored again under the same name (a
+// redelivery after a crash) replaces the first.
+func keepBody(ctx context.Context, e *engine.Engine, name string, data []byte, h nats.Header) error {
+	js := e.JetStream()
+	obs, err := js.ObjectStore(ctx, DLQBodiesBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket:      DLQBodiesBucket,
+			Description: "iii dead letters' bodies too large for their dead letter",
+			TTL:         engine.DLQStreamConfig(e.Replicas()).MaxAge,
+			Storage:     jetstream.FileStorage,
+			Replicas:    e.Replicas(),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			obs, err = js.ObjectStore(ctx, DLQBodiesBucket)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	// Each chunk is a message: keep them well under the max payload.
+	chunk := min(e.Conn().MaxPayload()/2, 128<<10)
+	meta := jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(chunk)}}
+	if ct := h.Get(wire.HeaderContentType); ct != "" {
+		meta.Headers = nats.Header{wire.HeaderContentType: []string{ct}}
+	}
+	_, err = obs.Put(ctx, meta, bytes.NewReader(data))
+	return err
+}
+
 // clockMargin widens the dead-letter lookup of [hasDeadLetter] for clock
 // differences between the servers that stored the message and its dead
 // letter.
@@ -208,8 +282,12 @@ func parseDeadLetter(seq uint64, data []byte, h nats.Header) DeadLetter {
 		ErrorCode:    wire.Code(h.Get(HeaderErrorCode)),
 		ErrorMessage: h.Get(HeaderErrorMessage),
 		ContentType:  h.Get(wire.HeaderContentType),
+		BodyObject:   h.Get(HeaderBodyObject),
 		Body:         data,
 		Header:       h,
+	}
+	if n, err := strconv.Atoi(h.Get(HeaderBodySize)); err == nil && n >= 0 {
+		dl.BodySize = n
 	}
 	if n, err := strconv.Atoi(h.Get(HeaderDeliveries)); err == nil && n >= 0 {
 		dl.Deliveries = n
@@ -245,6 +323,27 @@ func redriveMsg(queue string, dl *jetstream.RawStreamMsg) *nats.Msg {
 	h.Set(nats.MsgIdHdr, redriveMsgID(queue, dl.Sequence))
 	return &nats.Msg{Subject: subj, Data: dl.Data, Header: h}
 }
+
+// deadLetterRoom is what the dead letter of queue message m adds to m's
+// headers at most, its error message aside (cut to fit).
+func deadLetterRoom(queue string, m *nats.Msg) int {
+	end := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC) // the longest time
+	md := &jetstream.MsgMetadata{NumDelivered: math.MaxUint64, Sequence: jetstream.SequencePair{Stream: math.MaxUint64}, Timestamp: end}
+	dl := deadLetterMsg(queue, nil, m.Header, md, m.Header.Get(engine.HeaderFunctionID), &wire.Error{Code: longestCode}, end)
+	dl.Header.Del(HeaderErrorMessage)
+	return max(0, wire.HeaderSize(dl.Header)-wire.HeaderSize(m.Header))
+}
+
+// longestCode is the longest catalog code, for [deadLetterRoom].
+var longestCode = func() wire.Code {
+	var c wire.Code
+	for _, ent := range wire.Catalog {
+		if len(ent.Code) > len(c) {
+			c = ent.Code
+		}
+	}
+	return c
+}()
 
 // MaxDeadLetters bounds one [DeadLetters] listing.
 const MaxDeadLetters = 1000
@@ -295,8 +394,9 @@ type RedriveResult struct {
 	// Redriven dead letters were moved back onto the queue.
 	Redriven int `json:"redriven"`
 	// Skipped dead letters were left in stream III_DLQ because the queue
-	// message they would become does not fit the max payload (or the
-	// queue stream's max message size): see [Redrive].
+	// message they would become does not fit the max payload with the
+	// headers of its call and its dead letter (or the queue stream's max
+	// message size), or their body is not in them: see [Redrive].
 	Skipped int `json:"skipped,omitempty"`
 }
 
@@ -315,20 +415,23 @@ type RedriveResult struct {
 // that fails again at once) are left for the next call.
 //
 // A dead letter whose queue message would not fit the max payload, or
-// the queue stream's max message size, stays where it is, logged and
-// counted in [RedriveResult.Skipped], and Redrive goes on with the next:
-// no retry can store it, and it stopped every later dead letter of its
-// queue. The consumer's own dead letters always fit (a redrive drops
-// more headers than it adds); a client that published one straight onto
-// iii.dlq.<name>, or a max payload lowered since, makes one that does not.
-// Headers are not trimmed to make it fit: a message that close to the
-// max payload leaves no room for a call's headers, and would fail again
-// at once.
+// the queue stream's max message size, or would not leave room under the
+// max payload for the headers its call and its next dead letter add (as
+// [engine.Engine.Enqueue] requires, engine.QueueHeaderRoom), stays where
+// it is, logged and counted in [RedriveResult.Skipped], and Redrive goes
+// on with the next: no retry can store it, or it would fail its first
+// delivery as invalid_payload, and it stopped every later dead letter of
+// its queue. So is a dead letter whose body is kept in [DLQBodiesBucket]:
+// it did not fit a message. The consumer's own dead letters of enqueued
+// messages always fit; a client that published one straight onto
+// iii.dlq.<name> or a message onto iii.queue.<name>, or a max payload
+// lowered since, makes one that does not. Headers are not trimmed to make
+// it fit.
 //
 // With [WithRedriveSequence] a missing sequence is not_found, and a dead
 // letter that does not fit is a permanent invalid_payload. Other
 // JetStream failures are unavailable; the dead letters before them stay
-// moved.
+// moved, and the result returned with the error counts them.
 func Redrive(ctx context.Context, e *engine.Engine, name string, opts ...RedriveOption) (RedriveResult, error) {
 	var res RedriveResult
 	var o redriveOptions
@@ -391,7 +494,7 @@ func Redrive(ctx context.Context, e *engine.Engine, name string, opts ...Redrive
 		switch {
 		case errors.Is(err, wire.ErrInvalidPayload):
 			res.Skipped++
-			e.Logger().Error("dead letter too large to redrive; left in the dead-letter stream",
+			e.Logger().Error("dead letter cannot be redriven; left in the dead-letter stream",
 				"queue", name, "dlq_seq", m.Sequence, "error", err)
 		case err != nil:
 			return res, err
@@ -407,6 +510,10 @@ func Redrive(ctx context.Context, e *engine.Engine, name string, opts ...Redrive
 // Redrive deleted it first. Its only invalid_payload, permanent, is a
 // dead letter that does not fit: no retry stores it.
 func redriveOne(ctx context.Context, e *engine.Engine, dlq jetstream.Stream, name string, m *jetstream.RawStreamMsg) (moved bool, err error) {
+	if obj := m.Header.Get(HeaderBodyObject); obj != "" {
+		return false, wire.Errorf(wire.CodeInvalidPayload, "dead letter %d of %q has no body (object %q of bucket %s keeps it, too large for a dead letter): it cannot be redriven",
+			m.Sequence, name, obj, DLQBodiesBucket).Permanent()
+	}
 	out := redriveMsg(name, m)
 	size, max := len(out.Data)+wire.HeaderSize(out.Header), e.Conn().MaxPayload()
 	tooLarge := func(limit string) error {
@@ -415,6 +522,14 @@ func redriveOne(ctx context.Context, e *engine.Engine, dlq jetstream.Stream, nam
 	}
 	if int64(size) > max {
 		return false, tooLarge("the max payload " + strconv.FormatInt(max, 10))
+	}
+	// As Enqueue does (engine.QueueHeaderRoom): a message without room for
+	// its call's headers fails its first delivery as invalid_payload, and
+	// one without room for its dead letter's cannot be dead-lettered with
+	// its body.
+	if room := engine.CallHeaderRoom(out.Header) + deadLetterRoom(name, out); int64(size+room) > max {
+		return false, wire.Errorf(wire.CodeInvalidPayload, "dead letter %d of %q is %d bytes as a queue message, leaving no room under the max payload %d for the %d bytes of headers its call and its dead letter add: it cannot be redriven",
+			m.Sequence, name, size, max, room).Permanent()
 	}
 	if _, err := e.JetStream().PublishMsg(ctx, out); err != nil {
 		var apiErr *jetstream.APIError

@@ -40,6 +40,19 @@
 //     fails with a final error still runs its function once more: queues
 //     deliver at least once.
 //
+// A dead letter that does not fit the server's max payload even without
+// its error message (a message a client published onto iii.queue.<name>
+// close to the limit, without the room Enqueue keeps, or one stored
+// before the max payload was lowered) is stored without its body: the
+// body goes first to the object store [DLQBodiesBucket] (created on first
+// use, objects expire with the dead letters), as object
+// "<queue>/<queue seq>", and the dead letter says where (Iii-Body-Object)
+// and how large it was (Iii-Body-Size). A work-queue stream cannot keep
+// an ended message (a term removes it as an ack does), and publishing a
+// dead letter that cannot fit would fail and be retried for ever. Only a
+// message whose headers alone leave no room for a dead letter's stays on
+// its queue, retried with backoff and logged.
+//
 // When the dead-letter publish fails (III_DLQ unavailable) the message
 // is nak'ed with backoff and stays on its queue. JetStream cannot change
 // its headers on nak, so the Consumer keeps its error in memory, by
@@ -70,7 +83,11 @@
 // the III_QUEUE stream's duplicate window, 2 minutes; a redrive that died
 // between its publish and its delete and is retried later than that
 // enqueues the message twice — see [Redrive]; a dead letter that would
-// not fit the queue is skipped and counted, never blocking the others),
+// not fit the queue with the room Enqueue keeps for a call's and a dead
+// letter's headers, or whose body is in [DLQBodiesBucket], is skipped,
+// counted and logged, never blocking the others; a redrive that fails
+// partway returns, and queue::redrive answers in its error's details, what
+// it moved before),
 // and [Inspect] reports a queue's counts. [Serve] exposes all of this as the
 // functions queue::enqueue, queue::dead_letters, queue::redrive and
 // queue::stats of worker "queue", so the nats CLI can drive it:

@@ -804,6 +804,69 @@ func TestDeadLetterOfALargeMessageFits(t *testing.T) {
 	}
 }
 
+// TestDeadLetterTooLargeKeepsItsBodyInTheObjectStore: a message a client
+// stored on a queue right at the max payload cannot run (its call adds
+// headers) and its dead letter does not fit even without its error
+// message. It was published, refused, nak'ed and dead-lettered again for
+// ever; now its body goes to object store III_DLQ_BODIES and its dead
+// letter, without a body, says where, and the queue is empty. Redrive
+// skips it: the body is not in it.
+func TestDeadLetterTooLargeKeepsItsBodyInTheObjectStore(t *testing.T) {
+	t.Parallel()
+	const max = 4 << 10
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(max))
+	e := enginetest.NewEngine(t, ns)
+	rejecting(t, e)
+	ctx := context.Background()
+	msg := &nats.Msg{Subject: "iii.queue.huge", Header: nats.Header{}}
+	msg.Header.Set(wire.HeaderContentType, wire.JSON.ContentType())
+	msg.Header.Set(engine.HeaderFunctionID, "large::reject")
+	body := []byte(`"` + strings.Repeat("a", max-wire.HeaderSize(msg.Header)-2) + `"`)
+	msg.Data = body
+	if _, err := e.EnsureStream(ctx, engine.QueueStreamConfig(1)); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := e.JetStream().PublishMsg(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := consume(t, e, "huge", fast()...)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if got := c.Counters(); got.DeadLettered != 1 {
+			return fmt.Errorf("counters %+v", got)
+		}
+		return nil
+	})
+	if got := c.Counters(); got.Retried != 0 {
+		t.Errorf("counters %+v: retried", got)
+	}
+	dls := deadLetters(t, e, "huge")
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters", len(dls))
+	}
+	dl := dls[0]
+	want := "huge/" + fmt.Sprint(ack.Sequence)
+	if len(dl.Body) != 0 || dl.BodyObject != want || dl.BodySize != len(body) || dl.ErrorCode != wire.CodeInvalidPayload ||
+		dl.ErrorMessage == "" || dl.FunctionID != "large::reject" {
+		t.Fatalf("dead letter %+v: want no body, object %q of %d bytes, its error", dl, want, len(body))
+	}
+	obs, err := e.JetStream().ObjectStore(ctx, queue.DLQBodiesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := obs.GetBytes(ctx, dl.BodyObject)
+	if err != nil || string(kept) != string(body) {
+		t.Fatalf("object %q: %d bytes, %v: want the body", dl.BodyObject, len(kept), err)
+	}
+	if st := inspect(t, e, "huge"); st.Messages != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	res, err := queue.Redrive(ctx, e, "huge")
+	if err != nil || res != (queue.RedriveResult{Skipped: 1}) {
+		t.Fatalf("Redrive = %+v, %v: want it skipped", res, err)
+	}
+}
+
 // rejecting serves large::reject, which fails every call with a long
 // non-retryable error, and returns the error's text.
 func rejecting(t *testing.T, e *engine.Engine) string {
@@ -889,6 +952,10 @@ func TestRedriveSkipsDeadLetterTooLargeForTheQueue(t *testing.T) {
 		queueStream jetstream.StreamConfig
 	}{
 		{"max payload", func(h nats.Header) int { return max - wire.HeaderSize(h) }, engine.QueueStreamConfig(1)},
+		// Within the max payload once redriven, but without room for the
+		// call's headers: it was redriven and dead-lettered again as
+		// invalid_payload on its first delivery.
+		{"no room for the call's headers", func(h nats.Header) int { return max - wire.HeaderSize(h) - 150 }, engine.QueueStreamConfig(1)},
 		{"queue stream max message size", func(nats.Header) int { return 2 << 10 }, func() jetstream.StreamConfig {
 			cfg := engine.QueueStreamConfig(1)
 			cfg.MaxMsgSize = 1 << 10

@@ -179,7 +179,7 @@ const (
 		`"sequence":{"type":"integer"},"queue":{"type":"string"},"function_id":{"type":"string"},"error_code":{"type":"string"},` +
 		`"error_message":{"type":"string"},"deliveries":{"type":"integer"},"redrives":{"type":"integer"},` +
 		`"enqueued_at":{"type":"string"},"dead_lettered_at":{"type":"string"},"content_type":{"type":"string"},"data":{},` +
-		`"data_omitted":{"type":"boolean"}}}},"truncated":{"type":"boolean"}}}`
+		`"data_omitted":{"type":"boolean"},"body_object":{"type":"string"},"body_size":{"type":"integer"}}}},"truncated":{"type":"boolean"}}}`
 	redriveSchema = `{"type":"object","required":["queue"],"properties":{` + queueProp +
 		`,"limit":{"type":"integer","minimum":0},"sequence":{"type":"integer","minimum":0}}}`
 	redriveRespSchema = `{"type":"object","properties":{"queue":{"type":"string"},"redriven":{"type":"integer"},"skipped":{"type":"integer"}}}`
@@ -201,7 +201,9 @@ const (
 // codec, as [engine.Engine.Enqueue] sends it. queue::dead_letters answers
 // within the max payload: it stops early with truncated (page on with
 // after, the last sequence listed), and a dead letter too large alone is
-// listed without its data (data_omitted). ctx bounds the stream setup.
+// listed without its data (data_omitted). A queue::redrive that fails
+// partway answers its error with details {redriven, skipped}: what it did
+// before the failure, which stays done. ctx bounds the stream setup.
 func Serve(ctx context.Context, e *engine.Engine) (*engine.Worker, error) {
 	if _, err := e.EnsureStream(ctx, engine.QueueStreamConfig(e.Replicas())); err != nil {
 		return nil, err
@@ -270,7 +272,18 @@ func Serve(ctx context.Context, e *engine.Engine) (*engine.Worker, error) {
 				opts = append(opts, WithRedriveSequence(r.Sequence))
 			}
 			res, err := Redrive(ctx, e, r.Queue, opts...)
-			return RedriveResponse{Queue: r.Queue, Redriven: res.Redriven, Skipped: res.Skipped}, err
+			if err != nil {
+				// The dead letters moved before the failure stay moved:
+				// say how many, or a caller cannot tell what is left.
+				we := wire.From(err)
+				details := map[string]any{}
+				for k, v := range we.Details {
+					details[k] = v
+				}
+				details["redriven"], details["skipped"] = res.Redriven, res.Skipped
+				return RedriveResponse{}, we.WithDetails(details)
+			}
+			return RedriveResponse{Queue: r.Queue, Redriven: res.Redriven, Skipped: res.Skipped}, nil
 		}),
 	}, {
 		ID:             FnStats,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
@@ -287,5 +288,44 @@ func TestServeDeadLettersFitTheMaxPayload(t *testing.T) {
 	}
 	if len(seen) != len(sizes) {
 		t.Fatalf("listed %v of %d dead letters", seen, len(sizes))
+	}
+}
+
+// TestServeRedriveFailurePartwayCountsWhatMoved: a queue::redrive that
+// fails after moving some dead letters answers its error with what it
+// moved (details redriven, skipped); the answer was the error alone, and
+// the dead letters already moved were not reported.
+func TestServeRedriveFailurePartwayCountsWhatMoved(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx := context.Background()
+	// A queue stream that refuses a second message: the second publish
+	// of the redrive fails.
+	cfg := engine.QueueStreamConfig(1)
+	cfg.MaxMsgs, cfg.Discard = 1, jetstream.DiscardNew
+	if _, err := e.JetStream().CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.Serve(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		m := nats.NewMsg("iii.dlq.part")
+		m.Header.Set(wire.HeaderContentType, wire.JSON.ContentType())
+		m.Header.Set(engine.HeaderFunctionID, "a::b")
+		m.Data = []byte(`{}`)
+		if _, err := e.JetStream().PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc := enginetest.Connect(t, ns)
+	err := jsonReq(t, nc, "iii.fn.queue.redrive", `{"queue":"part"}`, nil)
+	we := wire.From(err)
+	if !errors.Is(err, wire.ErrUnavailable) || fmt.Sprint(we.Details["redriven"]) != "1" || fmt.Sprint(we.Details["skipped"]) != "0" {
+		t.Fatalf("queue::redrive = %#v: want unavailable with details redriven 1, skipped 0", we)
+	}
+	if dls := deadLetters(t, e, "part"); len(dls) != 2 {
+		t.Fatalf("%d dead letters left, want 2", len(dls))
 	}
 }
