@@ -28,7 +28,9 @@
 //     stream names, KV revisions (CAS tokens) stay valid. Writes the lost
 //     region acknowledged but had not yet shipped to the mirror are lost
 //     (the RPO); a region that is cut off but still running keeps
-//     acknowledging writes that are lost too, so fence it first.
+//     acknowledging writes that are lost too, so fence it first. An origin
+//     deleted on purpose after the last [Mirror] run is not brought back:
+//     its copy is reported skipped and left in place.
 //  4. When the lost region comes back it drops its stale copies (the meta
 //     group no longer assigns them to it) and its clients reach the new
 //     home through the gateways; [Mirror] into it prepares a fail-back.

@@ -34,8 +34,9 @@ const (
 	// MetaSpec is a digest of the mirror's desired config; an unchanged
 	// digest makes a re-run of [Mirror] a no-op.
 	MetaSpec = "iii.region.spec"
-	// MetaTakenOver marks a stream re-created by [Takeover]; its value is
-	// the lost region.
+	// MetaTakenOver marks a stream re-created by [Takeover], and a mirror
+	// or placeholder a takeover has started on (set before the origin is
+	// deleted); its value is the lost region.
 	MetaTakenOver = "iii.region.taken-over-from"
 )
 

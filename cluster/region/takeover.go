@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +41,10 @@ const parallel = 8
 //  5. delete the promoted mirror.
 //
 // A placeholder's origin (a work queue) is deleted and re-created empty.
+// Before the origin is deleted the copy is marked ([MetaTakenOver]), so an
+// origin that is gone while its copy is unmarked was deleted on purpose
+// after the last [Mirror] run: it is reported [ActionSkipped], not brought
+// back, and its copy is left for the operator to delete.
 //
 // An origin counts as lost when the meta leader reports it offline or when
 // it does not answer within the probe timeout ([WithProbeTimeout]); one that
@@ -165,7 +170,16 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 		replicas = max(m.Config.Replicas, 1)
 	}
 	final := finalConfig(ocfg, lost, region, replicas)
+	// A takeover marks its copy (and promotes a mirror) before it deletes
+	// the origin, so an origin that is gone while its copy is unmarked was
+	// deleted by someone else, on purpose: re-creating it would undo that.
+	started := m.Config.Metadata[MetaTakenOver] != "" || kind == KindMirror && m.Config.Mirror == nil
 	switch {
+	case !assigned && !started:
+		sr.Action, sr.Took = ActionSkipped, time.Since(start)
+		sr.Reason = fmt.Sprintf("origin deleted since the last Mirror run, not by a takeover: not re-created (delete %q if it is not needed)", m.Config.Name)
+		log.Info("region: origin deleted on purpose; not re-created")
+		return sr, nil
 	case !assigned, copying, done:
 		// Gone, or an earlier run got this far.
 	case reborn(oi, region):
@@ -183,13 +197,20 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 		return fail(origin.err)
 	}
 	if !done {
-		if kind == KindMirror && m.Config.Mirror != nil {
+		if !started || kind == KindMirror && m.Config.Mirror != nil {
+			// Mark the copy (and promote a mirror) before the origin is
+			// deleted: a run resumed after that deletion can tell it from
+			// an origin deleted on purpose.
 			cfg := m.Config
-			cfg.Mirror, cfg.MirrorDirect = nil, false
-			if _, err := js.UpdateStream(ctx, cfg); err != nil {
-				return fail(mutate(fmt.Sprintf("promote mirror %q", m.Config.Name), err))
+			cfg.Metadata = maps.Clone(cfg.Metadata)
+			cfg.Metadata[MetaTakenOver] = lost
+			if kind == KindMirror {
+				cfg.Mirror, cfg.MirrorDirect = nil, false
 			}
-			log.Info("region: mirror promoted")
+			if _, err := js.UpdateStream(ctx, cfg); err != nil {
+				return fail(mutate(fmt.Sprintf("promote %s %q", kind, m.Config.Name), err))
+			}
+			log.Info("region: copy marked taken over", "promoted", kind == KindMirror)
 		}
 		if assigned && !copying {
 			if err := deleteStream(ctx, js, name, o.probe); err != nil {
