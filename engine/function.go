@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -198,8 +199,12 @@ func (w *Worker) newService() (micro.Service, error) {
 				"code", wire.FromNATS(err).Code, "error", err.Description)
 		},
 	})
-	if err != nil {
+	if errors.Is(err, micro.ErrConfigValidation) {
 		return nil, fmt.Errorf("%w: %q: %v", ErrInvalidWorker, w.name, err)
+	}
+	if err != nil {
+		// The connection, not the worker: closed or draining.
+		return nil, fmt.Errorf("engine: start service %q: %w", w.name, err)
 	}
 	return svc, nil
 }
@@ -249,7 +254,11 @@ func (w *Worker) Register(fn Function) error {
 
 // Unregister removes the function id. The NATS services framework cannot drop
 // one endpoint, so the worker restarts its service with the remaining
-// functions; replicas elsewhere keep serving meanwhile.
+// functions; replicas elsewhere keep serving meanwhile. A restart that
+// fails (the connection closed or draining) leaves the worker closed, its
+// error wrapping [ErrClosed]: it serves nothing, on the bus or by local
+// calls, Register and Unregister return ErrClosed, and [Worker.Close]
+// (or the engine's) still waits for its handlers in flight.
 func (w *Worker) Unregister(id string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -259,33 +268,45 @@ func (w *Worker) Unregister(id string) error {
 	if _, ok := w.fns[id]; !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownFunction, id)
 	}
+	if err := w.restartWithout(id); err != nil {
+		// Half stopped, or stopped with no service to replace it: its
+		// functions are gone from the bus, so they go from local calls
+		// too, and the worker refuses what it could no longer serve.
+		w.closed = true
+		w.removeLocal()
+		_ = w.svc.Stop()
+		return fmt.Errorf("%w: worker %q could not restart without %q: %w", ErrClosed, w.name, id, err)
+	}
 	delete(w.fns, id)
 	w.removeLocal(id)
-	for i, x := range w.order {
-		if x == id {
-			w.order = append(w.order[:i:i], w.order[i+1:]...)
-			break
-		}
+	w.order = slices.DeleteFunc(w.order, func(x string) bool { return x == id })
+	if err := w.e.nc.Flush(); err != nil {
+		return wire.FromNATS(err)
 	}
+	return nil
+}
+
+// restartWithout replaces w's service by one serving its functions but
+// id. Called with w.mu held; on success w.svc is the new service.
+func (w *Worker) restartWithout(id string) error {
 	if err := w.svc.Stop(); err != nil {
-		return fmt.Errorf("engine: stop service %q: %w", w.name, err)
+		return fmt.Errorf("stop service: %w", err)
 	}
 	svc, err := w.newService()
 	if err != nil {
 		return err
 	}
 	for _, fid := range w.order {
-		f := w.fns[fid]
+		if fid == id {
+			continue
+		}
 		subj, _ := subjects.FunctionSubject(fid)
-		if err := w.addEndpoint(svc, f, subj); err != nil {
+		if err := w.addEndpoint(svc, w.fns[fid], subj); err != nil {
 			_ = svc.Stop()
 			return err
 		}
 	}
 	w.svc = svc
-	if err := w.e.nc.Flush(); err != nil {
-		return wire.FromNATS(err)
-	}
 	return nil
 }
 
@@ -475,16 +496,16 @@ func (w *Worker) Functions() []string {
 }
 
 // Close stops the worker's endpoints and waits, until ctx ends, for handlers
-// in flight.
+// in flight. Closing a closed worker waits for them too (a worker a failed
+// [Worker.Unregister] closed still has its handlers' ends to wait for).
 func (w *Worker) Close(ctx context.Context) error {
 	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
+	var err error
+	if !w.closed {
+		w.closed = true
+		w.removeLocal()
+		err = w.svc.Stop()
 	}
-	w.closed = true
-	w.removeLocal()
-	err := w.svc.Stop()
 	w.mu.Unlock()
 	w.e.mu.Lock()
 	delete(w.e.workers, w)
