@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -35,26 +37,28 @@ type authRequest struct {
 	Provider string `json:"provider"`
 }
 
-// get returns the credential. No credential anywhere is an auth_expired
-// failure; an auth worker that fails is a transient one.
-func (c *credentials) get(ctx context.Context, e *engine.Engine) (agent.Credential, error) {
+// get returns the credential, and whether it came from the cache (one
+// fetched for this call is as fresh as auth::get_token can make it). No
+// credential anywhere is an auth_expired failure; an auth worker that
+// fails is a transient one.
+func (c *credentials) get(ctx context.Context, e *engine.Engine) (agent.Credential, bool, error) {
 	now := c.now()
 	c.mu.Lock()
 	if c.valid && now.Sub(c.fetched) < c.ttl && !expired(c.cred, now) {
 		cred := c.cred
 		c.mu.Unlock()
-		return cred, nil
+		return cred, true, nil
 	}
 	c.mu.Unlock()
 
 	cred, err := c.fetch(ctx, e)
 	if err != nil {
-		return agent.Credential{}, err
+		return agent.Credential{}, false, err
 	}
 	c.mu.Lock()
 	c.cred, c.fetched, c.valid = cred, now, true
 	c.mu.Unlock()
-	return cred, nil
+	return cred, false, nil
 }
 
 func (c *credentials) fetch(ctx context.Context, e *engine.Engine) (agent.Credential, error) {
@@ -89,15 +93,53 @@ func (c *credentials) fetch(ctx context.Context, e *engine.Engine) (agent.Creden
 	}
 }
 
-// invalidate drops the cached credential (after a 401).
-func (c *credentials) invalidate() {
+// invalidate drops the cached credential when it is still stale, the one
+// the API refused (a 401): a credential another call has cached since is
+// kept.
+func (c *credentials) invalidate(stale agent.Credential) {
 	c.mu.Lock()
-	c.valid = false
-	c.cred = agent.Credential{}
+	if c.cred.Secret() == stale.Secret() {
+		c.valid = false
+		c.cred = agent.Credential{}
+	}
 	c.mu.Unlock()
 }
 
 // expired reports whether an OAuth token's expiry has passed.
 func expired(c agent.Credential, now time.Time) bool {
 	return c.Type == agent.CredentialOAuth && c.ExpiresAt > 0 && now.UnixMilli() >= c.ExpiresAt
+}
+
+// authorized runs do, one request of op, with the credential. Whatever do
+// fails with as auth_expired drops the credential it used. A 401 to a
+// cached credential asks for the credential again, once: an operator who
+// replaced the key with auth::set_token and revoked the old one within the
+// TTL should not fail a call. When the secret changed, do runs once more
+// with the new one, unless written reports that events went out; when it
+// did not, the 401 stands.
+func (p *Provider) authorized(ctx context.Context, e *engine.Engine, log *slog.Logger, op string, written func() bool, do func(agent.Credential) error) error {
+	cred, cached, err := p.creds.get(ctx, e)
+	if err != nil {
+		return err
+	}
+	err = do(cred)
+	var f *failure
+	if !errors.As(err, &f) || f.kind != agent.ErrorAuthExpired {
+		return err
+	}
+	p.creds.invalidate(cred)
+	if !cached || f.status != http.StatusUnauthorized || written() || ctx.Err() != nil {
+		return err
+	}
+	fresh, _, ferr := p.creds.get(ctx, e)
+	if ferr != nil || fresh.Secret() == cred.Secret() {
+		p.creds.invalidate(cred)
+		return err
+	}
+	log.Info("anthropic: the API refused the cached credential and auth has another, retrying with it", "op", op, "status", f.status)
+	err = do(fresh)
+	if errors.As(err, &f) && f.kind == agent.ErrorAuthExpired {
+		p.creds.invalidate(fresh)
+	}
+	return err
 }

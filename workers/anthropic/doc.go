@@ -111,10 +111,15 @@
 // # Credentials
 //
 // Before each call the provider asks auth::get_token {provider:
-// "anthropic"} and caches the answer for 30 s ([WithCredentialTTL]); a 401
-// drops it. When the auth worker is not running (function_not_found) or
-// has no credential, ANTHROPIC_API_KEY is used; with neither, the stream
-// ends with auth_expired. An API key goes out as x-api-key, an OAuth token
+// "anthropic"} and caches the answer for 30 s ([WithCredentialTTL]); an
+// auth_expired failure drops it. A 401 to a cached credential (a key
+// replaced with auth::set_token and revoked within the TTL) asks auth
+// again, once: when the secret changed, the request is sent once more with
+// the new one, before anything streamed and whatever max_retries says;
+// when it did not, the call fails with auth_expired. When the auth worker
+// is not running (function_not_found) or has no credential,
+// ANTHROPIC_API_KEY is used; with neither, the stream ends with
+// auth_expired. An API key goes out as x-api-key, an OAuth token
 // as Authorization: Bearer with the oauth beta flag. The secret never
 // appears in an event, a reply, a log line or a span.
 //

@@ -129,6 +129,11 @@ type fakeAPI struct {
 	mu       sync.Mutex
 	script   []response
 	requests []received
+	// accepted, when set, is the only x-api-key the server takes: it
+	// answers any other with a 401, as the API does once a key is revoked,
+	// without using up the script.
+	accepted string
+	refused  int
 }
 
 func newFakeAPI(t testing.TB, script ...response) *fakeAPI {
@@ -144,7 +149,10 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests = append(f.requests, received{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, remote: r.RemoteAddr, header: r.Header.Clone(), body: body, at: time.Now(), gone: r.Context().Done()})
 	var resp response
-	if n := len(f.requests); n <= len(f.script) {
+	if n := len(f.requests) - f.refused; f.accepted != "" && r.Header.Get("X-Api-Key") != f.accepted {
+		f.refused++
+		resp = apiError(http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+	} else if n <= len(f.script) {
 		resp = f.script[n-1]
 	} else if len(f.script) > 0 {
 		resp = f.script[len(f.script)-1]
@@ -221,6 +229,13 @@ func serveSSE(w http.ResponseWriter, body string) {
 		fl.Flush()
 		body = body[n:]
 	}
+}
+
+// acceptOnly makes key the only API key the server takes from now on.
+func (f *fakeAPI) acceptOnly(key string) {
+	f.mu.Lock()
+	f.accepted = key
+	f.mu.Unlock()
 }
 
 func (f *fakeAPI) received() []received {

@@ -232,11 +232,15 @@ func (p *Provider) Models(ctx context.Context, e *engine.Engine) (ModelsResponse
 	if e == nil {
 		return ModelsResponse{}, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
 	}
+	log := p.logger(e)
 	var out ModelsResponse
-	err := p.withRetries(ctx, p.logger(e), "models", func() bool { return false }, func() error {
-		var err error
-		out.Models, err = p.listModels(ctx, e, out.Models[:0])
-		return err
+	never := func() bool { return false }
+	err := p.withRetries(ctx, log, "models", never, func() error {
+		return p.authorized(ctx, e, log, "models", never, func(cred agent.Credential) error {
+			var err error
+			out.Models, err = p.listModels(ctx, cred, out.Models[:0])
+			return err
+		})
 	})
 	var f *failure
 	switch {
@@ -252,14 +256,10 @@ func (p *Provider) Models(ctx context.Context, e *engine.Engine) (ModelsResponse
 	}
 }
 
-// listModels is one attempt of [Provider.Models]: it appends the models of
-// every page to models. A failure of the API is a *failure; ctx's end is
-// its cause.
-func (p *Provider) listModels(ctx context.Context, e *engine.Engine, models []ModelInfo) ([]ModelInfo, error) {
-	cred, err := p.creds.get(ctx, e)
-	if err != nil {
-		return models, err
-	}
+// listModels is one attempt of [Provider.Models] with cred: it appends the
+// models of every page to models. A failure of the API is a *failure;
+// ctx's end is its cause.
+func (p *Provider) listModels(ctx context.Context, cred agent.Credential, models []ModelInfo) ([]ModelInfo, error) {
 	red := redactor(cred.Secret())
 	// The idle timer cancels actx when the API keeps a request waiting for
 	// the idle timeout: for its headers, or for a byte of its body. Watch
@@ -282,7 +282,7 @@ func (p *Provider) listModels(ctx context.Context, e *engine.Engine, models []Mo
 			break
 		}
 	}
-	err = pager.Err()
+	err := pager.Err()
 	var tooLarge *httpbody.TooLargeError
 	switch {
 	case err == nil:
@@ -296,9 +296,6 @@ func (p *Provider) listModels(ctx context.Context, e *engine.Engine, models []Mo
 	}
 	f := classify(err, p.o.now())
 	f.text = red.text(f.text)
-	if f.kind == agent.ErrorAuthExpired {
-		p.creds.invalidate()
-	}
 	return models, f
 }
 
@@ -321,32 +318,28 @@ func (p *Provider) call(ctx context.Context, e *engine.Engine, req agent.Provide
 		}
 	}
 	var final *agent.Message
-	err := p.withRetries(ctx, log, "messages", func() bool { return written }, func() error {
-		msg, err := p.attempt(ctx, e, req, m, counted)
-		final = msg
-		return err
+	wrote := func() bool { return written }
+	err := p.withRetries(ctx, log, "messages", wrote, func() error {
+		return p.authorized(ctx, e, log, "messages", wrote, func(cred agent.Credential) error {
+			msg, err := p.attempt(ctx, e, req, m, cred, counted)
+			final = msg
+			return err
+		})
 	})
 	return final, err
 }
 
-// attempt is one call of the Messages API. A goroutine reads and decodes
-// the stream while this one translates and emits, so reading overlaps
-// writing; deltas of one block that are already read when the previous
-// one is emitted go out as one (up to the coalesce size), which costs no
-// latency and spares the bus a frame per token when the reader falls
-// behind.
-func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.ProviderRequest, m mapped, emit emitFunc) (*agent.Message, error) {
-	cred, err := p.creds.get(ctx, e)
-	if err != nil {
-		return nil, err
-	}
+// attempt is one call of the Messages API with cred. A goroutine reads and
+// decodes the stream while this one translates and emits, so reading
+// overlaps writing; deltas of one block that are already read when the
+// previous one is emitted go out as one (up to the coalesce size), which
+// costs no latency and spares the bus a frame per token when the reader
+// falls behind.
+func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.ProviderRequest, m mapped, cred agent.Credential, emit emitFunc) (*agent.Message, error) {
 	red := redactor(cred.Secret())
 	fail := func(err error, tr *translator) error {
 		f := classify(err, p.o.now())
 		f.text = red.text(f.text)
-		if f.kind == agent.ErrorAuthExpired {
-			p.creds.invalidate()
-		}
 		if tr != nil {
 			f.partial = tr.partial(f.text)
 		}

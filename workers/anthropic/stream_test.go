@@ -1,6 +1,8 @@
 package anthropic_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/channel"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
@@ -208,28 +211,158 @@ func TestTransientRetriesExhausted(t *testing.T) {
 	}
 }
 
+// TestUnauthorizedDropsCredential: a 401 is auth_expired and drops the
+// credential, so the next call asks auth again. A 401 to a credential just
+// fetched is not retried; one to a cached credential asks auth once more
+// and is retried only when auth has another key, once.
 func TestUnauthorizedDropsCredential(t *testing.T) {
 	t.Parallel()
-	api := newFakeAPI(t, apiError(401, "authentication_error", "invalid x-api-key"), ok(sse(t, "text")))
-	en := setup(t, api, config{})
-	res := en.stream(t, userReq("Hello"), nil)
-	if len(res.Events) != 1 || res.Events[0].Kind != agent.ErrorAuthExpired {
-		t.Fatalf("events %+v", res.Events)
+	const other = "sk-ant-api03-ROTATED-OTHERKEY-fedcba9876543210"
+	// step is one stream call: accept and key, when set, are the key the
+	// API takes and the one auth hands out from then on; requests and
+	// auth count the API's requests and the auth calls so far.
+	type step struct {
+		accept, key    string
+		ok             bool
+		requests, auth int
 	}
-	if n := len(api.received()); n != 1 {
-		t.Fatalf("%d requests, want 1 (no retry on 401)", n)
+	cases := []struct {
+		name   string
+		script []response
+		steps  []step
+	}{
+		{"fresh credential", []response{apiError(401, "authentication_error", "invalid x-api-key"), ok(sse(t, "text"))}, []step{
+			{ok: false, requests: 1, auth: 1}, // no retry on 401
+			{ok: true, requests: 2, auth: 2},  // dropped: auth asked again within the TTL
+		}},
+		{"cached credential, auth has the same", []response{ok(sse(t, "text")), apiError(401, "authentication_error", "invalid x-api-key"), ok(sse(t, "text"))}, []step{
+			{ok: true, requests: 1, auth: 1},
+			{ok: false, requests: 2, auth: 2}, // auth asked again, same key: no retry
+			{ok: true, requests: 3, auth: 3},  // dropped all the same
+		}},
+		{"cached credential, the new one refused too", []response{ok(sse(t, "text"))}, []step{
+			{ok: true, requests: 1, auth: 1},
+			{accept: "sk-ant-api03-NEITHER-0123456789", key: other, ok: false, requests: 3, auth: 2}, // one retry, with the new key
+			{accept: other, ok: true, requests: 4, auth: 3},                                          // the new key was dropped too
+		}},
 	}
-	if n := en.auth.count(); n != 1 {
-		t.Fatalf("auth asked %d times, want 1", n)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			api := newFakeAPI(t, tc.script...)
+			en := setup(t, api, config{})
+			for i, s := range tc.steps {
+				if s.accept != "" {
+					api.acceptOnly(s.accept)
+				}
+				if s.key != "" {
+					en.auth.set(&agent.Credential{Type: agent.CredentialAPIKey, Key: s.key})
+				}
+				res := en.stream(t, userReq("Hello"), nil)
+				if s.ok && res.Reply.StopReason != agent.StopEnd {
+					t.Fatalf("call %d: reply %+v, events %+v", i+1, res.Reply, res.Events)
+				}
+				if !s.ok && (len(res.Events) != 1 || res.Events[0].Kind != agent.ErrorAuthExpired) {
+					t.Fatalf("call %d: events %+v", i+1, res.Events)
+				}
+				if n := len(api.received()); n != s.requests {
+					t.Fatalf("call %d: %d requests in all, want %d", i+1, n, s.requests)
+				}
+				if n := en.auth.count(); n != s.auth {
+					t.Fatalf("call %d: auth asked %d times in all, want %d", i+1, n, s.auth)
+				}
+			}
+			for _, key := range []string{testKey, other} {
+				if strings.Contains(en.logs.String(), key) {
+					t.Fatalf("a key leaked into the logs:\n%s", en.logs.String())
+				}
+			}
+		})
 	}
-	// The credential was dropped: the next call asks auth again, within
-	// the TTL.
-	res = en.stream(t, userReq("Hello"), nil)
-	if res.Reply.StopReason != agent.StopEnd {
-		t.Fatalf("second call %+v", res.Reply)
-	}
-	if n := en.auth.count(); n != 2 {
-		t.Fatalf("auth asked %d times, want 2", n)
+}
+
+// TestRotatedKeyRetried: the operator replaces the key with auth::set_token
+// and revokes the old one while the provider still holds the old one in
+// its cache. The next call gets a 401, asks auth again, and is retried
+// once with the new key: it succeeds (with max_retries 0: this is not a
+// retry of a failing API), and no key reaches an event, a reply or a log
+// line. The new key is cached from then on.
+func TestRotatedKeyRetried(t *testing.T) {
+	t.Parallel()
+	const rotated = "sk-ant-api03-ROTATED-NEWKEY-fedcba9876543210"
+	for _, fn := range []string{"stream", "complete", "models"} {
+		t.Run(fn, func(t *testing.T) {
+			t.Parallel()
+			answer := ok(sse(t, "text"))
+			if fn == "models" {
+				answer = response{status: 200, body: modelsPage("claude-sonnet-4-5", false)}
+			}
+			api := newFakeAPI(t, answer)
+			en := setup(t, api, config{opts: []anthropic.Option{anthropic.WithMaxRetries(0)}})
+			var seen strings.Builder
+			call := func(n int) {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				var err error
+				switch fn {
+				case "stream":
+					res := en.stream(t, userReq("Hello"), nil)
+					b, _ := json.Marshal(res)
+					seen.Write(b)
+					if res.Reply.StopReason != agent.StopEnd || res.Events[0].Type != agent.ModelStart || last(res.Events).Type != agent.ModelDone {
+						t.Fatalf("call %d: reply %+v, events %v", n, res.Reply, types(res.Events))
+					}
+				case "complete":
+					var resp anthropic.CompleteResponse
+					resp, err = engine.Call[anthropic.CompleteResponse](ctx, en.e, anthropic.CompleteFunction, anthropic.CompleteRequest(userReq("Hello")))
+					b, _ := json.Marshal(resp)
+					seen.Write(b)
+				case "models":
+					var resp anthropic.ModelsResponse
+					resp, err = engine.Call[anthropic.ModelsResponse](ctx, en.e, anthropic.ModelsFunction, struct{}{})
+					b, _ := json.Marshal(resp)
+					seen.Write(b)
+				}
+				if err != nil {
+					t.Fatalf("call %d: %v", n, err)
+				}
+			}
+			call(1)
+			if n := en.auth.count(); n != 1 {
+				t.Fatalf("auth asked %d times, want 1", n)
+			}
+			// The rotation: A is revoked, B stored; A is still cached.
+			api.acceptOnly(rotated)
+			en.auth.set(&agent.Credential{Type: agent.CredentialAPIKey, Key: rotated})
+			call(2)
+			got := api.received()
+			if len(got) != 3 {
+				t.Fatalf("%d requests, want 3 (one retry after the 401)", len(got))
+			}
+			for i, want := range []string{testKey, testKey, rotated} {
+				if k := got[i].header.Get("X-Api-Key"); k != want {
+					t.Fatalf("request %d went with key %q, want %q", i+1, k, want)
+				}
+			}
+			if n := en.auth.count(); n != 2 {
+				t.Fatalf("auth asked %d times, want 2 (once after the 401)", n)
+			}
+			call(3)
+			if n, k := len(api.received()), api.received()[3].header.Get("X-Api-Key"); n != 4 || k != rotated || en.auth.count() != 2 {
+				t.Fatalf("third call: %d requests, key %q, %d auth calls: the new key is not cached", n, k, en.auth.count())
+			}
+			logs := en.logs.String()
+			if !strings.Contains(logs, "refused the cached credential") {
+				t.Errorf("the retry is not logged:\n%s", logs)
+			}
+			seen.WriteString(logs)
+			for _, key := range []string{testKey, rotated} {
+				if strings.Contains(seen.String(), key) {
+					t.Fatalf("a key leaked:\n%s", seen.String())
+				}
+			}
+		})
 	}
 }
 

@@ -56,7 +56,7 @@
 //
 // A failure ends the stream with an error event {kind, error, message =
 // the partial answer}: 401/403 auth_expired (the cached credential is
-// dropped), 429 rate_limited (with retry_after_ms), a prompt too long
+// dropped; see Credentials for the one retry after a 401), 429 rate_limited (with retry_after_ms), a prompt too long
 // context_overflow, other 4xx permanent, 5xx and network failures
 // transient, as is a stream that ends without a finish_reason or whose
 // server stays silent for the idle timeout ([WithIdleTimeout], 3 min by
@@ -90,6 +90,11 @@
 // worker or no stored credential it reads the environment variable
 // ([WithAPIKeyEnv], OPENAI_API_KEY by default). No credential at all is an
 // auth_expired error event, unless [WithRequireKey](false) (local servers).
+// A 401 to a cached credential (a key replaced with auth::set_token and
+// revoked within the TTL) asks auth again, once: when the secret changed,
+// the request is sent once more with the new one, before anything
+// streamed and whatever max_retries says; when it did not, the call fails
+// with auth_expired.
 // The key never appears in an event, an error, a log line or a span: error
 // texts from the server are scrubbed of it and of the configured header
 // values.

@@ -34,6 +34,10 @@ type failure struct {
 	kind       agent.ErrorKind
 	text       string
 	retryAfter time.Duration
+	// status is the HTTP status of a refused request (0 for a failure
+	// of the stream or the transport): only a 401 is worth asking auth for
+	// another credential.
+	status int
 }
 
 func (f *failure) Error() string { return string(f.kind) + ": " + f.text }
@@ -234,7 +238,7 @@ func (p *Provider) requestFailure(err error, resp *http.Response, sc scrubber) *
 		if msg := strings.TrimSpace(e.Message); msg != "" {
 			text += ": " + msg
 		}
-		f := &failure{kind: kind, text: sc.clean(text)}
+		f := &failure{kind: kind, text: sc.clean(text), status: status}
 		if kind == agent.ErrorRateLimited || kind == agent.ErrorTransient {
 			f.retryAfter = retryAfter(resp.Header, p.o.now())
 		}

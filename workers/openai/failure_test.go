@@ -3,7 +3,9 @@ package openai_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -200,32 +202,177 @@ func TestHTTPErrorKinds(t *testing.T) {
 	}
 }
 
-// Test401DropsCredential: a 401 is auth_expired and the cached credential
-// is asked for again on the next call; without a 401 it is reused.
+// Test401DropsCredential: a 401 is auth_expired and drops the cached
+// credential, so the next call asks auth again; without a 401 it is
+// reused. A 401 to a credential just fetched is not retried; one to a
+// cached credential asks auth once more and is retried only when auth has
+// another key, once.
 func Test401DropsCredential(t *testing.T) {
 	t.Parallel()
 	body := textBody(t)
-	ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		if n == 1 {
-			jsonError(w, http.StatusUnauthorized, nil, "Incorrect API key provided: sk-test***KEY.", "invalid_request_error", "invalid_api_key")
-			return
-		}
-		serveSSE(w, body, -1)
-	}, config{})
-	succeeded(t, ev.stream(t, userReq("hi")))
-	if n := ev.auth.calls.Load(); n != 1 {
-		t.Fatalf("auth called %d times, want 1", n)
+	const other = "sk-test-ROTATED-OTHERKEY-fedcba98"
+	// step is one stream call: accept and key, when set, are the key the
+	// server takes and the one auth hands out from then on; requests and
+	// auth count the server's requests and the auth calls so far.
+	type step struct {
+		accept, key    string
+		ok             bool
+		requests, auth int64
 	}
-	onlyError(t, ev.stream(t, userReq("hi")), agent.ErrorAuthExpired) // cached credential, then 401
-	if n := ev.auth.calls.Load(); n != 1 {
-		t.Fatalf("auth called %d times, want 1 (cached)", n)
+	cases := []struct {
+		name   string
+		refuse int // the request (from 0) answered 401 whatever its key; -1: none
+		steps  []step
+	}{
+		{"fresh credential", 0, []step{
+			{ok: false, requests: 1, auth: 1}, // no retry on 401
+			{ok: true, requests: 2, auth: 2},  // dropped: auth asked again within the TTL
+		}},
+		{"cached credential, auth has the same", 1, []step{
+			{ok: true, requests: 1, auth: 1},
+			{ok: false, requests: 2, auth: 2}, // cached key used, auth asked again once after the 401: same key, no retry
+			{ok: true, requests: 3, auth: 3},  // dropped all the same
+		}},
+		{"cached credential, the new one refused too", -1, []step{
+			{ok: true, requests: 1, auth: 1},
+			{accept: "sk-test-NEITHER-0123456789", key: other, ok: false, requests: 3, auth: 2}, // one retry, with the new key
+			{accept: other, ok: true, requests: 4, auth: 3},                                     // the new key was dropped too
+		}},
 	}
-	succeeded(t, ev.stream(t, userReq("hi")))
-	if n := ev.auth.calls.Load(); n != 2 {
-		t.Fatalf("auth called %d times, want 2 (dropped after the 401)", n)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var accept atomic.Pointer[string] // nil: any key
+			ev := setup(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				if a := accept.Load(); n == tc.refuse || a != nil && r.Header.Get("Authorization") != "Bearer "+*a {
+					jsonError(w, http.StatusUnauthorized, nil, "Incorrect API key provided: sk-test***KEY.", "invalid_request_error", "invalid_api_key")
+					return
+				}
+				serveSSE(w, body, -1)
+			}, config{})
+			for i, s := range tc.steps {
+				if s.accept != "" {
+					accept.Store(&s.accept)
+				}
+				if s.key != "" {
+					ev.auth.setKey(s.key)
+				}
+				res := ev.stream(t, userReq("hi"))
+				if s.ok {
+					succeeded(t, res)
+				} else {
+					onlyError(t, res, agent.ErrorAuthExpired)
+				}
+				if n := int64(len(ev.api.requests())); n != s.requests {
+					t.Fatalf("call %d: %d requests in all, want %d", i+1, n, s.requests)
+				}
+				if n := ev.auth.calls.Load(); n != s.auth {
+					t.Fatalf("call %d: auth called %d times in all, want %d", i+1, n, s.auth)
+				}
+			}
+			if _, ok := ev.auth.providers.Load("openai"); !ok {
+				t.Fatal("auth::get_token was not asked for provider openai")
+			}
+			for _, key := range []string{testKey, other} {
+				if strings.Contains(ev.logs.String(), key) {
+					t.Fatalf("a key leaked into the logs:\n%s", ev.logs.String())
+				}
+			}
+		})
 	}
-	if _, ok := ev.auth.providers.Load("openai"); !ok {
-		t.Fatal("auth::get_token was not asked for provider openai")
+}
+
+// TestRotatedKeyRetried: the operator replaces the key with auth::set_token
+// and revokes the old one while the provider still holds the old one in
+// its cache. The next call gets a 401, asks auth again, and is retried
+// once with the new key: it succeeds (with max_retries 0: this is not a
+// retry of a failing server), and no key reaches an event, a reply or a
+// log line. The new key is cached from then on.
+func TestRotatedKeyRetried(t *testing.T) {
+	t.Parallel()
+	body := textBody(t)
+	const rotated = "sk-test-ROTATED-NEWKEY-fedcba9876"
+	for _, fn := range []string{"stream", "complete", "models"} {
+		t.Run(fn, func(t *testing.T) {
+			t.Parallel()
+			var accept atomic.Pointer[string] // nil: any key
+			ev := setup(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+				if a := accept.Load(); a != nil && r.Header.Get("Authorization") != "Bearer "+*a {
+					jsonError(w, http.StatusUnauthorized, nil, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+					return
+				}
+				if fn == "models" {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, modelList)
+					return
+				}
+				serveSSE(w, body, -1)
+			}, config{opts: []openai.Option{openai.WithMaxRetries(0)}})
+			var seen strings.Builder
+			call := func(n int) {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				var (
+					resp any
+					err  error
+				)
+				switch fn {
+				case "stream":
+					res := ev.stream(t, userReq("hi"))
+					succeeded(t, res)
+					for _, f := range res.frames {
+						seen.Write(f)
+					}
+					resp = res.resp
+				case "complete":
+					resp, err = engine.Call[openai.CompleteResponse](ctx, ev.e, ev.p.CompleteFunction(), userReq("hi"))
+				case "models":
+					resp, err = engine.Call[openai.ModelsResponse](ctx, ev.e, ev.p.ModelsFunction(), openai.ModelsRequest{})
+				}
+				if err != nil {
+					t.Fatalf("call %d: %v", n, err)
+				}
+				b, _ := json.Marshal(resp)
+				seen.Write(b)
+			}
+			call(1)
+			if n := ev.auth.calls.Load(); n != 1 {
+				t.Fatalf("auth called %d times, want 1", n)
+			}
+			// The rotation: A is revoked, B stored; A is still cached.
+			key := rotated
+			accept.Store(&key)
+			ev.auth.setKey(rotated)
+			call(2)
+			got := ev.api.requests()
+			if len(got) != 3 {
+				t.Fatalf("%d requests, want 3 (one retry after the 401)", len(got))
+			}
+			for i, want := range []string{testKey, testKey, rotated} {
+				if a := got[i].Header.Get("Authorization"); a != "Bearer "+want {
+					t.Fatalf("request %d went with %q, want the key %q", i+1, a, want)
+				}
+			}
+			if n := ev.auth.calls.Load(); n != 2 {
+				t.Fatalf("auth called %d times, want 2 (once after the 401)", n)
+			}
+			call(3)
+			got = ev.api.requests()
+			if len(got) != 4 || got[3].Header.Get("Authorization") != "Bearer "+rotated || ev.auth.calls.Load() != 2 {
+				t.Fatalf("third call: %d requests, %d auth calls: the new key is not cached", len(got), ev.auth.calls.Load())
+			}
+			logs := ev.logs.String()
+			if !strings.Contains(logs, "refused the cached credential") {
+				t.Errorf("the retry is not logged:\n%s", logs)
+			}
+			seen.WriteString(logs)
+			for _, key := range []string{testKey, rotated} {
+				if strings.Contains(seen.String(), key) {
+					t.Fatalf("a key leaked:\n%s", seen.String())
+				}
+			}
+		})
 	}
 }
 

@@ -154,7 +154,12 @@ const (
 type fakeAuth struct {
 	calls     atomic.Int64
 	providers sync.Map // provider names asked for
+	key       atomic.Pointer[string]
 }
+
+// setKey makes the fake auth::get_token (authKey) hand out key from now on
+// in place of testKey, as after an auth::set_token.
+func (a *fakeAuth) setKey(key string) { a.key.Store(&key) }
 
 // waits records the waits between attempts.
 type waits struct {
@@ -243,6 +248,9 @@ func setup(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n i
 					return nil, nil
 				case authFail:
 					return nil, wire.Errorf(wire.CodeInternal, "auth store broken")
+				}
+				if k := ev.auth.key.Load(); k != nil {
+					return &agent.Credential{Type: agent.CredentialAPIKey, Key: *k}, nil
 				}
 				return &agent.Credential{Type: agent.CredentialAPIKey, Key: testKey}, nil
 			})})

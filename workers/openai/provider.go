@@ -209,19 +209,20 @@ func (p *Provider) Complete(ctx context.Context, e *engine.Engine, req agent.Pro
 func (p *Provider) Models(ctx context.Context, e *engine.Engine) (ModelsResponse, error) {
 	log := p.logger(e).With("provider", p.o.name)
 	for attempt := 0; ; attempt++ {
-		secret, f, err := p.credential(ctx, e)
+		var page *pageOfModels
+		f, err := p.authorized(ctx, e, log, "models", func() bool { return false }, func(secret string) (*failure, error) {
+			var (
+				f   *failure
+				err error
+			)
+			page, f, err = p.listModels(ctx, secret)
+			return f, err
+		})
 		if err != nil {
 			return ModelsResponse{}, ctxError(ctx)
 		}
 		if f == nil {
-			var page *pageOfModels
-			page, f, err = p.listModels(ctx, secret)
-			if err != nil {
-				return ModelsResponse{}, ctxError(ctx)
-			}
-			if f == nil {
-				return page.response(), nil
-			}
+			return page.response(), nil
 		}
 		retry, err := p.retry(ctx, log, attempt, f, false)
 		if err != nil {
@@ -310,18 +311,20 @@ func (p *Provider) run(ctx context.Context, e *engine.Engine, req agent.Provider
 	params := p.o.buildParams(req, names)
 	for attempt := 0; ; attempt++ {
 		a := newAssembler(p.o.name, req.Model, ts, names, log, emit)
-		secret, f, err := p.credential(ctx, e)
+		sent := false
+		f, err := p.authorized(ctx, e, log, "chat", func() bool { return a.started }, func(secret string) (*failure, error) {
+			if sent { // a retry after a 401 starts over
+				a = newAssembler(p.o.name, req.Model, ts, names, log, emit)
+			}
+			sent = true
+			return p.attempt(ctx, params, secret, a)
+		})
 		if err != nil {
 			return outcome{}, err
 		}
 		if f == nil {
-			if f, err = p.attempt(ctx, params, secret, a); err != nil {
-				return outcome{}, err
-			}
-			if f == nil {
-				msg, err := a.complete()
-				return outcome{msg: msg}, err
-			}
+			msg, err := a.complete()
+			return outcome{msg: msg}, err
 		}
 		retry, err := p.retry(ctx, log, attempt, f, a.started)
 		if err != nil {
@@ -337,16 +340,12 @@ func (p *Provider) run(ctx context.Context, e *engine.Engine, req agent.Provider
 	}
 }
 
-// retry decides what follows failure f of attempt: a 401 drops the cached
-// credential; a rate limit or a transient failure before anything
-// streamed is retried after the backoff (doubling, capped at the max
-// retry wait) or the server's Retry-After, unless the attempts are used
-// up or the hint is longer than the max retry wait. It waits, and
-// reports whether to try again; the error is ctx's.
+// retry decides what follows failure f of attempt: a rate limit or a
+// transient failure before anything streamed is retried after the backoff
+// (doubling, capped at the max retry wait) or the server's Retry-After,
+// unless the attempts are used up or the hint is longer than the max retry
+// wait. It waits, and reports whether to try again; the error is ctx's.
 func (p *Provider) retry(ctx context.Context, log *slog.Logger, attempt int, f *failure, streamed bool) (bool, error) {
-	if f.kind == agent.ErrorAuthExpired {
-		p.dropCredential()
-	}
 	if streamed || !f.kind.Retryable() || attempt >= p.o.maxRetries {
 		log.Warn("openai: model call failed", "kind", string(f.kind), "error", f.text)
 		return false, nil
@@ -505,15 +504,17 @@ func (p *Provider) stalledFailure() *failure {
 
 // credential returns the secret to send: from auth::get_token (cached for
 // the credential TTL), else from the environment variable; "" for a
-// keyless server. No credential at all is an auth_expired failure; a
-// failing auth function is a transient one. The error is ctx's.
-func (p *Provider) credential(ctx context.Context, e *engine.Engine) (string, *failure, error) {
+// keyless server. cached says whether the secret came from the cache
+// rather than from a fetch for this call. No credential at all is an
+// auth_expired failure; a failing auth function is a transient one. The
+// error is ctx's.
+func (p *Provider) credential(ctx context.Context, e *engine.Engine) (secret string, cached bool, f *failure, err error) {
 	now := p.o.now()
 	p.mu.Lock()
 	if p.cred != "" && now.Before(p.until) {
 		s := p.cred
 		p.mu.Unlock()
-		return s, nil, nil
+		return s, true, nil, nil
 	}
 	p.mu.Unlock()
 	if e != nil {
@@ -532,24 +533,61 @@ func (p *Provider) credential(ctx context.Context, e *engine.Engine) (string, *f
 				p.cred, p.until = secret, now.Add(ttl)
 				p.mu.Unlock()
 			}
-			return secret, nil, nil
+			return secret, false, nil, nil
 		case err == nil, errors.Is(err, wire.ErrFunctionNotFound):
 			// No credential stored, or no auth worker: the environment.
 		default:
 			if ctx.Err() != nil {
-				return "", nil, ctx.Err()
+				return "", false, nil, ctx.Err()
 			}
-			return "", &failure{kind: agent.ErrorTransient, text: fmt.Sprintf("%s: %s failed: %v", p.o.name, AuthFunction, err)}, nil
+			return "", false, &failure{kind: agent.ErrorTransient, text: fmt.Sprintf("%s: %s failed: %v", p.o.name, AuthFunction, err)}, nil
 		}
 	}
 	if v, ok := p.o.lookupEnv(p.o.apiKeyEnv); ok && strings.TrimSpace(v) != "" {
-		return strings.TrimSpace(v), nil, nil
+		return strings.TrimSpace(v), false, nil, nil
 	}
 	if p.o.requireKey {
-		return "", &failure{kind: agent.ErrorAuthExpired, text: fmt.Sprintf("%s: %v: %s has none for provider %q and $%s is not set",
+		return "", false, &failure{kind: agent.ErrorAuthExpired, text: fmt.Sprintf("%s: %v: %s has none for provider %q and $%s is not set",
 			p.o.name, ErrNoCredential, AuthFunction, p.o.name, p.o.apiKeyEnv)}, nil
 	}
-	return "", nil, nil
+	return "", false, nil, nil
+}
+
+// authorized makes one request of op with the credential: do gets the
+// secret and returns the request's failure, or ctx's error. Whatever do
+// fails with as auth_expired drops the secret it used from the cache. A
+// 401 to a cached secret asks for the credential again, once: an operator
+// who replaced the key with auth::set_token and revoked the old one within
+// the TTL should not fail a call. When the secret changed, do runs once
+// more with the new one, unless started reports that events went out;
+// when it did not, the 401 stands.
+func (p *Provider) authorized(ctx context.Context, e *engine.Engine, log *slog.Logger, op string, started func() bool, do func(secret string) (*failure, error)) (*failure, error) {
+	secret, cached, f, err := p.credential(ctx, e)
+	if err != nil || f != nil {
+		return f, err
+	}
+	f, err = do(secret)
+	if err != nil || f == nil || f.kind != agent.ErrorAuthExpired {
+		return f, err
+	}
+	p.dropCredential(secret)
+	if !cached || f.status != http.StatusUnauthorized || started() || ctx.Err() != nil {
+		return f, nil
+	}
+	fresh, _, ff, err := p.credential(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	if ff != nil || fresh == secret {
+		p.dropCredential(secret)
+		return f, nil
+	}
+	log.Info("openai: the server refused the cached credential and auth has another, retrying with it", "op", op, "status", f.status)
+	f, err = do(fresh)
+	if f != nil && f.kind == agent.ErrorAuthExpired {
+		p.dropCredential(fresh)
+	}
+	return f, err
 }
 
 // authRequest is the payload of auth::get_token.
@@ -557,10 +595,14 @@ type authRequest struct {
 	Provider string `json:"provider"`
 }
 
-// dropCredential forgets the cached credential (after a 401).
-func (p *Provider) dropCredential() {
+// dropCredential forgets the cached credential when it is still stale,
+// the one the server refused (a 401): a secret another call has cached
+// since is kept.
+func (p *Provider) dropCredential(stale string) {
 	p.mu.Lock()
-	p.cred, p.until = "", time.Time{}
+	if p.cred == stale {
+		p.cred, p.until = "", time.Time{}
+	}
 	p.mu.Unlock()
 }
 
