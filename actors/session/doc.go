@@ -60,7 +60,10 @@
 //     confirmed, and an unclustered host writes its record settled
 //     200 ms later (settleDelay), unless the next run overwrote it first (the
 //     copy [Host.Settled] hands run::start lists no outbox); the grain
-//     writes it before it passivates or hands off.
+//     writes it before it passivates or hands off. A settled write that
+//     loses its compare-and-set to the next run lets this run go: the
+//     grain takes that run up at its next message as an activation does
+//     (step 2), whatever another activation did with it meanwhile.
 //  6. After an idle period the grain passivates; the next wake activates it
 //     again from KV.
 //

@@ -198,8 +198,14 @@ func (g *grain) Receive(ctx actor.Context) {
 		if m.token == g.token && g.running && len(g.aborts) > 0 {
 			g.running = false
 			var partial *agent.Message
-			if f, ok := m.in.(turn.ModelFailed); ok {
-				partial = f.Partial
+			switch in := m.in.(type) {
+			case turn.ModelFailed:
+				partial = in.Partial
+			case turn.ModelDone:
+				// The stream ended as the abort came: all of it streamed
+				// (message_update events), so it is kept as a partial
+				// answer is, without its calls.
+				partial = &in.Message
 			}
 			res := g.onAbort(g.aborts[0].reason, partial)
 			ctx.Send(g.aborts[0].sender, g.reply(res))
@@ -1082,11 +1088,15 @@ func (g *grain) writeSettled() bool {
 	if err == nil {
 		g.rev, g.dirty = rev, false
 	} else if errors.Is(err, ErrFenced) {
-		if cur, crev, lerr := g.host.ports.Store.Load(ctx, g.sid); lerr == nil && cur.RunID != g.rec.RunID {
-			// Another run started over ours, on another replica maybe:
-			// its events are numbered on from the stream's.
-			g.rec, g.rev, g.dirty, err = cur, crev, false, nil
-			g.resequence()
+		if cur, _, lerr := g.host.ports.Store.Load(ctx, g.sid); lerr == nil && cur.RunID != g.rec.RunID {
+			// Another run started over ours, on another replica maybe.
+			// The grain lets ours go and takes that one up at its next
+			// message as an activation does (load): the transcript as
+			// it is now, the calls a dead activation left started, the
+			// stored part of the outbox, the events numbered on from
+			// the stream's. Adopting the record as it stands would skip
+			// all that (its revision is the one the next load finds).
+			g.loaded, g.dirty, err = false, false, nil
 		}
 	}
 	if err != nil {

@@ -35,6 +35,9 @@ type memStore struct {
 	// refuse, when set, says which records the store refuses for good
 	// (too large, as the real one would say).
 	refuse func(turn.Record) bool
+	// before, when set, is asked about each write before it is made; a
+	// record it returns is written first, by another writer (a race).
+	before func(turn.Record) *turn.Record
 }
 
 func newMemStore() *memStore {
@@ -55,6 +58,13 @@ func (s *memStore) Load(_ context.Context, sid string) (turn.Record, uint64, err
 func (s *memStore) Write(_ context.Context, rec turn.Record, rev uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.before != nil {
+		if other := s.before(rec); other != nil {
+			s.next++
+			s.rec[other.SessionID], s.rev[other.SessionID] = *other, s.next
+			s.written = append(s.written, *other)
+		}
+	}
 	if s.rev[rec.SessionID] != rev {
 		return 0, session.ErrFenced
 	}
@@ -1375,5 +1385,176 @@ func TestCarriedEffectsAreRecent(t *testing.T) {
 	}
 	if n := fns.count(); n != 1 {
 		t.Fatalf("the function ran %d times", n)
+	}
+}
+
+// TestSettledWriteFencedByTheNextRun: the settled write of a finished run
+// loses its compare-and-set to the next run, written by another writer
+// (run::start on another replica, or before its hand-over reached the
+// grain). The grain then takes that run up as an activation would: with
+// the transcript as it is now (another writer may have moved it between
+// the runs), and with the calls a dead activation of that run left
+// started recovered. It does not go on with the transcript it held for
+// the run before, nor wait for calls nobody runs.
+func TestSettledWriteFencedByTheNextRun(t *testing.T) {
+	newRun := func(t *testing.T, sid string, inputs ...turn.Input) turn.Record {
+		t.Helper()
+		rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "p", Model: "m",
+			Messages: []agent.Message{agent.UserText("again", 5)}}, "r2", 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, in := range inputs {
+			if rec, _, err = turn.Apply(rec, in, int64(6+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec
+	}
+	// run ends run r1 of sid; at its settled write, r2 (built by mk) is
+	// written first, and move changes the transcript with it. It returns
+	// r2 once the grain has lost the settled write to it.
+	run := func(t *testing.T, h *session.Host, st *memStore, sid string, mk func() turn.Record, move func()) turn.Record {
+		t.Helper()
+		var (
+			once  sync.Once
+			r2    turn.Record
+			raced = make(chan struct{})
+		)
+		st.mu.Lock()
+		st.before = func(rec turn.Record) *turn.Record {
+			var other *turn.Record
+			if rec.RunID == "r1" && rec.State.Terminal() && len(rec.Outbox) == 0 {
+				once.Do(func() {
+					move()
+					r2 = mk()
+					other = &r2
+					close(raced)
+				})
+			}
+			return other
+		}
+		st.mu.Unlock()
+		rec, _, err := turn.New(agent.RunStart{SessionID: sid, Provider: "p", Model: "m",
+			Messages: []agent.Message{agent.UserText("go", 1)}}, "r1", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := st.Write(context.Background(), rec, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Written(sid, rec, rev, 0)
+		select {
+		case <-raced:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the settled write of r1 was not made")
+		}
+		return r2
+	}
+	t.Run("transcript moved", func(t *testing.T) {
+		st, hist, model := newMemStore(), newMemHistory(true), &recordingModel{}
+		h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model,
+			Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close(context.Background()) })
+		const sid = "fx1"
+		r2 := run(t, h, st, sid, func() turn.Record { return newRun(t, sid) }, func() {
+			// Between the runs another writer appended to the transcript
+			// (a compaction, a branch the user picked).
+			hist.mu.Lock()
+			hist.msgs[sid] = append(hist.msgs[sid], agent.UserText("elsewhere", 4))
+			hist.mu.Unlock()
+		})
+		select {
+		case <-wake(t, h, sid, r2.Step):
+		case <-time.After(10 * time.Second):
+			t.Fatalf("r2 did not finish; record %s", st.current(sid).State)
+		}
+		calls := model.requests()
+		last := calls[len(calls)-1]
+		if !slices.ContainsFunc(last, func(m agent.Message) bool { return len(m.Content) > 0 && m.Content[0].Text == "elsewhere" }) {
+			t.Fatalf("r2's model call went on with the transcript the grain held for r1: %d messages, without the one appended between the runs", len(last))
+		}
+	})
+	t.Run("calls left started", func(t *testing.T) {
+		st, hist, fns := newMemStore(), newMemHistory(true), &countingFunctions{}
+		h := startHost(t, st, hist, fns)
+		const sid = "fx2"
+		// r2 ran on another activation, which died with its call started.
+		r2 := run(t, h, st, sid, func() turn.Record {
+			return newRun(t, sid, turn.Provisioned{},
+				turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant,
+					Content: []agent.Content{{Type: agent.ContentFunctionCall, ID: "c9", FunctionID: "test::fn"}}}},
+				turn.CallsStarted{IDs: []string{"c9"}})
+		}, func() {})
+		select {
+		case <-wake(t, h, sid, r2.Step):
+		case <-time.After(5 * time.Second):
+			t.Fatalf("r2 did not finish: the grain waits in %s for a call nobody runs", st.current(sid).State)
+		}
+		if got := st.current(sid); got.RunID != "r2" || !got.State.Terminal() {
+			t.Fatalf("record %s %s, want r2 ended", got.RunID, got.State)
+		}
+		if n := fns.count(); n != 1 {
+			t.Fatalf("the function ran %d times, want once (r1's; r2's non-idempotent call is not run again)", n)
+		}
+	})
+}
+
+// lateDoneModel streams until it is cancelled, then answers done with
+// what it had: the provider finished as the abort came.
+type lateDoneModel struct{ started chan struct{} }
+
+func (m lateDoneModel) Stream(ctx context.Context, _ session.ModelRequest) turn.Input {
+	close(m.started)
+	<-ctx.Done()
+	return turn.ModelDone{Message: agent.Message{Role: agent.RoleAssistant, StopReason: agent.StopFunctionCall,
+		Content: []agent.Content{agent.Text("streamed in full"), {Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "test::fn"}}}}
+}
+
+// TestAbortKeepsAnswerDoneMeanwhile: an abort stops the model stream and
+// waits for what it streamed; when the stream had finished meanwhile
+// (the port answers done, not failed), that answer is what streamed: it is
+// completed aborted and kept in the transcript, without its calls, as a
+// partial answer would be.
+func TestAbortKeepsAnswerDoneMeanwhile(t *testing.T) {
+	st, hist, fns := newMemStore(), newMemHistory(true), &countingFunctions{}
+	model := lateDoneModel{started: make(chan struct{})}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: model,
+		Functions: fns, Inbox: emptyInbox{}, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	const sid = "ab1"
+	seed(t, st, sid)
+	acked := wake(t, h, sid, 1)
+	select {
+	case <-model.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the model call did not start")
+	}
+	res, err := h.Abort(context.Background(), sid, "stop")
+	if err != nil || !res.Aborted {
+		t.Fatalf("Abort = %+v, %v", res, err)
+	}
+	select {
+	case <-acked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the aborted run did not settle")
+	}
+	if got := st.current(sid); got.StopReason != agent.StopAborted {
+		t.Fatalf("run ended %s/%s, want aborted", got.State, got.StopReason)
+	}
+	tr := hist.transcript(sid)
+	last := tr[len(tr)-1]
+	if last.Role != agent.RoleAssistant || last.StopReason != agent.StopAborted || len(last.Content) != 1 || last.Content[0].Text != "streamed in full" {
+		t.Fatalf("the transcript ends with %s %s %+v; want the answer that streamed, completed aborted without its call", last.Role, last.StopReason, last.Content)
+	}
+	if n := fns.count(); n != 0 {
+		t.Fatalf("the aborted answer's call ran %d times", n)
 	}
 }
