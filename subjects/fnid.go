@@ -83,7 +83,9 @@ func MustFunctionSubject(id string) string {
 }
 
 // FunctionID maps a function subject back onto its id. It refuses subjects
-// outside [FunctionPrefix], empty tokens, wildcards and malformed escapes.
+// outside [FunctionPrefix], empty tokens, wildcards, malformed escapes and
+// any subject other than the one [FunctionSubject] makes of the id, so
+// that two subjects never name the same function.
 func FunctionID(subject string) (string, error) {
 	rest, ok := strings.CutPrefix(subject, FunctionPrefix)
 	if !ok || rest == "" {
@@ -102,6 +104,13 @@ func FunctionID(subject string) (string, error) {
 	id := b.String()
 	if err := ValidateFunctionID(id); err != nil {
 		return "", fmt.Errorf("%w: %q: %v", ErrNotFunctionSubject, subject, err)
+	}
+	// Canonical tokens are not enough: an escaped ':' can rebuild a "::"
+	// that [FunctionSubject] would have split ("a~3A~3Ab" and "a~3A.b"
+	// decode to ids whose subjects are "a.b" and "a.~3Ab"). Only the
+	// subject the id maps onto names it.
+	if canon, _ := FunctionSubject(id); canon != subject {
+		return "", fmt.Errorf("%w: %q is not the canonical subject of %q (%q)", ErrNotFunctionSubject, subject, id, canon)
 	}
 	return id, nil
 }

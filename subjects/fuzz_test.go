@@ -35,7 +35,7 @@ func FuzzFunctionSubject(f *testing.F) {
 }
 
 func FuzzFunctionID(f *testing.F) {
-	for _, s := range []string{"iii.fn.run.start", "iii.fn.a~2Eb", "iii.fn.>", "iii.fn..", "iii.fn.a~zz"} {
+	for _, s := range []string{"iii.fn.run.start", "iii.fn.a~2Eb", "iii.fn.>", "iii.fn..", "iii.fn.a~zz", "iii.fn.a~3A~3Ab", "iii.fn.a~3A.b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, subj string) {

@@ -77,7 +77,9 @@ func KVKey(key string) (string, error) {
 	return b.String(), nil
 }
 
-// KeyFromKV is the inverse of [KVKey].
+// KeyFromKV is the inverse of [KVKey]: it refuses any KV key other than
+// the one [KVKey] makes of the key it decodes to, so two KV keys never
+// name the same key.
 func KeyFromKV(kvKey string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(kvKey))
@@ -92,6 +94,11 @@ func KeyFromKV(kvKey string) (string, error) {
 	key := b.String()
 	if err := ValidateKey(key); err != nil {
 		return "", err
+	}
+	// An escaped '/' ("a=2Fb") decodes to a key whose KV key is "a.b":
+	// only the KV key the key maps onto names it.
+	if canon, _ := KVKey(key); canon != kvKey {
+		return "", fmt.Errorf("%w: %q is not the canonical KV key of %q (%q)", ErrInvalidKey, kvKey, key, canon)
 	}
 	return key, nil
 }

@@ -56,6 +56,9 @@ func TestFunctionIDRefuses(t *testing.T) {
 	for _, subj := range []string{
 		"", "iii.fn.", "iii.fn", "other.run.start", "iii.fn.run..start", "iii.fn.run.*", "iii.fn.>",
 		"iii.fn.a~2e", "iii.fn.a~41", "iii.fn.a~", "iii.fn.a~4", "iii.fn.a b", "iii.fn.run.",
+		// Escaped ':' that rebuild a "::": "a::b" is "iii.fn.a.b" and
+		// "a:::b" is "iii.fn.a.~3Ab", nothing else.
+		"iii.fn.a~3A~3Ab", "iii.fn.a~3A.b", "iii.fn.a.b~3A~3Ac", "iii.fn.~3A~3A",
 	} {
 		if id, err := FunctionID(subj); err == nil {
 			t.Errorf("FunctionID(%q) = %q, want error", subj, id)
@@ -107,6 +110,27 @@ func TestStateKeys(t *testing.T) {
 	f, err := StatePrefixFilter("s", "a/b/")
 	if err != nil || f != "s.a.b.>" {
 		t.Fatalf("StatePrefixFilter = %q, %v", f, err)
+	}
+}
+
+// KeyFromKV and the splitters built on it take only the KV key the
+// decoded key maps onto: an escaped '/' ("=2F") would name the key of
+// another KV key ("a=2Fb" and "a.b" both "a/b").
+func TestKVKeyDecodeRefusesNonCanonical(t *testing.T) {
+	t.Parallel()
+	for _, kv := range []string{"a=2Fb", "=2F", "a.b=2Fc", "a=2f", "a=41", "a..b", ".a", "a."} {
+		if k, err := KeyFromKV(kv); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("KeyFromKV(%q) = %q, %v; want ErrInvalidKey", kv, k, err)
+		}
+	}
+	if sc, k, err := SplitStateKVKey("s.a=2Fb"); err == nil {
+		t.Errorf("SplitStateKVKey(s.a=2Fb) = %q, %q: the key of s.a.b", sc, k)
+	}
+	if sid, call, err := SplitApprovalKey("s1.a=2Fb"); err == nil {
+		t.Errorf("SplitApprovalKey(s1.a=2Fb) = %q, %q: a call id ApprovalKey refuses", sid, call)
+	}
+	if w, fn, err := SkillID("w=2Fa.b"); err == nil {
+		t.Errorf("SkillID(w=2Fa.b) = %q, %q: the skill of w.a.b", w, fn)
 	}
 }
 

@@ -57,10 +57,10 @@ func (r *Running) start(ctx context.Context, e *engine.Engine, o options) error 
 	if err != nil {
 		return err
 	}
-	if _, err := state.Serve(ctx, e, store); err != nil {
+	if err := r.served(state.Serve(ctx, e, store)); err != nil {
 		return err
 	}
-	if _, err := queue.Serve(ctx, e); err != nil {
+	if err := r.served(queue.Serve(ctx, e)); err != nil {
 		return err
 	}
 	if o.queue != "" {
@@ -70,7 +70,7 @@ func (r *Running) start(ctx context.Context, e *engine.Engine, o options) error 
 		}
 		r.closers = append(r.closers, q.Close)
 	}
-	if _, err := topic.Serve(ctx, e); err != nil {
+	if err := r.served(topic.Serve(ctx, e)); err != nil {
 		return err
 	}
 	sched, err := cron.Start(ctx, e)
@@ -78,7 +78,7 @@ func (r *Running) start(ctx context.Context, e *engine.Engine, o options) error 
 		return err
 	}
 	r.closers = append(r.closers, sched.Close)
-	if _, err := cron.Serve(ctx, e, sched); err != nil {
+	if err := r.served(cron.Serve(ctx, e, sched)); err != nil {
 		return err
 	}
 	if o.gateway {
@@ -87,7 +87,7 @@ func (r *Running) start(ctx context.Context, e *engine.Engine, o options) error 
 			return err
 		}
 		r.closers = append(r.closers, gw.Close)
-		if _, err := httpgw.Serve(ctx, e, gw); err != nil {
+		if err := r.served(httpgw.Serve(ctx, e, gw)); err != nil {
 			return err
 		}
 		r.gateway = gw
@@ -95,10 +95,23 @@ func (r *Running) start(ctx context.Context, e *engine.Engine, o options) error 
 	return nil
 }
 
+// served records a started worker, so that Close (and a failed Start)
+// stops serving its functions before what they use is closed.
+func (r *Running) served(w *engine.Worker, err error) error {
+	if err != nil {
+		return err
+	}
+	r.closers = append(r.closers, w.Close)
+	return nil
+}
+
 // Gateway is the HTTP trigger gateway ([WithGateway]), nil without it.
 func (r *Running) Gateway() *httpgw.Gateway { return r.gateway }
 
-// Close stops the services in the reverse order of their start.
+// Close stops the services in the reverse order of their start: each
+// worker of the engine's functions stops serving them (a caller gets
+// function_not_found) before the consumer, scheduler or gateway it drives
+// is closed.
 func (r *Running) Close(ctx context.Context) error {
 	var errs []error
 	for i := len(r.closers) - 1; i >= 0; i-- {

@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/services"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 // Start serves the engine's functions (the gateway's only when asked), the
@@ -84,7 +86,44 @@ func TestStart(t *testing.T) {
 			if err := svc.Close(ctx); err != nil {
 				t.Errorf("a second Close: %v", err)
 			}
+			// Closed services answer nothing: no function of theirs is
+			// served by a node whose scheduler, queue consumer and gateway
+			// are gone.
+			ids := []string{"state::get", "queue::enqueue", "topic::publish", "cron::list"}
+			if tt.gateway {
+				ids = append(ids, "http::list_routes")
+			}
+			for _, id := range ids {
+				err := e.Trigger(ctx, id, map[string]any{}, nil)
+				if !errors.Is(err, wire.ErrFunctionNotFound) {
+					t.Errorf("%s after Close: %v, want function_not_found", id, err)
+				}
+			}
 		})
+	}
+}
+
+// A Start that fails partway stops serving the functions it had started.
+func TestStartFailsPartway(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A foreign stream on the topics' subjects: III_TOPIC cannot be made,
+	// after state::* and queue::* are served.
+	if _, err := e.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "FOREIGN", Subjects: []string{subjects.TopicSubjectPrefix + ">"}}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := services.Start(ctx, e)
+	if err == nil || svc != nil {
+		t.Fatalf("Start with III_TOPIC's subjects taken = %v, %v", svc, err)
+	}
+	for _, id := range []string{"state::get", "queue::enqueue"} {
+		err := e.Trigger(ctx, id, map[string]any{}, nil)
+		if !errors.Is(err, wire.ErrFunctionNotFound) {
+			t.Errorf("%s after the failed Start: %v, want function_not_found", id, err)
+		}
 	}
 }
 
