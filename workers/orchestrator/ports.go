@@ -764,7 +764,31 @@ func (m model) stream(ctx context.Context, req session.ModelRequest, preq agent.
 	if final == nil {
 		return turn.ModelFailed{Kind: agent.ErrorTransient, Message: "provider stream ended without a message"}, out
 	}
+	if n := countCalls(final); n > MaxCallsPerAnswer {
+		// Refused before any of them runs: the answer, its results and
+		// their events would not fit the turn record, which failed the
+		// run after every call had run.
+		return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: fmt.Sprintf(
+			"the model asked for %d function calls in one answer; at most %d run at once", n, MaxCallsPerAnswer)}, out
+	}
 	return turn.ModelDone{Message: *final}, out
+}
+
+// MaxCallsPerAnswer bounds the function calls of one model answer. An
+// answer asking for more fails the run before any call runs: the record
+// holds the answer, every call's result (each keeps at least 2 KiB of
+// the result bound) and their undelivered events, in one NATS message.
+const MaxCallsPerAnswer = 64
+
+// countCalls is the number of function calls m asks for.
+func countCalls(m *agent.Message) int {
+	n := 0
+	for _, c := range m.Content {
+		if c.Type == agent.ContentFunctionCall {
+			n++
+		}
+	}
+	return n
 }
 
 // decodeModelEvents decodes a provider's channel frame: one model event,
