@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -59,7 +60,7 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
   iii bench turns --sessions 50 --turns 5 --nodes 3 -q
   iii bench turns --sessions 50 --turns 5 --nodes 3 --replicas 1 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (rerr error) {
 			cfg.BusCalls = !localCalls
 			if err := checkHeapFloor(heapFloorMiB); err != nil {
 				return err
@@ -75,6 +76,17 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 				}
 				cfg.Logger = logger
 			}
+			// Refuse what the bench would refuse, and a profile of a phase
+			// that does not run, before a profile file is touched.
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if profile != "" && cfg.Sessions == 0 {
+				return fmt.Errorf("--cpuprofile profiles the turns phase, which --sessions 0 skips")
+			}
+			if heapProfile != "" && cfg.Idle == 0 {
+				return fmt.Errorf("--memprofile profiles the idle phase: it needs --idle")
+			}
 			for _, p := range []struct {
 				path string
 				to   *io.Writer
@@ -82,11 +94,15 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 				if p.path == "" {
 					continue
 				}
-				f, err := os.Create(p.path)
+				f, err := createProfile(p.path)
 				if err != nil {
 					return err
 				}
-				defer f.Close()
+				defer func() {
+					if ferr := f.finish(); ferr != nil && rerr == nil {
+						rerr = ferr
+					}
+				}()
 				*p.to = f
 			}
 			var (
@@ -139,9 +155,50 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
 	f.IntVar(&cfg.Nodes, "nodes", 1, "servers in one NATS cluster, each with the whole worker set")
 	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas of every stream and bucket (default 3 on 3+ nodes, else 1; unset on 3+ nodes: run R1 and R3)")
 	f.StringVar(&cfg.Dir, "dir", "", "JetStream store directory (default: a temporary one, removed afterwards)")
-	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the turns phase to this file")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the turns phase to this file (a run that profiles nothing leaves it as it was)")
 	f.StringVar(&heapProfile, "memprofile", "", "write a heap profile of the idle phase, its sessions active, to this file (with --idle)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.BoolVarP(&quiet, "quiet", "q", false, "drop the stack's log (warnings are still counted)")
 	return cmd
+}
+
+// profileFile receives a profile in a temporary file beside path, renamed
+// to path once the bench wrote a profile into it and removed otherwise:
+// a run that fails before its profile (a stack that does not start, a
+// failed warm-up) neither truncates an earlier profile at path nor leaves
+// an empty one.
+type profileFile struct {
+	path string
+	f    *os.File
+	n    int64
+}
+
+func createProfile(path string) (*profileFile, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	return &profileFile{path: path, f: f}, nil
+}
+
+func (p *profileFile) Write(b []byte) (int, error) {
+	n, err := p.f.Write(b)
+	p.n += int64(n)
+	return n, err
+}
+
+// finish closes the profile and moves it to its path when one was
+// written; the error says a written profile could not be kept.
+func (p *profileFile) finish() error {
+	err := p.f.Close()
+	if err == nil && p.n > 0 {
+		if err = os.Rename(p.f.Name(), p.path); err == nil {
+			return nil
+		}
+	}
+	_ = os.Remove(p.f.Name())
+	if p.n == 0 {
+		return nil // nothing profiled: the run's own error says why
+	}
+	return fmt.Errorf("profile %s: %w", p.path, err)
 }

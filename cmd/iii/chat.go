@@ -78,6 +78,20 @@ func newChatCmd(g *globals) *cobra.Command {
 			if cfg.reconnectWait < 0 {
 				return wire.Errorf(wire.CodeInvalidPayload, "--reconnect-wait %v: want 0 or more", cfg.reconnectWait)
 			}
+			// An empty -m (a script's unset variable) is not line mode,
+			// which would read stdin or send nothing and exit 0.
+			if cmd.Flags().Changed("message") && strings.TrimSpace(cfg.message) == "" {
+				return wire.Errorf(wire.CodeInvalidPayload, "-m: the message is empty")
+			}
+			if cfg.session == "" {
+				cfg.session = "chat_" + nuid.Next()
+			}
+			// Refuse a --session, --provider or --model that every run
+			// would refuse before connecting, rather than failing each
+			// line of line mode and exiting 0.
+			if err := newRunStart(cfg, "-").Validate(); err != nil {
+				return wire.Wrap(wire.CodeInvalidPayload, err, "")
+			}
 			// What a turn prints comes from models and tools: it reaches
 			// the terminal through safeText, and so does the error that
 			// ends chat (it may quote a node's answer).
@@ -106,9 +120,6 @@ func newChatCmd(g *globals) *cobra.Command {
 				done = func() {}
 			}
 			defer done()
-			if cfg.session == "" {
-				cfg.session = "chat_" + nuid.Next()
-			}
 			out := terminal(cmd.OutOrStdout())
 			if cfg.message != "" {
 				stop, err := chatTurn(ctx, e, cfg, cfg.message, out, nil)
@@ -138,6 +149,9 @@ func newChatCmd(g *globals) *cobra.Command {
 				idle.down = false // the turn says what becomes of the connection
 				if _, err := chatTurn(ctx, e, cfg, line, out, lines); err != nil {
 					if ctx.Err() != nil {
+						// Ctrl-C mid-turn ends chat, not the run: say
+						// so, and which call stays parked.
+						fmt.Fprintf(cfg.notes, "\n(%v)\n", err)
 						return nil
 					}
 					if errors.Is(err, errNodeLost) {
@@ -159,6 +173,10 @@ func newChatCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// maxLine bounds a line of line mode's input (a node's largest message
+// is 1 MiB unless raised).
+const maxLine = 1 << 20
+
 // lineReader reads lines on a goroutine of its own, so that a caller
 // waiting for one can give up when its context ends.
 type lineReader struct {
@@ -172,7 +190,7 @@ func readLines(r io.Reader) *lineReader {
 	go func() {
 		defer close(lr.lines)
 		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc.Buffer(make([]byte, 64<<10), maxLine)
 		for sc.Scan() {
 			select {
 			case lr.lines <- sc.Text():
@@ -181,6 +199,9 @@ func readLines(r io.Reader) *lineReader {
 			}
 		}
 		lr.err = sc.Err()
+		if errors.Is(lr.err, bufio.ErrTooLong) {
+			lr.err = fmt.Errorf("a line of the input is longer than %d KiB, more than a message may hold; it was not sent, nor were the lines after it", maxLine>>10)
+		}
 	}()
 	return lr
 }
@@ -377,11 +398,7 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 	var res orchestrator.RunStartResult
 	// One idempotency key a line: a start sent again after a lost answer
 	// starts the run once (whenServed).
-	start := orchestrator.HarnessTrigger{Payload: agent.RunStart{
-		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model, Sandbox: cfg.sandbox,
-		Messages:       []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentText, Text: text}}, Timestamp: time.Now().UnixMilli()}},
-		IdempotencyKey: "chat-" + nuid.Next(),
-	}}
+	start := orchestrator.HarnessTrigger{Payload: newRunStart(cfg, text)}
 	err = whenServed(ctx, cfg.reconnectWait, cfg.notes, link.await, func() error {
 		return e.Trigger(ctx, "harness::trigger", start, &struct {
 			StatusCode int                          `json:"status_code"`
@@ -573,6 +590,16 @@ func chatTurn(ctx context.Context, e *engine.Engine, cfg chatConfig, text string
 			}
 			return ev.StopReason, nil
 		}
+	}
+}
+
+// newRunStart is the run a line of text starts, with an idempotency key
+// of its own.
+func newRunStart(cfg chatConfig, text string) agent.RunStart {
+	return agent.RunStart{
+		SessionID: cfg.session, Provider: cfg.provider, Model: cfg.model, Sandbox: cfg.sandbox,
+		Messages:       []agent.Message{{Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentText, Text: text}}, Timestamp: time.Now().UnixMilli()}},
+		IdempotencyKey: "chat-" + nuid.Next(),
 	}
 }
 

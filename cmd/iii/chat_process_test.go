@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // chatProcess is a running `iii chat` child process.
@@ -212,5 +216,40 @@ func TestChatRefusesNegativeReconnectWait(t *testing.T) {
 	out, err := runIII(t, "chat", "--nats", "nats://127.0.0.1:1", "--embedded=false", "--reconnect-wait", "-1s", "-m", "hi")
 	if err == nil || !strings.Contains(err.Error(), "--reconnect-wait -1s: want 0 or more") {
 		t.Fatalf("chat --reconnect-wait -1s: %v\n%s", err, out)
+	}
+}
+
+// Flags that every run would refuse are refused before chat connects, with
+// an invalid_payload error: an empty -m (a script's unset variable) went
+// to line mode, which read stdin or sent nothing and exited 0; a bad
+// --session, --provider or --model failed every line of line mode and
+// chat still exited 0.
+func TestChatRefusesBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"empty message", []string{"-m", ""}, "-m: the message is empty"},
+		{"blank message", []string{"-m", " \t "}, "-m: the message is empty"},
+		{"session", []string{"--session", "bad*id"}, `"bad*id"`},
+		{"session with spaces", []string{"--session", "a b", "-m", "hi"}, `"a b"`},
+		{"provider", []string{"--provider", "no pe"}, `provider "no pe"`},
+		{"model", []string{"--model", "a\x1bb"}, "model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := newRootCmd()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetIn(strings.NewReader("hello\n"))
+			cmd.SetArgs(append([]string{"chat", "--nats", "nats://127.0.0.1:1", "--embedded=false"}, tc.args...))
+			err := cmd.ExecuteContext(context.Background())
+			if !errors.Is(err, wire.ErrInvalidPayload) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("chat %q: %v, want invalid_payload saying %s\n%s", tc.args, err, tc.want, out.String())
+			}
+		})
 	}
 }

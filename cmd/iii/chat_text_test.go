@@ -148,3 +148,19 @@ func TestChatCommandsQuoteIDs(t *testing.T) {
 		t.Fatalf("commands missing: %v\n%s", want, said)
 	}
 }
+
+// A line longer than line mode reads ends chat with an error that says
+// so, where it said "bufio.Scanner: token too long"; the lines before it
+// come first.
+func TestChatLineTooLong(t *testing.T) {
+	t.Parallel()
+	lr := readLines(strings.NewReader("first\n" + strings.Repeat("x", maxLine+1) + "\nlast\n"))
+	defer lr.stop()
+	if l, ok, err := lr.next(t.Context(), func() {}); !ok || l != "first" {
+		t.Fatalf("first line %q, %v, %v", l, ok, err)
+	}
+	_, ok, err := lr.next(t.Context(), func() {})
+	if ok || err == nil || !strings.Contains(err.Error(), "longer than 1024 KiB") {
+		t.Fatalf("an over-long line: ok %v, %v", ok, err)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 )
 
@@ -137,5 +139,47 @@ func TestChatInterruptAtPrompt(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("chat did not end within 5s of Ctrl-C at its prompt:\n%s", out.String())
+	}
+}
+
+// Ctrl-C in the middle of a turn of line mode ends chat but not the run:
+// chat says so on stderr (it ended silently, leaving the user to think
+// the run was stopped too).
+func TestChatInterruptMidTurn(t *testing.T) {
+	a := startTestApp(t)
+	stdin, w := io.Pipe()
+	t.Cleanup(func() { _ = w.Close() })
+	var out, errOut enginetest.Buffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetIn(stdin)
+	cmd.SetArgs([]string{"chat", "--nats", a.node.ClientURL(), "--session", "midturn"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	go func() { _, _ = io.WriteString(w, "/sleep 3000\n") }()
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		var v agent.TurnView
+		if err := a.e.Trigger(context.Background(), "turn::get_state", map[string]string{"session_id": "midturn"}, &v); err != nil {
+			return err
+		}
+		if v.State != agent.StateAssistantStreaming {
+			return fmt.Errorf("state %q", v.State)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("chat after Ctrl-C: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("chat did not end within 5s of Ctrl-C mid-turn:\n%s", out.String())
+	}
+	if !strings.Contains(errOut.String(), "session midturn runs on without this client") {
+		t.Fatalf("chat did not say the run goes on:\nstdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	}
 }

@@ -76,17 +76,32 @@ func newTracesCmd(g *globals) *cobra.Command {
 				b, _ := json.Marshal(resp)
 				return printJSON(cmd.OutOrStdout(), b)
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "trace %s: %d spans, %d errors, %d ms\n", resp.TraceID, resp.SpanCount, resp.ErrorCount, resp.DurationMs)
-			for _, n := range resp.Spans {
-				printSpan(out, n, 0)
-			}
-			return nil
+			return printTree(cmd.OutOrStdout(), resp)
 		},
 	}
 	show.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a tree")
 	cmd.AddCommand(show)
 	return cmd
+}
+
+// printTree prints a trace as a tree of spans. Span names, status
+// messages (a tool's or a provider's error) and attributes are written by
+// others, so they reach the terminal through safeText, as the list's
+// table does. A tree the store cut (more spans than one answer holds)
+// says so: the count is of the whole trace.
+func printTree(w io.Writer, resp traces.TreeResponse) error {
+	w = terminal(w)
+	cut := ""
+	if resp.Truncated {
+		cut = " (truncated: the earliest spans only)"
+	}
+	if _, err := fmt.Fprintf(w, "trace %s: %d spans, %d errors, %d ms%s\n", resp.TraceID, resp.SpanCount, resp.ErrorCount, resp.DurationMs, cut); err != nil {
+		return err
+	}
+	for _, n := range resp.Spans {
+		printSpan(w, n, 0)
+	}
+	return nil
 }
 
 // printSpan prints n and its children, indented by depth.

@@ -27,3 +27,24 @@ func TestPrintSpanMarksRoots(t *testing.T) {
 		}
 	}
 }
+
+// `iii traces show` printed span names, status messages (the error text
+// of a tool or a provider) and session ids raw, where the list's table
+// goes through safeText; and it printed a tree the store cut as if it
+// were whole.
+func TestPrintTreeSafeAndSaysTruncated(t *testing.T) {
+	t.Parallel()
+	resp := traces.TreeResponse{
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanCount: 7000, Truncated: true,
+		Spans: []*traces.TreeNode{{Span: traces.Span{Name: "call " + hostileText, Status: "error", StatusMessage: hostileText,
+			Attributes: map[string]any{"iii.session.id": "s\x1b[2J"}}}},
+	}
+	var b strings.Builder
+	if err := printTree(&b, resp); err != nil {
+		t.Fatal(err)
+	}
+	terminalSafe(t, "iii traces show", b.String())
+	if !strings.Contains(b.String(), "7000 spans") || !strings.Contains(b.String(), "truncated") {
+		t.Fatalf("a cut tree does not say so:\n%s", b.String())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -378,5 +379,24 @@ func TestTranscriptPairsChecked(t *testing.T) {
 				t.Fatalf("events end with %+v, want a permanent error with %q", ev, tt.want)
 			}
 		})
+	}
+}
+
+// provider::scripted::models lists every model the provider serves: it
+// listed echo alone, so models::reconcile marked a model scripted with
+// WithScript as missing from its provider.
+func TestModelsListsScriptedModels(t *testing.T) {
+	t.Parallel()
+	e, _, _ := setup(t, scripted.WithScript("two-step", scripted.Sequence(scripted.Reply{Text: "a"})))
+	resp, err := engine.Call[scripted.ModelsResponse](t.Context(), e, scripted.ModelsFunction, struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range resp.Models {
+		ids = append(ids, m.ID)
+	}
+	if !slices.Equal(ids, []string{scripted.EchoModel, "two-step"}) {
+		t.Fatalf("models %v, want echo and two-step", ids)
 	}
 }

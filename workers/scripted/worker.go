@@ -121,6 +121,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 		}
 		done := workers.NewShutdown(errShuttingDown)
 		w.done = done
+		models := modelsOf(w.p)
 		fns := []engine.Function{
 			{
 				ID:             StreamFunction,
@@ -146,7 +147,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 				ResponseSchema: `{"type":"object","required":["models"],"properties":{"models":{"type":"array","items":{"type":"object","required":["id"],"properties":{"id":{"type":"string"},"display_name":{"type":"string"}}}}}}`,
 				Idempotent:     true,
 				Handler: engine.Typed(func(context.Context, struct{}) (ModelsResponse, error) {
-					return ModelsResponse{Models: []ModelInfo{{ID: EchoModel, DisplayName: "Scripted echo (offline)"}}}, nil
+					return models, nil
 				}),
 			},
 		}
@@ -208,6 +209,20 @@ func (w *Worker) completeHandler(done *workers.Shutdown) engine.Handler {
 		defer release()
 		return w.p.Complete(ctx, req)
 	})
+}
+
+// modelsOf lists every model p serves, the models of [WithScript] with
+// echo: a reconcile that saw echo alone marked a scripted model missing.
+func modelsOf(p *Provider) ModelsResponse {
+	var r ModelsResponse
+	for _, m := range p.Models() {
+		info := ModelInfo{ID: m}
+		if m == EchoModel {
+			info.DisplayName = "Scripted echo (offline)"
+		}
+		r.Models = append(r.Models, info)
+	}
+	return r
 }
 
 // ModelsResponse is provider::scripted::models' answer.
