@@ -101,9 +101,23 @@ func newFunctionsCmd(g *globals) *cobra.Command {
 		Short: "List every function registered on the bus",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every page: a catalog larger than the max payload comes in
+			// several.
 			var resp engine.FunctionsListResponse
-			if err := g.call(cmd.Context(), "engine::functions::list", nil, &resp); err != nil {
-				return err
+			for req := (engine.FunctionsListRequest{}); ; {
+				var page engine.FunctionsListResponse
+				if err := g.call(cmd.Context(), "engine::functions::list", req, &page); err != nil {
+					return err
+				}
+				resp.Functions = append(resp.Functions, page.Functions...)
+				resp.Incomplete = resp.Incomplete || page.Incomplete
+				if !page.Truncated || len(page.Functions) == 0 {
+					break
+				}
+				req.After = page.Functions[len(page.Functions)-1].ID
+			}
+			if resp.Incomplete {
+				fmt.Fprintln(cmd.ErrOrStderr(), "iii: the catalog may be incomplete: the discovery dropped replies (see the node's log)")
 			}
 			if asJSON {
 				b, _ := json.Marshal(resp)
@@ -128,8 +142,21 @@ func newWorkersCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp engine.WorkersListResponse
-			if err := g.call(cmd.Context(), "engine::workers::list", nil, &resp); err != nil {
-				return err
+			for req := (engine.WorkersListRequest{}); ; {
+				var page engine.WorkersListResponse
+				if err := g.call(cmd.Context(), "engine::workers::list", req, &page); err != nil {
+					return err
+				}
+				resp.Workers = append(resp.Workers, page.Workers...)
+				resp.Incomplete = resp.Incomplete || page.Incomplete
+				if !page.Truncated || len(page.Workers) == 0 {
+					break
+				}
+				last := page.Workers[len(page.Workers)-1]
+				req.After = last.Name + "/" + last.ID
+			}
+			if resp.Incomplete {
+				fmt.Fprintln(cmd.ErrOrStderr(), "iii: the worker list may be incomplete: the discovery dropped replies (see the node's log)")
 			}
 			tw := tabwriter.NewWriter(terminal(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "WORKER\tVERSION\tID\tFUNCTIONS")
