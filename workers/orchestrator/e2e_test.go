@@ -325,6 +325,53 @@ func TestBusyAndIdempotent(t *testing.T) {
 	events(t, s.e, "b1", 20*time.Second)
 }
 
+// A retry of a run::start whose key never reached the runs bucket (the
+// node died between the record write and the key's, or that write
+// failed) still answers the first run after the session's next run has
+// replaced its record: that run::start remembers the key first. It
+// started the run again.
+func TestIdempotentRetryAfterNextRun(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	const sid = "idem_next"
+	start := func(key, text string) orchestrator.RunStartResult {
+		t.Helper()
+		var res orchestrator.RunStartResult
+		if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: sid, Provider: "scripted", Model: "echo",
+			IdempotencyKey: key, Messages: []agent.Message{userText(text)}}, &res); err != nil || !res.Started {
+			t.Fatalf("run::start %s: %+v, %v", key, res, err)
+		}
+		return res
+	}
+	first := start("k1", "one")
+	eventsUntil(t, s.e, sid, 1, 20*time.Second)
+	// The key's entry lost, as if never written.
+	runs, err := s.e.JetStream().KeyValue(ctx, subjects.RunsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := runs.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		if err := runs.Purge(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start("k2", "two")
+	eventsUntil(t, s.e, sid, 2, 20*time.Second)
+	if again := start("k1", "one"); again.RunID != first.RunID {
+		t.Fatalf("retry of k1 answered run %s, want the first run %s: the run started twice", again.RunID, first.RunID)
+	}
+	// No third run: the session's record still tells of the second.
+	if evs := auditAllEvents(t, s.e, sid, 500*time.Millisecond); auditCount(evs, agent.EventAgentEnd) != 2 {
+		t.Fatalf("%d runs ended, want 2: %v", auditCount(evs, agent.EventAgentEnd), types(evs))
+	}
+}
+
 func TestAbortMidStream(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)

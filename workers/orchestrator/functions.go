@@ -91,6 +91,11 @@ func (o *Orchestrator) register() error {
 			Description:   "Abort the session's running turn in any state (streaming, executing functions, parked).",
 			RequestSchema: sessionSchema,
 			Handler: engine.Typed(func(ctx context.Context, r SessionRequest) (AbortResult, error) {
+				// A session homed in a region with no stores here is
+				// not_found, as for run::start, before a grain is asked.
+				if _, err := o.turns.of(ctx, r.SessionID); err != nil {
+					return AbortResult{}, err
+				}
 				res, err := o.Host().Abort(ctx, r.SessionID, "aborted by run::abort")
 				if err != nil {
 					return AbortResult{}, recordErr(err, "")
@@ -104,6 +109,9 @@ func (o *Orchestrator) register() error {
 			RequestSchema: sessionSchema,
 			Idempotent:    true,
 			Handler: engine.Typed(func(ctx context.Context, r SessionRequest) (*agent.TurnView, error) {
+				if _, err := o.turns.of(ctx, r.SessionID); err != nil {
+					return nil, err // a region with no stores here: not_found
+				}
 				rec, _, err := o.store().Load(ctx, r.SessionID)
 				if errors.Is(err, session.ErrNoRecord) {
 					return nil, nil

@@ -51,3 +51,60 @@ func TestInboxRequeueOnce(t *testing.T) {
 		t.Fatalf("a new requeue was not put back: %d follow-ups", len(followups))
 	}
 }
+
+// Ack removes only the items its Peek returned: an inbox drained
+// (session::inbox_drain) and pushed to between a steering check's Peek and
+// its Ack keeps the new item, which the check never read. An Ack by count
+// removed it, and no run ever saw it.
+func TestInboxAckKeepsItemsPushedSincePeek(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e := enginetest.Engine(t)
+	if _, err := e.EnsureSessionKV(ctx, jetstream.KeyValueConfig{Bucket: subjects.InboxBucket, History: 1, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	b := inbox{kvs: sessionKV{e: e, bucket: subjects.InboxBucket}, seen: newPeeked()}
+	texts := func(items []agent.Message) []string {
+		var out []string
+		for _, m := range items {
+			out = append(out, m.Content[0].Text)
+		}
+		return out
+	}
+	for _, name := range []string{InboxSteering, InboxFollowup} {
+		for i, text := range []string{"a", "b"} {
+			if _, err := b.push(ctx, "s1", name, agent.UserText(text, int64(i+1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	steering, followups, mark, err := b.Peek(ctx, "s1")
+	if err != nil || len(steering) != 2 || len(followups) != 2 {
+		t.Fatalf("peek: %v %v %+v %v", texts(steering), texts(followups), mark, err)
+	}
+	// Between the check's Peek and its Ack: the steering inbox is drained
+	// and pushed to; the follow-ups get one more item behind the two read.
+	if _, err := b.drain(ctx, "s1", InboxSteering); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.push(ctx, "s1", InboxSteering, agent.UserText("pushed since", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.push(ctx, "s1", InboxFollowup, agent.UserText("c", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ack(ctx, "s1", mark); err != nil {
+		t.Fatal(err)
+	}
+	steering, followups, _, err = b.Peek(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(steering); len(got) != 1 || got[0] != "pushed since" {
+		t.Errorf("steering after the ack: %q, want the item pushed since the peek", got)
+	}
+	if got := texts(followups); len(got) != 1 || got[0] != "c" {
+		t.Errorf("follow-ups after the ack: %q, want [c]", got)
+	}
+}

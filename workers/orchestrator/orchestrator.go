@@ -277,7 +277,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		}
 		kvs = append(kvs, sessionKV{e: e, bucket: cfg.Bucket})
 	}
-	o.turns, o.runs, o.inbox = kvs[0], kvs[1], inbox{kvs: kvs[2], watch: newInboxWatch(), logger: o.logger}
+	o.turns, o.runs, o.inbox = kvs[0], kvs[1], inbox{kvs: kvs[2], watch: newInboxWatch(), logger: o.logger, seen: newPeeked()}
 	o.approvals = approvals{kvs: kvs[3], now: time.Now, tracer: e.Tracer(), logger: o.logger}
 	for _, s := range []struct {
 		cfg    jetstream.StreamConfig
@@ -600,8 +600,7 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 	}
 	var idemKey string
 	if rs.IdempotencyKey != "" {
-		h := sha256.Sum256([]byte(rs.IdempotencyKey))
-		idemKey = rs.SessionID + "." + hex.EncodeToString(h[:12])
+		idemKey = runKey(rs.SessionID, rs.IdempotencyKey)
 		if ent, err := runs.Get(ctx, idemKey); err == nil {
 			var prev RunStartResult
 			if json.Unmarshal(ent.Value(), &prev) == nil {
@@ -611,7 +610,7 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 	}
 	st := o.store()
 	for attempt := 0; ; attempt++ {
-		res, err := o.runStartOnce(ctx, rs, st, attempt > 0)
+		res, err := o.runStartOnce(ctx, rs, runs, st, attempt > 0)
 		if errors.Is(err, session.ErrFenced) {
 			if attempt < 8 {
 				continue // the grain checkpointed in between: look again
@@ -629,11 +628,38 @@ func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStar
 	}
 }
 
+// runKey is the key in the runs bucket of idempotency key key of session
+// sid.
+func runKey(sid, key string) string {
+	h := sha256.Sum256([]byte(key))
+	return sid + "." + hex.EncodeToString(h[:12])
+}
+
+// rememberRun makes sure the runs bucket answers a retry of the run prev
+// tells of, when that run was started with an idempotency key, before the
+// next run's record replaces prev: until then the record itself answers
+// such a retry, but the key's entry may never have been written (the
+// process died between the record write and the entry's, or the entry's
+// write failed), and a retry after the record was replaced would start
+// the run a second time.
+func rememberRun(ctx context.Context, runs jetstream.KeyValue, prev turn.Record) error {
+	key := prev.Request.IdempotencyKey
+	if key == "" || prev.RunID == "" {
+		return nil
+	}
+	data, _ := json.Marshal(RunStartResult{SessionID: prev.SessionID, Started: true, RunID: prev.RunID})
+	_, err := runs.Create(ctx, runKey(prev.SessionID, key), data)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return wire.Wrap(wire.CodeUnavailable, err, "remember the idempotency key of the session's last run")
+	}
+	return nil
+}
+
 // runStartOnce is one attempt of runStart; a lost CAS is session.ErrFenced.
 // The first attempt takes the record from the session's grain when it is
 // active here and idle at the end of a run (a KV read less on every turn
 // of a conversation); a retry (fromKV) reads KV.
-func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st store, fromKV bool) (RunStartResult, error) {
+func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, runs jetstream.KeyValue, st store, fromKV bool) (RunStartResult, error) {
 	var (
 		cur turn.Record
 		rev uint64
@@ -666,6 +692,11 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, st s
 			return RunStartResult{SessionID: rs.SessionID, Started: true, RunID: cur.RunID}, nil
 		}
 		return RunStartResult{SessionID: rs.SessionID, Started: false, Reason: "session_busy"}, nil
+	}
+	if rev != 0 {
+		if err := rememberRun(ctx, runs, cur); err != nil {
+			return RunStartResult{}, err
+		}
 	}
 	if rev == 0 {
 		// A new session: its transcript lives in the session tree, which

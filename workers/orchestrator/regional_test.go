@@ -96,9 +96,13 @@ func TestSessionHomes(t *testing.T) {
 			}
 		}
 	}
-	for _, fn := range []string{"turn::get_state", "run::abort"} {
-		if err := s.e.Trigger(ctx, fn, map[string]string{"session_id": "zz.s3"}, nil); err == nil {
-			t.Errorf("%s of zz.s3 succeeded", fn)
+	// The other functions of a session refuse it the same way: not_found,
+	// not a retryable unavailable (turn::get_state and run::abort answered
+	// that).
+	for _, fn := range []string{"turn::get_state", "run::abort", "session::inbox_push", "session::inbox_drain"} {
+		req := map[string]any{"session_id": "zz.s3", "name": orchestrator.InboxSteering, "item": userText("hi")}
+		if err := s.e.Trigger(ctx, fn, req, nil); !errors.Is(err, wire.ErrNotFound) {
+			t.Errorf("%s of zz.s3: err = %v, want not_found", fn, err)
 		}
 	}
 }
