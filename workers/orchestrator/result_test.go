@@ -196,8 +196,8 @@ func TestMarkupAnswerFits(t *testing.T) {
 	}
 }
 
-// A model answer with more calls than one turn record can hold (here on
-// a server with a 64 KiB max payload): the answer cannot be written with
+// A model answer whose calls one turn record cannot hold (here on a
+// server with a 64 KiB max payload): the answer cannot be written with
 // its calls' start, so the run fails from the record before the answer —
 // saying why, no call run — instead of from the answer, whose every call
 // would need an end of its own and outgrow the record again (the grain
@@ -205,9 +205,11 @@ func TestMarkupAnswerFits(t *testing.T) {
 func TestBatchTooLargeForTheRecordFailsTheRun(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(64<<10))
-	calls := make([]scripted.Call, 300)
+	// Fewer than MaxCallsPerAnswer, with arguments large enough together
+	// that the answer does not fit the record.
+	calls := make([]scripted.Call, orchestrator.MaxCallsPerAnswer-4)
 	for i := range calls {
-		calls[i] = scripted.Call{FunctionID: "test::big", Arguments: map[string]any{"n": i}}
+		calls[i] = scripted.Call{FunctionID: "test::big", Arguments: map[string]any{"n": i, "pad": strings.Repeat("x", 600)}}
 	}
 	s := startStackScripted(t, ns, allowAll, []scripted.Option{
 		scripted.WithScript("many", func(scripted.StreamRequest) (scripted.Reply, error) {
