@@ -2,14 +2,18 @@ package orchestrator_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/orchestrator"
 )
 
@@ -67,5 +71,36 @@ func TestTooManyCallsInOneAnswer(t *testing.T) {
 				t.Errorf("%d calls: no error message saying why: %v", c.n, types(evs))
 			}
 		}
+	}
+}
+
+// A run whose messages the turn record cannot hold is refused by
+// run::start, nothing written; one of 600 KiB was accepted and failed on
+// its first record write. One of 200 KiB runs.
+func TestRunMessagesFitTheRecord(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "huge", Provider: "scripted", Model: "echo",
+		Messages: []agent.Message{userText(strings.Repeat("x", 600<<10))}}, nil)
+	if !errors.Is(err, wire.ErrInvalidPayload) || !strings.Contains(err.Error(), "quarter of the server's max payload") {
+		t.Fatalf("600 KiB: %v", err)
+	}
+	kv, err := s.e.JetStream().KeyValue(ctx, "iii-turn-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "huge"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("a record was written: %v", err)
+	}
+	var res orchestrator.RunStartResult
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "large", Provider: "scripted", Model: "echo",
+		Messages: []agent.Message{userText(strings.Repeat("y", 200<<10))}}, &res); err != nil || !res.Started {
+		t.Fatalf("200 KiB: %+v, %v", res, err)
+	}
+	evs := events(t, s.e, "large", 60*time.Second)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
+		t.Fatalf("200 KiB: agent_end %q: %v", last.StopReason, types(evs))
 	}
 }

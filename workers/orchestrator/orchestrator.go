@@ -569,6 +569,24 @@ func (o *Orchestrator) sweep(ctx context.Context) error {
 	return nil
 }
 
+// checkRunSize refuses a run whose messages the turn record could not
+// hold: the record carries them (the request, the transcript appends and
+// the events still to deliver) at least twice, in one NATS message. A
+// quarter of the max payload leaves room for the rest; a larger run was
+// accepted and then failed on its first record write.
+func (o *Orchestrator) checkRunSize(rs agent.RunStart) error {
+	b, err := wire.MarshalJSON(rs.Messages)
+	if err != nil {
+		return wire.Wrap(wire.CodeInvalidPayload, err, "messages do not encode")
+	}
+	if limit := o.e.Conn().MaxPayload() / 4; int64(len(b)) > limit {
+		return wire.Errorf(wire.CodeInvalidPayload,
+			"the run's messages are %d bytes as JSON; a run takes at most %d, a quarter of the server's max payload (the turn record holds them more than once)", len(b), limit).
+			WithDetails(map[string]any{"size": len(b), "limit": limit})
+	}
+	return nil
+}
+
 // RunStartResult is run::start's response.
 type RunStartResult struct {
 	SessionID string `json:"session_id"`
@@ -582,6 +600,9 @@ type RunStartResult struct {
 func (o *Orchestrator) runStart(ctx context.Context, rs agent.RunStart) (RunStartResult, error) {
 	if !o.providerKnown(ctx, rs.Provider) {
 		return RunStartResult{}, wire.Errorf(wire.CodeInvalidPayload, "unknown provider %q: no worker serves provider::%s::stream", rs.Provider, rs.Provider)
+	}
+	if err := o.checkRunSize(rs); err != nil {
+		return RunStartResult{}, err
 	}
 	if err := o.checkCapabilities(ctx, rs); err != nil {
 		return RunStartResult{}, err
