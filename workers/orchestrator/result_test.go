@@ -126,7 +126,7 @@ func checkCapped(t *testing.T, what string, content []agent.Content, details any
 }
 
 // A checkpoint the store refuses for good fails the run, saying why,
-// instead of failing the same way at every redelivery: a user message over
+// instead of failing the same way at every redelivery: a model answer over
 // the session tree's entry limit, and calls whose results are each under
 // the bound but together make a record too large for one message. The
 // session takes its next run.
@@ -135,7 +135,8 @@ func TestRecordTooLargeFailsTheRun(t *testing.T) {
 	for _, c := range []struct {
 		name, model, prompt string
 	}{
-		{"a message too large for the transcript", "echo", strings.Repeat("z", 400<<10)},
+		// A user message too large for the transcript is refused by
+		// run::start now (TestRunMessagesFitTheRecord).
 		{"an answer too large for the transcript", "big", "write a lot"},
 		{"results too large together", "echo", strings.Repeat(`/call test::big {"n":90000}`+"\n", 12)}, // under a bound set too high
 	} {
