@@ -179,7 +179,9 @@ func TestChatInterruptMidTurn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("chat did not end within 5s of Ctrl-C mid-turn:\n%s", out.String())
 	}
-	if !strings.Contains(errOut.String(), "session midturn runs on without this client") {
+	// The run can be streaming before chat has run::start's answer: a
+	// Ctrl-C then cancels that call, which chat reports as canceled.
+	if e := errOut.String(); !strings.Contains(e, "session midturn runs on without this client") && !strings.Contains(e, "(canceled: context canceled)") {
 		t.Fatalf("chat did not say the run goes on:\nstdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	}
 }
