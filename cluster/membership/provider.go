@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/iii-on-nats/iii/cluster/region"
 	"github.com/iii-on-nats/iii/engine"
 )
 
@@ -235,6 +236,9 @@ func (p *Provider) openBucket(ctx context.Context) (jetstream.KeyValue, jetstrea
 			LimitMarkerTTL: bucketTTL(p.opts.ttl),
 			Storage:        jetstream.MemoryStorage,
 			Replicas:       p.opts.replicas,
+			// Every member writes its entry again each heartbeat: a
+			// region takeover may replace a bucket re-created meanwhile.
+			Metadata: map[string]string{region.MetaRewritten: "membership heartbeats"},
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			// Another member created it in the meantime.

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/cluster/membership"
+	"github.com/iii-on-nats/iii/cluster/region"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/subjects"
 )
@@ -209,6 +210,11 @@ func TestBucket(t *testing.T) {
 	if cfg.TTL != time.Minute || cfg.LimitMarkerTTL != time.Minute || cfg.History != 1 ||
 		cfg.Storage != jetstream.MemoryStorage || cfg.Replicas != 1 {
 		t.Errorf("bucket config %+v", cfg)
+	}
+	// Members write their entries again: a region takeover may replace a
+	// bucket re-created meanwhile.
+	if cfg.Metadata[region.MetaRewritten] == "" {
+		t.Errorf("bucket metadata %v lacks %s", cfg.Metadata, region.MetaRewritten)
 	}
 	// A second provider with another member TTL uses the bucket as it is.
 	_, rec := start(t, ns, testEntry("m2", 2), membership.WithTTL(4*time.Second))

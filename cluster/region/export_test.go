@@ -16,3 +16,8 @@ func CopyOf(names []string, name, region string) (string, bool) {
 	}
 	return s.copyOf(name, region)
 }
+
+// WithAfterOriginDeleted runs f after a takeover deleted a lost origin.
+func WithAfterOriginDeleted(f func(stream string)) Option {
+	return func(o *options) error { o.afterDelete = f; return nil }
+}

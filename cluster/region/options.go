@@ -18,6 +18,9 @@ type options struct {
 	filter   func(stream string) bool
 	replicas int
 	probe    time.Duration
+	// afterDelete, when set, runs after a takeover deleted a lost origin
+	// (tests: a live client re-creating it at that moment).
+	afterDelete func(stream string)
 }
 
 // DefaultProbeTimeout bounds each stream info request a [Takeover] sends to

@@ -38,6 +38,13 @@ const (
 	// or placeholder a takeover has started on (set before the origin is
 	// deleted); its value is the lost region.
 	MetaTakenOver = "iii.region.taken-over-from"
+	// MetaRewritten is set (to any value) by the creator of a stream whose
+	// clients write again, on their own, every message they need (a
+	// heartbeat, such as cluster membership's). When a live client creates
+	// such a stream again in the new home while a [Takeover] runs, the
+	// takeover replaces it with the copy instead of failing: the few
+	// messages written to it meanwhile are written again by their clients.
+	MetaRewritten = "iii.region.rewritten"
 )
 
 // Kinds of the streams [Mirror] keeps in a region ([MetaKind]).

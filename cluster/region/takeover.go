@@ -182,6 +182,13 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 		return sr, nil
 	case !assigned, copying, done:
 		// Gone, or an earlier run got this far.
+	case reborn(oi, region) && replaceable(oi, m, kind):
+		// A live client re-created the name in region after a run
+		// deleted the lost origin, and its clients write it again: the
+		// copy takes the name (below).
+		if err := replace(ctx, js, log, oi, o.probe); err != nil {
+			return fail(err)
+		}
 	case reborn(oi, region):
 		// A live client re-created the name in region after a run
 		// deleted the lost origin.
@@ -217,6 +224,9 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 				return fail(err)
 			}
 			log.Info("region: lost origin deleted")
+			if o.afterDelete != nil {
+				o.afterDelete(name)
+			}
 		}
 		ms, err := js.Stream(ctx, m.Config.Name)
 		if err != nil {
@@ -248,8 +258,8 @@ func takeoverOne(ctx context.Context, js jetstream.JetStream, o *options, lost, 
 				}
 			}
 		default:
-			if _, err := js.CreateStream(ctx, copyConfig(final, m.Config.Name)); err != nil {
-				return fail(mutate(fmt.Sprintf("create %q in %q", name, region), err))
+			if err := createCopy(ctx, js, log, o.probe, region, final, m); err != nil {
+				return fail(err)
 			}
 		}
 		if copying || frozen.Msgs > 0 {
@@ -299,6 +309,66 @@ func adopt(ctx context.Context, js jetstream.JetStream, log *slog.Logger, oi, m 
 	}
 	log.Info("region: origin created again by a live client; adopted", "messages", oi.State.Msgs)
 	return nil
+}
+
+// replaceable reports a reborn origin (oi) the copy m replaces: m holds
+// messages to copy and the origin's clients write again what they need
+// ([MetaRewritten]). A placeholder's copy holds nothing: [adopt] keeps the
+// reborn one.
+func replaceable(oi, m *jetstream.StreamInfo, kind string) bool {
+	return kind != KindPlaceholder && m.State.Msgs > 0 && rewritten(oi)
+}
+
+// rewritten reports a stream whose clients write again what they need
+// ([MetaRewritten]).
+func rewritten(si *jetstream.StreamInfo) bool {
+	return si.Config.Metadata[MetaRewritten] != ""
+}
+
+// replace deletes a reborn origin its clients write again, so the copy can
+// take its name.
+func replace(ctx context.Context, js jetstream.JetStream, log *slog.Logger, oi *jetstream.StreamInfo, each time.Duration) error {
+	if err := deleteStream(ctx, js, oi.Config.Name, each); err != nil {
+		return err
+	}
+	log.Warn("region: origin created again by a live client; replaced by the copy (its clients write their messages again)",
+		"messages", oi.State.Msgs)
+	return nil
+}
+
+// rebornTries bounds how many times [createCopy] replaces an origin that
+// live clients keep creating again.
+const rebornTries = 5
+
+// createCopy creates the origin name in region as a mirror of the promoted
+// copy m, which holds messages. A live client (a member's membership heartbeat, say) may have
+// created the name again since the lost origin was deleted: a stream its
+// clients write again ([MetaRewritten]) is replaced, up to rebornTries
+// times; any other is kept, and the takeover fails saying what to do
+// (deleting it would lose the writes it acknowledged).
+func createCopy(ctx context.Context, js jetstream.JetStream, log *slog.Logger, each time.Duration, region string, final jetstream.StreamConfig, m *jetstream.StreamInfo) error {
+	name := final.Name
+	for try := 0; ; try++ {
+		_, err := js.CreateStream(ctx, copyConfig(final, m.Config.Name))
+		if err == nil {
+			return nil
+		}
+		ex, ierr := js.Stream(ctx, name)
+		if apiCode(err) != codeNameInUse || ierr != nil || !reborn(ex.CachedInfo(), region) {
+			return mutate(fmt.Sprintf("create %q in %q", name, region), err)
+		}
+		oi := ex.CachedInfo()
+		if !rewritten(oi) {
+			return fmt.Errorf("region: %q was created again in %q by a live client after its lost origin was deleted, and the copy %q holds messages: stop the clients that write it, delete %q and run the takeover again",
+				name, region, m.Config.Name, name)
+		}
+		if try == rebornTries {
+			return fmt.Errorf("region: %q was created again in %q by live clients %d times while the takeover replaced it: run the takeover again", name, region, try+1)
+		}
+		if err := replace(ctx, js, log, oi, each); err != nil {
+			return err
+		}
+	}
 }
 
 // finalConfig is the origin's config homed in region.
