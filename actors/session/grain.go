@@ -589,7 +589,7 @@ func (g *grain) foldAnswer(rec turn.Record) bool {
 // after rec is written, as it does for a record loaded in the check.
 func (g *grain) foldSteering(rec turn.Record) (turn.Record, InboxMark, bool) {
 	ctx, cancel := g.ctx()
-	steering, followups, mark, err := g.host.ports.Inbox.Peek(ctx, g.sid)
+	steering, followups, mark, err := g.peekInbox(ctx)
 	cancel()
 	if err != nil {
 		g.halt("read inbox", err)
@@ -601,6 +601,22 @@ func (g *grain) foldSteering(rec turn.Record) (turn.Record, InboxMark, bool) {
 		return rec, InboxMark{}, true
 	}
 	return next, mark, true
+}
+
+// peekInbox reads the inboxes for a steering check. When steering wins,
+// the follow-ups are left in their inbox, not taken in: the machine would
+// hold them in the record ([turn.Record].Followups) and put them back at
+// the front of the inbox when the run ends, and that put back could fail
+// for good (the inbox filled up meanwhile: it is one value, bounded by the
+// max payload), leaving the session stuck. Left where they are, they keep
+// their place ahead of later pushes and are read at the next check that
+// finds no steering, as held ones would be.
+func (g *grain) peekInbox(ctx context.Context) (steering, followups []agent.Message, mark InboxMark, err error) {
+	steering, followups, mark, err = g.host.ports.Inbox.Peek(ctx, g.sid)
+	if err == nil && len(steering) > 0 {
+		followups, mark.Followups = nil, 0
+	}
+	return steering, followups, mark, err
 }
 
 // ackInbox removes the items a steering check read, once the record that
@@ -868,7 +884,7 @@ func (g *grain) drive() {
 			g.startGates(calls)
 		case turn.ActionCheckSteering:
 			ctx, cancel := g.ctx()
-			steering, followups, mark, err := g.host.ports.Inbox.Peek(ctx, g.sid)
+			steering, followups, mark, err := g.peekInbox(ctx)
 			if err != nil {
 				cancel()
 				g.halt("read inbox", err)

@@ -39,6 +39,8 @@
 //     last answer had function calls, the model is called again with their
 //     results; else the run stops with "end". Messages that lose stay
 //     queued and go back to the inbox when the run ends ([Finish].Requeue).
+//     (The session grain gives a check that steering wins no follow-ups:
+//     they stay in their inbox, so nothing is held or put back.)
 //   - A function result with terminate: true stops the run with "end" once
 //     the whole batch is done.
 //   - Results keep the model's call order whatever order calls finish in.

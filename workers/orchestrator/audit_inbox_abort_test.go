@@ -593,3 +593,66 @@ func TestAuditAbortRacesNaturalEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowupsStayQueuedWhileSteeringWins: a follow-up read at a steering
+// check that steering wins stays in its inbox, ahead of later pushes. The
+// machine used to hold it in the turn record and put it back when the run
+// ended; when the inbox had filled up meanwhile (it is one value, bounded
+// by the max payload), that put back failed at every try and the session
+// was stuck with the follow-up out of its inbox.
+func TestFollowupsStayQueuedWhileSteeringWins(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	const sid = "au_held"
+	ctx := context.Background()
+	startRun(t, s.e, sid, "/sleep 1500\nfirst")
+	waitState(t, s.e, sid, agent.StateAssistantStreaming)
+	big := strings.Repeat("f", 300<<10)
+	auditPush(t, s.e, sid, orchestrator.InboxFollowup, "F0 "+big)
+	auditPush(t, s.e, sid, orchestrator.InboxSteering, "/sleep 5000\nsteer")
+	// The steering check took the steering in: the model streams again.
+	enginetest.Eventually(t, 15*time.Second, func() error {
+		v := auditView(t, s.e, sid)
+		if v == nil || v.State != agent.StateAssistantStreaming || v.TurnCount < 2 {
+			return fmt.Errorf("turn %+v", v)
+		}
+		return nil
+	})
+	// Fill the follow-up inbox until it is full.
+	pushed := 0
+	for i := range 16 {
+		var res orchestrator.InboxPushResult
+		err := s.e.Trigger(ctx, "session::inbox_push", orchestrator.InboxPushRequest{SessionID: sid, Name: orchestrator.InboxFollowup,
+			Item: userText(fmt.Sprintf("F%d %s", i+1, big))}, &res)
+		if we := (*wire.Error)(nil); errors.As(err, &we) && we.Code == wire.CodeConflict {
+			break
+		}
+		if err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+		pushed++
+	}
+	var ab orchestrator.AbortResult
+	if err := s.e.Trigger(ctx, "run::abort", orchestrator.SessionRequest{SessionID: sid}, &ab); err != nil || !ab.Aborted {
+		t.Fatalf("abort = %+v, %v", ab, err)
+	}
+	// The follow-up heads its inbox, before the ones pushed later.
+	items := auditDrain(t, s.e, sid, orchestrator.InboxFollowup)
+	var heads []string
+	for _, m := range items {
+		heads = append(heads, m.Content[0].Text[:2])
+	}
+	if len(items) != pushed+1 || heads[0] != "F0" {
+		t.Fatalf("follow-up inbox holds %q, want F0 then %d pushed later", heads, pushed)
+	}
+	// The session is not stuck: its next run starts and ends.
+	startRun(t, s.e, sid, "next")
+	enginetest.Eventually(t, 15*time.Second, func() error {
+		v := auditView(t, s.e, sid)
+		if v == nil || !v.State.Terminal() || v.TurnCount != 1 {
+			return fmt.Errorf("turn %+v", v)
+		}
+		return nil
+	})
+}
