@@ -242,38 +242,49 @@ func TestAuditInboxFull(t *testing.T) {
 	}
 }
 
-// Items that each fit a request but together do not fit the inbox's one
-// KV value: the push that would overflow it finds the inbox full, as a
-// push past 256 items does (conflict, until a steering check drains it),
-// and the inbox keeps its items.
-func TestAuditInboxOverflowsMaxPayload(t *testing.T) {
+// Items that each fit an inbox but together do not: the push that would
+// overflow it finds the inbox full, as a push past 256 items does
+// (conflict, until a steering check drains it), and the inbox keeps its
+// items. An inbox holds at most a quarter of the max payload: a steering
+// check carries all of it into one turn record write (twice), and the run
+// takes it in and ends well. An item larger than that alone is
+// invalid_payload. Before the bound, 900 KiB of steering made that write
+// too large: the run failed with the items still queued, and so did
+// every later run of the session.
+func TestAuditInboxOverflowsItsBound(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
 	s := startStack(t, ns)
 	const sid = "au_big"
-	big := strings.Repeat("x", 400<<10) // 400 KiB; the server's max payload is 1 MiB
 	ctx := context.Background()
+	var we *wire.Error
+	if err := s.e.Trigger(ctx, "session::inbox_push", orchestrator.InboxPushRequest{SessionID: sid, Name: orchestrator.InboxSteering,
+		Item: userText(strings.Repeat("x", 300<<10))}, nil); !errors.As(err, &we) || we.Code != wire.CodeInvalidPayload {
+		t.Fatalf("a 300 KiB item (the server's max payload is 1 MiB): %v, want invalid_payload", err)
+	}
+	startRun(t, s.e, sid, "/sleep 800\nfirst")
+	waitState(t, s.e, sid, agent.StateAssistantStreaming)
+	big := strings.Repeat("x", 100<<10)
 	var pushErr error
 	pushed := 0
-	for range 4 {
+	for range 10 {
 		pushErr = s.e.Trigger(ctx, "session::inbox_push", orchestrator.InboxPushRequest{SessionID: sid, Name: orchestrator.InboxSteering, Item: userText(big)}, nil)
 		if pushErr != nil {
 			break
 		}
 		pushed++
 	}
-	if pushErr == nil {
-		t.Fatal("four 400 KiB items were queued in one 1 MiB value")
-	}
-	var we *wire.Error
 	// conflict, as a push past maxInboxItems: the inbox is full until a
-	// steering check drains it (it answered unavailable, as if the server
-	// were away).
-	if !errors.As(pushErr, &we) || we.Code != wire.CodeConflict || !strings.Contains(we.Message, "full") {
-		t.Fatalf("push %d: %v (%+v), want conflict: the inbox is full", pushed+1, pushErr, we)
+	// steering check drains it.
+	if !errors.As(pushErr, &we) || we.Code != wire.CodeConflict || !strings.Contains(we.Message, "full") || pushed != 2 {
+		t.Fatalf("push %d: %v (%+v), want conflict after 2: the inbox is full", pushed+1, pushErr, we)
 	}
-	if items := auditDrain(t, s.e, sid, orchestrator.InboxSteering); len(items) != pushed {
-		t.Fatalf("inbox holds %d items after %d pushes", len(items), pushed)
+	evs := events(t, s.e, sid, 30*time.Second)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd || len(auditUserTexts(evs)) != 1+pushed {
+		t.Fatalf("the run that took the inbox in: %v, stop %q (%+v)", types(evs), last.StopReason, auditView(t, s.e, sid).Error)
+	}
+	if items := auditDrain(t, s.e, sid, orchestrator.InboxSteering); len(items) != 0 {
+		t.Fatalf("inbox holds %d items after the run took them in", len(items))
 	}
 }
 
@@ -281,7 +292,8 @@ func TestAuditInboxOverflowsMaxPayload(t *testing.T) {
 // 256 KiB) does not hang the run: it ends, saying why.
 func TestAuditSteeringOverEntryLimit(t *testing.T) {
 	t.Parallel()
-	ns := enginetest.RunServer(t)
+	// A 4 MiB max payload: an inbox takes 1 MiB items (a quarter of it).
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(4<<20))
 	s := startStack(t, ns)
 	const sid = "au_huge"
 	startRun(t, s.e, sid, "/sleep 800\nfirst")
@@ -598,8 +610,9 @@ func TestAuditAbortRacesNaturalEnd(t *testing.T) {
 // check that steering wins stays in its inbox, ahead of later pushes. The
 // machine used to hold it in the turn record and put it back when the run
 // ended; when the inbox had filled up meanwhile (it is one value, bounded
-// by the max payload), that put back failed at every try and the session
-// was stuck with the follow-up out of its inbox.
+// by the max payload; here another client filled it), that put back
+// failed at every try and the session was stuck with the follow-up out of
+// its inbox.
 func TestFollowupsStayQueuedWhileSteeringWins(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
@@ -608,8 +621,7 @@ func TestFollowupsStayQueuedWhileSteeringWins(t *testing.T) {
 	ctx := context.Background()
 	startRun(t, s.e, sid, "/sleep 1500\nfirst")
 	waitState(t, s.e, sid, agent.StateAssistantStreaming)
-	big := strings.Repeat("f", 300<<10)
-	auditPush(t, s.e, sid, orchestrator.InboxFollowup, "F0 "+big)
+	auditPush(t, s.e, sid, orchestrator.InboxFollowup, "F0 "+strings.Repeat("f", 200<<10))
 	auditPush(t, s.e, sid, orchestrator.InboxSteering, "/sleep 5000\nsteer")
 	// The steering check took the steering in: the model streams again.
 	enginetest.Eventually(t, 15*time.Second, func() error {
@@ -619,32 +631,50 @@ func TestFollowupsStayQueuedWhileSteeringWins(t *testing.T) {
 		}
 		return nil
 	})
-	// Fill the follow-up inbox until it is full.
-	pushed := 0
-	for i := range 16 {
-		var res orchestrator.InboxPushResult
-		err := s.e.Trigger(ctx, "session::inbox_push", orchestrator.InboxPushRequest{SessionID: sid, Name: orchestrator.InboxFollowup,
-			Item: userText(fmt.Sprintf("F%d %s", i+1, big))}, &res)
-		if we := (*wire.Error)(nil); errors.As(err, &we) && we.Code == wire.CodeConflict {
-			break
-		}
-		if err != nil {
-			t.Fatalf("push %d: %v", i, err)
-		}
-		pushed++
+	// Another client fills the follow-up inbox up to 40 KiB short of the
+	// max payload.
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.InboxBucket)
+	if err != nil {
+		t.Fatal(err)
 	}
+	key := sid + "." + orchestrator.InboxFollowup
+	var items []agent.Message
+	held := 0
+	// Compare-and-set, as the orchestrator writes: the check's removal
+	// of what it read may land meanwhile.
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		items = nil
+		var rev uint64
+		if e, err := kv.Get(ctx, key); err == nil {
+			rev = e.Revision()
+			if err := json.Unmarshal(e.Value(), &items); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return err
+		}
+		held = len(items)
+		size := func() int { b, _ := json.Marshal(items); return len(b) }
+		for i := 1; size() < 1<<20-(40<<10)-(20<<10); i++ {
+			items = append(items, userText(fmt.Sprintf("F%d %s", i, strings.Repeat("g", 20<<10))))
+		}
+		data, _ := json.Marshal(items)
+		var err error
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, data)
+		} else {
+			_, err = kv.Update(ctx, key, data, rev)
+		}
+		return err
+	})
 	var ab orchestrator.AbortResult
 	if err := s.e.Trigger(ctx, "run::abort", orchestrator.SessionRequest{SessionID: sid}, &ab); err != nil || !ab.Aborted {
 		t.Fatalf("abort = %+v, %v", ab, err)
 	}
-	// The follow-up heads its inbox, before the ones pushed later.
-	items := auditDrain(t, s.e, sid, orchestrator.InboxFollowup)
-	var heads []string
-	for _, m := range items {
-		heads = append(heads, m.Content[0].Text[:2])
-	}
-	if len(items) != pushed+1 || heads[0] != "F0" {
-		t.Fatalf("follow-up inbox holds %q, want F0 then %d pushed later", heads, pushed)
+	// The follow-up heads its inbox, before the ones added later.
+	drained := auditDrain(t, s.e, sid, orchestrator.InboxFollowup)
+	if held != 1 || len(drained) != len(items) || drained[0].Content[0].Text[:2] != "F0" {
+		t.Fatalf("follow-up inbox held %d items at the fill, holds %d after the run (want %d, F0 first)", held, len(drained), len(items))
 	}
 	// The session is not stuck: its next run starts and ends.
 	startRun(t, s.e, sid, "next")

@@ -184,14 +184,29 @@ func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Mess
 	return nil, wire.Errorf(wire.CodeConflict, "inbox %s: too many concurrent writers", key)
 }
 
+// push appends msg to the inbox. An inbox holds at most a quarter of the
+// max payload (as JSON), as run::start's messages do: a steering check
+// takes all of it into one turn record write, which carries each message
+// twice (the transcript append and its message_complete event). A larger
+// inbox made that write too large for the server, failing the run with the
+// items still queued, so every later run failed the same way. A quarter
+// also lets session::inbox_drain answer with all of it.
 func (b inbox) push(ctx context.Context, sid, name string, msg agent.Message) (int, error) {
+	limit := b.kvs.e.Conn().MaxPayload() / 4
+	if one, _ := wire.MarshalJSON([]agent.Message{msg}); int64(len(one)) > limit {
+		return 0, wire.Errorf(wire.CodeInvalidPayload, "item is %d bytes as JSON: an inbox holds at most %d (a quarter of the server's max payload)", len(one), limit)
+	}
 	var n int
 	_, err := b.update(ctx, sid, inboxKey(sid, name), func(cur []agent.Message) ([]agent.Message, error) {
 		if len(cur) >= maxInboxItems {
 			return nil, wire.Errorf(wire.CodeConflict, "inbox %s of %s is full (%d items)", name, sid, maxInboxItems)
 		}
-		n = len(cur) + 1
-		return append(cur, msg), nil
+		next := append(cur, msg)
+		if data, _ := wire.MarshalJSON(next); int64(len(data)) > limit {
+			return nil, wire.Errorf(wire.CodeConflict, "inbox %s of %s is full: its items would take %d bytes as JSON, over %d (a quarter of the server's max payload)", name, sid, len(data), limit)
+		}
+		n = len(next)
+		return next, nil
 	})
 	return n, err
 }
