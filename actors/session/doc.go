@@ -26,7 +26,11 @@
 //     ([Store.Write]), except a steering check: the grain reads the inbox
 //     before it writes the input that enters the check (the function
 //     results, the model's last answer) and folds the check's outcome
-//     into that write, then removes the items it read; and the model's
+//     into that write, then removes the items it read (the record names
+//     them, [turn.Record].Taken, until that removal is done: a removal
+//     that failed or that a crash prevented is done before the next check
+//     reads the inbox, so no item is taken in twice; a check that steering
+//     wins leaves the follow-ups in their inbox); and the model's
 //     answer asking for calls, which is held unwritten (nothing of it
 //     delivered) while the calls are gated and written with the first
 //     verdict, so a crash in between calls the model again. (A record loaded

@@ -478,7 +478,7 @@ func (g *grain) onAbort(reason string, partial *agent.Message) any {
 
 // apply folds in into the record and writes it (one CAS). It returns false
 // when the input was refused or the activation halted.
-func (g *grain) apply(in turn.Input) bool { return g.fold(in, false) }
+func (g *grain) apply(in turn.Input) bool { return g.fold(in, false, InboxMark{}) }
 
 // applyUnwritten folds in like apply, but leaves the record unwritten
 // when the transition may be replayed after a crash: it continues to the
@@ -487,9 +487,12 @@ func (g *grain) apply(in turn.Input) bool { return g.fold(in, false) }
 // that checkpoint reloads the record from before in, and the same input
 // gives the same events under the same ids again. An empty steering check
 // that continues the run is such an input; anything else is written.
-func (g *grain) applyUnwritten(in turn.Input) bool { return g.fold(in, true) }
+func (g *grain) applyUnwritten(in turn.Input) bool { return g.fold(in, true, InboxMark{}) }
 
-func (g *grain) fold(in turn.Input, mayDefer bool) bool {
+// fold is apply (or applyUnwritten with mayDefer); taken names the inbox
+// items in took in (a steering check's), which the write records and
+// which are removed from the inbox once it is stored.
+func (g *grain) fold(in turn.Input, mayDefer bool, taken InboxMark) bool {
 	if g.stopped {
 		return false
 	}
@@ -510,19 +513,33 @@ func (g *grain) fold(in turn.Input, mayDefer bool) bool {
 	if _, answer := in.(turn.ModelDone); answer && g.foldAnswer(next) {
 		return true
 	}
-	var mark InboxMark
 	if next.State == agent.StateSteeringCheck {
-		var ok bool
+		var (
+			mark InboxMark
+			ok   bool
+		)
 		if next, mark, ok = g.foldSteering(next); !ok {
 			return false
 		}
+		if taken.Empty() {
+			taken = mark
+		}
+	}
+	// The record names the items it takes in until they are removed
+	// from the inbox; an earlier removal done since (peekInbox) is not
+	// named any more.
+	if g.rec.Taken == nil {
+		next.Taken = nil
+	}
+	if !taken.Empty() {
+		next.Taken = &taken
 	}
 	pre := g.prestartModel(next)
 	if !g.write(next, true) {
 		return false
 	}
-	if mark != (InboxMark{}) {
-		g.ackInbox(mark)
+	if !taken.Empty() {
+		g.ackInbox(taken)
 	}
 	if pre {
 		// The call started before the write is told the record is
@@ -603,7 +620,10 @@ func (g *grain) foldSteering(rec turn.Record) (turn.Record, InboxMark, bool) {
 	return next, mark, true
 }
 
-// peekInbox reads the inboxes for a steering check. When steering wins,
+// peekInbox reads the inboxes for a steering check. Items an earlier
+// check took in whose removal failed, or whose activation died before
+// it (the loaded record names them: Taken), are removed first, or the
+// check fails: read again, they would be taken in twice. When steering wins,
 // the follow-ups are left in their inbox, not taken in: the machine would
 // hold them in the record ([turn.Record].Followups) and put them back at
 // the front of the inbox when the run ends, and that put back could fail
@@ -612,22 +632,32 @@ func (g *grain) foldSteering(rec turn.Record) (turn.Record, InboxMark, bool) {
 // their place ahead of later pushes and are read at the next check that
 // finds no steering, as held ones would be.
 func (g *grain) peekInbox(ctx context.Context) (steering, followups []agent.Message, mark InboxMark, err error) {
+	if g.rec.Taken != nil {
+		if err := g.host.ports.Inbox.Ack(ctx, g.sid, *g.rec.Taken); err != nil {
+			return nil, nil, InboxMark{}, fmt.Errorf("remove the inbox items taken in before: %w", err)
+		}
+		g.rec.Taken = nil
+	}
 	steering, followups, mark, err = g.host.ports.Inbox.Peek(ctx, g.sid)
 	if err == nil && len(steering) > 0 {
-		followups, mark.Followups = nil, 0
+		followups, mark.Followups = nil, nil
 	}
 	return steering, followups, mark, err
 }
 
 // ackInbox removes the items a steering check read, once the record that
-// took them in is written. A failure only shows them again at the next
-// check (at least once).
+// took them in (naming them: Taken) is written. After a failure (or a
+// crash first) the record keeps naming them, and they are removed before
+// the next check reads the inbox (peekInbox), in this activation or the
+// next one.
 func (g *grain) ackInbox(mark InboxMark) {
 	ctx, cancel := g.ctx()
 	defer cancel()
 	if err := g.host.ports.Inbox.Ack(ctx, g.sid, mark); err != nil {
-		g.host.opts.logger.WarnContext(ctx, "inbox ack failed; items will be seen again", "session_id", g.sid, "error", err)
+		g.host.opts.logger.WarnContext(ctx, "inbox ack failed; tried again before the next steering check", "session_id", g.sid, "error", err)
+		return
 	}
+	g.rec.Taken = nil
 }
 
 // maxCarried bounds the unconfirmed effects a checkpoint carries: past
@@ -891,19 +921,16 @@ func (g *grain) drive() {
 				return
 			}
 			in := turn.SteeringDrained{Steering: steering, Followups: followups}
-			if len(steering) == 0 && len(followups) == 0 && mark == (InboxMark{}) {
+			if len(steering) == 0 && len(followups) == 0 && mark.Empty() {
 				if !g.applyUnwritten(in) {
 					cancel()
 					return
 				}
-			} else if !g.apply(in) {
+			} else if !g.fold(in, false, mark) {
 				cancel()
 				return
 			}
 			cancel()
-			if mark != (InboxMark{}) {
-				g.ackInbox(mark)
-			}
 		default:
 			g.halt("unknown action", fmt.Errorf("%s", act.Kind))
 			return

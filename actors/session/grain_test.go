@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -849,7 +850,7 @@ func (b *steerInbox) Peek(context.Context, string) ([]agent.Message, []agent.Mes
 	if b.acked {
 		return nil, nil, session.InboxMark{}, nil
 	}
-	return []agent.Message{agent.UserText("steer", 1)}, nil, session.InboxMark{Steering: 1}, nil
+	return []agent.Message{agent.UserText("steer", 1)}, nil, session.InboxMark{Steering: []string{"steer"}}, nil
 }
 
 func (b *steerInbox) Ack(_ context.Context, _ string, mark session.InboxMark) error {
@@ -862,7 +863,7 @@ func (b *steerInbox) Ack(_ context.Context, _ string, mark session.InboxMark) er
 			}
 		}
 	}
-	b.acked = b.acked || mark.Steering == 1
+	b.acked = b.acked || len(mark.Steering) == 1
 	return nil
 }
 
@@ -1556,5 +1557,105 @@ func TestAbortKeepsAnswerDoneMeanwhile(t *testing.T) {
 	}
 	if n := fns.count(); n != 0 {
 		t.Fatalf("the aborted answer's call ran %d times", n)
+	}
+}
+
+// listInbox is a steering inbox in memory whose Ack can be made to fail.
+// Digests are the items' texts.
+type listInbox struct {
+	mu       sync.Mutex
+	steering []agent.Message
+	failAck  bool
+	acks     int // Ack calls
+}
+
+func (b *listInbox) Peek(context.Context, string) ([]agent.Message, []agent.Message, session.InboxMark, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var mark session.InboxMark
+	for _, m := range b.steering {
+		mark.Steering = append(mark.Steering, m.Content[0].Text)
+	}
+	return slices.Clone(b.steering), nil, mark, nil
+}
+
+func (b *listInbox) Ack(_ context.Context, _ string, mark session.InboxMark) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.acks++
+	if b.failAck {
+		return errors.New("inbox unreachable")
+	}
+	drop := 0
+	for drop < len(mark.Steering) && drop < len(b.steering) && b.steering[drop].Content[0].Text == mark.Steering[drop] {
+		drop++
+	}
+	b.steering = b.steering[drop:]
+	return nil
+}
+
+func (b *listInbox) Requeue(context.Context, string, []agent.Message) error { return nil }
+
+// TestTakenItemsRemovedBeforeTheyAreSeenAgain: the record a steering
+// check writes names the items it took in until they are removed from the
+// inbox. A removal that fails is done before the next check reads the
+// inbox (or the activation halts), in this activation or in one that
+// loads such a record: read again, they were taken in a second time (the
+// message twice in the transcript; 8 times here before the fix).
+func TestTakenItemsRemovedBeforeTheyAreSeenAgain(t *testing.T) {
+	st, hist := newMemStore(), newMemHistory(true)
+	inbox := &listInbox{steering: []agent.Message{agent.UserText("steer", 2)}, failAck: true}
+	ports := session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: inbox, Approvals: noApprovals{}}
+	h1, err := session.NewHost(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, st, "t1")
+	wake(t, h1, "t1", 1)
+	// The check after the call's result takes "steer" in; its removal
+	// fails, and the next check, after the model's answer, halts on it.
+	waitFor(t, "the removal to be tried again", func() bool {
+		inbox.mu.Lock()
+		defer inbox.mu.Unlock()
+		return inbox.acks >= 2
+	})
+	if err := h1.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := st.current("t1"); r.Taken == nil || len(r.Taken.Steering) != 1 || r.State.Terminal() {
+		t.Fatalf("the stored record (%s) does not name the item taken in: %+v", r.State, r.Taken)
+	}
+	inbox.mu.Lock()
+	inbox.failAck = false
+	inbox.mu.Unlock()
+	// A new activation removes it, and the run ends.
+	h2, err := session.NewHost(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h2.Close(context.Background()) })
+	select {
+	case <-wake(t, h2, "t1", 1):
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	settledIn(t, st, "t1")
+	n := 0
+	for _, m := range hist.transcript("t1") {
+		if m.Role == agent.RoleUser && len(m.Content) > 0 && m.Content[0].Text == "steer" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the steering message is %d times in the transcript", n)
+	}
+	if r := st.current("t1"); r.Taken != nil {
+		t.Errorf("the settled record still names %+v", r.Taken)
+	}
+	inbox.mu.Lock()
+	defer inbox.mu.Unlock()
+	if len(inbox.steering) != 0 {
+		t.Errorf("inbox holds %d items", len(inbox.steering))
 	}
 }

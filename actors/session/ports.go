@@ -257,10 +257,10 @@ type Approvals interface {
 	Withdraw(ctx context.Context, sid string, callIDs []string) error
 }
 
-// InboxMark says how many items of each inbox a [Inbox.Peek] returned.
-type InboxMark struct {
-	Steering, Followups int
-}
+// InboxMark names the items of each inbox a [Inbox.Peek] returned, by
+// digest, in inbox order. The grain keeps it in the record that takes
+// them in ([turn.Record].Taken) until [Inbox.Ack] is known done.
+type InboxMark = turn.Taken
 
 // Inbox is the session's steering and follow-up inboxes. Draining is
 // peek, write the record, then ack: a crash in between redelivers the items
@@ -268,8 +268,10 @@ type InboxMark struct {
 type Inbox interface {
 	// Peek returns both inboxes' items without removing them.
 	Peek(ctx context.Context, sid string) (steering, followups []agent.Message, mark InboxMark, err error)
-	// Ack removes the items a Peek returned (pushes only append, so they
-	// are the first ones).
+	// Ack removes the items mark names that still head their inboxes
+	// (pushes only append, so the items a Peek returned are the first
+	// ones, unless the inbox was drained since). It may be called again
+	// with the same mark, after a crash: it then removes nothing more.
 	Ack(ctx context.Context, sid string, mark InboxMark) error
 	// Requeue puts follow-ups back at the front of the follow-up inbox.
 	// It must be idempotent (an outbox may be delivered twice): when msgs

@@ -65,7 +65,26 @@ type Record struct {
 	// baggage) as run::start received it: every effect of the run, on any
 	// node and after any crash or wait, continues that trace.
 	Trace map[string]string `json:"trace,omitempty"`
+	// Taken names the inbox items a steering check took in (the messages
+	// this record's outbox appends to the transcript) until their removal
+	// from the inbox is known done. The machine carries it unchanged; the
+	// session grain sets and clears it, and removes the items again when
+	// it loads a record that still names them, so a crash between the
+	// write and the removal does not take them in twice.
+	Taken *Taken `json:"taken,omitempty"`
 }
+
+// Taken lists the digests of inbox items in inbox order, per inbox. A
+// digest is the inbox's business (the orchestrator hashes each item's
+// JSON); the items a removal takes are those still heading their inbox
+// whose digests match, in order.
+type Taken struct {
+	Steering  []string `json:"steering,omitempty"`
+	Followups []string `json:"followups,omitempty"`
+}
+
+// Empty reports a mark that names no item.
+func (t Taken) Empty() bool { return len(t.Steering) == 0 && len(t.Followups) == 0 }
 
 // Work is the batch of function calls of one assistant message.
 type Work struct {
@@ -314,6 +333,10 @@ func (r Record) clone() Record {
 	c.Input = slices.Clone(r.Input)
 	c.Followups = slices.Clone(r.Followups)
 	c.Outbox = slices.Clone(r.Outbox)
+	if r.Taken != nil {
+		t := *r.Taken
+		c.Taken = &t
+	}
 	return c
 }
 

@@ -6,6 +6,8 @@ package orchestrator_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/iii-on-nats/iii/actors/turn"
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
@@ -685,4 +688,64 @@ func TestFollowupsStayQueuedWhileSteeringWins(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestNextRunRemovesItemsTheLastOneTook: a run whose grain died after the
+// write that took steering in, before removing it from the inbox, leaves
+// a record naming the item (Taken). The next run::start carries that
+// name over, and the new run's first steering check removes the item
+// before it reads the inbox: the message, in the last run's transcript
+// already, is not taken in again.
+func TestNextRunRemovesItemsTheLastOneTook(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	const sid = "au_taken"
+	ctx := context.Background()
+	startRun(t, s.e, sid, "first")
+	events(t, s.e, sid, 20*time.Second)
+	auditPush(t, s.e, sid, orchestrator.InboxSteering, "taken before the crash")
+	auditPush(t, s.e, sid, orchestrator.InboxSteering, "pushed after")
+	// What the dead grain's record said: it took the first item in.
+	js := s.e.JetStream()
+	ikv, err := js.KeyValue(ctx, subjects.InboxBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ie, err := ikv.Get(ctx, sid+"."+orchestrator.InboxSteering)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []agent.Message
+	if err := json.Unmarshal(ie.Value(), &items); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := wire.MarshalJSON(items[0])
+	sum := sha256.Sum256(data)
+	tkv, err := js.KeyValue(ctx, subjects.TurnStateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	te, err := tkv.Get(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec turn.Record
+	if err := json.Unmarshal(te.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Taken = &turn.Taken{Steering: []string{hex.EncodeToString(sum[:16])}}
+	raw, _ := json.Marshal(rec)
+	if _, err := tkv.Update(ctx, sid, raw, te.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, s.e, sid, "next")
+	evs := eventsUntil(t, s.e, sid, 2, 20*time.Second)
+	got := auditUserTexts(evs)
+	if want := []string{"first", "next", "pushed after"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("user messages %q, want %q", got, want)
+	}
+	if items := auditDrain(t, s.e, sid, orchestrator.InboxSteering); len(items) != 0 {
+		t.Fatalf("steering inbox holds %d items", len(items))
+	}
 }

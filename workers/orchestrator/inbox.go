@@ -5,11 +5,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,58 +35,29 @@ type inbox struct {
 	kvs    sessionKV
 	watch  *inboxWatch
 	logger *slog.Logger // nil: discard
-	// seen is what the last Peek of each inbox returned, for its Ack
-	// (nil: Ack drops as many items as the Peek returned).
-	seen *peeked
 }
 
-// peeked remembers, per inbox key, the items the last Peek returned (a
-// hash of each) until their Ack. Ack removes only those: an inbox drained
-// by session::inbox_drain and pushed to between the Peek and the Ack
-// heads with items the steering check never read, which an Ack by count
-// removed (lost: no run saw them).
-type peeked struct {
-	mu   sync.Mutex
-	keys map[string][][sha256.Size]byte
-}
-
-func newPeeked() *peeked { return &peeked{keys: map[string][][sha256.Size]byte{}} }
-
-// itemHash identifies an inbox item by its encoding.
-func itemHash(m agent.Message) [sha256.Size]byte {
+// itemDigest identifies an inbox item by its encoding (the first 16
+// bytes of the SHA-256 of its JSON, in hex): a steering check's record
+// names the items it takes in by these, and their removal takes only
+// items that still head the inbox with the same digests. An inbox drained
+// by session::inbox_drain and pushed to between the check's read and the
+// removal heads with items no run saw, which a removal by count lost.
+func itemDigest(m agent.Message) string {
 	data, _ := wire.MarshalJSON(m)
-	return sha256.Sum256(data)
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:16])
 }
 
-// saw records the items a Peek of key returned.
-func (p *peeked) saw(key string, items []agent.Message) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func digests(items []agent.Message) []string {
 	if len(items) == 0 {
-		delete(p.keys, key)
-		return
+		return nil
 	}
-	hs := make([][sha256.Size]byte, len(items))
+	out := make([]string, len(items))
 	for i, m := range items {
-		hs[i] = itemHash(m)
+		out[i] = itemDigest(m)
 	}
-	p.keys[key] = hs
-}
-
-// take returns (and forgets) what the last Peek of key returned; ok is
-// false when nothing is known (a Peek of another process, or none).
-func (p *peeked) take(key string) (hs [][sha256.Size]byte, ok bool) {
-	if p == nil {
-		return nil, false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	hs, ok = p.keys[key]
-	delete(p.keys, key)
-	return hs, ok
+	return out
 }
 
 func inboxKey(sid, name string) string { return sid + "." + name }
@@ -251,34 +222,27 @@ func (b inbox) Peek(ctx context.Context, sid string) ([]agent.Message, []agent.M
 	if err = cmp.Or(err, ferr); err != nil {
 		return nil, nil, session.InboxMark{}, err
 	}
-	b.seen.saw(inboxKey(sid, InboxSteering), steering)
-	b.seen.saw(inboxKey(sid, InboxFollowup), followups)
-	return steering, followups, session.InboxMark{Steering: len(steering), Followups: len(followups)}, nil
+	return steering, followups, session.InboxMark{Steering: digests(steering), Followups: digests(followups)}, nil
 }
 
-// Ack implements session.Inbox: it drops the first items a Peek returned,
-// those still heading the inbox (an inbox_drain may have taken them, and
-// a push followed).
+// Ack implements session.Inbox: it drops the items mark names that still
+// head their inbox, matched by digest in order (an inbox_drain may have
+// taken them, and a push followed; or an earlier Ack, before a crash,
+// removed them already).
 func (b inbox) Ack(ctx context.Context, sid string, mark session.InboxMark) error {
 	for _, x := range []struct {
 		name string
-		n    int
+		ds   []string
 	}{{InboxSteering, mark.Steering}, {InboxFollowup, mark.Followups}} {
-		if x.n == 0 {
+		if len(x.ds) == 0 {
 			continue
 		}
-		n := x.n
-		key := inboxKey(sid, x.name)
-		seen, known := b.seen.take(key)
-		if _, err := b.update(ctx, sid, key, func(cur []agent.Message) ([]agent.Message, error) {
-			drop := min(n, len(cur))
-			if known {
-				drop = min(drop, len(seen))
-				for i := range drop {
-					if itemHash(cur[i]) != seen[i] {
-						drop = i
-						break
-					}
+		if _, err := b.update(ctx, sid, inboxKey(sid, x.name), func(cur []agent.Message) ([]agent.Message, error) {
+			drop := min(len(x.ds), len(cur))
+			for i := range drop {
+				if itemDigest(cur[i]) != x.ds[i] {
+					drop = i
+					break
 				}
 			}
 			return cur[drop:], nil

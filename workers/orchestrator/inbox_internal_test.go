@@ -64,7 +64,7 @@ func TestInboxAckKeepsItemsPushedSincePeek(t *testing.T) {
 	if _, err := e.EnsureSessionKV(ctx, jetstream.KeyValueConfig{Bucket: subjects.InboxBucket, History: 1, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	b := inbox{kvs: sessionKV{e: e, bucket: subjects.InboxBucket}, seen: newPeeked()}
+	b := inbox{kvs: sessionKV{e: e, bucket: subjects.InboxBucket}}
 	texts := func(items []agent.Message) []string {
 		var out []string
 		for _, m := range items {
@@ -106,5 +106,15 @@ func TestInboxAckKeepsItemsPushedSincePeek(t *testing.T) {
 	}
 	if got := texts(followups); len(got) != 1 || got[0] != "c" {
 		t.Errorf("follow-ups after the ack: %q, want [c]", got)
+	}
+	// The same Ack again (an activation after a crash that could not
+	// tell whether the first one was done) removes nothing more; the
+	// mark alone says what to remove, in any process.
+	if err := (inbox{kvs: sessionKV{e: e, bucket: subjects.InboxBucket}}).Ack(ctx, "s1", mark); err != nil {
+		t.Fatal(err)
+	}
+	steering, followups, _, err = b.Peek(ctx, "s1")
+	if err != nil || len(steering) != 1 || len(followups) != 1 {
+		t.Errorf("after the Ack again: %q %q, %v", texts(steering), texts(followups), err)
 	}
 }

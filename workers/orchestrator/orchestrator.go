@@ -277,7 +277,7 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 		}
 		kvs = append(kvs, sessionKV{e: e, bucket: cfg.Bucket})
 	}
-	o.turns, o.runs, o.inbox = kvs[0], kvs[1], inbox{kvs: kvs[2], watch: newInboxWatch(), logger: o.logger, seen: newPeeked()}
+	o.turns, o.runs, o.inbox = kvs[0], kvs[1], inbox{kvs: kvs[2], watch: newInboxWatch(), logger: o.logger}
 	o.approvals = approvals{kvs: kvs[3], now: time.Now, tracer: e.Tracer(), logger: o.logger}
 	for _, s := range []struct {
 		cfg    jetstream.StreamConfig
@@ -746,6 +746,13 @@ func (o *Orchestrator) runStartOnce(ctx context.Context, rs agent.RunStart, runs
 	}
 	if len(left) > 0 {
 		rec.Outbox = append(left, rec.Outbox...)
+	}
+	// Inbox items the last run took in whose removal is not known done
+	// (its grain died first): the new run's first steering check removes
+	// them before it reads the inbox, or it would take them in again.
+	if cur.Taken != nil {
+		taken := *cur.Taken
+		rec.Taken = &taken
 	}
 	rec.Trace = traceCarrier(ctx, o.e)
 	newRev, err := st.Write(ctx, rec, rev)
