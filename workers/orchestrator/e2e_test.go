@@ -325,6 +325,38 @@ func TestBusyAndIdempotent(t *testing.T) {
 	events(t, s.e, "b1", 20*time.Second)
 }
 
+// A harness::trigger that names no session but gives an idempotency key
+// runs in a session derived from the key: its retry reaches the same
+// session and answers the same run. Each retry started the run again, in
+// a fresh session. Without a key, each trigger gets a fresh session.
+func TestHarnessTriggerIdempotentWithoutSession(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := context.Background()
+	trigger := func(key string) orchestrator.HarnessResult {
+		t.Helper()
+		var res orchestrator.HarnessResult
+		rs := agent.RunStart{Provider: "scripted", Model: "echo", IdempotencyKey: key, Messages: []agent.Message{userText("hi")}}
+		if err := s.e.Trigger(ctx, "harness::trigger", orchestrator.HarnessTrigger{Payload: rs}, &res); err != nil || res.StatusCode != 200 || !res.Body.Started {
+			t.Fatalf("harness::trigger %q = %+v, %v", key, res, err)
+		}
+		return res
+	}
+	first := trigger("order-42")
+	events(t, s.e, first.Body.SessionID, 20*time.Second)
+	again := trigger("order-42")
+	if again.Body.SessionID != first.Body.SessionID || again.Body.RunID != first.Body.RunID {
+		t.Fatalf("retry: %+v, first %+v", again.Body, first.Body)
+	}
+	if other := trigger("order-43"); other.Body.SessionID == first.Body.SessionID {
+		t.Fatalf("another key ran in the same session %q", other.Body.SessionID)
+	}
+	if a, b := trigger(""), trigger(""); a.Body.SessionID == b.Body.SessionID {
+		t.Fatalf("two triggers without a key share session %q", a.Body.SessionID)
+	}
+}
+
 // A retry of a run::start whose key never reached the runs bucket (the
 // node died between the record write and the key's, or that write
 // failed) still answers the first run after the session's next run has

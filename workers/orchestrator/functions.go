@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"time"
 
@@ -142,7 +144,7 @@ func (o *Orchestrator) register() error {
 					rs.SessionID = r.SessionID
 				}
 				if rs.SessionID == "" {
-					rs.SessionID = "s_" + nuid.Next()
+					rs.SessionID = newSessionID(rs.IdempotencyKey)
 				}
 				if rs.MessageID == "" {
 					rs.MessageID = r.MessageID
@@ -246,4 +248,17 @@ func (o *Orchestrator) AgentTrigger(ctx context.Context, sid, fn string, args ma
 	default:
 		return o.fns.Call(ctx, sid, v.Call)
 	}
+}
+
+// newSessionID names the session of a harness::trigger that gives none:
+// fresh ("s_" and a nuid), or, with an idempotency key, derived from the
+// key ("s_k" and 24 hex digits of its SHA-256), so a retry of the trigger
+// reaches the same session, where run::start recognises the key. A fresh
+// id each time started the run again in a new session at every retry.
+func newSessionID(idempotencyKey string) string {
+	if idempotencyKey == "" {
+		return "s_" + nuid.Next()
+	}
+	h := sha256.Sum256([]byte("harness::trigger\x00" + idempotencyKey))
+	return "s_k" + hex.EncodeToString(h[:12])
 }
