@@ -41,7 +41,9 @@
 //     owns the session, and this one stops without acking anything. A
 //     checkpoint the store refuses for good ([ErrUnstorable]) fails the
 //     run instead ([turn.Fail] on the record before it), since trying it
-//     again at every redelivery would never end the turn. A
+//     again at every redelivery would never end the turn (unless it
+//     carried effects not yet confirmed: it then waits for them and is
+//     written alone). A
 //     write that goes on to a model call starts that call before it
 //     writes, so the two overlap; the call learns through
 //     [ModelRequest.Committed] when the record is written and its outbox

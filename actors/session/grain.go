@@ -717,6 +717,18 @@ func (g *grain) write(rec turn.Record, mayCarry bool) bool {
 		rec.Outbox, carried = rec.Outbox[carried:], 0 // confirmed meanwhile
 	}
 	rev, err := g.host.ports.Store.Write(ctx, rec, g.rev)
+	if errors.Is(err, ErrUnstorable) && carried > 0 {
+		// Too large with the effects it carries (a transcript store
+		// lagging behind checks that took large messages in): wait for
+		// them instead, and write the record alone.
+		if ferr := g.host.ports.History.Flush(ctx, g.sid); ferr != nil {
+			g.failOrHalt("flush effects", ferr)
+			return false
+		}
+		g.unconfirmed = nil
+		rec.Outbox, carried = rec.Outbox[carried:], 0
+		rev, err = g.host.ports.Store.Write(ctx, rec, g.rev)
+	}
 	if err != nil {
 		g.failOrHalt("write record", err)
 		return false

@@ -1659,3 +1659,51 @@ func TestTakenItemsRemovedBeforeTheyAreSeenAgain(t *testing.T) {
 		t.Errorf("inbox holds %d items", len(inbox.steering))
 	}
 }
+
+// TestRecordTooLargeWithCarriedEffects: a checkpoint the store refuses
+// for good only because of the effects it carries (delivered, not yet
+// confirmed: a transcript store lagging behind) waits for them and is
+// written alone; the run goes on. It failed the run ("the turn record is
+// too large"), although the record without them fitted.
+func TestRecordTooLargeWithCarriedEffects(t *testing.T) {
+	st, hist := newMemStore(), newMemHistory(true)
+	hist.hold(true) // the transcript store lags: appends stay unconfirmed
+	var (
+		mu      sync.Mutex
+		seen    = map[string]bool{}
+		refused int
+	)
+	st.refuse = func(rec turn.Record) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		carries := false
+		for _, e := range rec.Outbox {
+			carries = carries || seen[e.ID]
+		}
+		if carries {
+			refused++
+			hist.hold(false)
+			return true
+		}
+		for _, e := range rec.Outbox {
+			seen[e.ID] = true
+		}
+		return false
+	}
+	h := startHost(t, st, hist, &countingFunctions{})
+	seed(t, st, "c1")
+	select {
+	case <-wake(t, h, "c1", 1):
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	r := st.current("c1")
+	mu.Lock()
+	defer mu.Unlock()
+	if refused == 0 {
+		t.Fatal("no write carried effects: the test proves nothing")
+	}
+	if r.State != agent.StateStopped || r.StopReason != agent.StopEnd {
+		t.Fatalf("run ended %s (%s): %+v", r.State, r.StopReason, r.Error)
+	}
+}

@@ -749,3 +749,101 @@ func TestNextRunRemovesItemsTheLastOneTook(t *testing.T) {
 		t.Fatalf("steering inbox holds %d items", len(items))
 	}
 }
+
+// TestForeignInboxTakenInPieces: an inbox value another client wrote,
+// larger than an inbox holds (a push keeps it within a quarter of the max
+// payload), is not fatal. Steering checks take it in a piece within the
+// bound at a time, in order, and an item larger than the bound alone is
+// skipped with a warning (the inbox's next write drops it). Before, the one
+// check that took it all in made a turn record too large to store, the
+// run failed with the items still queued, and so did every later run.
+func TestForeignInboxTakenInPieces(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	const sid = "au_foreign"
+	ctx := context.Background()
+	var items []agent.Message
+	var want []string
+	for i := range 20 {
+		items = append(items, userText(fmt.Sprintf("piece-%02d %s", i, strings.Repeat("p", 30<<10))))
+		want = append(want, fmt.Sprintf("piece-%02d", i))
+		if i == 9 {
+			items = append(items, userText("oversized "+strings.Repeat("o", 270<<10)))
+		}
+	}
+	data, _ := json.Marshal(items)
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.InboxBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := sid + "." + orchestrator.InboxSteering
+	if _, err := kv.Put(ctx, key, data); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, s.e, sid, "first")
+	evs := events(t, s.e, sid, 60*time.Second)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
+		t.Fatalf("stop %q: %+v", last.StopReason, auditView(t, s.e, sid).Error)
+	}
+	var got []string
+	for _, text := range auditUserTexts(evs) {
+		got = append(got, strings.Fields(text)[0])
+	}
+	if want = append([]string{"first"}, want...); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("user messages %q, want %q", got, want)
+	}
+	if items := auditDrain(t, s.e, sid, orchestrator.InboxSteering); len(items) != 0 {
+		t.Fatalf("steering inbox holds %d items", len(items))
+	}
+}
+
+// TestDrainLeavesWhatItsReplyCannotCarry: session::inbox_drain of an inbox
+// value another client wrote, too large for one reply, answers conflict
+// and leaves the inbox as it is; emptied first, the items were lost with
+// the reply (it failed: "maximum payload exceeded"). (A 64 KiB max
+// payload: an inbox item may be 16 KiB.)
+func TestDrainLeavesWhatItsReplyCannotCarry(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(64<<10))
+	s := startStack(t, ns)
+	const sid = "au_drain_big"
+	ctx := context.Background()
+	// Four items of 16 KiB at most (as JSON), together 4 bytes short of
+	// the max payload: the value fits, the reply ({"items":...}) does not.
+	var items []agent.Message
+	for i, size := range []int{16382, 16382, 16382, 16381} {
+		m := userText(fmt.Sprintf("item-%d ", i))
+		base, _ := json.Marshal(m)
+		items = append(items, userText(fmt.Sprintf("item-%d %s", i, strings.Repeat("d", size-len(base)))))
+	}
+	data, _ := json.Marshal(items)
+	if len(data) != 64<<10-4 {
+		t.Fatalf("value of %d bytes", len(data))
+	}
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.InboxBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := sid + "." + orchestrator.InboxFollowup
+	if _, err := kv.Put(ctx, key, data); err != nil {
+		t.Fatal(err)
+	}
+	// A JSON caller, as the nats CLI is (the engine's own msgpack reply
+	// is smaller).
+	subj, err := subjects.FunctionSubject("session::inbox_drain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := json.Marshal(orchestrator.InboxDrainRequest{SessionID: sid, Name: orchestrator.InboxFollowup})
+	reply, err := s.e.Conn().Request(subj, req, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if we := wire.Decode(reply); we == nil || we.Code != wire.CodeConflict {
+		t.Fatalf("drain of %d bytes: %v (%d bytes), want conflict", len(data), we, len(reply.Data))
+	}
+	if e, err := kv.Get(ctx, key); err != nil || len(e.Value()) != len(data) {
+		t.Fatalf("the refused drain changed the inbox: %v", err)
+	}
+}

@@ -38,26 +38,16 @@ type inbox struct {
 }
 
 // itemDigest identifies an inbox item by its encoding (the first 16
-// bytes of the SHA-256 of its JSON, in hex): a steering check's record
-// names the items it takes in by these, and their removal takes only
-// items that still head the inbox with the same digests. An inbox drained
-// by session::inbox_drain and pushed to between the check's read and the
-// removal heads with items no run saw, which a removal by count lost.
+// bytes of the SHA-256 of its JSON, in hex; within computes the same): a
+// steering check's record names the items it takes in by these, and their
+// removal takes only items that still head the inbox with the same
+// digests. An inbox drained by session::inbox_drain and pushed to between
+// the check's read and the removal heads with items no run saw, which a
+// removal by count lost.
 func itemDigest(m agent.Message) string {
 	data, _ := wire.MarshalJSON(m)
 	h := sha256.Sum256(data)
 	return hex.EncodeToString(h[:16])
-}
-
-func digests(items []agent.Message) []string {
-	if len(items) == 0 {
-		return nil
-	}
-	out := make([]string, len(items))
-	for i, m := range items {
-		out[i] = itemDigest(m)
-	}
-	return out
 }
 
 func inboxKey(sid, name string) string { return sid + "." + name }
@@ -72,22 +62,60 @@ func (b inbox) decode(key string, value []byte) []agent.Message {
 	if len(value) == 0 {
 		return nil
 	}
-	var items []agent.Message
-	if err := json.Unmarshal(value, &items); err != nil {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(value, &raws); err != nil {
 		b.warn("an inbox that does not decode is read as empty; its next write replaces it", key, value, err)
 		return nil
 	}
-	valid := items[:0]
-	for _, m := range items {
-		if m.Role == agent.RoleUser && m.Validate() == nil {
+	limit := b.itemLimit()
+	valid := make([]agent.Message, 0, len(raws))
+	for _, raw := range raws {
+		// An item over an inbox's bound (written by another client: a
+		// push refuses it) could never be taken into a turn record.
+		if int64(len(raw)) > limit {
+			continue
+		}
+		var m agent.Message
+		if json.Unmarshal(raw, &m) == nil && m.Role == agent.RoleUser && m.Validate() == nil {
 			valid = append(valid, m)
 		}
 	}
-	if len(valid) < len(items) {
-		b.warn("inbox items that are not valid user messages are skipped; the inbox's next write drops them", key, value,
-			fmt.Errorf("%d of %d items", len(items)-len(valid), len(items)))
+	if len(valid) < len(raws) {
+		b.warn("inbox items that are not valid user messages, or larger than an inbox holds, are skipped; the inbox's next write drops them", key, value,
+			fmt.Errorf("%d of %d items", len(raws)-len(valid), len(raws)))
 	}
 	return valid
+}
+
+// itemLimit is the most an inbox holds, as JSON: a quarter of the max
+// payload (push).
+func (b inbox) itemLimit() int64 {
+	if b.kvs.e == nil {
+		return 1 << 62
+	}
+	return b.kvs.e.Conn().MaxPayload() / 4
+}
+
+// within returns the longest head of items within limit bytes as JSON
+// (one item at least), and their digests. A value another client wrote
+// may hold more than one turn record can take in: the rest waits for the
+// next steering check.
+func within(items []agent.Message, limit int64) ([]agent.Message, []string) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	ds := make([]string, 0, len(items))
+	var size int64
+	for i, m := range items {
+		data, _ := wire.MarshalJSON(m)
+		size += int64(len(data)) + 1
+		if i > 0 && size > limit {
+			return items[:i], ds
+		}
+		h := sha256.Sum256(data)
+		ds = append(ds, hex.EncodeToString(h[:16]))
+	}
+	return items, ds
 }
 
 func (b inbox) warn(msg, key string, value []byte, err error) {
@@ -163,7 +191,7 @@ func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Mess
 // items still queued, so every later run failed the same way. A quarter
 // also lets session::inbox_drain answer with all of it.
 func (b inbox) push(ctx context.Context, sid, name string, msg agent.Message) (int, error) {
-	limit := b.kvs.e.Conn().MaxPayload() / 4
+	limit := b.itemLimit()
 	if one, _ := wire.MarshalJSON([]agent.Message{msg}); int64(len(one)) > limit {
 		return 0, wire.Errorf(wire.CodeInvalidPayload, "item is %d bytes as JSON: an inbox holds at most %d (a quarter of the server's max payload)", len(one), limit)
 	}
@@ -182,9 +210,23 @@ func (b inbox) push(ctx context.Context, sid, name string, msg agent.Message) (i
 	return n, err
 }
 
+// drain empties the inbox and returns its items. Items too large
+// together for one reply (another client wrote the value: a push keeps an
+// inbox within a quarter of the max payload) are refused and left where
+// they are: emptied first, they would be lost with the reply.
 func (b inbox) drain(ctx context.Context, sid, name string) ([]agent.Message, error) {
-	return b.update(ctx, sid, inboxKey(sid, name), func([]agent.Message) ([]agent.Message, error) { return nil, nil })
+	limit := b.kvs.e.Conn().MaxPayload() - drainReplyRoom
+	return b.update(ctx, sid, inboxKey(sid, name), func(cur []agent.Message) ([]agent.Message, error) {
+		if data, _ := wire.MarshalJSON(cur); int64(len(data)) > limit {
+			return nil, wire.Errorf(wire.CodeConflict, "inbox %s of %s holds %d bytes of items, too many for one reply: left as it is (its next steering check reads it)", name, sid, len(data))
+		}
+		return nil, nil
+	})
 }
+
+// drainReplyRoom is what session::inbox_drain's reply needs beyond its
+// items: the envelope and the reply's headers.
+const drainReplyRoom = 1 << 10
 
 func (b inbox) peek(ctx context.Context, sid, key string) ([]agent.Message, error) {
 	kv, err := b.kvs.of(ctx, sid)
@@ -222,7 +264,11 @@ func (b inbox) Peek(ctx context.Context, sid string) ([]agent.Message, []agent.M
 	if err = cmp.Or(err, ferr); err != nil {
 		return nil, nil, session.InboxMark{}, err
 	}
-	return steering, followups, session.InboxMark{Steering: digests(steering), Followups: digests(followups)}, nil
+	limit := b.itemLimit()
+	var mark session.InboxMark
+	steering, mark.Steering = within(steering, limit)
+	followups, mark.Followups = within(followups, limit)
+	return steering, followups, mark, nil
 }
 
 // Ack implements session.Inbox: it drops the items mark names that still
