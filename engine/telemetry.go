@@ -66,9 +66,13 @@ func (e *Engine) Extract(ctx context.Context, h nats.Header) context.Context {
 
 // WithSession returns ctx with baggage iii.session.id (and iii.message.id when
 // messageID is not empty), so that every span downstream of ctx, in any
-// process, carries them.
+// process, carries them. A message id ctx carries for another session is
+// dropped when messageID is empty: it named a message of that session.
 func WithSession(ctx context.Context, sessionID, messageID string) context.Context {
 	b := baggage.FromContext(ctx)
+	if cur := b.Member(AttrSessionID).Value(); sessionID != "" && cur != "" && cur != sessionID {
+		b = b.DeleteMember(AttrMessageID)
+	}
 	if sessionID != "" {
 		if m, err := baggage.NewMemberRaw(AttrSessionID, sessionID); err == nil {
 			if nb, err := b.SetMember(m); err == nil {

@@ -136,3 +136,30 @@ func TestLowerCaseTraceparent(t *testing.T) {
 		t.Fatalf("baggage session id not applied: %v", attrs(spans[0]))
 	}
 }
+
+// WithSession sets the session (and message) ids; a message id carried
+// for another session is dropped rather than kept under the new one.
+func TestWithSession(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name             string
+		ctx              context.Context
+		sid, mid         string
+		wantSID, wantMID string
+	}{
+		{"empty", context.Background(), "s1", "m1", "s1", "m1"},
+		{"no message", context.Background(), "s1", "", "s1", ""},
+		{"same session keeps its message", engine.WithSession(context.Background(), "s1", "m1"), "s1", "", "s1", "m1"},
+		{"same session, new message", engine.WithSession(context.Background(), "s1", "m1"), "s1", "m2", "s1", "m2"},
+		{"other session drops the message", engine.WithSession(context.Background(), "a", "ma"), "b", "", "b", ""},
+		{"other session, its message", engine.WithSession(context.Background(), "a", "ma"), "b", "mb", "b", "mb"},
+		{"no session keeps all", engine.WithSession(context.Background(), "a", "ma"), "", "", "a", "ma"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sid, mid := engine.SessionFromContext(engine.WithSession(tc.ctx, tc.sid, tc.mid))
+			if sid != tc.wantSID || mid != tc.wantMID {
+				t.Errorf("got %q %q, want %q %q", sid, mid, tc.wantSID, tc.wantMID)
+			}
+		})
+	}
+}

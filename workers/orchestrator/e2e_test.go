@@ -808,3 +808,35 @@ func TestRunStartCarriesLeftEffects(t *testing.T) {
 		t.Fatalf("transcript %q, want %q (events %v)", got, want, types(evs))
 	}
 }
+
+// A run started from inside another session (a function call of session
+// A calls run::start for B) carries B in its trace baggage, not A's
+// message id: every span of B's run was labelled with A's message.
+func TestRunStartBaggageIsTheRunsOwn(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	ctx := engine.WithSession(context.Background(), "caller", "m-caller")
+	var res orchestrator.RunStartResult
+	if err := s.e.Trigger(ctx, "run::start", agent.RunStart{SessionID: "callee", Provider: "scripted", Model: "echo",
+		Messages: []agent.Message{userText("hi")}}, &res); err != nil || !res.Started {
+		t.Fatalf("run::start = %+v, %v", res, err)
+	}
+	kv, err := s.e.JetStream().KeyValue(context.Background(), subjects.TurnStateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), "callee")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec turn.Record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	b := rec.Trace["baggage"]
+	if !strings.Contains(b, "iii.session.id=callee") || strings.Contains(b, "caller") {
+		t.Fatalf("the run's baggage %q, want session callee and nothing of the caller's", b)
+	}
+	events(t, s.e, "callee", 20*time.Second)
+}

@@ -85,6 +85,11 @@ func (o *Orchestrator) register() error {
 			Description:   "Start a run on a session: persist the request, seed the turn record, enqueue the first step. Returns at once.",
 			RequestSchema: runStartSchema,
 			Handler: engine.Typed(func(ctx context.Context, rs agent.RunStart) (RunStartResult, error) {
+				// The run's trace carries its own session (and message)
+				// in its baggage, not its caller's: a run started from
+				// a function call of another session kept that
+				// session's ids on every span of the run.
+				ctx = engine.WithSession(ctx, rs.SessionID, rs.MessageID)
 				return o.runStart(ctx, rs)
 			}),
 		},
