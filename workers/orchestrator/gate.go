@@ -189,7 +189,7 @@ func (f functions) preApproved(ctx context.Context, sid, fn string) bool {
 	case agent.ApprovalFull:
 		return true
 	case agent.ApprovalAuto:
-		info, ok := f.catalog.lookup(ctx, fn)
+		info, ok := f.catalog.current(ctx, fn)
 		return ok && info.Idempotent
 	default:
 		return false

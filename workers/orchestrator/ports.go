@@ -885,7 +885,7 @@ const recoverWait = 5 * time.Second
 func (f functions) Idempotent(ctx context.Context, fn string) bool {
 	deadline := time.Now().Add(recoverWait)
 	for {
-		if info, ok := f.catalog.lookup(ctx, fn); ok {
+		if info, ok := f.catalog.current(ctx, fn); ok {
 			return info.Idempotent
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -925,6 +925,29 @@ func (c *catalogCache) lookup(ctx context.Context, id string) (engine.FunctionIn
 		return info, ok
 	}
 	m, _ := c.discover(ctx)
+	info, ok = m[id]
+	return info, ok
+}
+
+// current is lookup for a decision that must not rest on an entry older
+// than ttl: whether a call runs without a human (approval mode auto) or
+// runs again after a crash (idempotency). A function re-registered with
+// other metadata kept its old entry in this process until a miss or a
+// run::start refreshed the catalog; a node with no run starting meanwhile
+// kept it for good. A discovery that fails answers unknown (the safe
+// side).
+func (c *catalogCache) current(ctx context.Context, id string) (engine.FunctionInfo, bool) {
+	c.mu.Lock()
+	info, ok := c.byID[id]
+	fresh := time.Since(c.at) < c.ttl
+	c.mu.Unlock()
+	if fresh {
+		return info, ok
+	}
+	m, err := c.discover(ctx)
+	if err != nil {
+		return engine.FunctionInfo{}, false
+	}
 	info, ok = m[id]
 	return info, ok
 }
