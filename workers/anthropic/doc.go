@@ -95,7 +95,10 @@
 // connection: HTML (a proxy's page) is permanent, a JSON API error is
 // classified by its type, other JSON is permanent. An error
 // response's body is read up to 64 KiB, however long a gateway makes it
-// (a cut body is classified by its status).
+// (a cut body is classified by its status). One event of the stream may
+// hold [MaxStreamEvent] (8 MiB) at most: a server that never ends an event
+// fails the answer as a malformed stream (permanent) rather than filling
+// memory (the SDK's decoder gathers an event whole).
 //
 // # Models
 //

@@ -366,7 +366,7 @@ func (p *Provider) attempt(ctx context.Context, e *engine.Engine, req agent.Prov
 	}
 	// From here the timer runs only inside reads of the body.
 	idle.Stop()
-	resp.Body = httpbody.Idle(resp.Body, idle, p.o.idleTimeout)
+	resp.Body = httpbody.Events(httpbody.Idle(resp.Body, idle, p.o.idleTimeout), MaxStreamEvent)
 
 	if f := notEventStream(resp, p.o.now()); f != nil {
 		_ = resp.Body.Close()
@@ -565,9 +565,18 @@ func read(ctx context.Context, resp *http.Response, items chan<- item) {
 		}
 	}
 	if err := dec.Err(); err != nil {
+		if errors.Is(err, httpbody.ErrTooLarge) {
+			err = malformed("%v", err) // no retry reads it better
+		}
 		send(item{err: err})
 	}
 }
+
+// MaxStreamEvent bounds one event of a model stream, in bytes: the SDK's
+// decoder gathers an event's data lines in memory until a blank line, and
+// a server that never sent one would fill it (httpbody.Events). Past it
+// the answer fails as a malformed stream.
+const MaxStreamEvent = 8 << 20
 
 // streamError is the API error an error event of the stream carries.
 func streamError(resp *http.Response, data []byte) error {

@@ -731,3 +731,30 @@ func TestNotEventStream(t *testing.T) {
 		})
 	}
 }
+
+// TestEndlessEvent: a server that never ends an event (no blank line)
+// does not make the provider gather it in memory: past MaxStreamEvent the
+// answer fails as a malformed stream (permanent: a retry reads it no
+// better), and the server could write little more than that. The SDK's
+// decoder gathered up to 32 MiB a line, and data lines without end.
+func TestEndlessEvent(t *testing.T) {
+	t.Parallel()
+	body := sse(t, "text")
+	delta := strings.Index(body, "event: content_block_delta")
+	filler := newEndless()
+	api := newFakeAPI(t, response{status: 200, header: map[string]string{"Content-Type": "text/event-stream"},
+		body: body[:delta] + "event: content_block_delta\ndata: ", endless: filler})
+	en := setup(t, api, config{})
+	res := en.stream(t, userReq("hi"), nil)
+	ev := last(res.Events)
+	if res.err != nil || ev.Type != agent.ModelError || ev.Kind != agent.ErrorPermanent || !strings.Contains(ev.Error, "larger than 8 MiB") {
+		t.Fatalf("last event %+v, function error %v", ev, res.err)
+	}
+	if n := len(api.received()); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+	<-filler.done
+	if w := filler.written.Load(); w > 2*anthropic.MaxStreamEvent {
+		t.Fatalf("the server wrote %d bytes", w)
+	}
+}

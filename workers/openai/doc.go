@@ -64,7 +64,10 @@
 // provider waits for one; a keep-alive comment is a byte, time spent on a
 // slow channel reader is not silence; the channel waits as long, since
 // its writer is busy meanwhile: engine/channel, "Keep-alive"). An error
-// response's body is read up to 64 KiB, however long the server makes it. A 200 answer that is
+// response's body is read up to 64 KiB, however long the server makes it.
+// One event of the stream may hold [MaxStreamEvent] (8 MiB) at most: a
+// server that never ends an event fails the answer, permanent, rather than
+// filling memory (the SDK's decoder gathers an event whole). A 200 answer that is
 // not an event stream is permanent when it is HTML (a proxy's page) or
 // JSON without an error, and classified as an error chunk when it is a
 // JSON error. Rate limits and transient failures are retried

@@ -744,3 +744,44 @@ func TestBadArgumentsKeepUsage(t *testing.T) {
 		t.Fatalf("reply %+v", res.resp)
 	}
 }
+
+// TestEndlessEvent: a server that never ends an event (no blank line)
+// does not make the provider gather it in memory: past MaxStreamEvent the
+// answer fails, permanent (a retry reads it no better), and the server
+// could write little more than that. The SDK's decoder gathered up to
+// 32 MiB a line, and data lines without end.
+func TestEndlessEvent(t *testing.T) {
+	t.Parallel()
+	var written atomic.Int64
+	done := make(chan struct{})
+	ev := setup(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		defer close(done)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		line := append([]byte("data: "), bytes.Repeat([]byte("x"), 32<<10)...)
+		line = append(line, '\n') // data lines, never a blank one
+		for written.Load() < hugeBody {
+			n, err := w.Write(line)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}, config{})
+	res := ev.stream(t, userReq("hi"))
+	onlyError(t, res, agent.ErrorPermanent)
+	if e := last(res.events); !strings.Contains(e.Error, "larger than 8 MiB") {
+		t.Fatalf("error %q", e.Error)
+	}
+	if n := len(ev.api.requests()); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server is still writing")
+	}
+	if n := written.Load(); n > 2*openai.MaxStreamEvent {
+		t.Fatalf("the server wrote %d MiB", n>>20)
+	}
+}

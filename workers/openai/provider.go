@@ -402,7 +402,7 @@ func (p *Provider) attempt(ctx context.Context, params sdk.ChatCompletionNewPara
 	}
 	// From here the timer runs only while the stream is read.
 	idle.Stop()
-	resp.Body = httpbody.Idle(resp.Body, idle, p.o.idleTimeout)
+	resp.Body = httpbody.Events(httpbody.Idle(resp.Body, idle, p.o.idleTimeout), MaxStreamEvent)
 	if f := p.notEventStream(resp, sc); f != nil {
 		_ = opened.Close()
 		return f, nil
@@ -456,6 +456,10 @@ loop:
 		case it.err != nil:
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if errors.Is(it.err, httpbody.ErrTooLarge) && !a.done {
+				// No retry reads it better.
+				return &failure{kind: agent.ErrorPermanent, text: p.o.name + ": the server sent a malformed stream: " + it.err.Error()}, nil
 			}
 			why := transportText(it.err)
 			switch {
@@ -656,3 +660,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// MaxStreamEvent bounds one event of a model stream, in bytes: the SDK's
+// decoder gathers an event's data lines in memory until a blank line, and
+// a server that never sent one would fill it (httpbody.Events). Past it
+// the answer fails (permanent: a retry reads it no better).
+const MaxStreamEvent = 8 << 20

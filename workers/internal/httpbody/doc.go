@@ -9,6 +9,9 @@
 //   - [Limit] fails a body longer than n bytes with a [*TooLargeError]
 //     ([ErrTooLarge]) once it proves longer, so a caller can tell a cut
 //     body from a whole one.
+//   - [Events] fails a text/event-stream body once one event (the lines up
+//     to a blank line) proves longer than n bytes: the SDKs' decoders
+//     gather an event whole, with no bound of their own.
 //   - [Idle] times each read of a body with a timer, so that a server
 //     silent for the idle timeout is noticed, while time the reader spends
 //     elsewhere between reads is not counted.
