@@ -308,15 +308,16 @@ func (o *Orchestrator) Start(ctx context.Context, e *engine.Engine) error {
 	}
 	o.fns = functions{e: e, catalog: o.catalog, settings: &kvs[4], logger: o.logger, hookTimeout: o.hookTimeout, hookQuiescence: o.hookQuiescence, metrics: ms, maxResult: maxResult}
 	o.stop = make(chan struct{})
+	tools := &toolList{catalog: o.catalog, ttl: 30 * time.Second}
 	o.ports = session.Ports{
 		Store:     o.store(),
 		History:   o.history,
 		Events:    o.pub,
-		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: &toolList{catalog: o.catalog, ttl: 30 * time.Second}, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout, sent: o.sentTranscripts()},
+		Model:     model{e: e, pub: o.pub, history: o.history, logger: o.logger, spend: o.spend, tools: tools, coalesce: 60 * time.Millisecond, timeout: o.modelTimeout, sent: o.sentTranscripts()},
 		Functions: o.fns,
 		Inbox:     o.inbox,
 		Approvals: o.approvals,
-		Workspace: &workspace{e: e, logger: o.logger},
+		Workspace: &workspace{e: e, logger: o.logger, tools: tools},
 	}
 	host, err := o.newHost()
 	if err != nil {

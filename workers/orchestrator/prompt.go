@@ -88,11 +88,13 @@ func assemblePrompt(p promptParts) string {
 }
 
 // offeredIndex keeps of the directory's index markdown the skills of the
-// functions the run offers the model (agent.RunStart.Offers), and the
-// sections of workers with at least one of them: the prompt lists what
-// the model can call, not the harness's own machinery. Lines it does not
+// functions the run offers the model (agent.RunStart.Offers) that live
+// reports registered (nil: all of them), and the sections of workers with
+// at least one of them: the prompt lists what the model can call, not the
+// harness's own machinery, nor functions no worker serves any more (their
+// skills stay published in the skills bucket). Lines it does not
 // recognise are kept.
-func offeredIndex(md string, run agent.RunStart) string {
+func offeredIndex(md string, run agent.RunStart, live func(fn string) bool) string {
 	var out, section []string
 	keep, kept, inSections := false, false, false
 	flush := func() {
@@ -109,8 +111,8 @@ func offeredIndex(md string, run agent.RunStart) string {
 			section = append(section, line)
 		case !inSections:
 			out = append(out, line)
-		case ok && fn != "" && !run.Offers(fn):
-			// a function the run does not offer
+		case ok && fn != "" && (!run.Offers(fn) || live != nil && !live(fn)):
+			// a function the run does not offer, or that is gone
 		default:
 			keep = keep || (ok && fn != "")
 			section = append(section, line)

@@ -49,7 +49,7 @@ func TestOfferedIndex(t *testing.T) {
 		"## approval\n- [approval::resolve](iii://approval/approval::resolve): decide\n\n" +
 		"## sandbox\n[Sandboxes](iii://sandbox/overview): run commands\n- [shell::exec](iii://sandbox/shell::exec): run one\n- [sandbox::create](iii://sandbox/sandbox::create): make one\n\n" +
 		"## directory\n- [get](iii://directory/directory::skills::get): a skill"
-	got := offeredIndex(md, agent.RunStart{})
+	got := offeredIndex(md, agent.RunStart{}, nil)
 	for _, want := range []string{"# Skills", "Each line links", "## sandbox", "(iii://sandbox/overview)", "shell::exec", "## directory", "directory::skills::get"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lacks %q:\n%s", want, got)
@@ -60,10 +60,16 @@ func TestOfferedIndex(t *testing.T) {
 			t.Errorf("has %q (not offered):\n%s", not, got)
 		}
 	}
-	if got := offeredIndex(md, agent.RunStart{ToolMode: agent.ToolsNone}); got != "" {
+	if got := offeredIndex(md, agent.RunStart{ToolMode: agent.ToolsNone}, nil); got != "" {
 		t.Errorf("a run with no tools got an index:\n%s", got)
 	}
-	if got := offeredIndex(md, agent.RunStart{Tools: []string{"shell::*"}}); strings.Contains(got, "directory") || !strings.Contains(got, "shell::exec") {
+	if got := offeredIndex(md, agent.RunStart{Tools: []string{"shell::*"}}, nil); strings.Contains(got, "directory") || !strings.Contains(got, "shell::exec") {
 		t.Errorf("tools [shell::*]:\n%s", got)
+	}
+	// A function no worker serves any more (its skill stays published)
+	// is left out, and so is its worker's section when nothing is left.
+	live := func(fn string) bool { return fn == "directory::skills::get" }
+	if got := offeredIndex(md, agent.RunStart{}, live); strings.Contains(got, "sandbox") || !strings.Contains(got, "directory::skills::get") {
+		t.Errorf("only directory::skills::get registered:\n%s", got)
 	}
 }

@@ -215,6 +215,7 @@ type toolList struct {
 	mu         sync.Mutex
 	at         time.Time
 	tools      []agent.Tool
+	ids        map[string]bool // of tools; replaced, never changed
 	refreshing bool
 }
 
@@ -264,8 +265,21 @@ func (l *toolList) refresh(ctx context.Context, fresh time.Duration) []agent.Too
 		tools = append(tools, t)
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].FunctionID < tools[j].FunctionID })
-	l.tools, l.at = tools, time.Now()
+	ids := make(map[string]bool, len(fns))
+	for id := range fns {
+		ids[id] = true
+	}
+	l.tools, l.ids, l.at = tools, ids, time.Now()
 	return tools
+}
+
+// registered is the set of the functions all lists (nil when no
+// discovery has answered yet). It is never changed once returned.
+func (l *toolList) registered(ctx context.Context) map[string]bool {
+	l.all(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ids
 }
 
 // offered is the tools run offers the model.

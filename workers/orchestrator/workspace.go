@@ -47,6 +47,9 @@ const indexTTL = time.Second
 type workspace struct {
 	e      *engine.Engine
 	logger *slog.Logger
+	// tools, when set, is the model's tool list: the index leaves out
+	// the skills of functions it lacks (no worker serves them now).
+	tools *toolList
 
 	mu      sync.Mutex
 	index   string
@@ -57,7 +60,13 @@ func (w *workspace) Provision(ctx context.Context, sid string, run agent.RunStar
 	ctx = engine.WithSession(ctx, sid, "")
 	parts := promptParts{Mode: run.Mode}
 	if run.SystemPrompt == "" {
-		parts.Index = offeredIndex(w.skillsIndex(ctx), run)
+		var live func(string) bool
+		if w.tools != nil {
+			if ids := w.tools.registered(ctx); ids != nil {
+				live = func(fn string) bool { return ids[fn] }
+			}
+		}
+		parts.Index = offeredIndex(w.skillsIndex(ctx), run, live)
 		for _, id := range run.Skills {
 			var doc skillDoc
 			if err := w.call(ctx, skillsGet, map[string]string{"id": id}, &doc); err != nil {
