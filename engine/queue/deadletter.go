@@ -152,7 +152,9 @@ const timeLayout = time.RFC3339Nano
 func deadLetterMsg(queue string, data []byte, hdr nats.Header, md *jetstream.MsgMetadata, fnID string, we *wire.Error, now time.Time) *nats.Msg {
 	subj, _ := subjects.DLQSubject(queue)
 	h := copyHeader(hdr, len(dlqOnly)+3)
-	if id := hdr.Get(nats.MsgIdHdr); id != "" && h.Get(HeaderOriginalMsgID) == "" {
+	// A redriven message's id is the redrive's, not its producer's: one
+	// the producer gave is kept from the first dead letter on.
+	if id := hdr.Get(nats.MsgIdHdr); id != "" && h.Get(HeaderOriginalMsgID) == "" && h.Get(HeaderRedrives) == "" {
 		h.Set(HeaderOriginalMsgID, headerValue(id))
 	}
 	h.Set(HeaderQueue, queue)

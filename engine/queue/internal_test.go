@@ -99,6 +99,15 @@ func TestDeadLetterMsgStripsNatsHeaders(t *testing.T) {
 		r.Header.Get(HeaderEnqueuedAt) != "1970-01-01T00:01:40Z" || r.Header.Get(engine.HeaderFunctionID) != "a::b" {
 		t.Fatalf("redriven %s %v", r.Subject, r.Header)
 	}
+	// A message the producer gave no id: its dead letter after a redrive
+	// names no original id (it recorded the redrive's).
+	h.Del(nats.MsgIdHdr)
+	m = deadLetterMsg("q", []byte("x"), h, md, "a::b", wire.Errorf(wire.CodeInternal, "boom"), time.Unix(200, 0))
+	r = redriveMsg("q", &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 4, Header: m.Header, Data: m.Data})
+	again := deadLetterMsg("q", r.Data, r.Header, md, "a::b", wire.Errorf(wire.CodeInternal, "boom"), time.Unix(300, 0))
+	if id := again.Header.Get(HeaderOriginalMsgID); id != "" {
+		t.Fatalf("the second dead letter names %q as the producer's id", id)
+	}
 }
 
 // TestRedriveAfterCrashEnqueuesOnce simulates a Redrive that crashed
