@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 )
@@ -107,6 +110,31 @@ func TestSetRefusesUnknownWorker(t *testing.T) {
 				t.Fatal("the command ran until its context ended")
 			}
 		})
+	}
+}
+
+// iii worker run with a module the binary lacks fails naming it before it
+// connects: it created the spans stream (III_SPANS) on the deployment
+// first.
+func TestWorkerRunRefusesUnknownModule(t *testing.T) {
+	ns := enginetest.RunServer(t)
+	out, err := runIII(t, "worker", "run", "no-such-module", "--nats", ns.ClientURL())
+	if err == nil || !strings.Contains(err.Error(), `"no-such-module"`) || !strings.Contains(err.Error(), "iii worker list") {
+		t.Fatalf("err %v\n%s", err, out)
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for name := range js.StreamNames(ctx).Name() {
+		t.Errorf("stream %s created", name)
 	}
 }
 

@@ -42,6 +42,13 @@ func newWorkerCmd(g *globals) *cobra.Command {
   iii worker run orchestrator --set orchestrator.max_turns=20`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, names []string) error {
+			// An unknown name fails before anything is connected or
+			// created (the spans stream, say).
+			for _, name := range names {
+				if _, err := workers.Global().Module(name); err != nil {
+					return fmt.Errorf("%w (iii worker list names them)", err)
+				}
+			}
 			logger, err := g.logger()
 			if err != nil {
 				return err
