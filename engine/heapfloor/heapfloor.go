@@ -94,15 +94,18 @@ func start(o options) func() {
 		o.logger.Debug("heap floor off: GOGC is set", "GOGC", v)
 		return func() {}
 	}
+	// Claimed before the percent is read: reading sets it for a moment,
+	// which would undo an armed floor's tuning (a second Start at once).
+	if !active.CompareAndSwap(false, true) {
+		o.logger.Debug("heap floor off: one is armed already")
+		return func() {}
+	}
 	// Read the percent without changing it.
 	base := o.set(100)
 	o.set(base)
 	if base < 0 {
+		active.Store(false)
 		o.logger.Debug("heap floor off: the collector is off")
-		return func() {}
-	}
-	if !active.CompareAndSwap(false, true) {
-		o.logger.Debug("heap floor off: one is armed already")
 		return func() {}
 	}
 	// The first tuning waits for a collection: before one, the runtime

@@ -92,12 +92,14 @@ func TestStartFollowsCollections(t *testing.T) {
 	}
 	f.live.Store(25 << 20)
 	waitPercent(t, f, 400)
-	// A second tuner in the process does nothing.
+	// A second tuner in the process does nothing, not even read the
+	// percent: reading sets it for a moment (to 100 here, undoing the
+	// armed tuner's 400 until it was set back).
 	g := &fakeGC{pct: 100}
 	og := g.options(nil)
 	og.logger = discard()
 	start(og)()
-	if len(g.sets) > 2 {
+	if len(g.sets) != 0 {
 		t.Errorf("a second tuner set the percent: %v", g.sets)
 	}
 	f.live.Store(400 << 20)
