@@ -34,7 +34,9 @@
 // it would wait for ever; run one node standalone. A brand-new cluster
 // elects its meta leader once every member its routes name is up (later, a
 // majority is enough). [Start] refuses a clustered start on the store of a
-// standalone node: the clustered server would not see its streams.
+// standalone node: the clustered server would not see its streams; and a
+// standalone start on a member's store: it would serve the cluster's
+// streams alone, and diverge.
 // [Config.Replicas] is 3 when the routes name at least three members: use
 // it as the R of streams and KV buckets.
 //

@@ -59,6 +59,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			if err := checkClusterName(cfg.StoreDir, o.Cluster.Name); err != nil {
 				return nil, err
 			}
+		} else if err := checkStandaloneStore(cfg.StoreDir); err != nil {
+			return nil, err
 		}
 	}
 	srv, err := server.NewServer(o)
@@ -175,6 +177,29 @@ func checkClusteredStore(storeDir string) error {
 	}
 	return fmt.Errorf("%w: store_dir %s holds the streams of a standalone node (%s, %d in all): a clustered server would not see them (only the streams its meta group created), so their data would look lost; start this store standalone, or give the cluster member an empty store_dir and copy the streams it needs (nats stream backup, then restore into the cluster)",
 		ErrInvalidConfig, storeDir, strings.Join(names, ", "), len(streams))
+}
+
+// checkStandaloneStore refuses to start a standalone server on the store
+// of a cluster member (one a clustered start recorded its cluster name in,
+// or that holds a meta group's state): it would serve that member's copies
+// of the cluster's streams alone, stale, and the writes it took would
+// diverge from the cluster's (a member restarted without its cluster
+// settings by mistake).
+func checkStandaloneStore(storeDir string) error {
+	name := ""
+	if b, err := os.ReadFile(filepath.Join(storeDir, clusterNameFile)); err == nil {
+		name = strings.TrimSpace(string(b))
+	}
+	meta := filepath.Join(storeDir, "jetstream", "$SYS", "_js_")
+	if _, err := os.Stat(filepath.Join(meta, "_meta_")); name == "" && err != nil {
+		return nil
+	}
+	was := "a cluster"
+	if name != "" {
+		was = fmt.Sprintf("cluster %q", name)
+	}
+	return fmt.Errorf("%w: store_dir %s is a member's store of %s: a standalone server would serve its copies of the cluster's streams alone, and they would diverge; start it with its cluster settings (--cluster, --routes), or give a standalone node another store_dir (to make this store standalone on purpose, delete %s and %s first)",
+		ErrInvalidConfig, storeDir, was, filepath.Join(storeDir, clusterNameFile), meta)
 }
 
 // clusterNameFile records, in a clustered store, the cluster it belongs to.

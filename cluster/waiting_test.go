@@ -118,3 +118,29 @@ func TestClusteredStartRefusesStandaloneStore(t *testing.T) {
 	startNode(t, cluster.Config{Name: "n1", Port: -1, StoreDir: dir}).Close(ctx)
 	startNode(t, cluster.Config{Name: "n1", Port: -1, StoreDir: t.TempDir(), Cluster: cc})
 }
+
+// A cluster member's store is refused to a standalone start: it would
+// serve the member's copies of the cluster's streams alone, and diverge.
+// (A member restarted without its cluster settings started standalone.)
+func TestStandaloneStartRefusesMemberStore(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	ports := enginetest.FreePorts(t, 2)
+	cc := cluster.ClusterConfig{Name: "east", Listen: fmt.Sprintf("127.0.0.1:%d", ports[0]), Routes: []string{
+		fmt.Sprintf("nats-route://127.0.0.1:%d", ports[0]), fmt.Sprintf("nats-route://127.0.0.1:%d", ports[1])}}
+	if err := startNode(t, cluster.Config{Name: "n1", Port: -1, StoreDir: dir, Cluster: cc}).Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cluster.Start(ctx, cluster.Config{Name: "n1", Port: -1, StoreDir: dir})
+	if err == nil {
+		_ = s.Close(ctx)
+		t.Fatal("a standalone start on a cluster member's store succeeded")
+	}
+	if !errors.Is(err, cluster.ErrInvalidConfig) || !strings.Contains(err.Error(), `cluster "east"`) {
+		t.Fatalf("Start = %v, want ErrInvalidConfig naming cluster east", err)
+	}
+	// The same store still starts clustered.
+	startNode(t, cluster.Config{Name: "n1", Port: -1, StoreDir: dir, Cluster: cc})
+}
