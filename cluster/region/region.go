@@ -45,6 +45,10 @@ const (
 	// takeover replaces it with the copy instead of failing: the few
 	// messages written to it meanwhile are written again by their clients.
 	MetaRewritten = "iii.region.rewritten"
+	// MetaOriginCreated is when the origin a mirror follows was created
+	// (RFC 3339, UTC): an origin deleted and created again under its name
+	// is a new incarnation, and [Mirror] makes its mirror anew.
+	MetaOriginCreated = "iii.region.origin-created"
 )
 
 // Kinds of the streams [Mirror] keeps in a region ([MetaKind]).
@@ -245,6 +249,11 @@ func mirrorOne(ctx context.Context, js jetstream.JetStream, o *options, region s
 		return sr, err
 	}
 	sr.Mirror = want.Name
+	created := ""
+	if !si.Created.IsZero() {
+		created = si.Created.UTC().Format(time.RFC3339Nano)
+		want.Metadata[MetaOriginCreated] = created // not in the spec digest
+	}
 	var st jetstream.Stream
 	action := ActionCreated
 	switch cur := byName[want.Name]; {
@@ -253,7 +262,18 @@ func mirrorOne(ctx context.Context, js jetstream.JetStream, o *options, region s
 	case cur.Config.Metadata[MetaOrigin] != sr.Stream || cur.Config.Metadata[MetaKind] != want.Metadata[MetaKind] ||
 		(cur.Config.Mirror == nil) != (want.Mirror == nil):
 		err = fmt.Errorf("%w: %q exists and is not the %s of %q", ErrConflict, want.Name, want.Metadata[MetaKind], sr.Stream)
-	case cur.Config.Metadata[MetaSpec] == want.Metadata[MetaSpec]:
+	case want.Mirror != nil && created != "" && cur.Config.Metadata[MetaOriginCreated] != "" && cur.Config.Metadata[MetaOriginCreated] != created:
+		// The origin was deleted and created again since the mirror was
+		// made: its sequences started over, and the mirror would mix the
+		// two incarnations (or miss the new one's first messages). The
+		// old incarnation is gone: so is its copy.
+		log.Info("region: origin created again; mirror made anew", "mirror", want.Name,
+			"was", cur.Config.Metadata[MetaOriginCreated], "now", created)
+		if err = deleteStream(ctx, js, want.Name, o.probe); err == nil {
+			st, err = js.CreateStream(ctx, want)
+		}
+		sr.Reason = "origin created again since the last run: mirror made anew"
+	case cur.Config.Metadata[MetaSpec] == want.Metadata[MetaSpec] && cur.Config.Metadata[MetaOriginCreated] == want.Metadata[MetaOriginCreated]:
 		action = ActionUnchanged
 		st = nil
 	default:
