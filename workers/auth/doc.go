@@ -26,16 +26,25 @@
 //     unknown type, is invalid_payload.
 //   - auth::delete_token {provider} → {deleted: bool}. Only the vault is
 //     changed; a key in the environment stays in effect.
-//   - auth::status {provider?} → {providers:[{provider, source:
+//   - auth::status {provider?, after?} → {providers:[{provider, source:
 //     "vault"|"env", type, env_var?, expires_at?, expired?,
-//     has_refresh_token?, fingerprint}]}: the credential in effect for one
-//     provider, or for every provider list_providers covers; providers
-//     without one are left out. fingerprint is the first 8 hex digits of
-//     the SHA-256 of the secret ([Fingerprint]), so a human can tell two
-//     keys apart without revealing either. Idempotent.
-//   - auth::list_providers {} → {providers:[{provider, env_var,
-//     configured}]}: anthropic, openai, those of the "providers" setting
-//     and every provider in the vault, sorted. Idempotent.
+//     has_refresh_token?, fingerprint}], truncated?}: the credential in
+//     effect for one provider, or for every provider list_providers
+//     covers; providers without one are left out. fingerprint is the first
+//     8 hex digits of the SHA-256 of the secret ([Fingerprint]), so a human
+//     can tell two keys apart without revealing either. Idempotent.
+//   - auth::list_providers {after?} → {providers:[{provider, env_var,
+//     configured}], truncated?}: anthropic, openai, those of the
+//     "providers" setting and every provider in the vault, sorted.
+//     Idempotent.
+//
+// The vault holds any number of providers, so both list in pages: an
+// answer holds the providers, sorted, whose encoding in the request's
+// codec fits the server's max payload less 1 KiB (and always at least
+// one); truncated says more follow, and asking again with after set to
+// the last provider answers those that sort after it. after is a provider
+// id (invalid_payload otherwise). auth::status with a provider answers it
+// alone and takes no after.
 //
 // get_token, set_token and delete_token are on agent.HumanOnly: the
 // orchestrator's chokepoint never lets a model call them (reading one would

@@ -68,10 +68,15 @@ func vaultPath(t testing.TB) string {
 // worker over a fresh vault, the fake env and the fixed clock.
 func newFixture(t testing.TB, env *fakeEnv, engineOpts []engine.Option, opts ...Option) *fixture {
 	t.Helper()
+	return newFixtureOn(t, enginetest.RunServer(t), env, engineOpts, opts...)
+}
+
+// newFixtureOn is [newFixture] on the server ns.
+func newFixtureOn(t testing.TB, ns *server.Server, env *fakeEnv, engineOpts []engine.Option, opts ...Option) *fixture {
+	t.Helper()
 	if env == nil {
 		env = newEnv()
 	}
-	ns := enginetest.RunServer(t)
 	e := enginetest.NewEngine(t, ns, engineOpts...)
 	path := vaultPath(t)
 	all := append([]Option{WithVaultPath(path), WithGetenv(env.Get), WithClock(func() time.Time { return testNow })}, opts...)

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/iii-on-nats/iii/agent"
@@ -63,14 +64,25 @@ type DeleteTokenResponse struct {
 	Deleted bool `json:"deleted"`
 }
 
-// StatusRequest is the request of auth::status; an empty Provider asks for
-// every provider list_providers covers.
+// StatusRequest is the request of auth::status. Provider asks for that
+// provider alone (no paging); without it the answer covers every provider
+// list_providers covers, a page at a time: After continues a truncated
+// answer from the provider it names.
 type StatusRequest struct {
 	Provider string `json:"provider,omitempty"`
+	// After is the last provider of the previous, truncated answer: only
+	// providers that sort after it are listed. Not with Provider.
+	After string `json:"after,omitempty"`
 }
 
 // Validate checks the request; every error is invalid_payload.
 func (r StatusRequest) Validate() error {
+	if r.After != "" {
+		if r.Provider != "" {
+			return invalidWrap(errors.New("auth: provider and after exclude each other (after pages the list of every provider)"))
+		}
+		return validateAfter(r.After)
+	}
 	if r.Provider == "" {
 		return nil
 	}
@@ -95,10 +107,26 @@ type ProviderStatus struct {
 // StatusResponse is the answer of auth::status; Providers is never null.
 type StatusResponse struct {
 	Providers []ProviderStatus `json:"providers"`
+	// Truncated says more providers follow that did not fit the server's
+	// max payload: ask again with After set to the last provider.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
-// ListProvidersRequest is the (empty) request of auth::list_providers.
-type ListProvidersRequest struct{}
+// ListProvidersRequest is the request of auth::list_providers; every field
+// is optional.
+type ListProvidersRequest struct {
+	// After is the last provider of the previous, truncated answer: only
+	// providers that sort after it are listed.
+	After string `json:"after,omitempty"`
+}
+
+// Validate checks the request; every error is invalid_payload.
+func (r ListProvidersRequest) Validate() error {
+	if r.After == "" {
+		return nil
+	}
+	return validateAfter(r.After)
+}
 
 // ProviderInfo is one provider of auth::list_providers: the environment
 // variable that supplies its key (or would: the well-known one when it has
@@ -113,6 +141,9 @@ type ProviderInfo struct {
 // provider; Providers is never null.
 type ListProvidersResponse struct {
 	Providers []ProviderInfo `json:"providers"`
+	// Truncated says more providers follow that did not fit the server's
+	// max payload: ask again with After set to the last provider.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 func validateProvider(p string) error {
@@ -122,10 +153,25 @@ func validateProvider(p string) error {
 	return nil
 }
 
+// validateAfter checks a paging cursor: a provider id, named "after" in
+// the error and, like a provider, never quoted.
+func validateAfter(a string) error {
+	if err := agent.ValidateID("after", a); err != nil {
+		return invalidWrap(fmt.Errorf("%w: after must be 1 to %d characters of A-Z a-z 0-9 _ -", ErrInvalidProvider, agent.MaxIDLen))
+	}
+	return nil
+}
+
 // typed adapts fn into a handler like engine.Typed, except that a payload
 // that does not decode is described without quoting it: the payload of
 // auth::set_token is a secret, and the decoders' messages may echo input.
 func typed[Req, Resp any](fn func(ctx context.Context, req Req) (Resp, error)) engine.Handler {
+	return typedCodec(func(ctx context.Context, req Req, _ wire.Codec) (Resp, error) { return fn(ctx, req) })
+}
+
+// typedCodec is [typed] for a handler that needs the request's codec,
+// which is the reply's: the paged answers measure themselves in it.
+func typedCodec[Req, Resp any](fn func(ctx context.Context, req Req, codec wire.Codec) (Resp, error)) engine.Handler {
 	return func(ctx context.Context, r *engine.Request) (any, error) {
 		var req Req
 		if err := decodeRequest(r.Codec, r.Data, &req); err != nil {
@@ -140,7 +186,7 @@ func typed[Req, Resp any](fn func(ctx context.Context, req Req) (Resp, error)) e
 				return nil, invalidWrap(err)
 			}
 		}
-		resp, err := fn(ctx, req)
+		resp, err := fn(ctx, req, r.Codec)
 		if err != nil {
 			return nil, err
 		}
@@ -222,7 +268,11 @@ const deleteTokenResponseSchema = `{
 
 const statusRequestSchema = `{
   "type": "object",
-  "properties": {"provider": ` + providerSchema + `}
+  "properties": {
+    "provider": ` + providerSchema + `,
+    "after": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$", "description": "the last provider of a truncated answer: list those after it; not with provider"}
+  },
+  "not": {"required": ["provider", "after"]}
 }`
 
 const statusResponseSchema = `{
@@ -244,12 +294,18 @@ const statusResponseSchema = `{
         },
         "required": ["provider", "source", "type", "fingerprint"]
       }
-    }
+    },
+    "truncated": {"type": "boolean", "description": "more providers follow: ask again with after = the last provider"}
   },
   "required": ["providers"]
 }`
 
-const listProvidersRequestSchema = `{"type": "object"}`
+const listProvidersRequestSchema = `{
+  "type": "object",
+  "properties": {
+    "after": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$", "description": "the last provider of a truncated answer: list those after it"}
+  }
+}`
 
 const listProvidersResponseSchema = `{
   "type": "object",
@@ -265,7 +321,8 @@ const listProvidersResponseSchema = `{
         },
         "required": ["provider", "env_var", "configured"]
       }
-    }
+    },
+    "truncated": {"type": "boolean", "description": "more providers follow: ask again with after = the last provider"}
   },
   "required": ["providers"]
 }`

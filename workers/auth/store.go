@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/wire"
 )
 
 // Sources of a credential, as status reports them.
@@ -165,11 +166,34 @@ func (s *Store) Status(provider string) ([]ProviderStatus, error) {
 	}
 	out := make([]ProviderStatus, 0, len(names))
 	for _, p := range names {
-		if f, ok := s.lookup(m, p); ok {
-			out = append(out, s.status(p, f))
+		if st, ok := s.statusOf(m, p); ok {
+			out = append(out, st)
 		}
 	}
 	return out, nil
+}
+
+// statusPage answers auth::status without a provider: the statuses of the
+// providers after r.After, sorted, that fit maxPayload in codec.
+func (s *Store) statusPage(r StatusRequest, codec wire.Codec, maxPayload int64) (StatusResponse, error) {
+	m, err := s.snapshot()
+	if err != nil {
+		return StatusResponse{}, err
+	}
+	page, truncated, err := fitPage(codec, namesAfter(s.providers(m), r.After), maxPayload, func(p string) (ProviderStatus, bool) {
+		return s.statusOf(m, p)
+	})
+	return StatusResponse{Providers: page, Truncated: truncated}, err
+}
+
+// statusOf is the status of provider's credential in the vault snapshot m
+// or the environment, false when it has none.
+func (s *Store) statusOf(m map[string]agent.Credential, provider string) (ProviderStatus, bool) {
+	f, ok := s.lookup(m, provider)
+	if !ok {
+		return ProviderStatus{}, false
+	}
+	return s.status(provider, f), true
 }
 
 func (s *Store) status(provider string, f found) ProviderStatus {
@@ -204,14 +228,32 @@ func (s *Store) ListProviders() ([]ProviderInfo, error) {
 	names := s.providers(m)
 	out := make([]ProviderInfo, 0, len(names))
 	for _, p := range names {
-		f, ok := s.lookup(m, p)
-		envVar := primaryEnvVar(p)
-		if ok && f.source == SourceEnv {
-			envVar = f.envVar
-		}
-		out = append(out, ProviderInfo{Provider: p, EnvVar: envVar, Configured: ok})
+		out = append(out, s.infoOf(m, p))
 	}
 	return out, nil
+}
+
+// listProvidersPage answers auth::list_providers: the providers after
+// r.After, sorted, that fit maxPayload in codec.
+func (s *Store) listProvidersPage(r ListProvidersRequest, codec wire.Codec, maxPayload int64) (ListProvidersResponse, error) {
+	m, err := s.snapshot()
+	if err != nil {
+		return ListProvidersResponse{}, err
+	}
+	page, truncated, err := fitPage(codec, namesAfter(s.providers(m), r.After), maxPayload, func(p string) (ProviderInfo, bool) {
+		return s.infoOf(m, p), true
+	})
+	return ListProvidersResponse{Providers: page, Truncated: truncated}, err
+}
+
+// infoOf is provider's entry of list_providers over the vault snapshot m.
+func (s *Store) infoOf(m map[string]agent.Credential, provider string) ProviderInfo {
+	f, ok := s.lookup(m, provider)
+	envVar := primaryEnvVar(provider)
+	if ok && f.source == SourceEnv {
+		envVar = f.envVar
+	}
+	return ProviderInfo{Provider: provider, EnvVar: envVar, Configured: ok}
 }
 
 // providers is the sorted union of the known providers and the vault's.

@@ -106,6 +106,13 @@ func TestRequestValidate(t *testing.T) {
 		{"status all", StatusRequest{}, true},
 		{"status one", StatusRequest{Provider: "p"}, true},
 		{"status bad", StatusRequest{Provider: "p q"}, false},
+		{"status after", StatusRequest{After: "p"}, true},
+		{"status bad after", StatusRequest{After: "p/q"}, false},
+		{"status provider and after", StatusRequest{Provider: "p", After: "q"}, false},
+		{"list", ListProvidersRequest{}, true},
+		{"list after", ListProvidersRequest{After: "p_1-X"}, true},
+		{"list bad after", ListProvidersRequest{After: "p q"}, false},
+		{"list long after", ListProvidersRequest{After: strings.Repeat("a", agent.MaxIDLen+1)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iii-on-nats/iii/agent"
 	"github.com/iii-on-nats/iii/engine"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers"
 )
 
@@ -147,7 +148,7 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 			w.vault = v
 		}
 		w.store = newStore(v, o)
-		return w.store.functions(), nil
+		return w.store.functions(e.Conn().MaxPayload), nil
 	})
 }
 
@@ -155,7 +156,10 @@ func (w *Worker) Start(ctx context.Context, e *engine.Engine) error {
 // The vault file stays. Close is idempotent.
 func (w *Worker) Close(ctx context.Context) error { return w.eps.Close(ctx, nil) }
 
-func (s *Store) functions() []engine.Function {
+// functions are the five functions over s; the paged ones measure their
+// answers against maxPayload, read at every call (a reconnect may land on
+// a server with another limit).
+func (s *Store) functions(maxPayload func() int64) []engine.Function {
 	return []engine.Function{
 		{
 			ID:             GetTokenFunction,
@@ -194,11 +198,14 @@ func (s *Store) functions() []engine.Function {
 		},
 		{
 			ID:             StatusFunction,
-			Description:    "Describe the credential in effect for one provider or all: source (vault or env), type, env_var, expiry, and a fingerprint (8 hex digits of its SHA-256). Never a secret.",
+			Description:    "Describe the credential in effect for one provider or all: source (vault or env), type, env_var, expiry, and a fingerprint (8 hex digits of its SHA-256). Never a secret. All of them come in pages that fit the max payload: truncated says more follow, ask again with after = the last provider.",
 			RequestSchema:  statusRequestSchema,
 			ResponseSchema: statusResponseSchema,
 			Idempotent:     true,
-			Handler: typed(func(_ context.Context, req StatusRequest) (StatusResponse, error) {
+			Handler: typedCodec(func(_ context.Context, req StatusRequest, codec wire.Codec) (StatusResponse, error) {
+				if req.Provider == "" {
+					return s.statusPage(req, codec, maxPayload())
+				}
 				ps, err := s.Status(req.Provider)
 				if err != nil {
 					return StatusResponse{}, err
@@ -208,16 +215,12 @@ func (s *Store) functions() []engine.Function {
 		},
 		{
 			ID:             ListProvidersFunction,
-			Description:    "List the known providers (anthropic, openai, configured extras) and every provider in the vault, with the environment variable of each and whether it has a credential.",
+			Description:    "List the known providers (anthropic, openai, configured extras) and every provider in the vault, with the environment variable of each and whether it has a credential. In pages that fit the max payload: truncated says more follow, ask again with after = the last provider.",
 			RequestSchema:  listProvidersRequestSchema,
 			ResponseSchema: listProvidersResponseSchema,
 			Idempotent:     true,
-			Handler: typed(func(_ context.Context, _ ListProvidersRequest) (ListProvidersResponse, error) {
-				ps, err := s.ListProviders()
-				if err != nil {
-					return ListProvidersResponse{}, err
-				}
-				return ListProvidersResponse{Providers: ps}, nil
+			Handler: typedCodec(func(_ context.Context, req ListProvidersRequest, codec wire.Codec) (ListProvidersResponse, error) {
+				return s.listProvidersPage(req, codec, maxPayload())
 			}),
 		},
 	}

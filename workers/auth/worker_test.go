@@ -252,7 +252,13 @@ func TestInvalidRequests(t *testing.T) {
 		{DeleteTokenFunction, `{}`},
 		{StatusFunction, `{"provider":"a*"}`},
 		{StatusFunction, `{"provider":true}`},
+		{StatusFunction, `{"after":"a b"}`},
+		{StatusFunction, `{"after":7}`},
+		{StatusFunction, `{"provider":"p","after":"q"}`},
 		{ListProvidersFunction, `[1]`},
+		{ListProvidersFunction, `{"after":"a.b"}`},
+		{ListProvidersFunction, `{"after":"` + strings.Repeat("a", agent.MaxIDLen+1) + `"}`},
+		{ListProvidersFunction, `{"after":["a"]}`},
 	}
 	for _, tc := range cases {
 		for _, codec := range []wire.Codec{wire.JSON, wire.Msgpack} {
@@ -457,7 +463,7 @@ func TestFunctionsCatalog(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, nil)
 	idem := map[string]bool{}
-	for _, fn := range f.store.functions() {
+	for _, fn := range f.store.functions(f.e.Conn().MaxPayload) {
 		idem[fn.ID] = fn.Idempotent
 		for _, schema := range []string{fn.RequestSchema, fn.ResponseSchema} {
 			if !json.Valid([]byte(schema)) {
