@@ -1707,3 +1707,49 @@ func TestRecordTooLargeWithCarriedEffects(t *testing.T) {
 		t.Fatalf("run ended %s (%s): %+v", r.State, r.StopReason, r.Error)
 	}
 }
+
+// failAfterCallModel is callModel whose second call (once a function
+// result is in the transcript) fails for good.
+type failAfterCallModel struct{}
+
+func (failAfterCallModel) Stream(ctx context.Context, req session.ModelRequest) turn.Input {
+	if slices.ContainsFunc(req.Messages, func(m agent.Message) bool { return m.Role == agent.RoleFunctionResult }) {
+		return turn.ModelFailed{Kind: agent.ErrorPermanent, Message: "provider refused"}
+	}
+	return callModel{}.Stream(ctx, req)
+}
+
+// TestSettledCopyKeepsTaken: a run that ends with a removal of the items
+// it took in still to do (it failed, and no steering check came after)
+// hands run::start a settled copy that names them, as the stored record
+// does: the next run removes them before its first check reads the
+// inbox. The copy was retired without them, so the next run took them in
+// a second time.
+func TestSettledCopyKeepsTaken(t *testing.T) {
+	st, hist := newMemStore(), newMemHistory(true)
+	inbox := &listInbox{steering: []agent.Message{agent.UserText("steer", 2)}, failAck: true}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: failAfterCallModel{},
+		Functions: &countingFunctions{}, Inbox: inbox, Approvals: noApprovals{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	seed(t, st, "t1")
+	select {
+	case <-wake(t, h, "t1", 1):
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	settledIn(t, st, "t1")
+	if r := st.current("t1"); r.State != agent.StateFailed || r.Taken == nil || len(r.Taken.Steering) != 1 {
+		t.Fatalf("the stored record (%s) does not name the item taken in: %+v", r.State, r.Taken)
+	}
+	var (
+		got turn.Record
+		ok  bool
+	)
+	waitFor(t, "the grain to settle", func() bool { got, _, ok = h.Settled("t1"); return ok })
+	if got.Taken == nil || !slices.Equal(got.Taken.Steering, []string{"steer"}) {
+		t.Fatalf("the settled copy names %+v, not the item whose removal failed", got.Taken)
+	}
+}

@@ -271,7 +271,9 @@ type Inbox interface {
 	// Ack removes the items mark names that still head their inboxes
 	// (pushes only append, so the items a Peek returned are the first
 	// ones, unless the inbox was drained since). It may be called again
-	// with the same mark, after a crash: it then removes nothing more.
+	// with the same mark, after a crash: it then removes nothing more
+	// (unless an item the same to the byte was pushed since and heads the
+	// inbox: digests cannot tell it from the one named).
 	Ack(ctx context.Context, sid string, mark InboxMark) error
 	// Requeue puts follow-ups back at the front of the follow-up inbox.
 	// It must be idempotent (an outbox may be delivered twice): when msgs

@@ -173,9 +173,11 @@ func Delivered(rec Record) Record {
 // Retired returns what a grain keeps of a finished run's record once it
 // is written and its outbox delivered: the fields that identify the run and
 // say how it ended, without its messages, calls and results (they are in
-// KV; an idle grain need not hold them). rec is returned unchanged unless
-// it is terminal with an empty outbox. A retired record is not written
-// again: [Apply] refuses every input on a terminal record.
+// KV; an idle grain need not hold them). It keeps Taken: the next run
+// removes those items before its first steering check (run::start builds
+// on a retired record). rec is returned unchanged unless it is terminal
+// with an empty outbox. A retired record is not written again: [Apply]
+// refuses every input on a terminal record.
 func Retired(rec Record) Record {
 	if !rec.State.Terminal() || len(rec.Outbox) > 0 {
 		return rec
@@ -194,6 +196,7 @@ func Retired(rec Record) Record {
 		StartedAtMs: rec.StartedAtMs,
 		UpdatedAtMs: rec.UpdatedAtMs,
 		Trace:       rec.Trace,
+		Taken:       rec.Taken,
 	}
 }
 

@@ -847,3 +847,54 @@ func TestDrainLeavesWhatItsReplyCannotCarry(t *testing.T) {
 		t.Fatalf("the refused drain changed the inbox: %v", err)
 	}
 }
+
+// TestForeignInboxOfManySmallItems: an inbox value another client wrote
+// with thousands of small items, within a quarter of the max payload as
+// JSON, is taken in at most as many items at a check as an inbox holds
+// (256). Each item costs the turn record more than its JSON twice (its
+// message_complete event's envelope, the effect's id, its digest in
+// taken): the one check that took all of them in made a record too large
+// to store, the run failed with the items still queued, and so did every
+// later run of the session.
+func TestForeignInboxOfManySmallItems(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	s := startStack(t, ns)
+	const sid = "au_foreign_small"
+	ctx := context.Background()
+	var (
+		items []agent.Message
+		want  []string
+	)
+	for i := 0; ; i++ {
+		m := agent.Message{Role: agent.RoleUser, Content: []agent.Content{agent.Text(fmt.Sprintf("s%04d", i))}}
+		next := append(items, m)
+		if data, _ := json.Marshal(next); len(data) > 200<<10 {
+			break
+		}
+		items = next
+		want = append(want, m.Content[0].Text)
+	}
+	if len(items) < 3000 {
+		t.Fatalf("only %d items", len(items))
+	}
+	data, _ := json.Marshal(items)
+	kv, err := s.e.JetStream().KeyValue(ctx, subjects.InboxBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, sid+"."+orchestrator.InboxSteering, data); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, s.e, sid, "first")
+	evs := events(t, s.e, sid, 60*time.Second)
+	if last := evs[len(evs)-1]; last.StopReason != agent.StopEnd {
+		t.Fatalf("stop %q: %+v", last.StopReason, auditView(t, s.e, sid).Error)
+	}
+	if got, want := auditUserTexts(evs), append([]string{"first"}, want...); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%d user messages, want %d in order", len(got), len(want))
+	}
+	if items := auditDrain(t, s.e, sid, orchestrator.InboxSteering); len(items) != 0 {
+		t.Fatalf("steering inbox holds %d items", len(items))
+	}
+}

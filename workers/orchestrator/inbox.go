@@ -97,19 +97,23 @@ func (b inbox) itemLimit() int64 {
 }
 
 // within returns the longest head of items within limit bytes as JSON
-// (one item at least), and their digests. A value another client wrote
-// may hold more than one turn record can take in: the rest waits for the
-// next steering check.
+// (one item at least) and maxInboxItems items, and their digests. A value
+// another client wrote may hold more than one turn record can take in:
+// the rest waits for the next steering check. The count matters as much
+// as the bytes: each item costs the record some 200 bytes beyond its JSON
+// twice (its message_complete event's envelope, the effect id, its
+// digest in taken), so thousands of small items within the bytes made a
+// record too large to store.
 func within(items []agent.Message, limit int64) ([]agent.Message, []string) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	ds := make([]string, 0, len(items))
+	ds := make([]string, 0, min(len(items), maxInboxItems))
 	var size int64
 	for i, m := range items {
 		data, _ := wire.MarshalJSON(m)
 		size += int64(len(data)) + 1
-		if i > 0 && size > limit {
+		if i > 0 && (size > limit || i >= maxInboxItems) {
 			return items[:i], ds
 		}
 		h := sha256.Sum256(data)

@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +118,42 @@ func TestInboxAckKeepsItemsPushedSincePeek(t *testing.T) {
 	steering, followups, _, err = b.Peek(ctx, "s1")
 	if err != nil || len(steering) != 1 || len(followups) != 1 {
 		t.Errorf("after the Ack again: %q %q, %v", texts(steering), texts(followups), err)
+	}
+}
+
+// within takes the longest head within the bytes and within the items an
+// inbox holds (maxInboxItems), one item at least, with a digest for each.
+func TestInboxWithin(t *testing.T) {
+	t.Parallel()
+	small := func(n int) []agent.Message {
+		out := make([]agent.Message, n)
+		for i := range out {
+			out[i] = agent.UserText(fmt.Sprintf("s%04d", i), 1)
+		}
+		return out
+	}
+	big := agent.UserText(strings.Repeat("b", 1000), 1)
+	for _, c := range []struct {
+		name  string
+		items []agent.Message
+		limit int64
+		want  int
+	}{
+		{"none", nil, 1 << 20, 0},
+		{"all", small(10), 1 << 20, 10},
+		{"bytes", []agent.Message{big, big, big}, 2200, 2},
+		{"one over the bytes alone", []agent.Message{big, big}, 10, 1},
+		{"items", small(3 * maxInboxItems), 1 << 40, maxInboxItems},
+	} {
+		got, ds := within(c.items, c.limit)
+		if len(got) != c.want || len(ds) != c.want {
+			t.Errorf("%s: %d items, %d digests, want %d", c.name, len(got), len(ds), c.want)
+			continue
+		}
+		for i, m := range got {
+			if ds[i] != itemDigest(m) {
+				t.Errorf("%s: digest %d is not the item's", c.name, i)
+			}
+		}
 	}
 }
