@@ -130,6 +130,10 @@ func (b inbox) warn(msg, key string, value []byte, err error) {
 	b.logger.Warn(msg, "key", key, "bytes", len(value), "value", string(excerpt), "error", err)
 }
 
+// errUnchanged, from an update's fn, leaves the inbox as it is: nothing
+// is written (a removal that matched nothing, a requeue done before).
+var errUnchanged = errors.New("inbox unchanged")
+
 // update applies fn to the inbox under CAS, retrying on conflict.
 func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Message) ([]agent.Message, error)) ([]agent.Message, error) {
 	kv, err := b.kvs.of(ctx, sid)
@@ -151,6 +155,9 @@ func (b inbox) update(ctx context.Context, sid, key string, fn func([]agent.Mess
 			cur = b.decode(key, ent.Value())
 		}
 		next, err := fn(cur)
+		if errors.Is(err, errUnchanged) {
+			return cur, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +226,10 @@ func (b inbox) push(ctx context.Context, sid, name string, msg agent.Message) (i
 // inbox within a quarter of the max payload) are refused and left where
 // they are: emptied first, they would be lost with the reply.
 func (b inbox) drain(ctx context.Context, sid, name string) ([]agent.Message, error) {
-	limit := b.kvs.e.Conn().MaxPayload() - drainReplyRoom
+	limit := int64(1 << 62)
+	if b.kvs.e != nil {
+		limit = b.kvs.e.Conn().MaxPayload() - drainReplyRoom
+	}
 	return b.update(ctx, sid, inboxKey(sid, name), func(cur []agent.Message) ([]agent.Message, error) {
 		if data, _ := wire.MarshalJSON(cur); int64(len(data)) > limit {
 			return nil, wire.Errorf(wire.CodeConflict, "inbox %s of %s holds %d bytes of items, too many for one reply: left as it is (its next steering check reads it)", name, sid, len(data))
@@ -295,6 +305,9 @@ func (b inbox) Ack(ctx context.Context, sid string, mark session.InboxMark) erro
 					break
 				}
 			}
+			if drop == 0 {
+				return nil, errUnchanged
+			}
 			return cur[drop:], nil
 		}); err != nil {
 			return err
@@ -318,7 +331,7 @@ func (b inbox) Requeue(ctx context.Context, sid string, msgs []agent.Message) er
 	_, err = b.update(ctx, sid, inboxKey(sid, InboxFollowup), func(cur []agent.Message) ([]agent.Message, error) {
 		if len(cur) >= len(msgs) {
 			if head, err := json.Marshal(cur[:len(msgs)]); err == nil && bytes.Equal(head, want) {
-				return cur, nil // requeued before
+				return nil, errUnchanged // requeued before
 			}
 		}
 		return append(append([]agent.Message(nil), msgs...), cur...), nil

@@ -115,9 +115,24 @@ func TestInboxAckKeepsItemsPushedSincePeek(t *testing.T) {
 	if err := (inbox{kvs: sessionKV{e: e, bucket: subjects.InboxBucket}}).Ack(ctx, "s1", mark); err != nil {
 		t.Fatal(err)
 	}
+	kv, err := e.JetStream().KeyValue(ctx, subjects.InboxBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := kv.Get(ctx, inboxKey("s1", InboxSteering))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ack(ctx, "s1", mark); err != nil {
+		t.Fatal(err)
+	}
 	steering, followups, _, err = b.Peek(ctx, "s1")
 	if err != nil || len(steering) != 1 || len(followups) != 1 {
 		t.Errorf("after the Ack again: %q %q, %v", texts(steering), texts(followups), err)
+	}
+	// A removal that matched nothing writes nothing.
+	if after, err := kv.Get(ctx, inboxKey("s1", InboxSteering)); err != nil || after.Revision() != before.Revision() {
+		t.Errorf("an Ack that removed nothing wrote the inbox: revision %d → %d, %v", before.Revision(), after.Revision(), err)
 	}
 }
 
