@@ -104,6 +104,11 @@ func (b inbox) itemLimit() int64 {
 // twice (its message_complete event's envelope, the effect id, its
 // digest in taken), so thousands of small items within the bytes made a
 // record too large to store.
+// itemOverhead is what within counts for an item beyond its JSON: the
+// record carries each item twice and some 200 bytes more, so on a server
+// with a small max payload many small items alone outgrew the record.
+const itemOverhead = 256
+
 func within(items []agent.Message, limit int64) ([]agent.Message, []string) {
 	if len(items) == 0 {
 		return nil, nil
@@ -112,7 +117,7 @@ func within(items []agent.Message, limit int64) ([]agent.Message, []string) {
 	var size int64
 	for i, m := range items {
 		data, _ := wire.MarshalJSON(m)
-		size += int64(len(data)) + 1
+		size += int64(len(data)) + 1 + itemOverhead
 		if i > 0 && (size > limit || i >= maxInboxItems) {
 			return items[:i], ds
 		}

@@ -156,7 +156,10 @@ func TestInboxWithin(t *testing.T) {
 	}{
 		{"none", nil, 1 << 20, 0},
 		{"all", small(10), 1 << 20, 10},
-		{"bytes", []agent.Message{big, big, big}, 2200, 2},
+		{"bytes", []agent.Message{big, big, big}, 2200 + 2*itemOverhead, 2},
+		// Small items count their cost to the record beyond their JSON:
+		// 62 of some 330 bytes each fit 20 KiB, not all 200.
+		{"overhead", small(200), 20 << 10, 62},
 		{"one over the bytes alone", []agent.Message{big, big}, 10, 1},
 		{"items", small(3 * maxInboxItems), 1 << 40, maxInboxItems},
 	} {
