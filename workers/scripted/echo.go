@@ -49,10 +49,10 @@ var errCommand = errors.New("malformed command")
 //	/think TEXT                     a line of a thinking block
 //
 // and echoes every other line back as the answer. A prompt with only text
-// is echoed exactly; around commands, leading and trailing blank lines are
-// dropped. A malformed command (an unknown kind, arguments that are not a
-// JSON object) is answered with a permanent failure that says which line is
-// wrong.
+// is echoed exactly (CRLF line ends included); around commands, leading
+// and trailing blank lines are dropped and lines end in "\n". A malformed
+// command (an unknown kind, arguments that are not a JSON object) is
+// answered with a permanent failure that says which line is wrong.
 func Echo(req StreamRequest) (Reply, error) {
 	msgs := req.Messages
 	n := len(msgs)
@@ -120,13 +120,16 @@ func parsePrompt(text string) (Reply, error) {
 		}
 		commands = true
 	}
-	if commands {
-		for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
-			lines = lines[1:]
-		}
-		for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
-			lines = lines[:len(lines)-1]
-		}
+	if !commands {
+		// Echoed exactly: the lines above lost their "\r".
+		r.Text = text
+		return r, nil
+	}
+	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
 	}
 	r.Text = strings.Join(lines, "\n")
 	r.Thinking = strings.Join(thinking, "\n")

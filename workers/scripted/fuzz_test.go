@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/iii-on-nats/iii/agent"
+	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/subjects"
 )
 
@@ -71,6 +72,9 @@ func FuzzEvents(f *testing.F) {
 	f.Add("hello ✓ world", 3, 0)
 	f.Add("/call a::b {\"x\":\"é\"}\n/think t\nanswer", 1, 5)
 	f.Add("\xff\xfe broken utf8", 2, 1)
+	// Arguments as the model reads them: markup unescaped, as
+	// wire.MarshalJSON writes it (json.Marshal would write \u003cb\u003e).
+	f.Add("/call a::b {\"html\":\"<b>&</b>\"}", 8, 0)
 	f.Fuzz(func(t *testing.T, text string, size, maxTokens int) {
 		if size < 1 || size > 64 || maxTokens < 0 {
 			return
@@ -105,7 +109,10 @@ func FuzzEvents(f *testing.F) {
 			if c.Type == agent.ContentFunctionCall {
 				want = "{}"
 				if len(c.Arguments) > 0 {
-					b, _ := json.Marshal(c.Arguments)
+					b, err := wire.MarshalJSON(c.Arguments)
+					if err != nil {
+						t.Fatal(err)
+					}
 					want = string(b)
 				}
 			}

@@ -146,6 +146,7 @@ func TestEcho(t *testing.T) {
 		{"plain text is exact", user("  hi\n\n"), scripted.Reply{Text: "  hi\n\n"}},
 		{"blank lines around commands dropped", user("\n/call a::b\n\nhi\n\n"), scripted.Reply{Text: "hi", Calls: []scripted.Call{{FunctionID: "a::b", Arguments: map[string]any{}}}}},
 		{"crlf", user("/sleep 5\r\nhi\r\n"), scripted.Reply{Text: "hi", Delay: 5 * time.Millisecond}},
+		{"plain crlf text is exact", user("a\r\nb\r\n"), scripted.Reply{Text: "a\r\nb\r\n"}},
 		{"sleeps add up", user("/sleep 5\n/sleep 7"), scripted.Reply{Delay: 12 * time.Millisecond}},
 		{"fail with message", user("/fail rate_limited  slow   down"), scripted.Reply{Fail: agent.ErrorRateLimited, FailMessage: "slow   down"}},
 		{"think lines", user("/think a\n/think b\nok"), scripted.Reply{Thinking: "a\nb", Text: "ok"}},
