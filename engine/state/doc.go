@@ -23,7 +23,9 @@
 // A value's JSON may be at most half the server's max payload minus 4 KiB
 // (about 510 KiB by default; [Store.MaxValueSize]), so that a reply or a
 // trigger event carrying the old and the new value fits in one message.
-// Larger values are refused with invalid_payload and nothing is written.
+// Larger values are refused with invalid_payload and nothing is written,
+// as are values whose arrays and objects nest more than 9997 deep (so that
+// every answer decodes with encoding/json's limit of 10000 levels).
 //
 // # Writes
 //

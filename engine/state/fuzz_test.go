@@ -130,7 +130,8 @@ func FuzzParseOps(f *testing.F) {
 func FuzzDecodeValue(f *testing.F) {
 	for _, s := range []string{`{"a":1}`, `not json`, "", "\xff\xfe", `"x"`, `[1,`,
 		`9007199254740993`, `-9223372036854775808`, `18446744073709551615`, `18446744073709551616`,
-		`[1.0,2e3,-0,1e400]`, `{"id":12345678901234567,"f":0.1}`, `1e-400`} {
+		`[1.0,2e3,-0,1e400]`, `{"id":12345678901234567,"f":0.1}`, `1e-400`,
+		`{"a":"[\"{","b":[["\\"],{}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -138,6 +139,9 @@ func FuzzDecodeValue(f *testing.F) {
 		enc, err := encodeValue(v)
 		if err != nil {
 			t.Fatalf("decodeValue(%q) = %v does not encode: %v", data, v, err)
+		}
+		if d, want := jsonDepth(enc), treeDepth(v); d != want {
+			t.Fatalf("jsonDepth(%s) = %d, want %d", enc, d, want)
 		}
 		lit := string(bytes.TrimSpace(data))
 		if utf8.Valid(data) { // encoding/json writes invalid UTF-8 as U+FFFD
@@ -156,6 +160,24 @@ func FuzzDecodeValue(f *testing.F) {
 			t.Fatalf("integer %s reads as %#v", lit, v)
 		}
 	})
+}
+
+// treeDepth is how deep arrays and objects nest in v, decoded JSON.
+func treeDepth(v any) int {
+	d := 0
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			d = max(d, treeDepth(e))
+		}
+		return d + 1
+	case map[string]any:
+		for _, e := range x {
+			d = max(d, treeDepth(e))
+		}
+		return d + 1
+	}
+	return 0
 }
 
 // FuzzAdd: integer increments are exact, against math/big: the sum when

@@ -230,6 +230,9 @@ func (s *Store) encodeChecked(v any) ([]byte, error) {
 		return nil, wire.Wrap(wire.CodeInvalidPayload, ErrValueTooLarge, "%d bytes of JSON, at most %d", len(b), max).
 			WithDetails(map[string]any{"size": len(b), "max_value_size": max})
 	}
+	if d := jsonDepth(b); d > maxValueDepth {
+		return nil, wire.Wrap(wire.CodeInvalidPayload, ErrInvalidValue, "arrays and objects nested %d deep, at most %d", d, maxValueDepth)
+	}
 	return b, nil
 }
 

@@ -206,6 +206,14 @@ func TestStoreBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("x", s.MaxValueSize())
+	// nested is a value of arrays depth deep, an integer at the bottom.
+	nested := func(depth int) any {
+		var v any = 1
+		for range depth {
+			v = []any{v}
+		}
+		return v
+	}
 	if s.MaxValueSize() >= 32<<10 {
 		t.Fatalf("MaxValueSize %d not below half the max payload", s.MaxValueSize())
 	}
@@ -230,6 +238,13 @@ func TestStoreBadInput(t *testing.T) {
 			_, _, err := s.Update(ctx, "ok", "k", []state.Op{state.Append("s", big)})
 			return err
 		}, state.ErrValueTooLarge},
+		// A set at a path nests a value deeper than itself: stored, it
+		// read back as a string.
+		{"update nested too deep", func() error {
+			_, _, err := s.Update(ctx, "ok", "k", []state.Op{state.Set(strings.Repeat("p.", 25)+"p", nested(9980))})
+			return err
+		}, state.ErrInvalidValue},
+		{"set nested too deep", func() error { _, _, err := s.Set(ctx, "ok", "k", nested(9998)); return err }, state.ErrInvalidValue},
 		{"increment string", func() error {
 			_, _, err := s.Update(ctx, "ok", "k", []state.Op{state.Increment("s", 1)})
 			return err
@@ -260,6 +275,15 @@ func TestStoreBadInput(t *testing.T) {
 	fits := strings.Repeat("x", s.MaxValueSize()-2)
 	if _, _, err := s.Set(ctx, "ok", "big", fits); err != nil {
 		t.Fatalf("value at the limit: %v", err)
+	}
+	// Just as deep as allowed is fine, and reads back as it was written.
+	if _, _, err := s.Update(ctx, "ok", "deep", []state.Op{state.Set("p", nested(9996))}); err != nil {
+		t.Fatalf("value nested at the limit: %v", err)
+	}
+	if got, _, err := s.Get(ctx, "ok", "deep"); err != nil {
+		t.Fatal(err)
+	} else if _, ok := got.(map[string]any); !ok {
+		t.Fatalf("value nested at the limit reads back as %T", got)
 	}
 }
 

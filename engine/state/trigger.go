@@ -120,6 +120,9 @@ type Subscription struct {
 	cancel context.CancelFunc
 	sem    chan struct{}
 	wg     sync.WaitGroup
+	// waited is when onMsg last got a call slot after waiting for one;
+	// only the consume goroutine touches it.
+	waited time.Time
 
 	stopOnce sync.Once
 }
@@ -298,6 +301,13 @@ func (s *Subscription) Delete(ctx context.Context) error {
 func (s *Subscription) onMsg(m jetstream.Msg) {
 	select {
 	case s.sem <- struct{}{}:
+		// The events fetched behind one that waited for a slot below
+		// waited as long in the client's buffer, their ack wait running
+		// on the server: restart it as for that one, though a slot is
+		// free by the time they get here.
+		if time.Since(s.waited) < s.opts.ackWait {
+			_ = m.InProgress()
+		}
 	default:
 		// Every call slot is busy: the event waits here, up to a call
 		// timeout, while its ack wait runs on the server. Restart the ack
@@ -309,6 +319,7 @@ func (s *Subscription) onMsg(m jetstream.Msg) {
 			_ = m.Nak()
 			return
 		}
+		s.waited = time.Now()
 		_ = m.InProgress()
 	}
 	s.wg.Add(1)

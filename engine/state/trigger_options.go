@@ -125,6 +125,9 @@ func WithMaxAckPending(n int) TriggerOption {
 func (o *triggerOptions) backoff(n uint64) time.Duration {
 	d := o.backoffBase
 	for i := uint64(1); i < n && d < o.backoffMax; i++ {
+		if d > o.backoffMax/2 {
+			return o.backoffMax // doubling would pass the cap, or overflow
+		}
 		d *= 2
 	}
 	return min(d, o.backoffMax)

@@ -35,6 +35,40 @@ func encodeValue(v any) ([]byte, error) {
 	return b[:len(b)-1], nil // Encode appends '\n'
 }
 
+// maxValueDepth bounds how deep arrays and objects nest in a stored value:
+// encoding/json decodes at most 10000 levels, and an answer carries a value
+// up to 3 levels down (a state::list page, {"items":[{"value":…}]}). An
+// update could nest a value deeper (a set at a path), which was stored and
+// then read back as a string, the way bytes that are not JSON read.
+const maxValueDepth = 10000 - 3
+
+// jsonDepth is how deep arrays and objects nest in b, valid JSON.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++ // the escaped byte
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			deepest = max(deepest, depth)
+		case ']', '}':
+			depth--
+		}
+	}
+	return deepest
+}
+
 // decodeValue decodes a stored value, numbers exact. Bytes that are not
 // JSON (written by a foreign client with `nats kv put`) read as a string,
 // so a read never fails on content.
