@@ -49,8 +49,11 @@ func (r EnqueueRequest) Validate() error {
 	return validateDedupID(r.DedupID)
 }
 
-// validateDedupID accepts "" (none) or 1..MaxDedupIDLen bytes of UTF-8
-// without whitespace or control characters (it becomes a header value).
+// ValidateDedupID accepts "" (none) or 1..MaxDedupIDLen bytes of UTF-8
+// without whitespace or control characters (it becomes a header value):
+// queue::enqueue's and topic::publish's dedup_id.
+func ValidateDedupID(id string) error { return validateDedupID(id) }
+
 func validateDedupID(id string) error {
 	if id == "" {
 		return nil

@@ -39,6 +39,8 @@
 //	defer sub.Close(ctx)
 //	err = topic.Publish(ctx, e, "orders", Order{ID: "o-1"})
 //
-// [Serve] registers topic::publish {topic, data} on worker "topic", so any
-// client can publish: nats req iii.fn.topic.publish '{"topic":"orders","data":{}}'.
+// [Serve] registers topic::publish {topic, data, dedup_id?} on worker
+// "topic", so any client can publish: nats req iii.fn.topic.publish
+// '{"topic":"orders","data":{}}'. A dedup_id makes a retried publish (its
+// answer lost) a no-op within the stream's duplicate window.
 package topic

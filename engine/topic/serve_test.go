@@ -42,10 +42,28 @@ func TestServePublish(t *testing.T) {
 	}
 	enginetest.Eventually(t, 5*time.Second, r.exactly("news::read", 2))
 
+	// A retried publish with a dedup_id (its answer was lost) is stored
+	// once and answers the first one's sequence; the same id on another
+	// topic is another message.
+	first, err := engine.Call[topic.PublishResponse](context.Background(), e, topic.FnPublish, map[string]any{"topic": "news", "data": event{N: 2}, "dedup_id": "order-42"})
+	if err != nil || first.Duplicate {
+		t.Fatalf("publish with a dedup id = %+v, %v", first, err)
+	}
+	again, err := engine.Call[topic.PublishResponse](context.Background(), e, topic.FnPublish, map[string]any{"topic": "news", "data": event{N: 2}, "dedup_id": "order-42"})
+	if err != nil || !again.Duplicate || again.Sequence != first.Sequence {
+		t.Fatalf("retried publish = %+v, %v (first %+v)", again, err, first)
+	}
+	other, err := engine.Call[topic.PublishResponse](context.Background(), e, topic.FnPublish, map[string]any{"topic": "sports", "data": event{N: 2}, "dedup_id": "order-42"})
+	if err != nil || other.Duplicate {
+		t.Fatalf("the same id on another topic = %+v, %v", other, err)
+	}
+	enginetest.Eventually(t, 5*time.Second, r.exactly("news::read", 3))
+
 	for _, bad := range []any{
 		map[string]any{"topic": "a.b"}, map[string]any{"topic": "*"}, map[string]any{"topic": ">"},
 		map[string]any{"topic": "a b"}, map[string]any{"topic": ""}, map[string]any{"topic": strings.Repeat("x", 200)},
 		map[string]any{"topic": 3}, []string{"news"},
+		map[string]any{"topic": "news", "dedup_id": "a b"}, map[string]any{"topic": "news", "dedup_id": strings.Repeat("d", 300)},
 	} {
 		if err := e.Trigger(context.Background(), topic.FnPublish, bad, nil); !errors.Is(err, wire.ErrInvalidPayload) {
 			t.Errorf("publish %v: %v", bad, err)

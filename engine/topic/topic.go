@@ -49,37 +49,42 @@ func Publish(ctx context.Context, e *engine.Engine, name string, data any) error
 	if err != nil {
 		return err
 	}
-	_, err = publish(ctx, e, name, body, e.Codec())
+	_, err = publish(ctx, e, name, body, e.Codec(), "")
 	return err
 }
 
-func publish(ctx context.Context, e *engine.Engine, name string, body []byte, codec wire.Codec) (uint64, error) {
+// publish stores body on topic name; a dedupID (validated by the caller)
+// becomes the message's Nats-Msg-Id, scoped to the topic.
+func publish(ctx context.Context, e *engine.Engine, name string, body []byte, codec wire.Codec, dedupID string) (*jetstream.PubAck, error) {
 	subj, err := subjects.TopicSubject(name)
 	if err != nil {
-		return 0, wire.Wrap(wire.CodeInvalidPayload, err, "")
+		return nil, wire.Wrap(wire.CodeInvalidPayload, err, "")
 	}
 	msg, err := newMsg(ctx, e, subj, body, codec)
 	if err != nil {
-		return 0, err
+		return nil, err
+	}
+	if dedupID != "" {
+		msg.Header.Set(nats.MsgIdHdr, "iii-topic-"+name+"-"+dedupID)
 	}
 	// A subscriber is called with the message's body and headers plus a
 	// timeout header (and a trace parent when the message has none): a
 	// message the server stores must fit that call too, or every delivery
 	// fails as invalid_payload and the message is dropped.
 	if err := e.CheckStoredCall(msg); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if _, err := e.EnsureStream(ctx, engine.TopicStreamConfig(e.Replicas())); err != nil {
-		return 0, err
+		return nil, err
 	}
 	ack, err := e.JetStream().PublishMsg(ctx, msg)
 	if err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
-			return 0, wire.FromNATS(err)
+			return nil, wire.FromNATS(err)
 		}
-		return 0, wire.Wrap(wire.CodeUnavailable, err, "publish on topic %q", name)
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "publish on topic %q", name)
 	}
-	return ack.Sequence, nil
+	return ack, nil
 }
 
 // newMsg builds a topic message: body in codec, Content-Type and trace
