@@ -281,7 +281,7 @@ func (l *Lookup) release(key string, rev uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.activationTimeout)
 	defer cancel()
 	err := l.kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
-	if apiCode(err) == codeTTLDisabled {
+	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == codeTTLDisabled {
 		// A bucket created without per-message TTLs (by hand, or by an
 		// older build) refuses the marker's TTL: purge without it (the
 		// marker then stays, one per key, as History 1 keeps it).
@@ -311,12 +311,3 @@ func (l *Lookup) releaseIfMine(key string) {
 // codeTTLDisabled is JetStream's "per-message TTL is disabled" (nats-server
 // JSMessageTTLDisabledErr).
 const codeTTLDisabled jetstream.ErrorCode = 10166
-
-// apiCode is err's JetStream API error code, 0 when it has none.
-func apiCode(err error) jetstream.ErrorCode {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode
-	}
-	return 0
-}

@@ -1,14 +1,11 @@
 package region_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/iii-on-nats/iii/cluster/region"
-	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -37,16 +34,7 @@ func TestTakeoverKeepsDeletedOriginsDeleted(t *testing.T) {
 		Retention: jetstream.WorkQueuePolicy, Placement: inA}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := region.Mirror(ctx, jsB, "B"); err != nil {
-		t.Fatalf("mirror: %v", err)
-	}
-	enginetest.Eventually(t, 10*time.Second, func() error {
-		lag, err := region.Lag(ctx, jsB, "B")
-		if l, ok := lag[region.MirrorName("KV_iii-keep", "B")]; err != nil || !ok || l > 0 {
-			return fmt.Errorf("lag %v, %v", lag, err)
-		}
-		return nil
-	})
+	mirrorCaughtUp(t, ctx, jsB, "B", "KV_iii-keep")
 	// Deleted on purpose after the mirror run.
 	if err := jsA.DeleteKeyValue(ctx, "iii-gone"); err != nil {
 		t.Fatal(err)
@@ -56,15 +44,7 @@ func TestTakeoverKeepsDeletedOriginsDeleted(t *testing.T) {
 	}
 
 	sc.servers["A"].Shutdown()
-	enginetest.Eventually(t, 30*time.Second, func() error {
-		hctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_, err := region.Home(hctx, jsB, "KV_iii-keep")
-		if errors.Is(err, region.ErrOffline) || errors.Is(err, region.ErrUnreachable) {
-			return nil
-		}
-		return fmt.Errorf("home: %v", err)
-	})
+	waitLost(t, ctx, jsB, "KV_iii-keep")
 	rep, err := region.Takeover(ctx, jsB, "A", "B")
 	if err != nil {
 		t.Fatalf("takeover: %v", err)

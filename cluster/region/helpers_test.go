@@ -2,6 +2,7 @@ package region_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iii-on-nats/iii/cluster/region"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -202,4 +204,37 @@ func (w *writer) stop() []ack {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.acked
+}
+
+// mirrorCaughtUp runs Mirror into region and waits until the mirrors of
+// streams there have no lag.
+func mirrorCaughtUp(t testing.TB, ctx context.Context, js jetstream.JetStream, reg string, streams ...string) {
+	t.Helper()
+	if _, err := region.Mirror(ctx, js, reg); err != nil {
+		t.Fatalf("mirror: %v", err)
+	}
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		lag, err := region.Lag(ctx, js, reg)
+		for _, s := range streams {
+			if l, ok := lag[region.MirrorName(s, reg)]; err != nil || !ok || l > 0 {
+				return fmt.Errorf("lag %v, %v", lag, err)
+			}
+		}
+		return nil
+	})
+}
+
+// waitLost waits until stream's home answers as lost (offline or
+// silent) to js.
+func waitLost(t testing.TB, ctx context.Context, js jetstream.JetStream, stream string) {
+	t.Helper()
+	enginetest.Eventually(t, 30*time.Second, func() error {
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := region.Home(hctx, js, stream)
+		if errors.Is(err, region.ErrOffline) || errors.Is(err, region.ErrUnreachable) {
+			return nil
+		}
+		return fmt.Errorf("home: %v", err)
+	})
 }

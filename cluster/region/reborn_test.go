@@ -1,9 +1,7 @@
 package region_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -39,28 +37,9 @@ func TestTakeoverReplacesRebornRewrittenStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := region.Mirror(ctx, jsB, "B"); err != nil {
-		t.Fatalf("mirror: %v", err)
-	}
-	enginetest.Eventually(t, 10*time.Second, func() error {
-		lag, err := region.Lag(ctx, jsB, "B")
-		for _, b := range buckets {
-			if l, ok := lag[region.MirrorName("KV_"+b, "B")]; err != nil || !ok || l > 0 {
-				return fmt.Errorf("lag %v, %v", lag, err)
-			}
-		}
-		return nil
-	})
+	mirrorCaughtUp(t, ctx, jsB, "B", "KV_iii-beats", "KV_iii-beats-early", "KV_iii-data")
 	sc.servers["A"].Shutdown()
-	enginetest.Eventually(t, 30*time.Second, func() error {
-		hctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_, err := region.Home(hctx, jsB, "KV_iii-beats")
-		if errors.Is(err, region.ErrOffline) || errors.Is(err, region.ErrUnreachable) {
-			return nil
-		}
-		return fmt.Errorf("home: %v", err)
-	})
+	waitLost(t, ctx, jsB, "KV_iii-beats")
 
 	reborn := func(bucket string, marked bool) error {
 		cfg := jetstream.KeyValueConfig{Bucket: bucket, Placement: &jetstream.Placement{Cluster: "B"}}

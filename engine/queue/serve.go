@@ -46,15 +46,13 @@ func (r EnqueueRequest) Validate() error {
 	if err := subjects.ValidateFunctionID(r.FunctionID); err != nil {
 		return err
 	}
-	return validateDedupID(r.DedupID)
+	return ValidateDedupID(r.DedupID)
 }
 
 // ValidateDedupID accepts "" (none) or 1..MaxDedupIDLen bytes of UTF-8
 // without whitespace or control characters (it becomes a header value):
 // queue::enqueue's and topic::publish's dedup_id.
-func ValidateDedupID(id string) error { return validateDedupID(id) }
-
-func validateDedupID(id string) error {
+func ValidateDedupID(id string) error {
 	if id == "" {
 		return nil
 	}

@@ -38,7 +38,8 @@ type inbox struct {
 }
 
 // itemDigest identifies an inbox item by its encoding (the first 16
-// bytes of the SHA-256 of its JSON, in hex; within computes the same): a
+// bytes of the SHA-256 of its JSON, in hex; within computes the same
+// from the encoding it measures): a
 // steering check's record names the items it takes in by these, and their
 // removal takes only items that still head the inbox with the same
 // digests. An inbox drained by session::inbox_drain and pushed to between
@@ -46,6 +47,11 @@ type inbox struct {
 // removal by count lost.
 func itemDigest(m agent.Message) string {
 	data, _ := wire.MarshalJSON(m)
+	return digestJSON(data)
+}
+
+// digestJSON is the digest of an item's JSON encoding.
+func digestJSON(data []byte) string {
 	h := sha256.Sum256(data)
 	return hex.EncodeToString(h[:16])
 }
@@ -121,8 +127,7 @@ func within(items []agent.Message, limit int64) ([]agent.Message, []string) {
 		if i > 0 && (size > limit || i >= maxInboxItems) {
 			return items[:i], ds
 		}
-		h := sha256.Sum256(data)
-		ds = append(ds, hex.EncodeToString(h[:16]))
+		ds = append(ds, digestJSON(data))
 	}
 	return items, ds
 }
