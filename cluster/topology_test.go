@@ -110,11 +110,23 @@ func TestThreeNodeCluster(t *testing.T) {
 			t.Errorf("gateway %q / leaf %q should be off", n.GatewayAddr(), n.LeafAddr())
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	// Room for two RAFT elections (meta and the bucket's group) after a
+	// node goes: nats-server's election timeout is a fixed 4-9 s each.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 
+	// Write on one node, read on another, then lose the bucket's leader
+	// (the slow case: a RAFT election, up to its 9 s timeout) and write
+	// and read on the two left.
+	kvOn := func(n *cluster.Node) jetstream.KeyValue {
+		_, js := connect(t, n)
+		kv, err := js.KeyValue(ctx, "r3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv
+	}
 	_, js1 := connect(t, nodes[0])
-	_, js3 := connect(t, nodes[2])
 	kv, err := js1.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "r3", Replicas: nodes[0].Config().Replicas()})
 	if err != nil {
 		t.Fatal(err)
@@ -123,47 +135,60 @@ func TestThreeNodeCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ci := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Cluster; ci == nil || len(ci.Replicas) != 2 {
+	ci := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Cluster
+	if ci == nil || len(ci.Replicas) != 2 {
 		t.Fatalf("bucket cluster info %+v, want a leader and 2 replicas", ci)
 	}
+	leader := -1
+	for i, n := range nodes {
+		if n.Config().Name == ci.Leader {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatalf("bucket leader %q is none of the nodes", ci.Leader)
+	}
+	var left []*cluster.Node
+	for i, n := range nodes {
+		if i != leader {
+			left = append(left, n)
+		}
+	}
+	writer, reader := kvOn(left[0]), kvOn(left[1])
 	if _, err := kv.Put(ctx, "k", []byte("v1")); err != nil {
 		t.Fatal(err)
 	}
-	kv3, err := js3.KeyValue(ctx, "r3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// KV buckets allow direct get: node 3 answers from its own replica,
+	// KV buckets allow direct get: a node answers from its own replica,
 	// which may not have applied the put yet (no read-your-writes across
 	// nodes), hence Eventually.
-	readOn3 := func(want string) func() error {
+	read := func(want string) func() error {
 		return func() error {
-			e, err := kv3.Get(ctx, "k")
+			e, err := reader.Get(ctx, "k")
 			if err != nil {
 				return err
 			}
 			if string(e.Value()) != want {
-				return fmt.Errorf("node 3 reads %q, want %q", e.Value(), want)
+				return fmt.Errorf("%s reads %q, want %q", left[1].Config().Name, e.Value(), want)
 			}
 			return nil
 		}
 	}
-	enginetest.Eventually(t, 3*time.Second, readOn3("v1"))
+	enginetest.Eventually(t, 3*time.Second, read("v1"))
 
 	// Lose one node of three: quorum stays, the bucket stays writable
-	// (after a leader election if node 2 led it).
-	if err := nodes[1].Close(ctx); err != nil {
+	// after its group elects a new leader.
+	if err := nodes[leader].Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lost := time.Now()
-	enginetest.Eventually(t, 6*time.Second, func() error {
+	enginetest.Eventually(t, 20*time.Second, func() error {
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
-		_, err := kv.Put(pctx, "k", []byte("v2"))
+		_, err := writer.Put(pctx, "k", []byte("v2"))
 		return err
 	})
-	t.Logf("writable again %v after node 2 went down", time.Since(lost))
-	enginetest.Eventually(t, 3*time.Second, readOn3("v2"))
+	t.Logf("writable again %v after the bucket's leader %s went down", time.Since(lost), ci.Leader)
+	enginetest.Eventually(t, 3*time.Second, read("v2"))
 }
 
 func TestGatewayRegions(t *testing.T) {
