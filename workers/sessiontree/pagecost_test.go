@@ -213,7 +213,7 @@ func BenchmarkTreePages(b *testing.B) {
 // target.
 func TestTreeHoldsSummaries(t *testing.T) {
 	if raceEnabled {
-		t.Skip("measures the heap, which the race detector changes and slows past the test's budget: run it without -race (go test -run TestTreeHoldsSummaries ./workers/sessiontree)")
+		t.Skip("measures the heap, which the race detector changes and slows past the test's budget: `go tool task test` runs it again without -race")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
