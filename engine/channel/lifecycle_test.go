@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strconv"
 	"sync"
@@ -596,4 +597,135 @@ func idleEnded(t *testing.T, ctx context.Context, ns *server.Server, subs uint32
 		}
 	}
 	settled(t, ns, -1, subs)
+}
+
+// stallDialer dials client connections whose reads can be held: while
+// stalled, what the server sent (a flush's answer) waits in the client.
+// Writes are never held, so publishing and unsubscribing do not block.
+type stallDialer struct {
+	mu     sync.Mutex
+	resume chan struct{} // nil when not stalled
+}
+
+func (d *stallDialer) Dial(network, address string) (net.Conn, error) {
+	c, err := net.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return &stallConn{Conn: c, d: d}, nil
+}
+
+// stall holds reads until resume is called.
+func (d *stallDialer) stall() (resume func()) {
+	ch := make(chan struct{})
+	d.mu.Lock()
+	d.resume = ch
+	d.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.resume = nil
+			d.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+type stallConn struct {
+	net.Conn
+	d *stallDialer
+}
+
+// Read holds what it read while the dialer is stalled (a read already
+// blocked when the stall began included).
+func (c *stallConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.d.mu.Lock()
+	ch := c.d.resume
+	c.d.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+	return n, err
+}
+
+// TestSubscribeSlowFlush: Subscribe waits for the server's confirmation
+// without holding the reader's lock, so a slow flush (a stalled
+// connection) does not hold up Close, and a concurrent Subscribe waits
+// for that confirmation within its own ctx rather than the first call's.
+func TestSubscribeSlowFlush(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	d := &stallDialer{}
+	e, err := engine.New(enginetest.Connect(t, ns, nats.SetCustomDialer(d)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	ctx := testCtx(t)
+	subs := ns.NumSubscriptions()
+
+	// subscribing starts a Subscribe on a stalled connection and returns
+	// once the server has its subscriptions: the call is in its flush.
+	subscribing := func(r *channel.Reader, have uint32) (errc chan error, resume func()) {
+		resume = d.stall()
+		t.Cleanup(resume)
+		errc = make(chan error, 1)
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			errc <- r.Subscribe(sctx)
+		}()
+		enginetest.Eventually(t, 5*time.Second, func() error {
+			if n := ns.NumSubscriptions(); n < have+3 {
+				return fmt.Errorf("%d subscriptions on the server, want %d", n, have+3)
+			}
+			return nil
+		})
+		return errc, resume
+	}
+
+	t.Run("close", func(t *testing.T) {
+		r := open(t, e, channel.WithLocalFirst())
+		errc, resume := subscribing(r, subs)
+		start := time.Now()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 3*time.Second { // the flush waits 10 s
+			t.Fatalf("Close took %v behind a pending flush", d)
+		}
+		resume()
+		if err := <-errc; err != nil {
+			t.Fatalf("Subscribe = %v", err)
+		}
+		settled(t, ns, -1, subs)
+	})
+
+	t.Run("concurrent subscribe", func(t *testing.T) {
+		r := open(t, e, channel.WithLocalFirst())
+		errc, resume := subscribing(r, subs)
+		// Not confirmed yet: a second call must not report success.
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if err := r.Subscribe(short); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, wire.ErrTimeout) {
+			t.Fatalf("Subscribe during a pending flush = %v, want its ctx's deadline", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("Subscribe took %v with a 200 ms ctx", d)
+		}
+		resume()
+		if err := <-errc; err != nil {
+			t.Fatalf("first Subscribe = %v", err)
+		}
+		if err := r.Subscribe(ctx); err != nil {
+			t.Fatalf("Subscribe once confirmed = %v", err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		settled(t, ns, -1, subs)
+	})
 }

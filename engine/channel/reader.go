@@ -95,6 +95,10 @@ type busSubs struct {
 	ping       *nats.Subscription // credit requests
 	probeSub   *nats.Subscription // answers to liveness probes
 	probeInbox string
+	// flushed is closed once Subscribe's flush returned; confirmed, set
+	// before, says whether the server confirmed the subscriptions.
+	flushed   chan struct{}
+	confirmed bool
 }
 
 // Open creates a channel: a fresh id, subscribed on this engine's
@@ -161,45 +165,81 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Reader, error
 // as engine.BeforeBus(ctx, r.Subscribe), and it runs only when that call
 // goes over the bus. It is idempotent once it succeeded, a no-op after
 // Close or the stream's end, and may be retried after an error (ctx ended
-// before the server confirmed the subscriptions: none are left behind).
+// before the server confirmed the subscriptions: none are left behind). A
+// call made while another one waits for the server's confirmation waits
+// for it too, within its own ctx; Close does not wait for it.
 func (r *Reader) Subscribe(ctx context.Context) error {
 	r.smu.Lock()
-	defer r.smu.Unlock()
-	if r.gone || r.bus != nil {
+	for r.bus != nil && !r.gone {
+		b := r.bus
+		r.smu.Unlock()
+		select {
+		case <-b.flushed:
+			if b.confirmed {
+				return nil
+			}
+		case <-ctx.Done():
+			return wire.FromNATS(ctx.Err())
+		}
+		// Its flush failed and took the subscriptions with it: try again.
+		r.smu.Lock()
+	}
+	if r.gone {
+		r.smu.Unlock()
 		return nil
 	}
-	b := &busSubs{probeInbox: r.nc.NewInbox()}
-	var err error
-	if b.sub, err = r.nc.Subscribe(r.subj, r.onFrame); err != nil {
-		return wire.FromNATS(err)
+	b, err := r.subscribeLocked()
+	r.smu.Unlock()
+	if err != nil {
+		return err
 	}
-	// The client's own queue ahead of onFrame holds no more than ch may;
-	// what it drops is a gap (dropped).
-	if err = b.sub.SetPendingLimits(int(r.maxQueued), int(min(r.maxQueuedBytes, math.MaxInt))); err != nil {
-		_ = b.sub.Unsubscribe()
-		return wire.FromNATS(err)
-	}
-	if b.ping, err = r.nc.Subscribe(r.subj+pingSuffix, r.onPing); err != nil {
-		_ = b.sub.Unsubscribe()
-		return wire.FromNATS(err)
-	}
-	if b.probeSub, err = r.nc.ChanSubscribe(b.probeInbox, r.probes); err != nil {
-		_ = b.sub.Unsubscribe()
-		_ = b.ping.Unsubscribe()
-		return wire.FromNATS(err)
-	}
-	r.bus = b
+	// The flush waits on the server outside smu: Close, the probes and a
+	// failing Next take it, and must not wait behind a slow connection.
 	fctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		fctx, cancel = context.WithTimeout(ctx, openFlushTimeout)
 		defer cancel()
 	}
-	if err := r.nc.FlushWithContext(fctx); err != nil {
+	err = r.nc.FlushWithContext(fctx)
+	r.smu.Lock()
+	if err != nil && r.bus == b {
 		r.unsubscribeLocked()
+	}
+	b.confirmed = err == nil
+	close(b.flushed)
+	r.smu.Unlock()
+	if err != nil {
 		return wire.FromNATS(err)
 	}
 	return nil
+}
+
+// subscribeLocked makes the reader's subscriptions (not yet flushed) and
+// sets r.bus. smu held.
+func (r *Reader) subscribeLocked() (*busSubs, error) {
+	b := &busSubs{probeInbox: r.nc.NewInbox(), flushed: make(chan struct{})}
+	var err error
+	if b.sub, err = r.nc.Subscribe(r.subj, r.onFrame); err != nil {
+		return nil, wire.FromNATS(err)
+	}
+	// The client's own queue ahead of onFrame holds no more than ch may;
+	// what it drops is a gap (dropped).
+	if err = b.sub.SetPendingLimits(int(r.maxQueued), int(min(r.maxQueuedBytes, math.MaxInt))); err != nil {
+		_ = b.sub.Unsubscribe()
+		return nil, wire.FromNATS(err)
+	}
+	if b.ping, err = r.nc.Subscribe(r.subj+pingSuffix, r.onPing); err != nil {
+		_ = b.sub.Unsubscribe()
+		return nil, wire.FromNATS(err)
+	}
+	if b.probeSub, err = r.nc.ChanSubscribe(b.probeInbox, r.probes); err != nil {
+		_ = b.sub.Unsubscribe()
+		_ = b.ping.Unsubscribe()
+		return nil, wire.FromNATS(err)
+	}
+	r.bus = b
+	return b, nil
 }
 
 // frameOverhead is what a reader allows per buffered frame for its
