@@ -46,15 +46,22 @@ var v4Rules = rules(
 	"240.0.0.0/4", "reserved (240.0.0.0/4)",
 )
 
-// v6Rules are the refused IPv6 ranges. The forms that embed an IPv4
-// address (mapped, compatible, NAT64, 6to4) are unwrapped first by
-// [refusedReason] and judged by the IPv4 rules.
+// v6Rules are the refused IPv6 ranges: those of the IANA special-purpose
+// registry that are not globally reachable, but for 2001::/23 (IETF
+// protocol assignments), which also holds Teredo and globally reachable
+// anycast services; only its benchmarking range is refused. The forms
+// that embed an IPv4 address (mapped, compatible, NAT64, 6to4) are
+// unwrapped first by [refusedReason] and judged by the IPv4 rules.
 var v6Rules = rules(
 	"::/128", "unspecified (::)",
 	"::1/128", "loopback (::1)",
 	"64:ff9b:1::/48", "local-use NAT64 (64:ff9b:1::/48)",
 	"100::/64", "discard-only (100::/64)",
+	"100:0:0:1::/64", "dummy prefix (100:0:0:1::/64)",
+	"2001:2::/48", "benchmarking (2001:2::/48)",
 	"2001:db8::/32", "documentation (2001:db8::/32)",
+	"3fff::/20", "documentation (3fff::/20)",
+	"5f00::/16", "SRv6 segment identifiers (5f00::/16)",
 	"fc00::/7", "unique local (ULA, fc00::/7)",
 	"fe80::/10", "link-local (fe80::/10)",
 	"fec0::/10", "site-local (fec0::/10, deprecated)",

@@ -87,6 +87,13 @@ func TestRefusedReason(t *testing.T) {
 		{"198.18.0.1", "benchmarking"},
 		{"198.19.255.255", "benchmarking"},
 		{"2001:db8::1", "documentation"},
+		{"3fff::1", "documentation"},
+		{"3fff:fff:ffff::1", "documentation"},
+		{"2001:2::1", "benchmarking"},
+		{"2001:2:0:ffff::1", "benchmarking"},
+		{"5f00::1", "SRv6"},
+		{"100:0:0:1::1", "dummy"},
+		{"2001:3::1", ""}, // AMT anycast is public
 		{"100::1", "discard-only"},
 		{"64:ff9b:1::1", "local-use NAT64"},
 		{"fec0::1", "site-local"},

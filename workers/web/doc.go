@@ -37,9 +37,13 @@
 // link-local (169.254/16 with the cloud metadata address, fe80::/10),
 // unspecified (0/8, ::), multicast (224/4, ff00::/8), CGNAT (100.64/10),
 // broadcast and reserved (240/4), the documentation, benchmarking and
-// protocol-assignment ranges, deprecated site-local fec0::/10, and every
-// IPv6 form that embeds one of these IPv4 addresses (IPv4-mapped,
-// IPv4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16). No proxy from the
+// protocol-assignment ranges (in IPv6 2001:db8::/32, 3fff::/20 and
+// 2001:2::/48; the rest of 2001::/23 holds Teredo and public anycast
+// services and is allowed), SRv6 segment identifiers (5f00::/16), the
+// discard and dummy prefixes (100::/64, 100:0:0:1::/64), deprecated
+// site-local fec0::/10, and every IPv6 form that embeds one of these
+// IPv4 addresses (IPv4-mapped, IPv4-compatible, NAT64 64:ff9b::/96, 6to4
+// 2002::/16). No proxy from the
 // environment is used: it would connect on the fetcher's behalf,
 // unchecked. A redirect must itself be a valid http(s) URL (else
 // forbidden); a sixth redirect ends the fetch (unavailable).
