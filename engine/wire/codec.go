@@ -190,8 +190,11 @@ func MarshalJSON(v any) ([]byte, error) {
 	return bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
+// jsonSpace is JSON's whitespace (RFC 8259 §2).
+const jsonSpace = " \t\r\n"
+
 func (jsonCodec) Unmarshal(data []byte, v any) error {
-	if len(bytes.TrimSpace(data)) == 0 {
+	if len(bytes.Trim(data, jsonSpace)) == 0 {
 		// An empty body is the empty request: `nats req subj ''`.
 		data = []byte("{}")
 	}
@@ -199,8 +202,11 @@ func (jsonCodec) Unmarshal(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("json decode: %w", err)
 	}
-	if dec.More() {
-		return fmt.Errorf("json decode: trailing data after value")
+	// Only whitespace may follow the value. Decoder.More is no test of
+	// that: it reports false before a '}' or ']', so `{"a":1}]garbage`
+	// was taken for {"a":1}.
+	if rest := bytes.Trim(data[dec.InputOffset():], jsonSpace); len(rest) > 0 {
+		return fmt.Errorf("json decode: %d bytes of trailing data after the value", len(rest))
 	}
 	return nil
 }

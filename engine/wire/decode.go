@@ -53,13 +53,18 @@ func Decode(msg *nats.Msg) *Error {
 	if desc == "" && status == "" {
 		return nil
 	}
-	var env Envelope
+	var env replyEnvelope
 	codec := ForContentType(msg.Header.Get(HeaderContentType))
 	if len(msg.Data) > 0 && codec.Unmarshal(msg.Data, &env) == nil && env.Error != nil && env.Error.Code != "" {
-		e := env.Error
-		if _, known := Lookup(e.Code); !known {
+		in := env.Error
+		ent, known := Lookup(in.Code)
+		e := &Error{Code: in.Code, Message: in.Message, Retryable: ent.Retryable, Details: in.Details}
+		if in.Retryable != nil {
+			e.Retryable = *in.Retryable
+		}
+		if !known {
 			// A foreign worker's own code: keep its text, classify as internal.
-			e = &Error{Code: CodeInternal, Message: string(e.Code) + ": " + e.Message, Retryable: e.Retryable, Details: e.Details}
+			e.Code, e.Message = CodeInternal, string(in.Code)+": "+in.Message
 		}
 		return e
 	}
@@ -75,6 +80,18 @@ func Decode(msg *nats.Msg) *Error {
 	}
 	e := Errorf(code, "%s", desc)
 	return e
+}
+
+// replyEnvelope is [Envelope] as [Decode] reads it: a reply that leaves
+// "retryable" out (a foreign worker's) takes its code's default, as the
+// catalog promises, instead of false.
+type replyEnvelope struct {
+	Error *struct {
+		Code      Code           `json:"code"`
+		Message   string         `json:"message"`
+		Retryable *bool          `json:"retryable"`
+		Details   map[string]any `json:"details"`
+	} `json:"error"`
 }
 
 // MaxShortMessage bounds the message of an error reply shortened by

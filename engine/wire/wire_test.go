@@ -54,8 +54,15 @@ func TestCodecsRoundTrip(t *testing.T) {
 func TestCodecRejectsTrailingAndGarbage(t *testing.T) {
 	t.Parallel()
 	var v map[string]any
-	if err := wire.JSON.Unmarshal([]byte(`{} {}`), &v); err == nil {
-		t.Fatal("json trailing data accepted")
+	// Decoder.More says false before a closing bracket: every one of
+	// these was read as its first value.
+	for _, body := range []string{`{} {}`, `{}}`, `{"a":1}]`, `{"a":1}]]]garbage`, "{} \f", "\v"} {
+		if err := wire.JSON.Unmarshal([]byte(body), &v); err == nil {
+			t.Errorf("json %q accepted as %v", body, v)
+		}
+	}
+	if err := wire.JSON.Unmarshal([]byte(" {\"a\":1} \r\n\t"), &v); err != nil || v["a"] != float64(1) {
+		t.Fatalf("json value between whitespace: %v, %v", v, err)
 	}
 	b, _ := wire.Msgpack.Marshal(map[string]any{"a": 1})
 	if err := wire.Msgpack.Unmarshal(append(b, 0x01), &v); err == nil {
@@ -374,5 +381,52 @@ func TestPermanent(t *testing.T) {
 	p := e.Permanent()
 	if !e.Retryable || p.Retryable || p.Code != wire.CodeConflict || p.Message != "taken" {
 		t.Fatalf("Permanent of %+v = %+v: want a non-retryable copy, the original unchanged", e, p)
+	}
+}
+
+// TestDecodeRetryableDefault: an envelope that leaves "retryable" out (a
+// foreign worker's) reads with its code's catalog default, in both codecs;
+// one that says it keeps what it says.
+func TestDecodeRetryableDefault(t *testing.T) {
+	t.Parallel()
+	yes, no := true, false
+	tests := []struct {
+		name      string
+		code      string
+		retryable *bool
+		wantCode  wire.Code
+		want      bool
+	}{
+		{"unavailable left out", "unavailable", nil, wire.CodeUnavailable, true},
+		{"timeout left out", "timeout", nil, wire.CodeTimeout, true},
+		{"conflict left out", "conflict", nil, wire.CodeConflict, true},
+		{"invalid_payload left out", "invalid_payload", nil, wire.CodeInvalidPayload, false},
+		{"conflict said permanent", "conflict", &no, wire.CodeConflict, false},
+		{"internal said retryable", "internal", &yes, wire.CodeInternal, true},
+		{"foreign code left out", "rate_limited", nil, wire.CodeInternal, false},
+		{"foreign code said retryable", "rate_limited", &yes, wire.CodeInternal, true},
+	}
+	for _, tt := range tests {
+		for _, c := range []wire.Codec{wire.JSON, wire.Msgpack} {
+			t.Run(tt.name+"/"+c.ContentType(), func(t *testing.T) {
+				body := map[string]any{"code": tt.code, "message": "m"}
+				if tt.retryable != nil {
+					body["retryable"] = *tt.retryable
+				}
+				data, err := c.Marshal(map[string]any{"error": body})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := nats.NewMsg("")
+				m.Header.Set("Nats-Service-Error", tt.code+": m")
+				m.Header.Set("Nats-Service-Error-Code", "500")
+				m.Header.Set(wire.HeaderContentType, c.ContentType())
+				m.Data = data
+				got := wire.Decode(m)
+				if got == nil || got.Code != tt.wantCode || got.Retryable != tt.want {
+					t.Fatalf("decoded %+v, want code %s retryable %v", got, tt.wantCode, tt.want)
+				}
+			})
+		}
 	}
 }
