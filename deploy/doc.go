@@ -20,7 +20,9 @@
 // parse every file with the code that will read it (nats-server's config
 // parser, a strict YAML decoder mirroring `iii up --config`, the cluster
 // package's validation), check that the files agree with each other
-// (routes, gateways, ports, labels), and boot the 3-node NATS cluster from
+// (routes, gateways, ports, labels), that README.md's commands create the
+// password files and Secrets the files name (readable by the node's user,
+// kept on a second run), and boot the 3-node NATS cluster from
 // its configs to run the operations guide's nats CLI commands against it.
 //
 // # Example
