@@ -297,7 +297,9 @@ func convert(v any) any {
 		d := json.NewDecoder(bytes.NewReader(x))
 		d.UseNumber()
 		var out any
-		if err := d.Decode(&out); err != nil || d.More() {
+		// A tail is text too (Decoder.More reports false before a '}'
+		// or ']', so it does not see `{...}]tail`).
+		if err := d.Decode(&out); err != nil || len(bytes.TrimSpace(x[d.InputOffset():])) > 0 {
 			return string(x)
 		}
 		return out

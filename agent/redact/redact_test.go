@@ -174,6 +174,7 @@ func TestValueGoTypes(t *testing.T) {
 		{"map any any", map[any]any{"password": "x", 1: "one", true: awsKey}, `{"1":"one","password":"[redacted]","true":"[redacted]"}`},
 		{"raw message", json.RawMessage(`{"token":"x","n":1}`), `{"n":1,"token":"[redacted]"}`},
 		{"bad raw message", json.RawMessage(`{"token":`), `"{\"token\":"`},
+		{"raw message with a tail", json.RawMessage(`{"n":1}]tail`), `"{\"n\":1}]tail"`},
 		{"bytes", []byte("password=x"), `"password=[redacted]"`},
 		{"error", errors.New("login with " + anthropicKey + " failed"), `"login with [redacted] failed"`},
 		{"panicking error", &badErr{}, `"[unsupported *redact_test.badErr]"`},

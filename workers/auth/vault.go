@@ -368,7 +368,9 @@ func decodeVault(data []byte) (map[string]agent.Credential, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, errors.New(describeJSONError(err, false))
 	}
-	if dec.More() {
+	// Only whitespace may follow (Decoder.More reports false before a
+	// '}' or ']', so `{...}}garbage` passed it).
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
 		return nil, errors.New("trailing data after the document")
 	}
 	if doc.Version != VaultVersion {

@@ -211,6 +211,7 @@ func TestVaultCorrupt(t *testing.T) {
 		{"unknown type", `{"version":1,"credentials":{"p":{"type":"magic"}}}`},
 		{"invalid provider", `{"version":1,"credentials":{"a.b":{"type":"api_key","key":"k"}}}`},
 		{"trailing data", `{"version":1,"credentials":{}} {}`},
+		{"trailing bracket", `{"version":1,"credentials":{}}}garbage`},
 		{"binary", "\x00\xff\xfe"},
 	}
 	for _, tt := range tests {
