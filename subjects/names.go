@@ -85,7 +85,10 @@ func PubSubSubject(name string) (string, error) {
 // ConsumerName derives a durable consumer name from a function id, so that
 // every replica of one function binds the same consumer. The function id is
 // encoded like a subject with '.' replaced by '_'; '~' is kept (it is legal
-// in consumer names), so the name stays injective.
+// in consumer names), so the name stays injective. The name is not
+// bounded: a long function id makes one past JetStream's 255 bytes, so a
+// caller bounds it (engine/topic refuses a longer one, engine/state cuts
+// it and appends a hash).
 func ConsumerName(prefix, functionID string) (string, error) {
 	subj, err := FunctionSubject(functionID)
 	if err != nil {
