@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/iii-on-nats/iii/workers/scripted"
 )
 
 // Defaults of a [Config].
@@ -37,6 +39,9 @@ const (
 	MaxNodes = 9
 	// MaxReplicas is JetStream's largest replica count.
 	MaxReplicas = 5
+	// MaxTimeout bounds every duration of a Config (TurnTimeout, AckWait,
+	// IdleTimeout, IdleSettle).
+	MaxTimeout = 24 * time.Hour
 )
 
 // Config is one bench run. The zero value runs nothing; set Sessions and
@@ -145,17 +150,29 @@ func (c Config) Validate() error {
 	if c.Sessions > 0 && c.Turns == 0 {
 		return fmt.Errorf("%w: %d sessions with 0 turns", ErrInvalidConfig, c.Sessions)
 	}
-	if c.Sessions > MaxSessions || c.Idle > MaxSessions || c.Turns > MaxSessions {
-		return fmt.Errorf("%w: sessions, turns and idle are bounded by %d", ErrInvalidConfig, MaxSessions)
+	if c.Sessions > MaxSessions || c.Idle > MaxSessions || c.Turns > MaxSessions || c.KVWriters > MaxSessions || c.IdleWorkers > MaxSessions {
+		return fmt.Errorf("%w: sessions, turns, idle, kv writers and idle workers are bounded by %d", ErrInvalidConfig, MaxSessions)
 	}
+	// The turns and the KV phase keep a latency per turn, per put.
 	if c.Sessions*c.Turns > MaxTotalTurns {
 		return fmt.Errorf("%w: %d × %d turns exceed %d", ErrInvalidConfig, c.Sessions, c.Turns, MaxTotalTurns)
+	}
+	if c.KVPuts > MaxTotalTurns {
+		return fmt.Errorf("%w: %d kv puts exceed %d", ErrInvalidConfig, c.KVPuts, MaxTotalTurns)
 	}
 	if c.KVValueSize > 1<<20 {
 		return fmt.Errorf("%w: kv value size %d exceeds 1 MiB", ErrInvalidConfig, c.KVValueSize)
 	}
+	if c.DeltaSize > scripted.MaxDeltaSize {
+		return fmt.Errorf("%w: delta size %d exceeds %d", ErrInvalidConfig, c.DeltaSize, scripted.MaxDeltaSize)
+	}
 	if c.IdleTimeout < 0 || c.TurnTimeout < 0 || c.AckWait < 0 || c.IdleSettle < 0 {
 		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
+	}
+	// Bounded, so the default idle timeout (which adds the idle settle)
+	// cannot wrap around to a negative one.
+	if c.IdleTimeout > MaxTimeout || c.TurnTimeout > MaxTimeout || c.AckWait > MaxTimeout || c.IdleSettle > MaxTimeout {
+		return fmt.Errorf("%w: a timeout exceeds %v", ErrInvalidConfig, MaxTimeout)
 	}
 	if c.IdleSettle > 0 && c.IdleTimeout > 0 && c.IdleSettle >= c.IdleTimeout {
 		return fmt.Errorf("%w: idle settle %s must be shorter than the idle timeout %s (the grains must still be active)", ErrInvalidConfig, c.IdleSettle, c.IdleTimeout)

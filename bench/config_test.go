@@ -2,8 +2,11 @@ package bench
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
+
+	"github.com/iii-on-nats/iii/workers/scripted"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -20,6 +23,18 @@ func TestConfigValidate(t *testing.T) {
 		{"negative sessions", Config{Sessions: -1, Turns: 1}, false},
 		{"negative kv puts", Config{Sessions: 1, Turns: 1, KVPuts: -1}, false},
 		{"huge value", Config{Sessions: 1, Turns: 1, KVValueSize: 2 << 20}, false},
+		// Bounded as sessions and turns are: the KV phase keeps a latency
+		// per put and runs a goroutine per writer.
+		{"most kv puts", Config{Sessions: 1, Turns: 1, KVPuts: MaxTotalTurns, KVWriters: MaxSessions}, true},
+		{"too many kv puts", Config{Sessions: 1, Turns: 1, KVPuts: MaxTotalTurns + 1}, false},
+		{"too many kv writers", Config{Sessions: 1, Turns: 1, KVWriters: MaxSessions + 1}, false},
+		{"too many idle workers", Config{Idle: 1, IdleWorkers: MaxSessions + 1}, false},
+		{"delta size too large", Config{Sessions: 1, Turns: 1, DeltaSize: scripted.MaxDeltaSize + 1}, false},
+		// A default idle timeout grows by the idle settle: it must not wrap.
+		{"idle settle past a day", Config{Idle: 1, IdleSettle: MaxTimeout + time.Second}, false},
+		{"idle settle overflows", Config{Idle: 1, IdleSettle: math.MaxInt64}, false},
+		{"turn timeout past a day", Config{Sessions: 1, Turns: 1, TurnTimeout: MaxTimeout + time.Second}, false},
+		{"longest timeouts", Config{Idle: MaxSessions, IdleSettle: MaxTimeout, TurnTimeout: MaxTimeout, AckWait: MaxTimeout}, true},
 		{"too many sessions", Config{Sessions: MaxSessions + 1, Turns: 1}, false},
 		{"too many turns", Config{Sessions: MaxSessions, Turns: MaxSessions}, false},
 		{"negative timeout", Config{Idle: 1, IdleTimeout: -time.Second}, false},
@@ -59,6 +74,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if s := (Config{Idle: 1000, IdleSettle: DefaultIdleSettle}).withDefaults(); s.IdleTimeout != DefaultIdleTimeout+5*time.Second+DefaultIdleSettle {
 		t.Errorf("idle timeout with idle settle: %s", s.IdleTimeout)
+	}
+	if s := (Config{Idle: MaxSessions, IdleSettle: MaxTimeout}).withDefaults(); s.IdleTimeout <= MaxTimeout {
+		t.Errorf("idle timeout with the longest idle settle: %s", s.IdleTimeout)
 	}
 	if d.Nodes != 1 || d.Replicas != 1 {
 		t.Errorf("default nodes %d, replicas %d; want 1, 1", d.Nodes, d.Replicas)
