@@ -399,7 +399,9 @@ func (p *Provider) build(req StreamRequest, r Reply) (*plan, error) {
 		return nil, err
 	}
 	ts := p.o.now().UnixMilli()
-	b := builder{size: p.o.deltaSize, budget: -1}
+	// content starts empty, not nil: an answer with no blocks is done with
+	// "content": [], as its start event and the other providers' are.
+	b := builder{size: p.o.deltaSize, budget: -1, content: []agent.Content{}}
 	if req.MaxTokens > 0 && req.MaxTokens <= math.MaxInt/4 {
 		b.budget = req.MaxTokens * 4
 	}

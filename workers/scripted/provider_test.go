@@ -401,3 +401,29 @@ func TestModelsListsScriptedModels(t *testing.T) {
 		t.Fatalf("models %v, want echo and two-step", ids)
 	}
 }
+
+// An answer with no blocks (a prompt of only an image, only blank text,
+// only a /sleep) ends with a done message whose content is an empty
+// array, as the start event's and the other providers' are: not null.
+func TestEmptyAnswerHasContentArray(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	for name, msg := range map[string]agent.Message{
+		"image only": {Role: agent.RoleUser, Content: []agent.Content{{Type: agent.ContentImage, Mime: "image/png", Data: "AA=="}}},
+		"empty text": agent.UserText("", 1),
+		"sleep only": agent.UserText("/sleep 0", 1),
+	} {
+		evs, err := p.Events(scripted.StreamRequest{Model: scripted.EchoModel, Messages: []agent.Message{msg}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		done := evs[len(evs)-1]
+		if done.Type != agent.ModelDone || done.Message.StopReason != agent.StopEnd {
+			t.Fatalf("%s: last event %+v", name, done)
+		}
+		b, err := json.Marshal(done.Message)
+		if err != nil || !strings.Contains(string(b), `"content":[]`) {
+			t.Errorf("%s: done message %s (%v), want \"content\":[]", name, b, err)
+		}
+	}
+}
