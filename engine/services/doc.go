@@ -4,8 +4,10 @@
 // with its scheduler, and, when asked, the HTTP route functions with their
 // gateway (http::*). Serving the gateway on a listener is the caller's:
 // [Running.Gateway] is an http.Handler. [Running.Close] (and a Start that
-// fails partway) stops serving every one of these functions before it
-// closes the consumer, scheduler and gateway they drive.
+// fails partway) first drains the default queue's consumer (the jobs it
+// runs finish while every function they may call is still served), then
+// stops serving each group of functions before it closes the scheduler or
+// gateway they drive.
 //
 // Tests that compose a whole node (the e2e package) start it with the same
 // call as cmd/iii, so the two cannot drift apart.

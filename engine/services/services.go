@@ -63,13 +63,6 @@ func (r *Running) start(ctx context.Context, e *engine.Engine, o options) error 
 	if err := r.served(queue.Serve(ctx, e)); err != nil {
 		return err
 	}
-	if o.queue != "" {
-		q, err := queue.Consume(ctx, e, o.queue)
-		if err != nil {
-			return err
-		}
-		r.closers = append(r.closers, q.Close)
-	}
 	if err := r.served(topic.Serve(ctx, e)); err != nil {
 		return err
 	}
@@ -91,6 +84,16 @@ func (r *Running) start(ctx context.Context, e *engine.Engine, o options) error 
 			return err
 		}
 		r.gateway = gw
+	}
+	// The default queue's consumer starts last, so it closes first: the
+	// jobs it is running finish while every function they may call is
+	// still served.
+	if o.queue != "" {
+		q, err := queue.Consume(ctx, e, o.queue)
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, q.Close)
 	}
 	return nil
 }

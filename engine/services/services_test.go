@@ -147,3 +147,57 @@ func TestStartWithoutJetStream(t *testing.T) {
 		t.Errorf("state::get after the failed Start: %v", err)
 	}
 }
+
+// A job the default queue runs while the services close can still call
+// every service: the consumer is drained (its running jobs finish) before
+// topic::*, cron::* and http::* stop. Before, it started before them and
+// so closed after them, and such a job got function_not_found.
+func TestCloseDrainsTheQueueFirst(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w, err := e.Worker("services-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, release, result := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	if err := w.Register(engine.Function{ID: "services_test::slow", Handler: engine.Typed(func(ctx context.Context, _ struct{}) (struct{}, error) {
+		close(running)
+		<-release
+		result <- e.Trigger(ctx, "cron::list", map[string]any{}, nil)
+		return struct{}{}, nil
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := services.Start(ctx, e, services.WithGateway())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Trigger(ctx, "queue::enqueue", map[string]any{"queue": services.DefaultQueue, "function_id": "services_test::slow", "data": map[string]any{}}, nil); err != nil {
+		t.Fatalf("queue::enqueue: %v", err)
+	}
+	select {
+	case <-running:
+	case <-ctx.Done():
+		t.Fatal("the job did not start")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- svc.Close(ctx) }()
+	// Give Close the time to stop what it stops before it waits on the
+	// running job.
+	time.Sleep(300 * time.Millisecond)
+	close(release)
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Errorf("a running job's cron::list during Close: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the job did not finish")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
