@@ -12,6 +12,11 @@
 //   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL:
 //     http/protobuf (the default) or grpc. The exporters read the rest of
 //     OTEL_EXPORTER_OTLP_* themselves (endpoint, headers, timeout, TLS).
+//   - OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: an
+//     http:// or https:// URL with a host (gRPC also takes a target such
+//     as collector:4317). One without a scheme is [ErrInvalidEnv] naming
+//     the variable: the exporters would send to https://localhost:4318
+//     instead ("127.0.0.1:4318" is no URL) or to no host at all.
 //   - OTEL_EXPORTER_OTLP_HEADERS / OTEL_EXPORTER_OTLP_TRACES_HEADERS:
 //     name=value pairs, commas between, values %-encoded. An entry the
 //     exporters would skip (no '=', a bad name or %-escape) is

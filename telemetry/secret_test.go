@@ -178,3 +178,54 @@ func TestMalformedHeadersRefused(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint the exporters would not send to is refused at start, naming
+// the variable only. Before, "127.0.0.1:4318" (no scheme: not a URL) was
+// printed to OpenTelemetry's global logger and the spans, with their
+// headers, went to https://localhost:4318; "collector:4318" over HTTP had
+// no host and every export failed.
+func TestBadEndpointRefused(t *testing.T) {
+	var global strings.Builder
+	otel.SetLogger(funcr.New(func(prefix, args string) { global.WriteString(prefix + args + "\n") }, funcr.Options{}))
+	defer otel.SetLogger(stdr.New(log.New(os.Stderr, "", log.LstdFlags|log.Lshortfile))) // otel's default
+	const password = "s3cr3t-passw0rd"
+	tests := []struct {
+		name, v, proto string
+		err            error
+	}{
+		{"host:port without a scheme", "127.0.0.1:4318", "", telemetry.ErrInvalidEnv},
+		{"name:port without a scheme", "collector:4318", "http/protobuf", telemetry.ErrInvalidEnv},
+		{"not a URL, with a password", "http://iii:" + password + "@127.0.0.1:1 x", "", telemetry.ErrInvalidEnv},
+		{"no host", "http://", "", telemetry.ErrInvalidEnv},
+		{"http URL", " http://127.0.0.1:1 ", "", nil},
+		{"grpc: not a URL", "127.0.0.1:4317", "grpc", telemetry.ErrInvalidEnv},
+		{"grpc: no host", "https:///v1", "grpc", telemetry.ErrInvalidEnv},
+		{"grpc: a target without a scheme", "collector:4317", "grpc", nil},
+		{"grpc: http URL", "http://127.0.0.1:1", "grpc", nil},
+	}
+	for _, tt := range tests {
+		for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+			t.Run(tt.name+" "+name, func(t *testing.T) {
+				global.Reset()
+				t.Setenv(name, tt.v)
+				t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tt.proto)
+				ctx := context.Background()
+				tp, err := telemetry.NewTracerProvider(ctx)
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("err %v, want %v", err, tt.err)
+				}
+				if tp != nil {
+					sctx, cancel := context.WithTimeout(ctx, time.Second)
+					defer cancel()
+					_ = tp.Shutdown(sctx)
+				}
+				if err != nil && (!strings.Contains(err.Error(), name) || strings.Contains(err.Error(), password)) {
+					t.Errorf("the error does not name %s, or quotes the value: %v", name, err)
+				}
+				if strings.Contains(global.String(), "parse url") {
+					t.Errorf("OpenTelemetry's logger got the endpoint:\n%s", global.String())
+				}
+			})
+		}
+	}
+}

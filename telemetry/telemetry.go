@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 
@@ -147,10 +148,54 @@ func otlpExporter(ctx context.Context, o options) (sdktrace.SpanExporter, error)
 	}
 	switch proto {
 	case "", "http/protobuf":
+		if err := checkEndpoints(o.getenv, false); err != nil {
+			return nil, err
+		}
 		return otlptracehttp.New(ctx)
 	case "grpc":
+		if err := checkEndpoints(o.getenv, true); err != nil {
+			return nil, err
+		}
 		return otlptracegrpc.New(ctx)
 	default:
 		return nil, fmt.Errorf("%w: OTLP protocol %q (want http/protobuf or grpc)", ErrInvalidEnv, proto)
 	}
+}
+
+// endpointVars are the variables the OTLP exporters take their
+// collector's address from (the second wins).
+var endpointVars = []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}
+
+// checkEndpoints refuses an endpoint the exporters would not send to. One
+// that is no URL ("127.0.0.1:4318": a colon in the first path segment)
+// they skip, printing it to OpenTelemetry's global logger, and send to
+// their default, https://localhost:4318, with the configured headers; an
+// OTLP/HTTP one without a scheme ("collector:4318" reads as scheme
+// "collector") has no host, and every export fails. gRPC takes a target
+// without a scheme. The error names the variable, not the value: a URL
+// may hold a password.
+func checkEndpoints(getenv func(string) string, grpc bool) error {
+	for _, name := range endpointVars {
+		v := strings.TrimSpace(getenv(name)) // as the exporters read it
+		if v == "" {
+			continue
+		}
+		var why string
+		u, err := url.Parse(v)
+		switch {
+		case err != nil:
+			why = "is not a URL"
+		case strings.EqualFold(u.Scheme, "http") || strings.EqualFold(u.Scheme, "https"):
+			if u.Host == "" {
+				why = "has no host"
+			}
+		case !grpc:
+			why = "is not an http:// or https:// URL"
+		}
+		if why != "" {
+			return fmt.Errorf("%w: %s %s (want http://host:port or https://host:port; the value is not shown: it may hold a credential)",
+				ErrInvalidEnv, name, why)
+		}
+	}
+	return nil
 }

@@ -20,8 +20,9 @@
 // ran) it reads what the runtime's heap goal grows from (runtime/metrics:
 // the live heap, plus the stacks and globals it scans) and sets the GC
 // percent with runtime/debug.SetGCPercent. A process whose GOGC
-// environment variable is set, or that turned the collector off, keeps
-// its own setting: Start does nothing. Under a memory limit — the
+// environment variable is set ("off" or a number: a value the runtime
+// ignores, empty or a typo, does not count), or that turned the collector
+// off, keeps its own setting: Start does nothing. Under a memory limit — the
 // process's cgroup or one of its parents (a container's limit, a systemd
 // unit's MemoryMax=; cgroup v2 or v1), or GOMEMLIMIT — the floor is at
 // most a quarter of it: headroom must not be what runs a small container

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -62,8 +63,9 @@ func Armed() uint64 { return floorNow.Load() }
 // memory limit, the lowest of GOMEMLIMIT's and its cgroup's (its own
 // group's or a parent's: a container's limit, a systemd unit's
 // MemoryMax=). It does nothing (and returns a no-op) when the floor is 0,
-// when GOGC is set in the environment, when the collector is off, or when
-// a tuner is armed already.
+// when GOGC is set in the environment to a value the runtime takes ("off"
+// or a number), when the collector is off, or when a tuner is armed
+// already.
 func Start(opts ...Option) (stop func()) {
 	o := options{
 		floor:  DefaultFloor,
@@ -90,7 +92,7 @@ func start(o options) func() {
 	if o.floor == 0 {
 		return func() {}
 	}
-	if v, ok := o.env("GOGC"); ok {
+	if v, ok := o.env("GOGC"); ok && gogcApplies(v) {
 		o.logger.Debug("heap floor off: GOGC is set", "GOGC", v)
 		return func() {}
 	}
@@ -121,6 +123,19 @@ func start(o options) func() {
 		floorNow.Store(0)
 		active.Store(false)
 	})
+}
+
+// gogcApplies reports whether the runtime takes GOGC's value v as the
+// operator's setting, as runtime.readGOGC reads it: "off" or a number.
+// Anything else (an empty value, as a compose file's unset ${GOGC}
+// leaves, or a typo) it ignores for the default 100: no setting for the
+// floor to leave alone.
+func gogcApplies(v string) bool {
+	if v == "off" {
+		return true
+	}
+	_, err := strconv.ParseInt(v, 10, 32)
+	return err == nil
 }
 
 type tuner struct {

@@ -146,6 +146,7 @@ func TestStartLeavesOthersAlone(t *testing.T) {
 	}{
 		{"GOGC set", map[string]string{"GOGC": "200"}, 100, 100 << 20},
 		{"GOGC off", map[string]string{"GOGC": "off"}, -1, 100 << 20},
+		{"GOGC 0", map[string]string{"GOGC": "0"}, 0, 100 << 20},
 		{"collector off by the program", nil, -1, 100 << 20},
 		{"no floor", nil, 100, 0},
 	} {
@@ -304,6 +305,27 @@ func TestCgroupLimit(t *testing.T) {
 			if got != tc.want || ok != tc.ok {
 				t.Errorf("cgroupLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
 			}
+		})
+	}
+}
+
+// A GOGC the runtime ignores (it collects at the default 100) is no
+// operator's setting: the floor applies. Before, an empty GOGC (a compose
+// file's unset ${GOGC}) turned the floor off. Not parallel: it holds the
+// process's one tuner slot.
+func TestStartIgnoredGOGC(t *testing.T) {
+	for _, v := range []string{"", "abc", " 200", "1e3", "99999999999"} {
+		t.Run(v, func(t *testing.T) {
+			f := &fakeGC{pct: 100}
+			f.live.Store(10 << 20)
+			o := f.options(map[string]string{"GOGC": v})
+			o.logger = discard()
+			stop := start(o)
+			defer stop()
+			if got := Armed(); got != o.floor {
+				t.Fatalf("GOGC=%q: Armed() = %d, want %d", v, got, o.floor)
+			}
+			waitPercent(t, f, MaxPercent)
 		})
 	}
 }
