@@ -27,10 +27,14 @@ func startHeapFloor(mib int, logger *slog.Logger) (func(), error) {
 	return heapfloor.Start(heapfloor.WithFloor(uint64(mib)<<20), heapfloor.WithLogger(logger)), nil
 }
 
-// checkHeapFloor refuses a negative --heap-floor-mib.
+// maxHeapFloorMiB bounds --heap-floor-mib at a TiB: far past any heap
+// this floor helps, and far from wrapping around once shifted into bytes.
+const maxHeapFloorMiB = 1 << 20
+
+// checkHeapFloor refuses a negative --heap-floor-mib, or one past a TiB.
 func checkHeapFloor(mib int) error {
-	if mib < 0 {
-		return fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", mib)
+	if mib < 0 || mib > maxHeapFloorMiB {
+		return fmt.Errorf("--heap-floor-mib %d: want 0 (off) to %d", mib, maxHeapFloorMiB)
 	}
 	return nil
 }

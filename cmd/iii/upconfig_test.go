@@ -119,7 +119,8 @@ func TestStopBudget(t *testing.T) {
 }
 
 // --heap-floor-mib: the default, the config file's heap_floor_mib when
-// the flag is unset, the flag over the file; a negative floor is refused.
+// the flag is unset, the flag over the file; a negative floor, or one past
+// a TiB, is refused.
 func TestHeapFloorSetting(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -133,6 +134,9 @@ func TestHeapFloorSetting(t *testing.T) {
 		{name: "file turns it off", file: "heap_floor_mib: 0\n", want: 0},
 		{name: "flag wins", file: "heap_floor_mib: 32\n", args: []string{"--heap-floor-mib", "128"}, want: 128},
 		{name: "negative", args: []string{"--heap-floor-mib", "-1"}, want: -1, wantErr: true},
+		{name: "largest", args: []string{"--heap-floor-mib", "1048576"}, want: 1 << 20},
+		// Shifted into bytes it wrapped around to a floor of 0.
+		{name: "past a TiB", args: []string{"--heap-floor-mib", "17592186044416"}, want: 1 << 44, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := &cobra.Command{}
