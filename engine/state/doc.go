@@ -126,6 +126,22 @@
 // across concurrent events and retries, unordered: Revision grows per key,
 // so a handler can drop stale events, or use [WithMaxAckPending](1).
 //
+// [OnChange] retries its setup while JetStream is unavailable for a moment
+// (no answer, no responders, a cluster electing a leader) until ctx ends,
+// and fails at once on what a retry cannot fix. A running [Subscription]
+// keeps its consumer: deleted under it (nats consumer rm, or the stream
+// deleted and created again; noticed at once, or within 30 s when the
+// server does not report it), the trigger logs a warning with its function
+// id and consumer, waits 0.5 s (doubling, up to 30 s, while it fails or is
+// lost again soon after) and re-creates the consumer from the ack floor it
+// last saw, or from the start of a re-created stream. Events after that
+// floor come again; one whose call already succeeded in this process is
+// acked without a second call (the process remembers up to 65536 of them
+// above the floor; one acked by another replica may run again). The same
+// memory acks without a second call an event redelivered because its ack
+// was lost. [Subscription.Delete] deletes the consumer; replicas still
+// running re-create it, so stop every replica first to remove a trigger.
+//
 // # Example
 //
 //	store, err := state.New(ctx, e)

@@ -21,6 +21,4 @@ var (
 	// ErrContention: a compare-and-set write lost to concurrent writers on
 	// every attempt ([WithMaxRetries]). Wrapped in conflict.
 	ErrContention = errors.New("state: too much contention on key")
-	// ErrStopped is returned by [Subscription] methods after it stopped.
-	ErrStopped = errors.New("state: subscription stopped")
 )

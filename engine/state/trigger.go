@@ -105,24 +105,33 @@ type Event struct {
 
 // Subscription is one running replica of a state trigger. Stop or Drain
 // it when the process shuts down; the durable consumer stays, so the next
-// start resumes where this one stopped.
+// start resumes where this one stopped. While it runs it keeps its
+// consumer: one deleted under it (nats consumer rm, the bucket's stream
+// re-created) is noticed and re-created, see [OnChange].
 type Subscription struct {
 	e       *engine.Engine
 	store   *Store
 	trig    Trigger
 	name    string
 	opts    triggerOptions
+	cfg     jetstream.ConsumerConfig
 	deliver func(ctx context.Context, ev *Event) error
-	cc      jetstream.ConsumeContext
 
 	// base is cancelled by Stop; calls in flight derive from it.
 	base   context.Context
 	cancel context.CancelFunc
 	sem    chan struct{}
 	wg     sync.WaitGroup
-	// waited is when onMsg last got a call slot after waiting for one;
-	// only the consume goroutine touches it.
-	waited time.Time
+
+	// The supervisor (supervise) owns cons, cc, led and streamCreated
+	// until quit closes; stopConsuming reads cc once it has returned.
+	cons          jetstream.Consumer
+	cc            jetstream.ConsumeContext
+	led           *ledger
+	streamCreated time.Time
+	check         chan struct{} // the consume reported an error: look at the consumer
+	quit          chan struct{}
+	superDone     chan struct{}
 
 	stopOnce sync.Once
 }
@@ -139,6 +148,19 @@ type Subscription struct {
 // events are not ordered unless [WithMaxAckPending](1).
 //
 // The trigger sees the changes made after its consumer was first created.
+// ctx bounds the setup, which is retried while JetStream is unavailable
+// for a moment (no answer, no responders, a cluster electing a leader);
+// an error a retry cannot fix (a bad trigger or option) is returned at once.
+//
+// A running Subscription keeps its consumer: when the consumer is deleted
+// under it (nats consumer rm, the bucket's stream deleted and created
+// again), it logs a warning naming the trigger and re-creates the consumer
+// from the ack floor it last saw (from the start of a re-created stream),
+// retrying with backoff until it succeeds or is stopped. The events after
+// that floor come again, but an event whose call succeeded in this process
+// is acked without a second call (up to 65536 such events remembered above
+// the floor). To remove a trigger for good, stop it on every replica and
+// [Subscription.Delete] it.
 func OnChange(ctx context.Context, e *engine.Engine, store *Store, t Trigger, opts ...TriggerOption) (*Subscription, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: nil engine", engine.ErrInvalidOption)
@@ -212,27 +234,54 @@ func start(ctx context.Context, e *engine.Engine, store *Store, t Trigger, deliv
 	} else {
 		cfg.FilterSubjects = filters
 	}
-	cctx, cancel := store.withTimeout(ctx)
-	defer cancel()
-	cons, err := store.stream.CreateOrUpdateConsumer(cctx, cfg)
-	if err != nil {
-		return nil, unavailable(cctx, err, "trigger consumer "+name)
-	}
 	base, stop := context.WithCancel(context.Background())
 	s := &Subscription{
-		e: e, store: store, trig: t, name: name, opts: o, deliver: deliver,
+		e: e, store: store, trig: t, name: name, opts: o, cfg: cfg, deliver: deliver,
 		base: base, cancel: stop, sem: make(chan struct{}, o.concurrency),
+		check: make(chan struct{}, 1), quit: make(chan struct{}), superDone: make(chan struct{}),
 	}
-	s.cc, err = cons.Consume(s.onMsg,
-		jetstream.PullMaxMessages(o.concurrency),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			e.Logger().Warn("state trigger consume error", "consumer", name, "error", err)
-		}))
+	cctx, cancel := store.withTimeout(ctx)
+	defer cancel()
+	var cons jetstream.Consumer
+	err = engine.Retry(cctx, setupAttempt, func(ctx context.Context) error {
+		info, err := store.stream.Info(ctx)
+		if err != nil {
+			return err
+		}
+		s.streamCreated = info.Created
+		cons, err = s.ensureConsumer(ctx, cfg)
+		return err
+	}, engine.TransientJS)
+	if err != nil {
+		stop()
+		return nil, unavailable(cctx, err, "trigger consumer "+name)
+	}
+	s.led = newLedger(cons.CachedInfo().AckFloor.Stream)
+	cc, err := s.consume(cons, s.led)
 	if err != nil {
 		stop()
 		return nil, unavailable(cctx, err, "trigger consume "+name)
 	}
+	s.cons, s.cc = cons, cc
+	go s.supervise()
 	return s, nil
+}
+
+// consume starts pulling cons's events into onMsg, with led as the
+// ledger of their calls.
+func (s *Subscription) consume(cons jetstream.Consumer, led *ledger) (jetstream.ConsumeContext, error) {
+	// waited is when the callback last got a call slot after waiting for
+	// one; only this consume's callback, which runs serially, touches it.
+	var waited time.Time
+	return cons.Consume(func(m jetstream.Msg) { s.onMsg(m, led, &waited) },
+		jetstream.PullMaxMessages(s.opts.concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			s.e.Logger().Warn("state trigger consume error", "consumer", s.name, "function_id", s.trig.FunctionID, "error", err)
+			select {
+			case s.check <- struct{}{}:
+			default:
+			}
+		}))
 }
 
 // Consumer is the durable consumer's name on the bucket's stream.
@@ -272,9 +321,12 @@ func (s *Subscription) Drain(ctx context.Context) error {
 	}
 }
 
-// stopConsuming ends the pull subscription, handing buffered messages to
-// onMsg first, and waits until no further onMsg can start.
+// stopConsuming ends the supervisor, then the pull subscription, handing
+// buffered messages to onMsg first, and waits until no further onMsg can
+// start.
 func (s *Subscription) stopConsuming() {
+	close(s.quit)
+	<-s.superDone
 	s.cc.Drain()
 	<-s.cc.Closed()
 }
@@ -282,9 +334,10 @@ func (s *Subscription) stopConsuming() {
 // Close is [Subscription.Drain].
 func (s *Subscription) Close(ctx context.Context) error { return s.Drain(ctx) }
 
-// Delete stops the subscription and deletes the durable consumer, which
-// removes the trigger for every replica: events not yet delivered are
-// dropped, and a later OnChange starts from the changes after it.
+// Delete stops the subscription and deletes the durable consumer: events
+// not yet delivered are dropped, and a later OnChange starts from the
+// changes after it. Replicas of the trigger still running re-create the
+// consumer (see [OnChange]): stop them first to remove the trigger.
 func (s *Subscription) Delete(ctx context.Context) error {
 	s.Stop()
 	ctx, cancel := s.store.withTimeout(ctx)
@@ -298,14 +351,14 @@ func (s *Subscription) Delete(ctx context.Context) error {
 
 // onMsg runs on the consume goroutine: it hands the event to a bounded
 // goroutine so slow calls overlap, and pushes back when all are busy.
-func (s *Subscription) onMsg(m jetstream.Msg) {
+func (s *Subscription) onMsg(m jetstream.Msg, led *ledger, waited *time.Time) {
 	select {
 	case s.sem <- struct{}{}:
 		// The events fetched behind one that waited for a slot below
 		// waited as long in the client's buffer, their ack wait running
 		// on the server: restart it as for that one, though a slot is
 		// free by the time they get here.
-		if time.Since(s.waited) < s.opts.ackWait {
+		if time.Since(*waited) < s.opts.ackWait {
 			_ = m.InProgress()
 		}
 	default:
@@ -319,7 +372,7 @@ func (s *Subscription) onMsg(m jetstream.Msg) {
 			_ = m.Nak()
 			return
 		}
-		s.waited = time.Now()
+		*waited = time.Now()
 		_ = m.InProgress()
 	}
 	s.wg.Add(1)
@@ -328,11 +381,11 @@ func (s *Subscription) onMsg(m jetstream.Msg) {
 			<-s.sem
 			s.wg.Done()
 		}()
-		s.handle(m)
+		s.handle(m, led)
 	}()
 }
 
-func (s *Subscription) handle(m jetstream.Msg) {
+func (s *Subscription) handle(m jetstream.Msg, led *ledger) {
 	log := s.e.Logger()
 	md, err := m.Metadata()
 	if err != nil {
@@ -340,6 +393,29 @@ func (s *Subscription) handle(m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
+	seq := md.Sequence.Stream
+	for {
+		done, running := led.claim(seq)
+		if done {
+			// Its call succeeded here before (its ack was lost, or the
+			// consumer was re-created below it): ack, do not call again.
+			s.ack(m, md)
+			return
+		}
+		if running == nil {
+			break
+		}
+		// The same event, delivered again while its call runs here (a
+		// re-created consumer): wait for that call's outcome.
+		select {
+		case <-running:
+		case <-s.base.Done():
+			_ = m.Nak()
+			return
+		}
+	}
+	finished := false
+	defer func() { led.release(seq, finished) }()
 	if s.base.Err() != nil {
 		_ = m.Nak()
 		return
@@ -351,19 +427,21 @@ func (s *Subscription) handle(m jetstream.Msg) {
 		trace.WithAttributes(
 			attribute.String(engine.AttrFunctionID, s.trig.FunctionID),
 			attribute.String("iii.state.consumer", s.name),
-			attribute.Int64("iii.state.revision", int64(md.Sequence.Stream)),
+			attribute.Int64("iii.state.revision", int64(seq)),
 			attribute.Int64("iii.state.delivery", int64(md.NumDelivered)),
 		))
 	defer span.End()
 
-	ev, err := s.store.change(ctx, m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream)
+	ev, err := s.store.change(ctx, m.Subject(), m.Headers(), m.Data(), seq)
 	if errors.Is(err, errForeignKey) {
 		// A key no state call could have written: it can never succeed.
 		log.Warn("state trigger skips a key it cannot map", "consumer", s.name, "subject", m.Subject())
+		finished = true
 		_ = m.TermWithReason("iii: key is not a state key")
 		return
 	}
 	if err == nil && ev == nil {
+		finished = true
 		_ = m.Ack() // nothing changed (a delete of a missing key)
 		return
 	}
@@ -374,12 +452,8 @@ func (s *Subscription) handle(m jetstream.Msg) {
 	if err == nil {
 		// The call succeeded: ack even if the subscription is stopping, so
 		// the event is not run twice.
-		actx, acancel := context.WithTimeout(context.Background(), ackTimeout)
-		aerr := m.DoubleAck(actx)
-		acancel()
-		if aerr != nil {
-			log.Warn("state trigger ack failed; the event will be redelivered", "consumer", s.name, "revision", md.Sequence.Stream, "error", aerr)
-		}
+		finished = true
+		s.ack(m, md)
 		return
 	}
 	span.SetStatus(codes.Error, err.Error())
@@ -390,13 +464,25 @@ func (s *Subscription) handle(m jetstream.Msg) {
 	delay := s.opts.backoff(md.NumDelivered)
 	if s.opts.maxDeliver > 0 && md.NumDelivered >= uint64(s.opts.maxDeliver) {
 		log.Error("state trigger gave up on an event", "consumer", s.name, "function_id", s.trig.FunctionID,
-			"revision", md.Sequence.Stream, "deliveries", md.NumDelivered, "error", err)
+			"revision", seq, "deliveries", md.NumDelivered, "error", err)
+		finished = true
 		_ = m.TermWithReason("iii: max deliveries reached")
 		return
 	}
 	log.Warn("state trigger call failed; will retry", "consumer", s.name, "function_id", s.trig.FunctionID,
-		"revision", md.Sequence.Stream, "delivery", md.NumDelivered, "retry_in", delay, "error", err)
+		"revision", seq, "delivery", md.NumDelivered, "retry_in", delay, "error", err)
 	_ = m.NakWithDelay(delay)
+}
+
+// ack acks an event whose call succeeded, waiting for the server's
+// confirmation.
+func (s *Subscription) ack(m jetstream.Msg, md *jetstream.MsgMetadata) {
+	actx, acancel := context.WithTimeout(context.Background(), ackTimeout)
+	aerr := m.DoubleAck(actx)
+	acancel()
+	if aerr != nil {
+		s.e.Logger().Warn("state trigger ack failed; the event will be redelivered", "consumer", s.name, "revision", md.Sequence.Stream, "error", aerr)
+	}
 }
 
 // ackTimeout bounds the wait for the server to confirm an ack.

@@ -114,3 +114,56 @@ func TestTriggerBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestLedger: a claimed event is running until released; one released as
+// finished is reported finished until the floor passes it; the memory is
+// bounded, forgetting the oldest first.
+func TestLedger(t *testing.T) {
+	t.Parallel()
+	l := newLedger(10)
+	if fin, run := l.claim(11); fin || run != nil {
+		t.Fatal("fresh event not claimable")
+	}
+	fin, run := l.claim(11)
+	if fin || run == nil {
+		t.Fatal("running event claimable twice")
+	}
+	l.release(11, true)
+	select {
+	case <-run:
+	default:
+		t.Fatal("release did not wake the waiter")
+	}
+	if fin, _ := l.claim(11); !fin {
+		t.Fatal("finished event not reported finished")
+	}
+	if _, run := l.claim(12); run != nil {
+		t.Fatal("event 12 not claimable")
+	}
+	l.release(12, false) // failed: may run again
+	if fin, run := l.claim(12); fin || run != nil {
+		t.Fatal("failed event not claimable again")
+	}
+	l.release(12, false)
+	l.raiseFloor(11)
+	if len(l.finished) != 0 || l.floorSeq() != 11 {
+		t.Fatalf("finished %v floor %d after raising the floor to 11", l.finished, l.floorSeq())
+	}
+	l.raiseFloor(5) // never lowered
+	if l.floorSeq() != 11 {
+		t.Fatalf("floor lowered to %d", l.floorSeq())
+	}
+	for seq := uint64(100); seq < 100+ledgerMax+1; seq++ {
+		l.claim(seq)
+		l.release(seq, true)
+	}
+	if n := len(l.finished); n > ledgerMax {
+		t.Fatalf("%d finished events remembered, max %d", n, ledgerMax)
+	}
+	if fin, _ := l.claim(100); fin {
+		t.Fatal("oldest event kept over the newest")
+	}
+	if fin, _ := l.claim(100 + ledgerMax); !fin {
+		t.Fatal("newest event forgotten")
+	}
+}

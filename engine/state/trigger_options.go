@@ -29,6 +29,9 @@ type triggerOptions struct {
 	callTimeout             time.Duration
 	concurrency             int
 	maxAckPending           int
+	// checkEvery is how often a running trigger looks at its consumer
+	// (defaultCheckEvery; tests shorten it).
+	checkEvery time.Duration
 }
 
 func defaultTriggerOptions() triggerOptions {
@@ -39,6 +42,7 @@ func defaultTriggerOptions() triggerOptions {
 		callTimeout:   DefaultCallTimeout,
 		concurrency:   DefaultConcurrency,
 		maxAckPending: DefaultMaxAckPending,
+		checkEvery:    defaultCheckEvery,
 	}
 }
 

@@ -58,6 +58,14 @@ func TestServePublish(t *testing.T) {
 		t.Fatalf("the same id on another topic = %+v, %v", other, err)
 	}
 	enginetest.Eventually(t, 5*time.Second, r.exactly("news::read", 3))
+	// Topic names and ids both may hold '-': topic "a-b" with id "c" and
+	// topic "a" with id "b-c" are two messages.
+	for _, p := range []map[string]any{{"topic": "a-b", "dedup_id": "c"}, {"topic": "a", "dedup_id": "b-c"}} {
+		got, err := engine.Call[topic.PublishResponse](context.Background(), e, topic.FnPublish, p)
+		if err != nil || got.Duplicate {
+			t.Fatalf("publish %v = %+v, %v: taken for another topic's", p, got, err)
+		}
+	}
 
 	for _, bad := range []any{
 		map[string]any{"topic": "a.b"}, map[string]any{"topic": "*"}, map[string]any{"topic": ">"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,7 +66,9 @@ func publish(ctx context.Context, e *engine.Engine, name string, body []byte, co
 		return nil, err
 	}
 	if dedupID != "" {
-		msg.Header.Set(nats.MsgIdHdr, "iii-topic-"+name+"-"+dedupID)
+		// ':' ends the topic, whose names never hold one: with '-' (which
+		// both may hold), topic "a-b" id "c" was topic "a" id "b-c".
+		msg.Header.Set(nats.MsgIdHdr, "iii-topic-"+name+":"+dedupID)
 	}
 	// A subscriber is called with the message's body and headers plus a
 	// timeout header (and a trace parent when the message has none): a
@@ -117,7 +120,10 @@ type Subscription struct {
 // one function — Subscribe called with the same name and function id in
 // several processes — share the consumer, so each message runs once per
 // function. A new subscription starts at the next message published
-// ([WithDeliverAll] to start at the oldest kept). ctx bounds the setup.
+// ([WithDeliverAll] to start at the oldest kept). ctx bounds the setup,
+// which is retried while JetStream is unavailable for a moment (no answer,
+// no responders, a cluster electing a leader); a configuration JetStream
+// refuses fails at once.
 func Subscribe(ctx context.Context, e *engine.Engine, name, functionID string, opts ...Option) (*Subscription, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -169,10 +175,34 @@ func Subscribe(ctx context.Context, e *engine.Engine, name, functionID string, o
 	return &Subscription{c: c, topic: name, functionID: functionID}, nil
 }
 
+// setupAttempt bounds one attempt to find or create a subscription's
+// consumer: a request sent while the stream elects a leader is never
+// answered, and only the next attempt reaches the new one.
+const setupAttempt = 5 * time.Second
+
 // ensureConsumer creates the consumer or binds the existing one, updating
 // its AckWait if it differs. The deliver policy of an existing consumer is
-// kept: JetStream cannot change it, and its position is what matters.
+// kept: JetStream cannot change it, and its position is what matters. It
+// tries again while JetStream is unavailable for a moment (no answer, no
+// responders, a cluster electing), until ctx ends (engine.DefaultTimeout
+// without a deadline); other errors are returned at once.
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, engine.DefaultTimeout)
+		defer cancel()
+	}
+	var cons jetstream.Consumer
+	err := engine.Retry(ctx, setupAttempt, func(ctx context.Context) error {
+		var err error
+		cons, err = bindOrCreate(ctx, js, cfg)
+		return err
+	}, engine.TransientJS)
+	return cons, err
+}
+
+// bindOrCreate is one attempt of ensureConsumer.
+func bindOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	for range 2 {
 		cons, err := js.Consumer(ctx, subjects.TopicStream, cfg.Durable)
 		if err == nil {
