@@ -105,6 +105,12 @@ func idsFromBaggage(ctx context.Context) (sid, mid string) {
 	return b.Member(AttrSessionID).Value(), b.Member(AttrMessageID).Value()
 }
 
+// maxSpanIDLen bounds a session or message id a handler's span takes
+// from its payload: what W3C baggage, the ids' other carrier, holds in one
+// member (a session id is at most subjects.MaxIDLen; a message id is the
+// caller's, free-form).
+const maxSpanIDLen = 4096
+
 // startHandlerSpan starts the server span of one function invocation, named
 // after the function id, with the iii attributes from baggage or, failing
 // that, from the payload's session_id / message_id fields.
@@ -123,10 +129,13 @@ func (e *Engine) startHandlerSpan(ctx context.Context, fnID string, req *Request
 			MessageID string `json:"message_id"`
 		}
 		if req.Codec.Unmarshal(req.Data, &ids) == nil {
-			if sid == "" {
+			// An id longer than any valid one is left out: a caller's
+			// megabyte "id" was kept in the span, the SDK bounding no
+			// attribute by default.
+			if sid == "" && len(ids.SessionID) <= maxSpanIDLen {
 				sid = ids.SessionID
 			}
-			if mid == "" {
+			if mid == "" && len(ids.MessageID) <= maxSpanIDLen {
 				mid = ids.MessageID
 			}
 		}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +162,37 @@ func TestWithSession(t *testing.T) {
 				t.Errorf("got %q %q, want %q %q", sid, mid, tc.wantSID, tc.wantMID)
 			}
 		})
+	}
+}
+
+// A payload's session_id and message_id become span attributes only when
+// they are no longer than an id may be: a caller's megabyte "id" was kept
+// in every span of the call (the SDK bounds no attribute by default), up to
+// the exporter's queue of them while a collector is down.
+func TestPayloadIDsBounded(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns, engine.WithTracerProvider(tp))
+	w, err := e.Worker("tw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Register(engine.Function{ID: "t::ids", Handler: func(ctx context.Context, r *engine.Request) (any, error) { return map[string]any{}, nil }})
+	long := strings.Repeat("s", 300<<10)
+	if err := e.Trigger(context.Background(), "t::ids", map[string]any{"session_id": long, "message_id": "m-ok"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if len(rec.Ended()) == 0 {
+			return fmt.Errorf("no span yet")
+		}
+		return nil
+	})
+	a := attrs(rec.Ended()[0])
+	if _, ok := a[engine.AttrSessionID]; ok || a[engine.AttrMessageID] != "m-ok" {
+		t.Fatalf("span attributes: session id of %d bytes, message id %q; want no session id, the message id", len(a[engine.AttrSessionID]), a[engine.AttrMessageID])
 	}
 }
