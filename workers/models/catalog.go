@@ -95,8 +95,9 @@ func ParseCatalog(data []byte) ([]Entry, error) {
 // base and returns the result; base is not modified. An override entry
 // names a model by provider and id (or one of its aliases): the fields it
 // gives replace the base entry's and the others are kept (aliases, when
-// given, replace the list); an entry for a model base lacks is added and
-// must be complete. The result is checked like [ParseCatalog]'s. Every
+// given, replace the list, and a name dropped from it is free for a later
+// entry of the file); an entry for a model base lacks is added and must
+// be complete. The result is checked like [ParseCatalog]'s. Every
 // error wraps [ErrInvalidCatalog].
 func ApplyOverrides(base []Entry, data []byte) ([]Entry, error) {
 	raws, err := parseFile(data)
@@ -134,6 +135,14 @@ func ApplyOverrides(base []Entry, data []byte) ([]Entry, error) {
 				// Named by an alias: the override's id is that alias, the
 				// entry keeps its own.
 				e.ID = out[at].ID
+			}
+			// The entry's old names are free unless it keeps them: an
+			// alias the override drops may name a model a later entry
+			// adds.
+			for _, name := range names(out[at]) {
+				if index[nameKey(e.Provider, name)] == at {
+					delete(index, nameKey(e.Provider, name))
+				}
 			}
 			out[at] = e
 			for _, name := range names(e) {

@@ -291,3 +291,39 @@ func TestPricingBounded(t *testing.T) {
 		t.Errorf("the top price refused: %v", err)
 	}
 }
+
+// TestApplyOverridesAliasMoved: an override that takes an alias off an
+// entry frees the name, so a later entry of the same file under that name
+// adds a model instead of overwriting the entry that no longer has it.
+func TestApplyOverridesAliasMoved(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(acmeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := ParseCatalog(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ApplyOverrides(base, []byte(`{"models":[
+		{"provider":"acme","id":"acme-large-20260101","aliases":[]},
+		{"provider":"acme","id":"acme-large","display_name":"Acme Large 2","context_window":300000,"max_output_tokens":9000,"pricing":{"input_per_1m":7,"output_per_1m":21}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]Entry{}
+	for _, e := range out {
+		byID[e.Provider+" "+e.ID] = e
+	}
+	old, ok := byID["acme acme-large-20260101"]
+	if !ok || len(old.Aliases) != 0 || old.DisplayName != "Acme Large" || old.Pricing.InputPer1M != 3 || old.ContextWindow != 200000 {
+		t.Errorf("acme-large-20260101 = %+v, want its own fields and no alias", old)
+	}
+	added, ok := byID["acme acme-large"]
+	if !ok || added.DisplayName != "Acme Large 2" || added.Pricing.InputPer1M != 7 || added.ContextWindow != 300000 {
+		t.Errorf("acme-large = %+v (found %v), want the added model", added, ok)
+	}
+	if len(out) != len(base)+1 {
+		t.Errorf("%d entries, want %d", len(out), len(base)+1)
+	}
+}

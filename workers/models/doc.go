@@ -74,8 +74,11 @@
 // missing_since (Unix ms) is when a reconcile first found the model
 // missing; a reconciled record past the retention is deleted by the next
 // reconcile (with the revision it read: a record another replica
-// rewrote meanwhile stays). Only models::reconcile writes it. Every replica follows the bucket with a
-// KV watch (engine.FollowBucket: a bucket deleted and created again, by
+// rewrote meanwhile stays). The delete marker left under the key (the
+// stream keeps one message per key) is purged by a reconcile of the
+// provider an hour later, as is any deleted key's marker of that
+// provider. Only models::reconcile writes the bucket. Every replica
+// follows the bucket with a KV watch (engine.FollowBucket: a bucket deleted and created again, by
 // `nats kv rm`/`add` or a restore, is followed again within
 // engine.DefaultBucketCheck, its records replacing those served; while it
 // is gone they stay) and serves list, get and supports from memory: the base

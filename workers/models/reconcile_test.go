@@ -16,6 +16,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/engine/wire"
+	"github.com/iii-on-nats/iii/subjects"
 )
 
 func reconcile(ctx context.Context, t testing.TB, e *engine.Engine, provider string) ReconcileResponse {
@@ -459,5 +460,130 @@ func TestReconcileDropsLongMissing(t *testing.T) {
 	}
 	if raw := storedJSON(t, f, "acme", "acme-new"); raw["missing_since"] != nil {
 		t.Errorf("available record keeps missing_since %v", raw["missing_since"])
+	}
+}
+
+// TestReconcileBurstBuildsOnce: a reconcile that writes many records
+// builds the served view once, on the store that wrote them and on a
+// replica whose watch delivers them, not once per record (which made a
+// reconcile of MaxProviderModels new models take seconds, and longer the
+// more records the bucket held).
+func TestReconcileBurstBuildsOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, acmeOpts()...)
+	ctx := ctxT(t)
+	s2, err := Open(ctx, enginetest.NewEngine(t, f.ns), acmeOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close(context.Background()) })
+	const n = 1000
+	listed := []string{"acme-large", "acme-small", "acme-old"}
+	for i := range n {
+		listed = append(listed, fmt.Sprintf("acme-new-%04d", i))
+	}
+	serveProvider(t, f.e, "acme").set(listed...)
+	before1, before2 := f.s.builds.Load(), s2.builds.Load()
+	resp, err := f.s.Reconcile(ctx, "acme")
+	if err != nil || len(resp.Added) != n {
+		t.Fatalf("reconcile: %d added, %v", len(resp.Added), err)
+	}
+	enginetest.Eventually(t, 10*time.Second, func() error {
+		s2.mu.Lock()
+		got := len(s2.overlay)
+		s2.mu.Unlock()
+		if got != n {
+			return fmt.Errorf("replica holds %d records, want %d", got, n)
+		}
+		return nil
+	})
+	for _, s := range []*Store{f.s, s2} {
+		if m := mustGet(t, s, "acme", fmt.Sprintf("acme-new-%04d", n-1)); m == nil || !m.Reconciled {
+			t.Fatalf("last added model = %+v", m)
+		}
+	}
+	if b1, b2 := f.s.builds.Load()-before1, s2.builds.Load()-before2; b1 > 3 || b2 > 3 {
+		t.Errorf("views built for %d writes: %d by the writer, %d by the replica; want at most 3 each", n, b1, b2)
+	}
+}
+
+// TestReconcilePurgesOldMarkers: the delete marker a drop leaves under
+// the key (the stream keeps one message per key, a marker included) is
+// purged by a run once it is older than markerKeep, so a provider that
+// keeps listing new names does not grow the bucket (and every replica's
+// snapshot) by one marker per name for good. A younger marker stays, and
+// a purge never takes a record written after the marker it read.
+func TestReconcilePurgesOldMarkers(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	t0 := time.Now()
+	clock.Store(t0.UnixMilli())
+	withClock := func(o *options) error {
+		o.now = func() time.Time { return time.UnixMilli(clock.Load()) }
+		return nil
+	}
+	f := newFixture(t, append(acmeOpts(), WithMissingRetention(time.Minute), withClock)...)
+	p := serveProvider(t, f.e, "acme")
+	ctx := ctxT(t)
+	st, err := f.e.JetStream().Stream(ctx, "KV_"+subjects.ModelsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func(key string) bool {
+		t.Helper()
+		_, err := st.GetLastMsgForSubject(ctx, "$KV."+subjects.ModelsBucket+"."+key)
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	p.set("acme-large", "acme-small", "acme-old", "acme-gone")
+	reconcile(ctx, t, f.e, "acme")
+	p.set("acme-large", "acme-small", "acme-old")
+	reconcile(ctx, t, f.e, "acme")
+	clock.Store(t0.Add(2 * time.Minute).UnixMilli())
+	if r := reconcile(ctx, t, f.e, "acme"); r.Dropped != 1 {
+		t.Fatalf("dropped %d, want 1", r.Dropped)
+	}
+	// A marker younger than markerKeep stays: a replica whose watch
+	// resumes after a short outage still learns of the delete.
+	reconcile(ctx, t, f.e, "acme")
+	if !stored("acme.acme-gone") {
+		t.Fatal("a young delete marker was purged")
+	}
+	clock.Store(t0.Add(2*time.Minute + markerKeep + time.Minute).UnixMilli())
+	seq := lastSeq(t, f.e)
+	reconcile(ctx, t, f.e, "acme")
+	if stored("acme.acme-gone") {
+		t.Error("the old delete marker of acme-gone is still stored")
+	}
+	if s := lastSeq(t, f.e); s != seq {
+		t.Errorf("the purge wrote %d messages", s-seq)
+	}
+	f.s.mu.Lock()
+	_, held := f.s.overlay["acme.acme-gone"]
+	f.s.mu.Unlock()
+	if held {
+		t.Error("the store still holds the purged marker")
+	}
+
+	// A record written after the marker was read (by another replica,
+	// say) survives the purge of that marker.
+	if _, err := f.kv.Put(ctx, "acme.x", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kv.Delete(ctx, "acme.x"); err != nil {
+		t.Fatal(err)
+	}
+	marker := lastSeq(t, f.e)
+	if _, err := f.kv.Put(ctx, "acme.x", []byte(`{"id":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.purgeMarker(ctx, st, "acme.x", marker); err != nil {
+		t.Fatal(err)
+	}
+	if ent, err := f.kv.Get(ctx, "acme.x"); err != nil || string(ent.Value()) != `{"id":"x"}` {
+		t.Errorf("record written after the marker: %v", err)
 	}
 }

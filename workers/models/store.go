@@ -32,6 +32,11 @@ func BucketConfig() jetstream.KeyValueConfig {
 	}
 }
 
+// markerKeep is how long a delete marker of the models bucket stays
+// before a reconcile of its provider purges it: long enough for a watch
+// that resumes after an outage to see the delete.
+const markerKeep = time.Hour
+
 // Record is the value under a key of subjects.ModelsBucket. A record of a
 // catalog model only carries its id, provider and availability (the
 // catalog keeps the rest); a reconciled record carries the whole model as
@@ -66,6 +71,13 @@ type Store struct {
 	baseIdx map[nameK]int // id or alias → index in base
 
 	view atomic.Pointer[view]
+	// dirty says the overlay changed since view was built: the next read
+	// builds it again ([Store.current]), so a burst of writes (a
+	// reconcile's, or the watch delivering them) costs one build, not
+	// one per record.
+	dirty atomic.Bool
+	// builds counts the views built (tests check a burst costs one).
+	builds atomic.Uint64
 
 	mu      sync.Mutex
 	overlay map[string]overlayEntry // by KV key; deletes stay as tombstones
@@ -240,9 +252,9 @@ func decodeRecord(key string, value []byte) (*Record, error) {
 	return &rec, nil
 }
 
-// apply records key's state at rev unless a newer revision is known, and
-// swaps in a new view. own is a write of this store (not seen through the
-// watch).
+// apply records key's state at rev unless a newer revision is known; the
+// next read builds the view anew. own is a write of this store (not seen
+// through the watch).
 func (s *Store) apply(key string, rec *Record, rev uint64, own bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,7 +265,7 @@ func (s *Store) apply(key string, rec *Record, rev uint64, own bool) {
 	if own && s.racing != nil {
 		s.racing[key] = struct{}{}
 	}
-	s.rebuildLocked()
+	s.dirty.Store(true)
 }
 
 // replace installs a watch snapshot in place of the overlay. A key this
@@ -278,6 +290,19 @@ func (s *Store) replace(fresh map[string]overlayEntry) {
 	s.racing = nil
 	s.overlay = fresh
 	s.rebuildLocked()
+}
+
+// current is the view of the overlay as it stands, built again when a
+// write changed it since the last build.
+func (s *Store) current() *view {
+	if s.dirty.Load() {
+		s.mu.Lock()
+		if s.dirty.Load() {
+			s.rebuildLocked()
+		}
+		s.mu.Unlock()
+	}
+	return s.view.Load()
 }
 
 // rebuildLocked merges base and overlay into a new view. Callers hold
@@ -323,6 +348,8 @@ func (s *Store) rebuildLocked() {
 		}
 	}
 	s.view.Store(v)
+	s.dirty.Store(false)
+	s.builds.Add(1)
 }
 
 // Catalog is the base catalog the store merges the bucket onto (a copy).
@@ -335,7 +362,7 @@ func (s *Store) List(provider, capability string) ([]Model, error) {
 	if err := (ListRequest{Provider: provider, Capability: capability}).Validate(); err != nil {
 		return nil, err
 	}
-	v := s.view.Load()
+	v := s.current()
 	out := []Model{}
 	for _, m := range v.models {
 		if provider != "" && m.Provider != provider {
@@ -355,7 +382,7 @@ func (s *Store) Get(provider, modelID string) (*Model, error) {
 	if err := (GetRequest{Provider: provider, ModelID: modelID}).Validate(); err != nil {
 		return nil, err
 	}
-	v := s.view.Load()
+	v := s.current()
 	i, ok := v.byName[nameKey(provider, modelID)]
 	if !ok {
 		return nil, nil
@@ -370,7 +397,7 @@ func (s *Store) Supports(provider, modelID, capability string) (bool, error) {
 	if err := (SupportsRequest{Provider: provider, ModelID: modelID, Capability: capability}).Validate(); err != nil {
 		return false, err
 	}
-	v := s.view.Load()
+	v := s.current()
 	i, ok := v.byName[nameKey(provider, modelID)]
 	return ok && v.models[i].Supports(capability), nil
 }
@@ -383,7 +410,9 @@ func (s *Store) Supports(provider, modelID, capability string) (bool, error) {
 // missing; a listed model marked unavailable before is marked available
 // again. A reconciled record missing for longer than the retention
 // ([WithMissingRetention]) is deleted instead (counted in Dropped, not
-// listed in Missing), unless another replica rewrote it meanwhile. Only
+// listed in Missing), unless another replica rewrote it meanwhile; the
+// delete marker that leaves in the bucket is purged by a run an hour
+// later (any deleted key of the provider's, likewise). Only
 // records that change are written (last writer wins; every replica
 // computes the same records), so a second run with the same answer
 // writes nothing and returns the same lists. A provider that does not
@@ -397,7 +426,7 @@ func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileRespon
 	if err != nil {
 		return ReconcileResponse{}, err
 	}
-	current, err := s.records(ctx, provider)
+	current, markers, err := s.records(ctx, provider)
 	if err != nil {
 		return ReconcileResponse{}, err
 	}
@@ -497,6 +526,20 @@ func (s *Store) Reconcile(ctx context.Context, provider string) (ReconcileRespon
 	if resp.Dropped > 0 {
 		s.logger.Info("reconciled models dropped: missing past the retention", "provider", provider, "dropped", resp.Dropped, "retention", s.retention)
 	}
+	// The marker a delete leaves is the key's one message in the stream
+	// (History 1): purged once every watch had time to see it, or the
+	// bucket would keep one per model the provider ever listed.
+	old := make([]string, 0, len(markers))
+	for key, m := range markers {
+		if _, written := desired[key]; !written && now-m.created.UnixMilli() > markerKeep.Milliseconds() {
+			old = append(old, key)
+		}
+	}
+	slices.Sort(old)
+	if err := s.purgeMarkers(ctx, old, markers); err != nil {
+		// Housekeeping: the records are right; the next run tries again.
+		s.logger.Warn("models delete markers not purged", "provider", provider, "markers", len(old), "error", err)
+	}
 	slices.Sort(resp.Known)
 	slices.Sort(resp.Added)
 	slices.Sort(resp.Missing)
@@ -549,19 +592,31 @@ func (s *Store) askProvider(ctx context.Context, provider string) ([]ProviderMod
 	return out, skipped, nil
 }
 
-// records reads the bucket's records of provider (a snapshot, not the
-// watched overlay, so replicas decide on the stored state).
-func (s *Store) records(ctx context.Context, provider string) (map[string]overlayEntry, error) {
-	w, err := s.kv.WatchFiltered(ctx, []string{provider + ".>"}, jetstream.IgnoreDeletes())
+// marker is a delete or purge marker of the models bucket: what the
+// stream keeps of a deleted key.
+type marker struct {
+	rev     uint64
+	created time.Time
+}
+
+// records reads the bucket's records of provider, and the markers of its
+// deleted keys (a snapshot, not the watched overlay, so replicas decide
+// on the stored state).
+func (s *Store) records(ctx context.Context, provider string) (map[string]overlayEntry, map[string]marker, error) {
+	w, err := s.kv.WatchFiltered(ctx, []string{provider + ".>"})
 	if err != nil {
-		return nil, storeErr(ctx, err, "watch %s", subjects.ModelsBucket)
+		return nil, nil, storeErr(ctx, err, "watch %s", subjects.ModelsBucket)
 	}
-	out := map[string]overlayEntry{}
+	out, markers := map[string]overlayEntry{}, map[string]marker{}
 	snap, stop := context.WithCancel(ctx)
 	defer stop()
 	loaded := false
 	ferr := engine.FollowKV(snap, w, func(ent jetstream.KeyValueEntry) {
 		if loaded {
+			return
+		}
+		if ent.Operation() != jetstream.KeyValuePut {
+			markers[ent.Key()] = marker{rev: ent.Revision(), created: ent.Created()}
 			return
 		}
 		out[ent.Key()] = overlayEntry{rec: s.decode(ent), rev: ent.Revision()}
@@ -573,7 +628,40 @@ func (s *Store) records(ctx context.Context, provider string) (map[string]overla
 		if ferr == nil {
 			ferr = ctx.Err()
 		}
-		return nil, storeErr(ctx, ferr, "read %s", subjects.ModelsBucket)
+		return nil, nil, storeErr(ctx, ferr, "read %s", subjects.ModelsBucket)
 	}
-	return out, nil
+	return out, markers, nil
+}
+
+// purgeMarkers removes from the bucket's stream the markers of keys (and
+// nothing written after them: each purge stops at the marker's revision),
+// and forgets those the store still holds.
+func (s *Store) purgeMarkers(ctx context.Context, keys []string, markers map[string]marker) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	st, err := s.e.JetStream().Stream(ctx, "KV_"+subjects.ModelsBucket)
+	if err != nil {
+		return storeErr(ctx, err, "purge %s", subjects.ModelsBucket)
+	}
+	for _, key := range keys {
+		if err := s.purgeMarker(ctx, st, key, markers[key].rev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// purgeMarker removes the marker of key at rev from st.
+func (s *Store) purgeMarker(ctx context.Context, st jetstream.Stream, key string, rev uint64) error {
+	err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+subjects.ModelsBucket+"."+key), jetstream.WithPurgeSequence(rev+1))
+	if err != nil {
+		return storeErr(ctx, err, "purge %s %s", subjects.ModelsBucket, key)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.overlay[key]; ok && cur.rec == nil && cur.rev <= rev {
+		delete(s.overlay, key)
+	}
+	return nil
 }
