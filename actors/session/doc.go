@@ -9,7 +9,9 @@
 //     the first message for it ([Host.Wake], [Host.Abort]).
 //  2. On activation the grain loads the record and its revision, and the
 //     session's transcript, once. Calls left "started" by a dead activation
-//     get [turn.Recover]. A loaded outbox may have been delivered, whole or
+//     get [turn.Recover]. (A load that fails part way, say the parked
+//     calls' approvals could not be recorded, is made again whole at the
+//     next message.) A loaded outbox may have been delivered, whole or
 //     in part, by the dead activation; the streams' duplicate windows drop
 //     the copies only for a while, so the grain skips what is stored
 //     already: the appends the transcript just read ends with, and the

@@ -395,8 +395,13 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	g.gating = nil
 	// A dead activation may have parked calls without recording them in
 	// the approvals bucket: make sure every parked call can be resolved.
+	// Should this fail, the record is not taken as loaded: the next
+	// message loads it again and does all of this again (kept, a load at
+	// the same revision would skip it, and its started calls would be
+	// waited for forever).
 	for _, p := range rec.AwaitingApproval {
 		if err := g.host.ports.Approvals.Request(ctx, g.sid, rec.RunID, p); err != nil {
+			g.loaded = false
 			return fmt.Errorf("record pending approval %s: %w", p.FunctionCallID, err)
 		}
 	}
@@ -408,6 +413,7 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 		ok := g.apply(turn.Recover{Idempotent: func(fn string) bool { return fns.Idempotent(ctx, fn) }})
 		g.loading = false
 		if !ok {
+			g.loaded = false
 			return errors.New("recover failed")
 		}
 	}

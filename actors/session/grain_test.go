@@ -1753,3 +1753,76 @@ func TestSettledCopyKeepsTaken(t *testing.T) {
 		t.Fatalf("the settled copy names %+v, not the item whose removal failed", got.Taken)
 	}
 }
+
+// flakyApprovals is recordingApprovals whose first fail Requests fail
+// (a KV write that timed out).
+type flakyApprovals struct {
+	recordingApprovals
+	fail atomic.Int32
+}
+
+func (a *flakyApprovals) Request(ctx context.Context, sid, runID string, p agent.PendingApproval) error {
+	if a.fail.Add(-1) >= 0 {
+		return errors.New("approvals bucket unavailable")
+	}
+	return a.recordingApprovals.Request(ctx, sid, runID, p)
+}
+
+// TestActivationRetriesAfterAFailedLoad: an activation that loads a
+// record a dead activation left with a parked call and a started one
+// fails to record the parked call's approval (a transient error): the
+// wake is not acked. The redelivered wake must take the activation up
+// again — approval recorded, the started call recovered — rather than go
+// on from the half-done load: the grain kept the record as loaded, so it
+// skipped the recovery, waited for a call no activation runs and held
+// the wake forever.
+func TestActivationRetriesAfterAFailedLoad(t *testing.T) {
+	st, hist := newMemStore(), newMemHistory(true)
+	const sid = "load1"
+	rec, rev := seedRun(t, st, sid)
+	twoCalls := agent.Message{Role: agent.RoleAssistant, StopReason: agent.StopFunctionCall, Content: []agent.Content{
+		{Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "test::fn"},
+		{Type: agent.ContentFunctionCall, ID: "c2", FunctionID: "test::fn"},
+	}}
+	var err error
+	for i, in := range []turn.Input{turn.Provisioned{}, turn.ModelDone{Message: twoCalls},
+		turn.CallParked{ID: "c1", ArgsHash: "h-c1"}, turn.CallsStarted{IDs: []string{"c2"}}} {
+		if rec, _, err = turn.Apply(rec, in, int64(2+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Write(context.Background(), rec, rev); err != nil {
+		t.Fatal(err)
+	}
+	apr := &flakyApprovals{recordingApprovals: recordingApprovals{pending: map[string]bool{}}}
+	apr.fail.Store(1)
+	fns := &countingFunctions{}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: fns, Inbox: emptyInbox{}, Approvals: apr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	first := wake(t, h, sid, rec.Step)
+	waitFor(t, "the failed request", func() bool { return apr.fail.Load() == 0 })
+	select {
+	case <-first:
+		t.Fatal("a wake whose load failed was acked")
+	case <-time.After(50 * time.Millisecond):
+	}
+	select {
+	case <-wake(t, h, sid, rec.Step): // the redelivery
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the redelivered wake was not acked: record %s, calls in flight %v", st.current(sid).State, turn.InFlight(st.current(sid)))
+	}
+	cur := st.current(sid)
+	if cur.State != agent.StateFunctionAwaitingApproval || len(turn.InFlight(cur)) > 0 {
+		t.Fatalf("record %s with calls in flight %v, want c2 recovered and c1 parked", cur.State, turn.InFlight(cur))
+	}
+	if got := apr.left(); !slices.Equal(got, []string{"c1"}) {
+		t.Fatalf("pending approvals %v, want [c1]", got)
+	}
+	if fns.count() != 0 {
+		t.Fatalf("the call of unknown outcome ran %d times again", fns.count())
+	}
+}
