@@ -11,7 +11,7 @@
 //     session's transcript, once. Calls left "started" by a dead activation
 //     get [turn.Recover]. (A load that fails part way, say the parked
 //     calls' approvals could not be recorded, is made again whole at the
-//     next message.) A loaded outbox may have been delivered, whole or
+//     next message; its wake is handed back to come again in 2 s.) A loaded outbox may have been delivered, whole or
 //     in part, by the dead activation; the streams' duplicate windows drop
 //     the copies only for a while, so the grain skips what is stored
 //     already: the appends the transcript just read ends with, and the

@@ -420,6 +420,9 @@ func (g *grain) loadWritten(written *turn.Record, wrev, wprev uint64) error {
 	return nil
 }
 
+// loadRetry is how soon a wake whose load failed comes again.
+const loadRetry = 2 * time.Second
+
 func (g *grain) onWake(w Wake, written *turn.Record, wrev, wprev uint64) {
 	g.decide = true // an approval decision may be what woke the session
 	if err := g.loadWritten(written, wrev, wprev); err != nil {
@@ -427,8 +430,14 @@ func (g *grain) onWake(w Wake, written *turn.Record, wrev, wprev uint64) {
 			_ = w.Ack() // a step for a session that has no record: nothing to do
 			return
 		}
-		g.host.opts.logger.Warn("session load failed", "session_id", g.sid, "error", err)
-		return // not acked: redelivered
+		g.host.opts.logger.Warn("session load failed; the wake comes again", "session_id", g.sid, "error", err, "retry_in", loadRetry)
+		// Handed back for a redelivery soon: left unacked, it came back
+		// only after the step consumer's ack wait (60 s), the session
+		// standing still that long for a KV read that timed out once.
+		if w.Nak != nil {
+			_ = w.Nak(loadRetry)
+		}
+		return
 	}
 	// A terminal record whose outbox a dead activation did not deliver
 	// (agent_end among it) is not stale: deliver it, then ack.

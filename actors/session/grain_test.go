@@ -1826,3 +1826,48 @@ func TestActivationRetriesAfterAFailedLoad(t *testing.T) {
 		t.Fatalf("the call of unknown outcome ran %d times again", fns.count())
 	}
 }
+
+// TestFailedLoadHandsTheWakeBack: a wake whose load fails is handed back
+// for a redelivery within seconds (nak with a delay), not left unacked
+// until the step consumer's ack wait (60 s) ran out.
+func TestFailedLoadHandsTheWakeBack(t *testing.T) {
+	st, hist := newMemStore(), newMemHistory(true)
+	const sid = "load2"
+	rec, rev := seedRun(t, st, sid)
+	oneCall := agent.Message{Role: agent.RoleAssistant, StopReason: agent.StopFunctionCall, Content: []agent.Content{
+		{Type: agent.ContentFunctionCall, ID: "c1", FunctionID: "test::fn"},
+	}}
+	var err error
+	for i, in := range []turn.Input{turn.Provisioned{}, turn.ModelDone{Message: oneCall}, turn.CallParked{ID: "c1", ArgsHash: "h-c1"}} {
+		if rec, _, err = turn.Apply(rec, in, int64(2+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Write(context.Background(), rec, rev); err != nil {
+		t.Fatal(err)
+	}
+	apr := &flakyApprovals{recordingApprovals: recordingApprovals{pending: map[string]bool{}}}
+	apr.fail.Store(1)
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: apr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	naked := make(chan time.Duration, 1)
+	if err := h.Wake(sid, session.Wake{Step: rec.Step,
+		Ack:        func() error { return nil },
+		InProgress: func() error { return nil },
+		Nak:        func(d time.Duration) error { naked <- d; return nil },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-naked:
+		if d <= 0 || d > 5*time.Second {
+			t.Fatalf("handed back for redelivery in %v, want within 5 s", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a wake whose load failed was not handed back")
+	}
+}
