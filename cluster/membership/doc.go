@@ -22,7 +22,13 @@
 //     unwritten for the TTL (5 s by default) while its own heartbeats land
 //     drops it and deletes its key (the stale sweep, below).
 //
-// An existing bucket is used as it is: the first creator's TTL wins.
+// An existing bucket is used as it is: the first creator's TTL wins. The
+// creator stores its member TTL in the bucket's metadata ([MetaMemberTTL])
+// and every member and client sweeps with that one, whatever its own
+// [WithTTL] (a member whose heartbeat is too slow for it heartbeats
+// faster): members that expected different lifetimes would sweep, and
+// expel, those that heartbeat slower than they expect. A bucket without
+// it (made by hand or by an older build) leaves each with its own.
 //
 // # Failures
 //

@@ -73,8 +73,9 @@ func (e Entry) Accepts(kind string) bool {
 }
 
 // Validate checks the entry: a member id that is one key token, a host, a
-// port in 1..65535, non-empty kinds, a known status and a start time that
-// JSON can carry.
+// port in 1..65535, kinds of 1 to 256 bytes each (a member may host none),
+// a known status and a start time that JSON can carry. The encoded entry
+// is bounded too (64 KiB), when it is written or read.
 func (e Entry) Validate() error {
 	if err := subjects.ValidateID("member id", e.ID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEntry, err)
@@ -99,7 +100,9 @@ func (e Entry) Validate() error {
 	return nil
 }
 
-// encode is the JSON stored in the bucket.
+// encode is the JSON stored in the bucket. It refuses what decodeEntry
+// would: an entry over maxEntryBytes (many long kinds) would be ignored by
+// every member, its own included, and the member would run unseen.
 func (e Entry) encode() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -107,6 +110,9 @@ func (e Entry) encode() ([]byte, error) {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidEntry, err)
+	}
+	if len(b) > maxEntryBytes {
+		return nil, fmt.Errorf("%w: %d bytes encoded, more than %d", ErrInvalidEntry, len(b), maxEntryBytes)
 	}
 	return b, nil
 }
@@ -126,6 +132,13 @@ func decodeEntry(data []byte) (Entry, error) {
 	}
 	if err := e.Validate(); err != nil {
 		return Entry{}, err
+	}
+	// What decodes must encode: JSON escapes (HTML characters, control
+	// characters, invalid UTF-8) can grow a value up to six times.
+	if len(data) > maxEntryBytes/6 {
+		if _, err := e.encode(); err != nil {
+			return Entry{}, err
+		}
 	}
 	return e, nil
 }

@@ -92,7 +92,8 @@ func WithBucket(name string) Option {
 // WithTTL sets the lifetime of an entry that is not refreshed, which is the
 // time the cluster takes to detect a crashed member (default 5 s, at least
 // [MinTTL] and 3 heartbeats). It only applies when this provider creates
-// the bucket: the first creator's TTL wins.
+// the bucket, which stores it ([MetaMemberTTL]): the first creator's TTL
+// wins, for every member and client.
 func WithTTL(d time.Duration) Option {
 	return func(o *options) error {
 		if d < MinTTL {

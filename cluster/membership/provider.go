@@ -144,7 +144,7 @@ func (p *Provider) start(clusterName string, self *Entry, publish func(cluster.M
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	kv, ttl, err := p.bucket(ctx)
+	kv, ttl, err := p.bucket(ctx, p.opts.ttl)
 	if err != nil {
 		return err
 	}
@@ -222,9 +222,16 @@ func (p *Provider) abandon(member bool) {
 	}
 }
 
+// MetaMemberTTL is the membership bucket's metadata key that holds the
+// member TTL of the cluster (a Go duration), set by the provider that
+// creates the bucket. Every member and client sweeps with it, whatever its
+// own [WithTTL]: members that judged each other by different lifetimes
+// would sweep the ones that heartbeat slower than they expect.
+const MetaMemberTTL = "iii.member_ttl"
+
 // openBucket is one try of [Provider.bucket]: open or create the bucket
-// and read its status.
-func (p *Provider) openBucket(ctx context.Context) (jetstream.KeyValue, jetstream.KeyValueStatus, error) {
+// (for member lifetime ttl) and read its status.
+func (p *Provider) openBucket(ctx context.Context, ttl time.Duration) (jetstream.KeyValue, jetstream.KeyValueStatus, error) {
 	name := p.opts.bucket
 	b, err := p.js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -232,13 +239,17 @@ func (p *Provider) openBucket(ctx context.Context) (jetstream.KeyValue, jetstrea
 			Bucket:         name,
 			Description:    "iii cluster membership (cluster/membership)",
 			History:        1,
-			TTL:            bucketTTL(p.opts.ttl),
-			LimitMarkerTTL: bucketTTL(p.opts.ttl),
+			TTL:            bucketTTL(ttl),
+			LimitMarkerTTL: bucketTTL(ttl),
 			Storage:        jetstream.MemoryStorage,
 			Replicas:       p.opts.replicas,
-			// Every member writes its entry again each heartbeat: a
-			// region takeover may replace a bucket re-created meanwhile.
-			Metadata: map[string]string{region.MetaRewritten: "membership heartbeats"},
+			Metadata: map[string]string{
+				// Every member writes its entry again each heartbeat: a
+				// region takeover may replace a bucket re-created
+				// meanwhile.
+				region.MetaRewritten: "membership heartbeats",
+				MetaMemberTTL:        ttl.String(),
+			},
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			// Another member created it in the meantime.
@@ -255,12 +266,14 @@ func (p *Provider) openBucket(ctx context.Context) (jetstream.KeyValue, jetstrea
 	return b, st, nil
 }
 
-// bucket opens the membership bucket, creating it if missing, and returns
-// its effective TTL: an existing bucket is used as it is. A cluster still
-// forming answers nothing or "not ready" for a while: each try is bounded
-// (bucketAttempt) and tried again, until ctx ends, while the error is one
-// that goes away by itself (engine.TransientJS).
-func (p *Provider) bucket(ctx context.Context) (jetstream.KeyValue, time.Duration, error) {
+// bucket opens the membership bucket, creating it for member lifetime ttl
+// if missing, and returns the cluster's member TTL: the one the bucket
+// holds ([MetaMemberTTL]; the first creator's wins), else ttl (a bucket
+// made by hand or by an older build). A cluster still forming answers
+// nothing or "not ready" for a while: each try is bounded (bucketAttempt)
+// and tried again, until ctx ends, while the error is one that goes away
+// by itself (engine.TransientJS).
+func (p *Provider) bucket(ctx context.Context, ttl time.Duration) (jetstream.KeyValue, time.Duration, error) {
 	name := p.opts.bucket
 	var (
 		kv     jetstream.KeyValue
@@ -269,7 +282,7 @@ func (p *Provider) bucket(ctx context.Context) (jetstream.KeyValue, time.Duratio
 	)
 	err := engine.Retry(ctx, bucketAttempt, func(ctx context.Context) error {
 		var err error
-		kv, st, err = p.openBucket(ctx)
+		kv, st, err = p.openBucket(ctx, ttl)
 		if err != nil && !warned && engine.TransientJS(err) {
 			warned = true
 			p.log.Warn("membership: JetStream is not ready yet (a cluster still forming?); trying again", "bucket", name, "error", err)
@@ -279,11 +292,23 @@ func (p *Provider) bucket(ctx context.Context) (jetstream.KeyValue, time.Duratio
 	if err != nil {
 		return nil, 0, fmt.Errorf("membership: bucket %s: %w", name, err)
 	}
-	if t := st.TTL(); t > 0 && t < 3*p.opts.ttl {
-		p.log.Warn("membership: the bucket's TTL is short: a NATS outage longer than it drops every member",
-			"bucket", name, "bucket_ttl", t, "member_ttl", p.opts.ttl)
+	if s, ok := st.Metadata()[MetaMemberTTL]; ok {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil || d < MinTTL:
+			p.log.Warn("membership: the bucket's member TTL is not valid; using the configured one",
+				"bucket", name, "value", s, "member_ttl", ttl)
+		case d != ttl:
+			p.log.Info("membership: the bucket's member TTL wins over the configured one",
+				"bucket", name, "member_ttl", d, "configured", ttl)
+			ttl = d
+		}
 	}
-	return kv, p.opts.ttl, nil
+	if t := st.TTL(); t > 0 && t < 3*ttl {
+		p.log.Warn("membership: the bucket's TTL is short: a NATS outage longer than it drops every member",
+			"bucket", name, "bucket_ttl", t, "member_ttl", ttl)
+	}
+	return kv, ttl, nil
 }
 
 // bucketTTL is the membership bucket's own TTL for member lifetime ttl. A
@@ -355,12 +380,14 @@ func (p *Provider) recreate(ctx context.Context) {
 	bctx, cancel := context.WithTimeout(ctx, p.putWait)
 	defer cancel()
 	p.mu.Lock()
-	old := p.kv
+	old, ttl := p.kv, p.ttl
 	p.mu.Unlock()
 	if _, err := old.Status(bctx); !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return // there, or NATS unreachable: the next tick tries again
 	}
-	kv, _, err := p.bucket(bctx)
+	// Created again with the member TTL this member runs with, so that
+	// members that start later agree with the running ones.
+	kv, _, err := p.bucket(bctx, ttl)
 	if err != nil {
 		p.log.Warn("membership: bucket not recreated", "bucket", p.opts.bucket, "error", err)
 		return

@@ -194,6 +194,32 @@ func TestBadClusterName(t *testing.T) {
 	}
 }
 
+// TestOversizedEntry starts a member whose entry encodes to more than the
+// decoder takes (many long kinds): every member, itself included, would
+// ignore its entry and it would run unseen. The start must refuse it.
+func TestOversizedEntry(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := testEntry("big", 1)
+	e.Kinds = nil
+	for i := range 300 {
+		e.Kinds = append(e.Kinds, fmt.Sprintf("%03d%s", i, strings.Repeat("k", 250)))
+	}
+	if _, err := e.Encode(); !errors.Is(err, membership.ErrInvalidEntry) {
+		t.Errorf("Encode = %v, want ErrInvalidEntry", err)
+	}
+	p, err := membership.New(newJS(t, ns), testOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	err = p.StartForTest("c", e, rec.publish)
+	t.Cleanup(func() { _ = p.Shutdown(false) })
+	if !errors.Is(err, membership.ErrInvalidEntry) {
+		t.Fatalf("start = %v (topology %v), want ErrInvalidEntry", err, rec.ids())
+	}
+}
+
 func TestBucket(t *testing.T) {
 	t.Parallel()
 	ns := enginetest.RunServer(t)
@@ -221,6 +247,54 @@ func TestBucket(t *testing.T) {
 	rec.sees(t, 2*time.Second, "m1", "m2")
 	if st, _ := kvOf(t, js).Status(context.Background()); st.TTL() != time.Minute {
 		t.Errorf("TTL changed to %v", st.TTL())
+	}
+}
+
+// TestMixedMemberTTL runs members configured with different member TTLs
+// (a rolling change of member_ttl): all of them, and clients, must judge
+// liveness by the one the bucket's creator stored, or the member that
+// heartbeats slower than another's TTL is swept and expelled over and over.
+func TestMixedMemberTTL(t *testing.T) {
+	t.Parallel()
+	short := testOpts()
+	long := []membership.Option{membership.WithTTL(6 * time.Second), membership.WithHeartbeat(2 * time.Second)}
+	for _, tc := range []struct {
+		name          string
+		first, second []membership.Option
+		want          time.Duration // the bucket's member TTL
+	}{
+		{"short first", short, long, testTTL},
+		{"long first", long, short, 6 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := enginetest.RunServer(t)
+			a, recA := start(t, ns, testEntry("a", 1), tc.first...)
+			b, recB := start(t, ns, testEntry("b", 2), tc.second...)
+			_, recC := start(t, ns, nil, tc.second...)
+			st, err := kvOf(t, newJS(t, ns)).Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Metadata()[membership.MetaMemberTTL]; got != tc.want.String() {
+				t.Errorf("bucket metadata %s = %q, want %q", membership.MetaMemberTTL, got, tc.want)
+			}
+			for _, r := range []*recorder{recA, recB, recC} {
+				r.sees(t, 2*time.Second, "a", "b")
+			}
+			// Two heartbeats of the slow member, then some.
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+				for i, r := range []*recorder{recA, recB, recC} {
+					if got := r.ids(); !slices.Equal(got, []string{"a", "b"}) {
+						t.Fatalf("observer %d: topology %v, want [a b]", i, got)
+					}
+				}
+				if expelled(a) || expelled(b) {
+					t.Fatalf("expelled: a %v, b %v", expelled(a), expelled(b))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }
 
