@@ -161,8 +161,11 @@ func (c *compactor) model(ctx context.Context, provider, id string) (modelInfo, 
 // (or the answer that another compaction holds it), then [compactor.run].
 // staleBefore, when not 0, makes a path whose last compaction is that
 // recent (Unix ms) answer done_by_other: the threshold trigger passes the
-// time of the turn whose usage it saw. With it, a caller that waited for
-// another compaction tries again instead of answering done_by_other.
+// time of the turn whose usage it saw. A caller that waited for another
+// compaction tries again under the lease, with staleBefore the other
+// one's start when it passed none: it answers done_by_other when the
+// other compaction wrote its entry, and compacts when it failed or its
+// holder crashed (which wrote nothing).
 func (c *compactor) compact(ctx context.Context, req CompactRequest, staleBefore int64) (CompactResponse, error) {
 	if err := req.Validate(); err != nil {
 		return CompactResponse{}, err
@@ -176,7 +179,7 @@ func (c *compactor) compact(ctx context.Context, req CompactRequest, staleBefore
 	}
 	var l *lease
 	for {
-		var holder string
+		var holder leaseValue
 		l, holder, err = c.leases.acquire(ctx, req.SessionID, req.Reason)
 		if err != nil {
 			return CompactResponse{}, err
@@ -187,11 +190,20 @@ func (c *compactor) compact(ctx context.Context, req CompactRequest, staleBefore
 		if !req.Wait {
 			return CompactResponse{Reason: OutcomeInProgress}, nil
 		}
-		if err := c.leases.wait(ctx, req.SessionID, holder); err != nil {
+		if err := c.leases.wait(ctx, req.SessionID, holder.Owner); err != nil {
 			return CompactResponse{}, err
 		}
 		if staleBefore == 0 {
-			return CompactResponse{Reason: OutcomeDoneByOther}, nil
+			if holder.StartedAt <= 0 {
+				// A foreign lease, without its start: nothing to
+				// tell its compaction by.
+				return CompactResponse{Reason: OutcomeDoneByOther}, nil
+			}
+			// The other compaction may have failed or crashed
+			// without writing anything: try again, and answer
+			// done_by_other only if the path's last compaction is
+			// no older than the other one's start.
+			staleBefore = holder.StartedAt
 		}
 		// The threshold trigger tries again: if the other compaction
 		// came after its turn, the stale check skips it.

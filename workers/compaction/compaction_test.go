@@ -241,6 +241,92 @@ func TestLeaseExpiry(t *testing.T) {
 	}
 }
 
+// A caller that waits for another compaction compacts the session itself
+// when that one wrote nothing: its model failed, or its holder crashed
+// (kill -9: the lease, with its start, expires). Before, it answered
+// done_by_other and the orchestrator sent the uncompacted transcript to
+// the model. It still answers done_by_other when the other one wrote its
+// entry (TestCompactRace), and a path compacted before the other one
+// started does not count.
+func TestWaiterCompactsWhenTheOtherWroteNothing(t *testing.T) {
+	t.Parallel()
+	wait := compaction.CompactRequest{Wait: true, Reason: compaction.ReasonOverflow}
+	t.Run("failed", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, compaction.WithAuto(false))
+		ctx := ctxT(t)
+		sid := f.create(t)
+		f.conversation(t, sid, 1, 32)
+		held := make(chan error, 1)
+		go func() {
+			_, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid, Model: gatedBrokenModel})
+			held <- err
+		}()
+		enginetest.Eventually(t, 5*time.Second, func() error {
+			if n := f.sum.calls.Load(); n != 1 {
+				return fmt.Errorf("%d summarizer calls", n)
+			}
+			return nil
+		})
+		type answer struct {
+			r   compaction.CompactResponse
+			err error
+		}
+		waiter := make(chan answer, 1)
+		go func() {
+			req := wait
+			req.SessionID = sid
+			r, err := f.compact(ctx, req)
+			waiter <- answer{r, err}
+		}()
+		select {
+		case a := <-waiter:
+			t.Fatalf("the waiter answered while the lease is held: %+v, %v", a.r, a.err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		close(f.sum.gate)
+		if err := <-held; !errors.Is(err, wire.ErrInternal) {
+			t.Fatalf("the holder answered %v, want its model's failure", err)
+		}
+		a := <-waiter
+		if a.err != nil || !a.r.Compacted {
+			t.Fatalf("the waiter answered %+v, %v; want compacted", a.r, a.err)
+		}
+		if c := f.compactions(t, sid); len(c) != 1 {
+			t.Fatalf("%d compaction entries", len(c))
+		}
+	})
+	t.Run("crashed", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, compaction.WithAuto(false), compaction.WithLeaseTTL(time.Second))
+		ctx := ctxT(t)
+		sid := f.create(t)
+		f.conversation(t, sid, 1, 32)
+		if r, err := f.compact(ctx, compaction.CompactRequest{SessionID: sid}); err != nil || !r.Compacted {
+			t.Fatalf("first compaction: %+v, %v", r, err)
+		}
+		f.conversation(t, sid, 33, 64)
+		kv, err := f.e.JetStream().KeyValue(ctx, compaction.LeaseBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What a node killed mid-compaction leaves behind.
+		lease := fmt.Sprintf(`{"owner":"crashed","reason":"threshold","started_at_ms":%d}`, time.Now().UnixMilli())
+		if _, err := kv.Create(ctx, sid, []byte(lease), jetstream.KeyTTL(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		req := wait
+		req.SessionID = sid
+		r, err := f.compact(ctx, req)
+		if err != nil || !r.Compacted {
+			t.Fatalf("waiting for a crashed holder: %+v, %v; want compacted", r, err)
+		}
+		if c := f.compactions(t, sid); len(c) != 2 {
+			t.Fatalf("%d compaction entries, want 2", len(c))
+		}
+	})
+}
+
 // A compaction longer than the lease TTL renews its lease, so nobody
 // else starts meanwhile; a regional session's lease (key "eu.s1", in the
 // primary lease bucket) works the same, and does not hold the plain

@@ -23,8 +23,14 @@
 //     captures and which no other session's key matches (the plain
 //     session "eu" is the key "eu"). A second caller answers
 //     {compacted: false, reason: "in_progress"} at once, or with wait
-//     watches the key until the lease is gone and answers "done_by_other"
-//     (the caller then re-reads the session).
+//     watches the key until the lease is gone, takes it and reads the
+//     session: it answers "done_by_other" (the caller then re-reads the
+//     session) when the path's last compaction is no older than the
+//     other one's start (the lease's started_at_ms), and compacts itself
+//     when the other one wrote nothing (its model failed, its holder
+//     crashed and the lease expired). A "wrong last sequence" of a
+//     replicated bucket, as Create answers over a released lease, is
+//     the key taken.
 //  3. The active path is read with session::messages (and
 //     session::entries for the previous summary's text, when there is
 //     one), every page of an answer the tree cut to fit the max payload

@@ -27,6 +27,8 @@ const (
 	tinyModel   = "tiny"   // summarizes at once
 	gatedModel  = "gated"  // summarizes once the test opens its gate
 	brokenModel = "broken" // fails every call
+	// gatedBrokenModel fails once the test opens its gate.
+	gatedBrokenModel = "gated-broken"
 	// verboseModel answers a summary longer than its output bound: the
 	// provider cuts it (stop reason "length").
 	verboseModel = "verbose"
@@ -210,6 +212,7 @@ func newFixtureOn(t testing.TB, ns *server.Server, region string, opts ...compac
 		scripted.WithScript(tinyModel, sum.script(false, false)),
 		scripted.WithScript(gatedModel, sum.script(true, false)),
 		scripted.WithScript(brokenModel, sum.script(false, true)),
+		scripted.WithScript(gatedBrokenModel, sum.script(true, true)),
 		scripted.WithScript(verboseModel, sum.verbose()),
 		scripted.WithScript(hugeModel, sum.huge()),
 		scripted.WithScript(thinkerModel, func(scripted.StreamRequest) (scripted.Reply, error) {
@@ -220,7 +223,7 @@ func newFixtureOn(t testing.TB, ns *server.Server, region string, opts ...compac
 		t.Fatal(err)
 	}
 	var catalog []agent.Model
-	for _, id := range []string{tinyModel, gatedModel, brokenModel, verboseModel, thinkerModel} {
+	for _, id := range []string{tinyModel, gatedModel, brokenModel, gatedBrokenModel, verboseModel, thinkerModel} {
 		catalog = append(catalog, agent.Model{ID: id, Provider: scripted.ProviderName, ContextWindow: window, MaxOutputTokens: 2000})
 	}
 	catalog = append(catalog, agent.Model{ID: hugeModel, Provider: scripted.ProviderName, ContextWindow: hugeWindow, MaxOutputTokens: 128_000})

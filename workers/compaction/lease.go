@@ -54,47 +54,77 @@ type lease struct {
 	done chan struct{}
 }
 
+// acquireAttempts bounds the Creates of one acquire that fail while the
+// key turns out free when read.
+const acquireAttempts = 5
+
 // acquire takes the lease of key. When another holder has it, it answers
-// a nil lease and the holder's owner token (for [leases.wait]).
-func (ls *leases) acquire(ctx context.Context, key string, reason Reason) (*lease, string, error) {
+// a nil lease and the holder's lease value (its owner token for
+// [leases.wait], its start).
+func (ls *leases) acquire(ctx context.Context, key string, reason Reason) (*lease, leaseValue, error) {
 	owner := nuid.Next()
 	value, err := json.Marshal(leaseValue{Owner: owner, Reason: reason, StartedAt: time.Now().UnixMilli()})
 	if err != nil {
-		return nil, "", wire.Wrap(wire.CodeInternal, err, "encode lease")
+		return nil, leaseValue{}, wire.Wrap(wire.CodeInternal, err, "encode lease")
 	}
-	for range 3 {
+	for attempt := 1; ; attempt++ {
 		rev, err := ls.kv.Create(ctx, key, value, jetstream.KeyTTL(ls.ttl))
 		if err == nil {
-			return &lease{ls: ls, key: key, owner: owner, value: value, rev: rev}, "", nil
+			return &lease{ls: ls, key: key, owner: owner, value: value, rev: rev}, leaseValue{}, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, "", busErr(ctx, err, "take the compaction lease of %s", key)
+		if !keyExists(err) {
+			return nil, leaseValue{}, busErr(ctx, err, "take the compaction lease of %s", key)
 		}
 		holder, held, err := ls.holder(ctx, key)
 		if err != nil {
-			return nil, "", err
+			return nil, leaseValue{}, err
 		}
 		if held {
 			return nil, holder, nil
 		}
-		// Released between Create and Get: try again.
+		// Released between Create and Get, or (in a replicated bucket)
+		// another Create still in flight that the read does not show
+		// yet: try again in a moment.
+		if attempt == acquireAttempts {
+			return nil, leaseValue{}, wire.Errorf(wire.CodeUnavailable, "the compaction lease of %s keeps changing hands", key)
+		}
+		t := time.NewTimer(ls.poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, leaseValue{}, busErr(ctx, ctx.Err(), "take the compaction lease of %s", key)
+		case <-t.C:
+		}
 	}
-	return nil, "", wire.Errorf(wire.CodeUnavailable, "the compaction lease of %s keeps changing hands", key)
 }
 
-// holder reads the owner of key's lease; held is false when there is
-// none.
-func (ls *leases) holder(ctx context.Context, key string) (owner string, held bool, err error) {
+// keyExists reports whether a Create failed because someone else wrote
+// the key first. Create wraps [jetstream.ErrKeyExists] around its first
+// attempt's failure only: over a key whose last entry is a delete or
+// purge marker (every released or expired lease, for a minute) it
+// retries at the marker's revision and answers that attempt's "wrong
+// last sequence" as it is, which a replicated bucket reports as code
+// 10164, not the 10071 ErrKeyExists matches.
+func keyExists(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// holder reads key's lease; held is false when there is none.
+func (ls *leases) holder(ctx context.Context, key string) (v leaseValue, held bool, err error) {
 	e, err := ls.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", false, nil
+		return leaseValue{}, false, nil
 	}
 	if err != nil {
-		return "", false, busErr(ctx, err, "read the compaction lease of %s", key)
+		return leaseValue{}, false, busErr(ctx, err, "read the compaction lease of %s", key)
 	}
-	var v leaseValue
 	_ = json.Unmarshal(e.Value(), &v) // a foreign value is still a lease
-	return v.Owner, true, nil
+	return v, true, nil
 }
 
 // wait returns once the lease that owner held on key is gone: released,
@@ -113,7 +143,7 @@ func (ls *leases) wait(ctx context.Context, key, owner string) error {
 	for {
 		cur, held, err := ls.holder(ctx, key)
 		switch {
-		case err == nil && (!held || cur != owner):
+		case err == nil && (!held || cur.Owner != owner):
 			return nil
 		case err != nil && ctx.Err() != nil:
 			return err
@@ -183,11 +213,11 @@ func (l *lease) renew(ctx context.Context) (ok, lost bool) {
 		l.mu.Unlock()
 		return true, false
 	}
-	owner, held, herr := l.ls.holder(ctx, l.key)
+	cur, held, herr := l.ls.holder(ctx, l.key)
 	if herr != nil {
 		return false, false // unknown: retry at the next tick
 	}
-	return false, !held || owner != l.owner
+	return false, !held || cur.Owner != l.owner
 }
 
 // release stops the renewals and purges the key, if it is still this

@@ -38,9 +38,10 @@ const (
 	// OutcomeNothingToCompact: everything after the previous summary is
 	// kept (it fits in keep_tokens, or no cut is allowed before it).
 	OutcomeNothingToCompact Outcome = "nothing_to_compact"
-	// OutcomeDoneByOther: another compaction ran meanwhile (the request
-	// waited for it, or the threshold event predates it); re-read the
-	// session.
+	// OutcomeDoneByOther: another compaction wrote its entry meanwhile
+	// (the request waited for it, or the threshold event predates it);
+	// re-read the session. A waiting request whose other compaction
+	// wrote nothing compacts instead.
 	OutcomeDoneByOther Outcome = "done_by_other"
 )
 
@@ -63,8 +64,8 @@ type CompactRequest struct {
 	// Reason is recorded in logs and the lease (default manual).
 	Reason Reason `json:"reason,omitempty"`
 	// Wait makes a caller that finds another compaction running wait for
-	// it and answer done_by_other, instead of answering in_progress at
-	// once.
+	// it and answer done_by_other (or compact, when the other one wrote
+	// nothing), instead of answering in_progress at once.
 	Wait bool `json:"wait,omitempty"`
 	// KeepTokens is how much of the newest history stays verbatim
 	// (estimated tokens); 0 means a quarter of the model's usable window.
@@ -125,7 +126,8 @@ type CompactResponse struct {
 	// TokensBefore and TokensAfter estimate ([EstimateTokens]) what the
 	// model saw before (the whole path's messages) and sees after (the
 	// summary and the kept messages). Both are 0 when the session was not
-	// read (in_progress, done_by_other after a wait).
+	// read (in_progress, done_by_other after a wait for a lease without
+	// its start).
 	TokensBefore int `json:"tokens_before"`
 	TokensAfter  int `json:"tokens_after"`
 	// Reason is set when Compacted is false.

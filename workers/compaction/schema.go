@@ -15,7 +15,7 @@ const (
 		`"provider":` + idSchema + `,` +
 		`"model":{"type":"string","minLength":1,"maxLength":256},` +
 		`"reason":{"enum":["threshold","overflow","manual"]},` +
-		`"wait":{"type":"boolean","description":"wait for a running compaction and answer done_by_other"},` +
+		`"wait":{"type":"boolean","description":"wait for a running compaction and answer done_by_other (compact when it wrote nothing)"},` +
 		`"keep_tokens":{"type":"integer","minimum":0,"maximum":1073741824,"description":"0: a quarter of the usable window"}}}`
 
 	compactResponseSchema = `{"type":"object","required":["compacted","tokens_before","tokens_after"],"properties":{` +
@@ -43,7 +43,7 @@ Replaces the oldest part of a session's active path with a summary written by th
 
 - ` + "`keep_tokens`" + ` (optional): how much of the newest history stays verbatim; default a quarter of the usable window (context window minus a reserve for the answer).
 - The kept part starts at a user message and never separates a function call from its result. The summary has the sections Goal, Constraints, Progress, Decisions, Function calls made, Next steps, Critical context, Files, and updates the previous summary when there is one. Large function outputs are pruned from what the summarizer reads.
-- One compaction per session at a time. When another runs, the answer is ` + "`{compacted: false, reason: \"in_progress\"}`" + `, or with ` + "`wait: true`" + ` the call waits for it and answers ` + "`reason: \"done_by_other\"`" + ` (re-read the session). ` + "`nothing_to_compact`" + ` means everything after the previous summary is kept.
+- One compaction per session at a time. When another runs, the answer is ` + "`{compacted: false, reason: \"in_progress\"}`" + `, or with ` + "`wait: true`" + ` the call waits for it and answers ` + "`reason: \"done_by_other\"`" + ` (re-read the session), or compacts itself when the other one wrote nothing (it failed). ` + "`nothing_to_compact`" + ` means everything after the previous summary is kept.
 
 Errors: ` + "`invalid_payload`" + ` for bad ids or a model the catalog does not know; ` + "`not_found`" + ` for an unknown session (or one homed in a region, ` + "`<region>.<name>`" + `, that has no stores); the provider's error when the summary cannot be written (nothing is appended then); ` + "`conflict`" + ` when the compaction lost its lease, or the session's active leaf moved meanwhile to a branch without the kept part (compact again).
 `
