@@ -76,6 +76,31 @@ func (e *Engine) EnsureStream(ctx context.Context, cfg jetstream.StreamConfig) (
 	return s, nil
 }
 
+// ForgetStream drops the handle [Engine.EnsureStream] cached for stream
+// name when err says the stream is not there — JetStream's "stream not
+// found", or a publish that no stream answered — so that the next
+// EnsureStream finds or creates it again: without this, a stream deleted
+// under a running engine failed every call that ensured it until restart.
+// It reports whether err said so. Callers pass the error of a call on the
+// stream they ensured; a call that succeeds costs nothing more.
+func (e *Engine) ForgetStream(name string, err error) bool {
+	if !StreamMissing(err) {
+		return false
+	}
+	e.mu.Lock()
+	delete(e.streams, name)
+	e.mu.Unlock()
+	return true
+}
+
+// StreamMissing reports whether err says a stream does not exist: not
+// found (404, 10059), or a publish to its subjects that no stream answered.
+// A publish that nobody answered was stored nowhere, so it is safe to
+// send again.
+func StreamMissing(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
 // EnsureKV opens the KV bucket cfg describes, creating it when missing.
 func (e *Engine) EnsureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	if cfg.Replicas == 0 {
@@ -120,7 +145,9 @@ const (
 
 // EnsureConsumer creates or updates the durable consumer cfg on stream,
 // trying again (like EnsureStream) while the cluster is electing or the
-// stream is still recovering after a node start.
+// stream is still recovering after a node start. When stream is not there
+// it forgets EnsureStream's handle of it ([Engine.ForgetStream]), so that
+// ensuring the stream again creates it.
 func (e *Engine) EnsureConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	var c jetstream.Consumer
 	err := ensure(ctx, e, func(ctx context.Context) error {
@@ -128,6 +155,7 @@ func (e *Engine) EnsureConsumer(ctx context.Context, stream string, cfg jetstrea
 		c, err = e.js.CreateOrUpdateConsumer(ctx, stream, cfg)
 		return err
 	})
+	e.ForgetStream(stream, err)
 	return c, err
 }
 

@@ -41,11 +41,24 @@ type Consumer struct {
 	name    string // JetStream consumer name, for logs
 	hbEvery time.Duration
 
-	cc  jetstream.ConsumeContext
+	// stream and cfg are the JetStream consumer's, to re-create it; ensure,
+	// set by Consume, ensures the queue's streams and consumer again (nil
+	// when attached: see supervise).
+	stream string
+	cfg    jetstream.ConsumerConfig
+	ensure func(ctx context.Context) (jetstream.Consumer, error)
+	// cons and created (when cons was created) belong to the supervisor.
+	cons    jetstream.Consumer
+	created time.Time
+	// nudge asks the supervisor to look at the consumer now (a consume
+	// error); checkEvery is how often it looks anyway.
+	nudge      chan struct{}
+	checkEvery time.Duration
+	// quit closes on Stop or Drain: the supervisor re-creates nothing after.
+	quit     chan struct{}
+	quitOnce sync.Once
+
 	sem chan struct{}
-	// lastBlocked is when the receive callback last waited for a free slot;
-	// only the (serial) callback touches it.
-	lastBlocked time.Time
 
 	// base is the parent of every call's context; Stop cancels it.
 	base      context.Context
@@ -56,7 +69,10 @@ type Consumer struct {
 	done      chan struct{}
 
 	mu       sync.Mutex
-	finished bool // no more messages will be dispatched
+	cc       jetstream.ConsumeContext // the running consume; replaced on recovery
+	feed     *feed                    // cc's
+	quitting bool                     // quit is closing; no new cc is installed
+	finished bool                     // no more messages will be dispatched
 	wg       sync.WaitGroup
 
 	handled, retried, deadLettered, dropped, abandoned atomic.Int64
@@ -115,7 +131,7 @@ func Consume(ctx context.Context, e *engine.Engine, name string, opts ...Option)
 	if _, err := e.EnsureStream(ctx, engine.DLQStreamConfig(e.Replicas())); err != nil {
 		return nil, err
 	}
-	cons, err := e.EnsureConsumer(ctx, subjects.QueueStream, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable:       subjects.QueueConsumer(name),
 		Description:   "iii durable queue " + name,
 		FilterSubject: subj,
@@ -125,11 +141,27 @@ func Consume(ctx context.Context, e *engine.Engine, name string, opts ...Option)
 		// Deliveries are counted here, not by JetStream: a message that
 		// used them up must be dead-lettered, never parked in the stream.
 		MaxDeliver: -1,
-	})
+	}
+	cons, err := e.EnsureConsumer(ctx, subjects.QueueStream, cfg)
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "consumer of queue %q", name)
 	}
-	return start(e, cons, o, name)
+	c, err := start(e, cons, o, name)
+	if err != nil {
+		return nil, err
+	}
+	// A lost queue consumer (deleted, or with its stream) is re-created:
+	// nothing else deletes it, and the queue's work must go on.
+	c.ensure = func(ctx context.Context) (jetstream.Consumer, error) {
+		for _, sc := range []jetstream.StreamConfig{engine.QueueStreamConfig(e.Replicas()), engine.DLQStreamConfig(e.Replicas())} {
+			if _, err := e.EnsureStream(ctx, sc); err != nil {
+				return nil, err
+			}
+		}
+		return e.EnsureConsumer(ctx, subjects.QueueStream, cfg)
+	}
+	go c.supervise()
+	return c, nil
 }
 
 // Attach runs the calls of an existing JetStream consumer cons, which must
@@ -146,7 +178,12 @@ func Attach(e *engine.Engine, cons jetstream.Consumer, opts ...Option) (*Consume
 	if cons == nil {
 		return nil, fmt.Errorf("%w: nil consumer", engine.ErrInvalidOption)
 	}
-	return start(e, cons, o, "")
+	c, err := start(e, cons, o, "")
+	if err != nil {
+		return nil, err
+	}
+	go c.supervise()
+	return c, nil
 }
 
 func start(e *engine.Engine, cons jetstream.Consumer, o options, queue string) (*Consumer, error) {
@@ -159,52 +196,87 @@ func start(e *engine.Engine, cons jetstream.Consumer, o options, queue string) (
 		ackWait = 30 * time.Second // the server's default
 	}
 	c := &Consumer{
-		e:       e,
-		opts:    o,
-		queue:   queue,
-		name:    info.Name,
-		hbEvery: ackWait / 3,
-		sem:     make(chan struct{}, o.concurrency),
-		stopped: make(chan struct{}),
-		done:    make(chan struct{}),
+		e:          e,
+		opts:       o,
+		queue:      queue,
+		name:       info.Name,
+		hbEvery:    ackWait / 3,
+		stream:     info.Stream,
+		cfg:        info.Config,
+		cons:       cons,
+		created:    info.Created,
+		nudge:      make(chan struct{}, 1),
+		checkEvery: o.checkEvery,
+		quit:       make(chan struct{}),
+		sem:        make(chan struct{}, o.concurrency),
+		stopped:    make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	c.base, c.cancel = context.WithCancel(context.Background())
 	if err := c.instrument(); err != nil {
 		c.cancel()
 		return nil, err
 	}
-	cc, err := cons.Consume(c.receive,
-		jetstream.PullMaxMessages(o.concurrency),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			e.Logger().Warn("queue consumer error", "consumer", c.name, "error", err)
-		}))
+	cc, f, err := c.consume(cons)
 	if err != nil {
-		c.cancel()
-		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume %q", info.Name)
-	}
-	c.cc = cc
-	closed := cc.Closed()
-	go func() {
-		<-closed
-		c.mu.Lock()
-		c.finished = true
-		c.mu.Unlock()
-		c.wg.Wait()
 		c.cancel()
 		if c.gauge != nil {
 			_ = c.gauge.Unregister()
 		}
-		close(c.done)
-	}()
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume %q", info.Name)
+	}
+	c.cc, c.feed = cc, f
 	return c, nil
+}
+
+// feed is what one consume's callback keeps; nats.go calls it serially,
+// but a consume replaced after a loss may still be running its last call.
+type feed struct {
+	// lastBlocked is when the callback last waited for a free slot.
+	lastBlocked time.Time
+	// retired closes when the supervisor replaced the consume: a message
+	// still waiting for a slot is left to JetStream.
+	retired chan struct{}
+}
+
+// consume runs cons's messages through receive. A consume error makes the
+// supervisor look at the consumer at once: a consumer deleted with its
+// stream while no pull request was waiting is never told, and nats.go
+// only reports missed heartbeats and unanswered pulls.
+func (c *Consumer) consume(cons jetstream.Consumer) (jetstream.ConsumeContext, *feed, error) {
+	f := &feed{retired: make(chan struct{})}
+	cc, err := cons.Consume(func(msg jetstream.Msg) { c.receive(f, msg) },
+		jetstream.PullMaxMessages(c.opts.concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			c.e.Logger().Warn("queue consumer error", "consumer", c.name, "error", err)
+			select {
+			case c.nudge <- struct{}{}:
+			default:
+			}
+		}))
+	return cc, f, err
+}
+
+// finish ends the Consumer once its last consume closed: it waits for the
+// calls in flight and closes done.
+func (c *Consumer) finish() {
+	c.mu.Lock()
+	c.finished = true
+	c.mu.Unlock()
+	c.wg.Wait()
+	c.cancel()
+	if c.gauge != nil {
+		_ = c.gauge.Unregister()
+	}
+	close(c.done)
 }
 
 // receive is the pull subscription's callback. nats.go calls it serially,
 // so a call runs in its own goroutine; the semaphore bounds them and holds
 // further messages in the small pull buffer.
-func (c *Consumer) receive(msg jetstream.Msg) {
+func (c *Consumer) receive(f *feed, msg jetstream.Msg) {
 	hb := startHeartbeat(msg, c.hbEvery)
-	if !c.lastBlocked.IsZero() && time.Since(c.lastBlocked) < 3*c.hbEvery {
+	if !f.lastBlocked.IsZero() && time.Since(f.lastBlocked) < 3*c.hbEvery {
 		// The callback was recently blocked, so this message may have sat
 		// in the pull buffer for a while: reset its AckWait now.
 		_ = msg.InProgress()
@@ -212,15 +284,19 @@ func (c *Consumer) receive(msg jetstream.Msg) {
 	select {
 	case c.sem <- struct{}{}:
 	default:
-		c.lastBlocked = time.Now()
+		f.lastBlocked = time.Now()
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.stopped:
 			hb.stop()
 			c.abandoned.Add(1)
 			return
+		case <-f.retired:
+			hb.stop()
+			c.abandoned.Add(1)
+			return
 		}
-		c.lastBlocked = time.Now()
+		f.lastBlocked = time.Now()
 	}
 	c.mu.Lock()
 	if c.finished {
@@ -427,7 +503,7 @@ func (c *Consumer) Stop() {
 	c.stopOnce.Do(func() {
 		close(c.stopped)
 		c.cancel()
-		c.cc.Stop()
+		c.quitNow().Stop()
 	})
 }
 
@@ -435,7 +511,17 @@ func (c *Consumer) Stop() {
 // pulled, and those already buffered and in flight run to their end.
 // [Consumer.Closed] reports when it is over.
 func (c *Consumer) Drain() {
-	c.drainOnce.Do(c.cc.Drain)
+	c.drainOnce.Do(func() { c.quitNow().Drain() })
+}
+
+// quitNow ends supervision and returns the consume to stop or drain.
+func (c *Consumer) quitNow() jetstream.ConsumeContext {
+	c.mu.Lock()
+	c.quitting = true
+	cc := c.cc
+	c.mu.Unlock()
+	c.quitOnce.Do(func() { close(c.quit) })
+	return cc
 }
 
 // Closed is closed once the consumer has stopped and no call is in flight.

@@ -76,6 +76,17 @@
 // flight first. Delivery is at least once: a call that succeeded but whose
 // ack was lost runs again, so queued functions should be idempotent.
 //
+// A Consumer whose JetStream consumer vanishes under it — deleted, or
+// deleted with its stream — notices (the consume's end or error, or a look
+// at the consumer every 30 s: with no pull request waiting at the server,
+// nobody is told) and logs a warning naming it. A queue's Consumer then
+// ensures III_QUEUE, III_DLQ and its consumer again, with backoff from
+// 0.5 s to 30 s, and runs on; messages still in the stream are delivered
+// again. An attached Consumer re-creates its consumer (from the new
+// stream's first message) once its stream exists again, but ends when
+// its consumer alone was deleted, as unsubscribing a durable topic from
+// another process does. [Consumer.Closed] reports that end.
+//
 // # Dead letters
 //
 // [DeadLetters] lists them, [Redrive] moves them back (publish, then

@@ -41,6 +41,7 @@ type options struct {
 	concurrency  int
 	nonRetryable map[wire.Code]bool
 	function     string
+	checkEvery   time.Duration // how often a Consumer looks at its JetStream consumer
 }
 
 func defaultOptions() options {
@@ -52,6 +53,7 @@ func defaultOptions() options {
 		callTimeout:  engine.DefaultTimeout,
 		concurrency:  DefaultConcurrency,
 		nonRetryable: defaultNonRetryable(),
+		checkEvery:   defaultCheckEvery,
 	}
 }
 

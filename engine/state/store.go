@@ -125,9 +125,15 @@ type entry struct {
 	raw    []byte // stored bytes when exists
 }
 
-// read fetches the latest message of kvkey with a direct get.
+// read fetches the latest message of kvkey with a direct get, sent again
+// when unanswered in its attempt ([engine.RetryRead]: a replica that died,
+// a stream electing its leader) rather than waiting out ctx's deadline.
 func (s *Store) read(ctx context.Context, kvkey string) (entry, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, s.subjPrefix+kvkey)
+	var m *jetstream.RawStreamMsg
+	err := engine.RetryRead(ctx, func(ctx context.Context) (err error) {
+		m, err = s.stream.GetLastMsgForSubject(ctx, s.subjPrefix+kvkey)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return entry{}, nil
 	}
