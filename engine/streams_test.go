@@ -81,3 +81,29 @@ func TestForgetStreamKeepsOnOtherErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueAfterStreamDeleted: an enqueue on a stream deleted under the
+// engine creates it again and stores the message (nothing stored it the
+// first time); it failed unavailable until restart.
+func TestEnqueueAfterStreamDeleted(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.Enqueue(ctx, "q1", "t::job", map[string]any{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.JetStream().DeleteStream(ctx, subjects.QueueStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Enqueue(ctx, "q1", "t::job", map[string]any{"n": 2}); err != nil {
+		t.Fatalf("enqueue after the stream was deleted: %v", err)
+	}
+	s, err := e.JetStream().Stream(ctx, subjects.QueueStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("the stream created again holds %d messages, want 1", n)
+	}
+}

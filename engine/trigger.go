@@ -177,7 +177,15 @@ func (e *Engine) Enqueue(ctx context.Context, queue, id string, req any, opts ..
 	}
 	ctx, cancel := e.withDeadline(ctx)
 	defer cancel()
-	if _, err := e.js.PublishMsg(ctx, msg); err != nil {
+	_, err = e.js.PublishMsg(ctx, msg)
+	if e.ForgetStream(subjects.QueueStream, err) {
+		// The stream was deleted under this engine: nothing stored the
+		// message, so it is sent again once the stream is there again.
+		if _, err = e.EnsureStream(ctx, QueueStreamConfig(e.opts.replicas)); err == nil {
+			_, err = e.js.PublishMsg(ctx, msg)
+		}
+	}
+	if err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return wire.Wrap(wire.CodeInvalidPayload, err, "enqueue on %q", queue)
 		}

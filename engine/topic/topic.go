@@ -81,6 +81,13 @@ func publish(ctx context.Context, e *engine.Engine, name string, body []byte, co
 		return nil, err
 	}
 	ack, err := e.JetStream().PublishMsg(ctx, msg)
+	if e.ForgetStream(subjects.TopicStream, err) {
+		// The stream was deleted under this engine: nothing stored the
+		// message, so it is sent again once the stream is there again.
+		if _, err = e.EnsureStream(ctx, engine.TopicStreamConfig(e.Replicas())); err == nil {
+			ack, err = e.JetStream().PublishMsg(ctx, msg)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return nil, wire.FromNATS(err)
@@ -156,7 +163,7 @@ func Subscribe(ctx context.Context, e *engine.Engine, name, functionID string, o
 	if o.deliverAll {
 		deliver = jetstream.DeliverAllPolicy
 	}
-	cons, err := ensureConsumer(ctx, e.JetStream(), jetstream.ConsumerConfig{
+	ccfg := jetstream.ConsumerConfig{
 		Durable:       cname,
 		Description:   "iii topic " + name + " → " + functionID,
 		FilterSubject: subj,
@@ -164,7 +171,14 @@ func Subscribe(ctx context.Context, e *engine.Engine, name, functionID string, o
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
 		MaxDeliver:    -1, // counted by package queue
-	})
+	}
+	cons, err := ensureConsumer(ctx, e.JetStream(), ccfg)
+	if e.ForgetStream(subjects.TopicStream, err) {
+		// III_TOPIC was deleted under this engine: create it again.
+		if _, err = e.EnsureStream(ctx, engine.TopicStreamConfig(e.Replicas())); err == nil {
+			cons, err = ensureConsumer(ctx, e.JetStream(), ccfg)
+		}
+	}
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "subscribe %q to topic %q", functionID, name)
 	}

@@ -479,3 +479,86 @@ func TestConsumerName(t *testing.T) {
 		t.Fatal("accepted a name longer than 255 bytes")
 	}
 }
+
+// TestPublishAfterStreamDeleted: a publish on III_TOPIC deleted under the
+// engine creates the stream again and stores the message (nothing stored
+// it the first time; it failed unavailable until restart). The
+// subscription, whose consumer went with the stream, takes it up again
+// once the stream is back: what is published from then on reaches it (a
+// message published before its consumer is back has no interest to keep
+// it, as with no subscriber at all).
+func TestPublishAfterStreamDeleted(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRecorder()
+	r.serve(t, e, "audit::on_order", nil)
+	subscribe(t, e, "orders", "audit::on_order", fast()...)
+	publish(t, ctx, e, "orders", 0, 1)
+	enginetest.Eventually(t, 5*time.Second, r.exactly("audit::on_order", 1))
+	if err := e.JetStream().DeleteStream(ctx, subjects.TopicStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := topic.Publish(ctx, e, "orders", event{N: 100}); err != nil {
+		t.Fatalf("publish after the stream was deleted: %v", err)
+	}
+	name, err := topic.ConsumerName("orders", "audit::on_order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 20*time.Second, func() error {
+		_, err := e.JetStream().Consumer(ctx, subjects.TopicStream, name)
+		return err
+	})
+	publish(t, ctx, e, "orders", 1, 2)
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.seen["audit::on_order"][1] != 1 {
+			return fmt.Errorf("seen %v", r.seen["audit::on_order"])
+		}
+		return nil
+	})
+}
+
+// TestPublishAfterStreamDeletedNoSubscriber: with no subscription to notice
+// the loss, the publish itself creates III_TOPIC again.
+func TestPublishAfterStreamDeletedNoSubscriber(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	publish(t, ctx, e, "orders", 0, 1)
+	if err := e.JetStream().DeleteStream(ctx, subjects.TopicStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := topic.Publish(ctx, e, "orders", event{N: 1}); err != nil {
+		t.Fatalf("publish after the stream was deleted: %v", err)
+	}
+	if _, err := e.JetStream().Stream(ctx, subjects.TopicStream); err != nil {
+		t.Fatalf("III_TOPIC after the publish: %v", err)
+	}
+}
+
+// TestSubscribeAfterStreamDeleted: a subscription made on an engine whose
+// III_TOPIC was deleted creates the stream again (it failed until restart).
+func TestSubscribeAfterStreamDeleted(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRecorder()
+	r.serve(t, e, "audit::on_order", nil)
+	publish(t, ctx, e, "orders", 0, 1)
+	if err := e.JetStream().DeleteStream(ctx, subjects.TopicStream); err != nil {
+		t.Fatal(err)
+	}
+	s, err := topic.Subscribe(ctx, e, "orders", "audit::on_order", fast()...)
+	if err != nil {
+		t.Fatalf("subscribe after the stream was deleted: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	publish(t, ctx, e, "orders", 0, 1)
+	enginetest.Eventually(t, 5*time.Second, r.exactly("audit::on_order", 1))
+}
