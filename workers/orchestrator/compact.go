@@ -53,8 +53,11 @@ type compactResult struct {
 // not fit the model's usable window: compaction::compact (reason
 // overflow, waiting for one already running), then the transcript is read
 // again and handed to the grain. It changes nothing when the request fits,
-// the window is unknown, or no compaction could be made (the provider's
-// context_overflow is then the last word). It reports whether it replaced
+// the window is unknown, or no compaction could be made and the
+// transcript read again is no smaller (the provider's context_overflow is
+// then the last word): one made since the grain read it (the turn_end
+// trigger's, mid-run) leaves nothing to compact, and the transcript as it
+// is now is sent. It reports whether it replaced
 // preq's messages.
 func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *agent.ProviderRequest, info agent.Model, known bool) bool {
 	if !known || info.ContextWindow <= 0 || m.history == nil {
@@ -81,15 +84,24 @@ func (m model) fitWindow(ctx context.Context, req session.ModelRequest, preq *ag
 			"tokens", need, "usable", usable, "error", wire.From(err))
 		return false
 	}
-	if !res.Compacted && res.Reason != "done_by_other" {
-		m.logger.WarnContext(ctx, "the request exceeds the model's window and there is nothing to compact", "session_id", req.SessionID,
-			"tokens", need, "usable", usable, "reason", res.Reason)
-		return false
-	}
 	msgs, err := m.history.Load(ctx, req.SessionID)
 	if err != nil {
 		m.logger.WarnContext(ctx, "the compacted transcript could not be read", "session_id", req.SessionID, "error", err)
 		return false
+	}
+	if !res.Compacted && res.Reason != "done_by_other" {
+		// Nothing left to compact may mean another compaction (the
+		// turn_end trigger's, since the grain read its transcript) made
+		// the path short already: the transcript as it is now is sent
+		// if it is smaller; else the provider's context_overflow is the
+		// last word.
+		now := *preq
+		now.Messages = msgs
+		if requestTokens(now) >= need {
+			m.logger.WarnContext(ctx, "the request exceeds the model's window and there is nothing to compact", "session_id", req.SessionID,
+				"tokens", need, "usable", usable, "reason", res.Reason)
+			return false
+		}
 	}
 	preq.Messages = msgs
 	if req.Compacted != nil {
