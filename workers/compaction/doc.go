@@ -107,7 +107,9 @@
 // cache and output tokens) reaches the usable window of the message's
 // provider and model starts a compaction with reason "threshold" in the
 // background, at most [WithConcurrency] at a time over all copies (an
-// event that finds no free slot is redelivered a second later). When
+// event that finds no free slot is redelivered a second later, then after
+// waits doubling up to a minute, some 15 minutes in all; at its last
+// delivery it is skipped with a warning). When
 // another compaction of the session runs, the trigger waits for it and
 // checks again: a turn_end older than the path's last compaction is
 // skipped. Failures are logged and acked: the orchestrator, which

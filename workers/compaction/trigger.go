@@ -25,6 +25,7 @@ const (
 	triggerMaxDeliver    = 20
 	triggerMaxAckPending = 1024
 	triggerBusyDelay     = time.Second
+	triggerBusyMax       = time.Minute
 	triggerLookupTimeout = 5 * time.Second
 	triggerRetryMin      = 100 * time.Millisecond
 	triggerRetryMax      = 30 * time.Second
@@ -309,7 +310,18 @@ func (t *trigger) handle(m jetstream.Msg) {
 	select {
 	case t.sem <- struct{}{}:
 	default:
-		_ = m.NakWithDelay(triggerBusyDelay)
+		var n uint64
+		if md, err := m.Metadata(); err == nil {
+			n = md.NumDelivered
+		}
+		if n >= triggerMaxDeliver {
+			// The server would drop it after this delivery, silently.
+			t.log.Warn("threshold compaction skipped: every slot stayed busy; the overflow check before the next model call is the backstop",
+				slog.String("session_id", sid), slog.Uint64("deliveries", n))
+			_ = m.Ack()
+			return
+		}
+		_ = m.NakWithDelay(busyDelay(n))
 		return
 	}
 	staleBefore := msg.Timestamp
@@ -327,6 +339,17 @@ func (t *trigger) handle(m jetstream.Msg) {
 	t.wg.Add(1) // under t.mu, so close never waits while a run is being added
 	t.mu.Unlock()
 	go t.run(m, req, staleBefore)
+}
+
+// busyDelay is how long a turn_end that found every slot busy at its
+// n-th delivery waits before it comes again: a second, doubling up to a
+// minute, so that its deliveries (triggerMaxDeliver) cover some 15
+// minutes of busy slots rather than 20 seconds.
+func busyDelay(n uint64) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	return min(triggerBusyDelay<<min(n-1, 6), triggerBusyMax)
 }
 
 // run compacts in the background, telling the server the message is in
