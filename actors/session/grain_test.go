@@ -1871,3 +1871,65 @@ func TestFailedLoadHandsTheWakeBack(t *testing.T) {
 		t.Fatal("a wake whose load failed was not handed back")
 	}
 }
+
+// TestAbortQueuedBehindAHalt: a run::abort that waits in a grain's
+// mailbox while the grain loses its write (another activation wrote) and
+// halts is sent again to a fresh activation, which aborts the run. The
+// halted grain never read it: the abort waited out its whole deadline and
+// failed.
+func TestAbortQueuedBehindAHalt(t *testing.T) {
+	st, hist := newMemStore(), newMemHistory(true)
+	const sid = "halt1"
+	rec, _ := seedRun(t, st, sid)
+	writing, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	st.before = func(r turn.Record) *turn.Record {
+		fenced := false
+		once.Do(func() {
+			close(writing)
+			st.mu.Unlock() // let the test's Abort reach the host meanwhile
+			<-gate
+			st.mu.Lock()
+			fenced = true
+		})
+		if !fenced {
+			return nil
+		}
+		other := st.rec[sid] // another activation's write: this one loses
+		return &other
+	}
+	h, err := session.NewHost(session.Ports{Store: st, History: settledHistory{hist}, Events: hist, Model: callModel{},
+		Functions: &countingFunctions{}, Inbox: emptyInbox{}, Approvals: &recordingApprovals{pending: map[string]bool{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	wake(t, h, sid, rec.Step)
+	select {
+	case <-writing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the grain did not write")
+	}
+	type result struct {
+		res session.AbortResult
+		err error
+	}
+	out := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		res, err := h.Abort(ctx, sid, "user")
+		out <- result{res, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // the abort waits in the mailbox
+	close(gate)
+	select {
+	case r := <-out:
+		if r.err != nil || !r.res.Aborted {
+			t.Fatalf("abort = %+v, %v; want the run aborted", r.res, r.err)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("the abort queued behind the halt was never answered")
+	}
+	waitFor(t, "the aborted run's record", func() bool { return st.current(sid).State.Terminal() })
+}

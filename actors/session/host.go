@@ -297,21 +297,82 @@ func (h *Host) send(sid string, build func(seq uint64) any) error {
 }
 
 // request is send with a reply, bounded by ctx (30 s without a deadline).
+//
+// A grain that stops on its own (it halts: another activation wrote; or
+// it hands the session off in a drain) drops what waits in its mailbox:
+// a request it never read is sent again to a fresh activation, within
+// ctx's deadline (30 s without one). Before, it waited out the deadline
+// and failed.
 func (h *Host) request(ctx context.Context, sid string, build func(seq uint64) any) (any, error) {
-	h.mu.Lock()
-	a, err := h.activate(sid)
-	if err != nil {
-		h.mu.Unlock()
-		return nil, err
-	}
-	a.sent++
-	timeout := 30 * time.Second
+	deadline := time.Now().Add(30 * time.Second)
 	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
+		deadline = dl
 	}
-	fut := h.system.Root.RequestFuture(a.pid, build(a.sent), timeout)
-	h.mu.Unlock()
-	return fut.Result()
+	for again := false; ; again = true {
+		h.mu.Lock()
+		a, err := h.activate(sid)
+		if err != nil {
+			h.mu.Unlock()
+			// The stopped grain's name may outlive it for a moment.
+			if again && errors.Is(err, actor.ErrNameExists) && time.Until(deadline) > requestWatch {
+				time.Sleep(requestWatch)
+				continue
+			}
+			return nil, err
+		}
+		a.sent++
+		pid := a.pid
+		fut := h.system.Root.RequestFuture(pid, build(a.sent), time.Until(deadline))
+		h.mu.Unlock()
+		res, err, unread := h.await(fut, sid, pid)
+		if !unread || time.Until(deadline) <= requestWatch {
+			return res, err
+		}
+	}
+}
+
+// requestWatch is how often a request looks whether its grain stopped;
+// requestGrace is how long a stopped grain's reply may still take.
+const (
+	requestWatch = 100 * time.Millisecond
+	requestGrace = time.Second
+)
+
+// await waits for fut, the answer of sid's activation pid. unread says
+// that pid stopped without answering: its mailbox, and the request in it,
+// are gone.
+func (h *Host) await(fut *actor.Future, sid string, pid *actor.PID) (res any, err error, unread bool) {
+	type answer struct {
+		res any
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := fut.Result()
+		ch <- answer{res, err}
+	}()
+	tick := time.NewTicker(requestWatch)
+	defer tick.Stop()
+	for {
+		select {
+		case a := <-ch:
+			return a.res, a.err, false
+		case <-tick.C:
+		}
+		h.mu.Lock()
+		cur, ok := h.grains[sid]
+		stopped := !ok || cur.pid != pid
+		h.mu.Unlock()
+		if !stopped {
+			continue
+		}
+		select {
+		case a := <-ch:
+			return a.res, a.err, false
+		case <-time.After(requestGrace):
+			return nil, nil, true
+		}
+	}
 }
 
 // Wake wakes sid's grain with a step message. A clustered host hands the
