@@ -26,39 +26,61 @@ func newDefs(logger *slog.Logger) *defs {
 	return &defs{logger: logger, byID: map[string]Budget{}, changed: make(chan struct{})}
 }
 
-// apply folds one watched entry in; the watch delivers in revision order.
-func (d *defs) apply(ent jetstream.KeyValueEntry) {
+// decode reads a watched entry: the budget it defines, or false for a
+// delete, a purge or a value that is not a budget (logged).
+func (d *defs) decode(ent jetstream.KeyValueEntry) (Budget, bool) {
+	if ent.Operation() != jetstream.KeyValuePut {
+		return Budget{}, false
+	}
 	id := strings.TrimPrefix(ent.Key(), defPrefix)
 	var b Budget
-	put := ent.Operation() == jetstream.KeyValuePut
-	if put {
-		err := json.Unmarshal(ent.Value(), &b)
-		switch {
-		case err != nil:
-		case b.BudgetID != id:
-			err = fmt.Errorf("it names budget %q", b.BudgetID)
-		case !b.Period.Valid():
-			err = fmt.Errorf("unknown period %q", b.Period)
-		case !(b.CeilingUSD > 0):
-			err = fmt.Errorf("ceiling %v is not positive", b.CeilingUSD)
-		}
-		if err != nil {
-			d.logger.Warn("budget definition is not one; ignored", "key", ent.Key(), "error", err)
-			put = false
-		}
-		if b.AlertThresholds == nil {
-			b.AlertThresholds = []float64{}
-		}
+	err := json.Unmarshal(ent.Value(), &b)
+	switch {
+	case err != nil:
+	case b.BudgetID != id:
+		err = fmt.Errorf("it names budget %q", b.BudgetID)
+	case !b.Period.Valid():
+		err = fmt.Errorf("unknown period %q", b.Period)
+	case !(b.CeilingUSD > 0):
+		err = fmt.Errorf("ceiling %v is not positive", b.CeilingUSD)
 	}
+	if err != nil {
+		d.logger.Warn("budget definition is not one; ignored", "key", ent.Key(), "error", err)
+		return Budget{}, false
+	}
+	if b.AlertThresholds == nil {
+		b.AlertThresholds = []float64{}
+	}
+	return b, true
+}
+
+// apply folds one watched change in; the watch delivers in revision order.
+func (d *defs) apply(ent jetstream.KeyValueEntry) {
+	id := strings.TrimPrefix(ent.Key(), defPrefix)
+	b, put := d.decode(ent)
 	d.mu.Lock()
 	if put {
 		d.byID[id] = b
 	} else {
 		delete(d.byID, id)
 	}
+	d.signal()
+	d.mu.Unlock()
+}
+
+// replace makes byID the whole copy: a watch's snapshot, which replaces
+// what an earlier watch (of a bucket since deleted or created again) built.
+func (d *defs) replace(byID map[string]Budget) {
+	d.mu.Lock()
+	d.byID = byID
+	d.signal()
+	d.mu.Unlock()
+}
+
+// signal wakes the waiters; d.mu is held.
+func (d *defs) signal() {
 	close(d.changed)
 	d.changed = make(chan struct{})
-	d.mu.Unlock()
 }
 
 func (d *defs) get(id string) (Budget, bool) {

@@ -86,7 +86,9 @@
 //
 // "def.<budget_id>": the [Budget] definition. Written once by create,
 // purged by delete. Every node follows these keys with a watch, so
-// matching a call to its budgets reads memory.
+// matching a call to its budgets reads memory. A watch that ends, or a
+// bucket deleted and created again (a restore), is opened again with
+// backoff and the bucket's definitions replace the node's copy.
 //
 // "spend.<budget_id>.<YYYYMMDD>" (the period's start date): one key per
 // budget and period, so a reserve is one compare-and-set per budget:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,15 +111,18 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Ledger, error
 		logger = e.Logger().With("worker", WorkerName)
 	}
 	l := &Ledger{kv: kv, js: e.JetStream(), o: o, logger: logger, defs: newDefs(logger), done: make(chan struct{})}
-	if err := l.follow(ctx); err != nil {
+	if err := l.follow(ctx, e); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// follow starts the watch on the definitions and waits for the initial
-// values.
-func (l *Ledger) follow(ctx context.Context) error {
+// follow starts following the definitions and waits for the initial
+// values. A watch that ends, or whose bucket is deleted and created again
+// (a restore, `nats kv rm`/`add`), is opened again with backoff
+// (engine.FollowBucket), and its snapshot replaces the copy; while the
+// bucket is gone the copy stays.
+func (l *Ledger) follow(ctx context.Context, e *engine.Engine) error {
 	wctx, stop := context.WithCancel(context.Background())
 	w, err := engine.WatchKV(wctx, l.js.Conn(), l.kv, engine.KVWatchConfig{Keys: []string{defPrefix + "*"}})
 	if err != nil {
@@ -129,15 +133,41 @@ func (l *Ledger) follow(ctx context.Context) error {
 	loaded := make(chan struct{})
 	go func() {
 		defer close(l.done)
-		err := engine.FollowKV(wctx, w, l.defs.apply, func() { close(loaded) })
+		var fresh map[string]Budget
+		err := engine.FollowBucket(wctx, e, w, engine.BucketFollower{
+			Name:  "budget definitions",
+			Check: l.o.bucketCheck,
+			KVMirror: engine.KVMirror{
+				Begin: func() { fresh = map[string]Budget{} },
+				Entry: func(ent jetstream.KeyValueEntry, live bool) {
+					if live {
+						l.defs.apply(ent)
+						return
+					}
+					if b, ok := l.defs.decode(ent); ok {
+						fresh[b.BudgetID] = b
+					} else {
+						delete(fresh, strings.TrimPrefix(ent.Key(), defPrefix))
+					}
+				},
+				Loaded: func(first bool) {
+					l.defs.replace(fresh)
+					fresh = nil
+					if first {
+						close(loaded)
+					}
+				},
+			},
+		})
 		if err != nil && wctx.Err() == nil {
-			l.logger.Error("budget definitions watch ended; this node no longer sees new budgets", "error", err)
+			l.logger.Error("budget definitions watch ended before they loaded", "error", err)
 		}
 	}()
 	select {
 	case <-loaded:
 		return nil
 	case <-l.done:
+		stop()
 		return wire.Errorf(wire.CodeUnavailable, "budget definitions watch closed while loading")
 	case <-ctx.Done():
 		stop()

@@ -30,6 +30,10 @@ type options struct {
 	ttl       time.Duration
 	retention time.Duration
 	attempts  int
+	// bucketCheck is how often the definitions watch checks that the
+	// bucket was not deleted or created again (engine.FollowBucket); 0:
+	// the engine's default. Tests shorten it.
+	bucketCheck time.Duration
 }
 
 func buildOptions(opts []Option) (options, error) {
