@@ -2,7 +2,6 @@ package hook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -60,7 +59,11 @@ func PublishCollect(ctx context.Context, nc *nats.Conn, req Request, opts ...Opt
 	if err := ctx.Err(); err != nil {
 		return empty(), fmt.Errorf("hook: %q not published: %w", req.Topic, err)
 	}
-	data, err := json.Marshal(req.Payload)
+	// Not json.Marshal: its HTML escaping grows each "<", ">" and "&" of
+	// a payload (a result's markup) to six bytes, and a payload that fit
+	// the max payload failed to publish, which denies a before-call round
+	// and skips the after-call hooks (a redaction).
+	data, err := wire.MarshalJSON(req.Payload)
 	if err != nil {
 		return failed(req.Topic, err)
 	}

@@ -335,6 +335,12 @@ func TestReplyShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A msgpack timestamp past year 9999 decodes, but time.Time does not
+	// encode it as JSON.
+	farTime, err := wire.Msgpack.Marshal(map[string]any{"block": true, "at": time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		reply   *nats.Msg
@@ -351,6 +357,7 @@ func TestReplyShapes(t *testing.T) {
 		{"msgpack", &nats.Msg{Data: msgpackBody, Header: nats.Header{wire.HeaderContentType: {wire.ContentMsgpack}}}, `{"block":true,"n":3,"nested":{"k":["v"]}}`, 0},
 		{"bad msgpack", &nats.Msg{Data: []byte{0xc1}, Header: nats.Header{wire.HeaderContentType: {wire.ContentMsgpack}}}, "", 1},
 		{"msgpack NaN", &nats.Msg{Data: []byte("\x81\xa1a\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00"), Header: nats.Header{wire.HeaderContentType: {wire.ContentMsgpack}}}, "", 1},
+		{"msgpack timestamp past 9999", &nats.Msg{Data: farTime, Header: nats.Header{wire.HeaderContentType: {wire.ContentMsgpack}}}, "", 1},
 		{"service error", wire.Reply(wire.Errorf(wire.CodeInternal, "boom"), wire.JSON), "", 1},
 	}
 	for _, tc := range tests {
@@ -374,6 +381,31 @@ func TestReplyShapes(t *testing.T) {
 				t.Fatalf("replies %s, want %s", mustJSON(t, res.Replies), tc.want)
 			}
 		})
+	}
+}
+
+// A payload's "<", ">" and "&" (a function result's markup) reach the
+// subscribers as they are: HTML-escaped, each grew to six bytes, and a
+// payload well under the max payload failed to publish (a before-call
+// round denied, an after-call round, a redaction, skipped).
+func TestPayloadNotHTMLEscaped(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(16<<10))
+	nc := enginetest.Connect(t, ns)
+	seen := make(chan string, 1)
+	subscribe(t, ns, topic, func(m *nats.Msg) *nats.Msg {
+		seen <- string(m.Data)
+		return &nats.Msg{Data: []byte(`{}`)}
+	})
+	markup := strings.Repeat("<b>&</b>", 1<<10) // 8 KiB; 38 KiB escaped
+	res, err := hook.PublishCollect(context.Background(), nc, hook.Request{
+		Topic: topic, Payload: map[string]any{"text": markup}, MergeRule: hook.FieldMerge, ExpectedReplies: 1, TimeoutMs: 5000,
+	})
+	if err != nil || res.PublishFailed || len(res.Replies) != 1 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if got, want := <-seen, `{"text":"`+markup+`"}`; got != want {
+		t.Fatalf("the subscriber got %d bytes %.40q…, want %d bytes %.40q…", len(got), got, len(want), want)
 	}
 }
 

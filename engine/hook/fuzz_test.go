@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -23,6 +24,9 @@ func FuzzValidateAndMerge(f *testing.F) {
 	f.Add([]byte(`{"topic":"a.b*>","merge_rule":"pipeline_last_wins","quiescence_ms":1001}`), []byte("\x82\xa5block\xc3\xa1a\x01"), "")
 	f.Add([]byte(`null`), []byte(`{not json`), "other")
 	f.Add([]byte(`{}`), []byte("\x81\xa1a\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00"), "field_merge") // {"a": NaN}
+	if far, err := wire.Msgpack.Marshal(map[string]any{"block": true, "at": time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}); err == nil {
+		f.Add([]byte(`{}`), far, "first_block_wins") // a timestamp JSON cannot hold
+	}
 	f.Fuzz(func(t *testing.T, reqBody, replies []byte, rule string) {
 		var req Request
 		if json.Unmarshal(reqBody, &req) == nil {

@@ -19,7 +19,9 @@ const (
 	// non-blocking hook's rewrite (e.g. of "args") still comes through.
 	FirstBlockWins MergeRule = "first_block_wins"
 	// FieldMerge: a shallow merge of all replies; a later reply's key
-	// overrides an earlier one's.
+	// overrides an earlier one's, unless its value is null: null is no
+	// answer ({"result":null} decodes as an [AfterReply] that keeps the
+	// result), so it does not undo an earlier reply's value.
 	FieldMerge MergeRule = "field_merge"
 	// PipelineLastWins: merged is the last reply.
 	PipelineLastWins MergeRule = "pipeline_last_wins"

@@ -96,6 +96,12 @@ func TestMerge(t *testing.T) {
 		{"first block", hook.FirstBlockWins, []map[string]any{{"block": true, "reason": "1"}, {"block": true, "reason": "2"}}, `{"block":true,"reason":"1"}`},
 		{"no block merges", hook.FirstBlockWins, []map[string]any{{"block": false}, rewrite}, `{"args":{"p":"/safe"},"block":false}`},
 		{"block must be bool", hook.FirstBlockWins, []map[string]any{{"block": 1.0}, {"block": "true"}}, `{"block":"true"}`},
+		// null is no answer: a later hook's {"result":null} (keep it)
+		// does not undo an earlier hook's redaction, in either order.
+		{"null does not override", hook.FieldMerge, []map[string]any{{"result": "redacted"}, {"result": nil}}, `{"result":"redacted"}`},
+		{"null then value", hook.FieldMerge, []map[string]any{{"result": nil}, {"result": "redacted"}}, `{"result":"redacted"}`},
+		{"null alone", hook.FieldMerge, []map[string]any{{"result": nil}, {"a": 1.0}}, `{"a":1,"result":null}`},
+		{"null args keep a rewrite", hook.FirstBlockWins, []map[string]any{rewrite, {"args": nil, "block": false}}, `{"args":{"p":"/safe"},"block":false}`},
 		{"unknown rule merges fields", "other", []map[string]any{a, b}, `{"a":1,"b":2,"k":"b"}`},
 	}
 	for _, tc := range tests {

@@ -51,6 +51,12 @@ func fieldMerge(replies []map[string]any) map[string]any {
 	out := make(map[string]any, n)
 	for _, r := range replies {
 		for k, v := range r {
+			if _, set := out[k]; set && v == nil {
+				// null is no answer, as the reply types decode it
+				// ({"result":null} keeps the result): it overrode an
+				// earlier hook's redaction or rewrite.
+				continue
+			}
 			out[k] = v
 		}
 	}

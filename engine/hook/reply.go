@@ -3,6 +3,7 @@ package hook
 import (
 	"bytes"
 	"math"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -56,7 +57,7 @@ func decodeReply(hdr nats.Header, data []byte) (map[string]any, replyKind) {
 		return nil, replyInvalid
 	}
 	if codec != wire.JSON && !jsonSafe(v) {
-		return nil, replyInvalid // a NaN or infinity: the result could not be sent as JSON
+		return nil, replyInvalid // the result could not be sent as JSON
 	}
 	if m, ok := v.(map[string]any); ok {
 		if m == nil {
@@ -68,9 +69,14 @@ func decodeReply(hdr nats.Header, data []byte) (map[string]any, replyKind) {
 }
 
 // jsonSafe reports whether v, decoded from msgpack, encodes as JSON: it
-// holds no NaN or infinite float. (The decoder bounds the nesting.)
+// holds no NaN or infinite float and no timestamp (msgpack extension -1)
+// outside the years 0..9999 that time.Time's MarshalJSON takes. Kept, one
+// such reply made the answer of hooks::publish_collect to a JSON caller,
+// and every Bind, fail. (The decoder bounds the nesting.)
 func jsonSafe(v any) bool {
 	switch x := v.(type) {
+	case time.Time:
+		return x.Year() >= 0 && x.Year() <= 9999
 	case float64:
 		return !math.IsNaN(x) && !math.IsInf(x, 0)
 	case float32:

@@ -256,6 +256,7 @@ func TestWorkerPayloadExact(t *testing.T) {
 		{`{"a":{"b":[{"n":9007199254740993}]}}`, `{"a":{"b":[{"n":9007199254740993}]}}`},
 		{``, `null`},
 		{`null`, `null`},
+		{`{"html":"<b>a & b</b>"}`, `{"html":"<b>a & b</b>"}`}, // not HTML-escaped
 	}
 	for _, tc := range tests {
 		body := `{"topic":"exact::payload","merge_rule":"field_merge","expected_replies":1`
