@@ -412,6 +412,8 @@ func TestHooksFromPlainNATSClients(t *testing.T) {
 		switch p.SessionID {
 		case "hblock":
 			reply(m, map[string]any{"block": true, "reason": "no adding today"})
+		case "hblock_str":
+			reply(m, map[string]any{"block": "true", "reason": "a string"})
 		case "hrewrite":
 			reply(m, map[string]any{"args": map[string]any{"a": 40, "b": 2}})
 		case "hrewrite_denied":
@@ -446,6 +448,16 @@ func TestHooksFromPlainNATSClients(t *testing.T) {
 	}
 	if s.calls.Load() != 0 {
 		t.Fatal("a blocked call ran")
+	}
+
+	// A block that is no boolean may have meant one: it blocks (fail
+	// closed). Before, it was ignored and the call ran.
+	startRun(t, s.e, "hblock_str", `/call math::add {"a":1,"b":1}`)
+	if d := denial(t, onlyResult(t, events(t, s.e, "hblock_str", 20*time.Second))); d.DeniedBy != agent.DeniedByHook || !strings.Contains(d.Reason, "not a boolean") {
+		t.Fatalf("blocked by a string: %+v", d)
+	}
+	if s.calls.Load() != 0 {
+		t.Fatal("a call blocked by a string block ran")
 	}
 
 	startRun(t, s.e, "hrewrite", `/call math::add {"a":1,"b":1}`)

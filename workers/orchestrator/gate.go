@@ -121,12 +121,20 @@ func (f functions) beforeHooks(ctx context.Context, sid string, c turn.Call) ses
 		// The replies not read may hold a block.
 		return deny(c, agent.DeniedByGateUnavailable, "", fmt.Sprintf("the before-call hooks answered more than %d replies or %d bytes; the rest were not read", hook.MaxReplies, hook.MaxReplyBytes))
 	}
-	if block, _ := res.Merged["block"].(bool); block {
-		reason, _ := res.Merged["reason"].(string)
-		if reason == "" {
-			reason = "blocked by a before-call hook"
+	switch block := res.Merged["block"].(type) {
+	case nil: // no hook blocks
+	case bool:
+		if block {
+			reason, _ := res.Merged["reason"].(string)
+			if reason == "" {
+				reason = "blocked by a before-call hook"
+			}
+			return deny(c, agent.DeniedByHook, "", reason)
 		}
-		return deny(c, agent.DeniedByHook, "", reason)
+	default:
+		// {"block":"true"} may have meant a block: fail closed, as a
+		// round whose replies were not all read does.
+		return deny(c, agent.DeniedByHook, "", fmt.Sprintf("a before-call hook answered block as a %T, not a boolean: taken as a block", block))
 	}
 	raw, ok := res.Merged["args"]
 	if !ok {
