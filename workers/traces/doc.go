@@ -17,7 +17,9 @@
 // Iii-Span-Count says how many. A trace's spans that do not fit one
 // message (the server's max payload, at most [MaxSpanBytes], headers
 // included) go in several; a span too large for a message on its own is
-// sent trimmed ([Span.Trim]). The store also takes a single span object
+// sent trimmed ([Span.Trim]). A float attribute that is not finite is
+// sent as the string OTLP's JSON writes for it ("NaN", "Infinity",
+// "-Infinity"): JSON has no number for it. The store also takes a single span object
 // per message ([DecodeSpans]), so any process can publish spans.
 // Publishes are asynchronous within a window ([WithMaxPending]); a span that
 // finds the window full is dropped and counted ([Exporter.Stats]), so
@@ -51,9 +53,12 @@
 // [MaxTreeDepth] (100) levels below a root are roots too, with detached:
 // true: each level nests the answer twice, and a msgpack caller refuses a
 // reply nested past 256 levels. Links stay on their span.
-// An answer never outgrows the bus's max payload: group_by leaves out
-// the groups that do not fit, tree the latest spans, and both say
-// truncated. Bad input is invalid_payload (an attribute outside the
+// An answer never outgrows the bus's max payload, in JSON or msgpack:
+// group_by leaves out the groups that do not fit, tree the latest spans
+// (each counted at its larger encoding: msgpack writes a float in nine
+// bytes), and both say truncated. A parent loop (bad data) is cut at its
+// earliest span, a root with missing_parent; spans below the loop stay
+// under their parents. Bad input is invalid_payload (an attribute outside the
 // three, a trace id that is not 32 hex digits, since_ms past 2262), an
 // unknown trace not_found.
 //

@@ -3,6 +3,8 @@ package traces_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +92,78 @@ func TestExporterFitsMessages(t *testing.T) {
 		if n.SpanID == huge[0].SpanContext().SpanID().String() && n.Attributes[traces.AttrTrimmedBytes] == nil {
 			t.Fatalf("huge span not marked trimmed: %+v", n.Attributes)
 		}
+	}
+}
+
+// A span with a float attribute that is not finite (NaN, ±Inf: a ratio
+// over zero) reaches the store with the value as OTLP's JSON writes it, a
+// string; JSON has no number for it, and the span failed to encode and
+// was lost whole, its children left without their parent.
+func TestExporterNonFiniteFloats(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx := ctxT(t)
+	x, err := traces.NewExporter(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		kv   attribute.KeyValue
+		want any
+	}{
+		{"NaN", attribute.Float64("v", math.NaN()), "NaN"},
+		{"+Inf", attribute.Float64("v", math.Inf(1)), "Infinity"},
+		{"-Inf", attribute.Float64("v", math.Inf(-1)), "-Infinity"},
+		{"slice", attribute.Float64Slice("v", []float64{1.5, math.NaN()}), []any{1.5, "NaN"}},
+		{"finite", attribute.Float64("v", 2.5), 2.5},
+	}
+	ss := make(tracetest.SpanStubs, len(tests))
+	for i, tt := range tests {
+		ss[i] = paddedStub(byte(i+1), 0)
+		ss[i].Attributes = []attribute.KeyValue{tt.kv}
+		ss[i].Events = []sdktrace.Event{{Name: "e", Time: ss[i].StartTime, Attributes: []attribute.KeyValue{tt.kv}}}
+		ss[i].Links = []sdktrace.Link{{SpanContext: ss[i].SpanContext, Attributes: []attribute.KeyValue{tt.kv}}}
+	}
+	spans := ss.Snapshots()
+	if err := x.ExportSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := x.Stats(); st.Acked != uint64(len(tests)) || st.Failed != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	s := startWorker(t, e).Store()
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if st := s.Stats(); st.Spans != len(tests) {
+			return fmt.Errorf("store holds %+v", st)
+		}
+		return nil
+	})
+	tree, err := s.Tree(spans[0].SpanContext().TraceID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*traces.TreeNode{}
+	for _, n := range tree.Spans {
+		got[n.SpanID] = n
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := got[spans[i].SpanContext().SpanID().String()]
+			if n == nil {
+				t.Fatal("span not stored")
+			}
+			for where, v := range map[string]any{
+				"attributes": n.Attributes["v"], "event": n.Events[0].Attributes["v"], "link": n.Links[0].Attributes["v"],
+			} {
+				if !reflect.DeepEqual(v, tt.want) {
+					t.Errorf("%s: %#v, want %#v", where, v, tt.want)
+				}
+			}
+		})
 	}
 }

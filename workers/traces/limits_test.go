@@ -114,6 +114,57 @@ func TestTreeFitsOneMessage(t *testing.T) {
 	}
 }
 
+// A tree answer fits the max payload in either codec: msgpack writes a
+// float in nine bytes where its JSON may take four, and a trace of spans
+// with float attributes came back to a Go caller (msgpack) as internal
+// (the reply over the max payload) where JSON's was truncated.
+func TestTreeFitsOneMessageInEveryCodec(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := ctxT(t)
+	floats := make([]any, 12_000)
+	for i := range floats {
+		floats[i] = 0.1
+	}
+	const n = 12 // 580 KiB of JSON, 1.3 MiB of msgpack
+	for i := range n {
+		sp := span(1, i, -1, int64(1000+i), int64(1001+i))
+		sp.Attributes = map[string]any{"f": floats}
+		data, err := json.Marshal(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.base.JetStream().Publish(ctx, traces.SpanSubject(tid(1)), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enginetest.Eventually(t, 5*time.Second, func() error {
+		if st := f.w.Store().Stats(); st.Spans != n {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+	for _, codec := range []wire.Codec{wire.JSON, wire.Msgpack} {
+		t.Run(codec.ContentType(), func(t *testing.T) {
+			req, err := codec.Marshal(traces.TreeRequest{TraceID: tid(1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _, err := f.e.TriggerRaw(ctxT(t), traces.TreeFunction, req, codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res traces.TreeResponse
+			if err := codec.Unmarshal(body, &res); err != nil {
+				t.Fatal(err)
+			}
+			if !res.Truncated || res.SpanCount != n || len(res.Spans) < 4 || res.Spans[0].SpanID != sid(0) {
+				t.Fatalf("%d bytes: truncated=%v span_count=%d, %d roots", len(body), res.Truncated, res.SpanCount, len(res.Spans))
+			}
+		})
+	}
+}
+
 // group_by sizes its answer by the groups' real JSON: values of control
 // characters take six bytes each.
 func TestGroupByEscapedValues(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -148,9 +150,49 @@ func attrMap(kvs []attribute.KeyValue) map[string]any {
 	}
 	m := make(map[string]any, len(kvs))
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.AsInterface()
+		m[string(kv.Key)] = jsonValue(kv.Value)
 	}
 	return m
+}
+
+// jsonValue is v as JSON takes it: a float that is not finite becomes
+// the string OTLP's JSON writes for it ("NaN", "Infinity",
+// "-Infinity"). JSON has no number for it, and one such attribute
+// failed the span's whole encoding: the span was lost.
+func jsonValue(v attribute.Value) any {
+	switch v.Type() {
+	case attribute.FLOAT64:
+		if f := v.AsFloat64(); !finite(f) {
+			return nonFinite(f)
+		}
+	case attribute.FLOAT64SLICE:
+		fs := v.AsFloat64Slice()
+		if !slices.ContainsFunc(fs, func(f float64) bool { return !finite(f) }) {
+			return fs
+		}
+		out := make([]any, len(fs))
+		for i, f := range fs {
+			if out[i] = f; !finite(f) {
+				out[i] = nonFinite(f)
+			}
+		}
+		return out
+	}
+	return v.AsInterface()
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// nonFinite is the name of f, NaN or an infinity.
+func nonFinite(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	default:
+		return "NaN"
+	}
 }
 
 // resourceMap is the resource's attributes (service.name, ...).

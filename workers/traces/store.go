@@ -517,6 +517,18 @@ func (s *Store) Tree(traceID string) (TreeResponse, error) {
 // (missing_parent, the children array, a comma).
 const nodeOverhead = 48
 
+// answerSize is what sp (raw in JSON) takes of an answer in the larger
+// of the codecs a caller may ask for: msgpack writes a float as nine
+// bytes however short its decimal form ("0.1,": four), so a span of
+// float attributes is twice as large in a Go caller's answer as in JSON.
+func answerSize(raw []byte, sp *Span) (int, error) {
+	b, err := wire.Msgpack.Marshal(sp)
+	if err != nil {
+		return 0, err
+	}
+	return max(len(raw), len(b)), nil
+}
+
 // buildTree links spans (owned by the caller) into a tree of at most
 // limit bytes of spans.
 func buildTree(traceID string, spans []*stored, errs int, limit int) (TreeResponse, error) {
@@ -540,21 +552,23 @@ func buildTree(traceID string, spans []*stored, errs int, limit int) (TreeRespon
 	}
 	// The earliest spans that fit the answer, at least one: a stored span
 	// is at most MaxStoredSpanBytes.
-	size := 0
-	for i, sp := range spans {
-		if size += len(sp.raw) + nodeOverhead; size > limit && i > 0 {
-			spans, resp.Truncated = spans[:i], true
-			break
-		}
-	}
 	nodes := make(map[string]*TreeNode, len(spans))
-	all := make([]*TreeNode, len(spans))
+	all := make([]*TreeNode, 0, len(spans))
+	size := 0
 	for i, sp := range spans {
 		n := &TreeNode{}
 		if err := unmarshalSpan(sp.raw, &n.Span); err != nil {
 			return TreeResponse{}, wire.Wrap(wire.CodeInternal, err, "decode stored span %s", sp.spanID)
 		}
-		all[i] = n
+		sz, err := answerSize(sp.raw, &n.Span)
+		if err != nil {
+			return TreeResponse{}, wire.Wrap(wire.CodeInternal, err, "encode stored span %s", sp.spanID)
+		}
+		if size += sz + nodeOverhead; size > limit && i > 0 {
+			resp.Truncated = true
+			break
+		}
+		all = append(all, n)
 		nodes[sp.spanID] = n
 	}
 	// Link in start order, so children come out sorted.
@@ -569,8 +583,9 @@ func buildTree(traceID string, spans []*stored, errs int, limit int) (TreeRespon
 			p.Children = append(p.Children, n)
 		}
 	}
-	// Spans not reachable from a root hang in a parent loop (only bad data
-	// makes one): cut each loop at its earliest span, which becomes a root.
+	// Spans not reachable from a root hang in a parent loop, or below one
+	// (only bad data makes one): cut each loop at its earliest span, which
+	// becomes a root; the spans below the loop stay under their parents.
 	seen := make(map[*TreeNode]bool, len(all))
 	mark := func(root *TreeNode) {
 		stack := []*TreeNode{root}
@@ -587,15 +602,37 @@ func buildTree(traceID string, spans []*stored, errs int, limit int) (TreeRespon
 	for _, r := range resp.Spans {
 		mark(r)
 	}
+	var pos map[*TreeNode]int // a node's index in all (by start), made for the first loop
 	for _, n := range all {
 		if seen[n] {
 			continue
 		}
-		p := nodes[n.ParentSpanID]
-		p.Children = slices.DeleteFunc(p.Children, func(c *TreeNode) bool { return c == n })
-		n.MissingParent = true
-		resp.Spans = append(resp.Spans, n)
-		mark(n)
+		if pos == nil {
+			pos = make(map[*TreeNode]int, len(all))
+			for i, x := range all {
+				pos[x] = i
+			}
+		}
+		// Every span up from n has its parent in nodes and unseen: climb
+		// until a span repeats, which is on the loop, then go round the
+		// loop for its earliest span.
+		climbed := map[*TreeNode]bool{}
+		x := n
+		for !climbed[x] {
+			climbed[x] = true
+			x = nodes[x.ParentSpanID]
+		}
+		first := x
+		for y := nodes[x.ParentSpanID]; y != x; y = nodes[y.ParentSpanID] {
+			if pos[y] < pos[first] {
+				first = y
+			}
+		}
+		p := nodes[first.ParentSpanID]
+		p.Children = slices.DeleteFunc(p.Children, func(c *TreeNode) bool { return c == first })
+		first.MissingParent = true
+		resp.Spans = append(resp.Spans, first)
+		mark(first)
 	}
 	resp.Spans = detachDeep(resp.Spans)
 	slices.SortStableFunc(resp.Spans, func(x, y *TreeNode) int { return cmp.Compare(x.StartNs, y.StartNs) })

@@ -130,6 +130,50 @@ func TestTree(t *testing.T) {
 	}
 }
 
+// A parent loop is cut at its earliest span; a span hanging below the
+// loop stays under its parent, even when it starts before every span of
+// the loop (it was cut from its parent and flagged missing_parent).
+func TestTreeLoops(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		spans []traces.Span
+		want  string
+	}{
+		{"two spans", []traces.Span{span(1, 1, 2, 1100, 1200), span(1, 2, 1, 1200, 1300)}, "span-1!(span-2)"},
+		{"own parent", []traces.Span{span(1, 1, 1, 1100, 1200)}, "span-1!"},
+		{"branch starts first", []traces.Span{
+			span(1, 1, 2, 1100, 1200), span(1, 2, 1, 1200, 1300), span(1, 3, 1, 1050, 1060),
+		}, "span-1!(span-3,span-2)"},
+		{"chain below a loop", []traces.Span{
+			span(1, 1, 3, 1300, 1400), span(1, 2, 1, 1200, 1300), span(1, 3, 2, 1100, 1200),
+			span(1, 4, 2, 1000, 1010), span(1, 5, 4, 1001, 1002),
+		}, "span-3!(span-1(span-2(span-4(span-5))))"},
+		{"two loops and a root", []traces.Span{
+			span(1, 1, -1, 900, 2000), span(1, 2, 3, 1500, 1600), span(1, 3, 2, 1400, 1500),
+			span(1, 4, 5, 1100, 1200), span(1, 5, 4, 1150, 1200), span(1, 6, 5, 1000, 1001),
+		}, "span-1,span-4!(span-5(span-6)),span-3!(span-2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			for _, sp := range tt.spans {
+				if !s.Add(sp) {
+					t.Fatalf("span %s refused", sp.SpanID)
+				}
+			}
+			res, err := s.Tree(tid(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(res.Spans); got != tt.want {
+				t.Fatalf("tree %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestStoreBadInput(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
