@@ -273,15 +273,27 @@ func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.Func
 	} else {
 		res = toResult(f.e.Codec(), reply)
 	}
-	res = f.afterHooks(ctx, sid, c, res)
 	limit := f.maxResult
 	if c.Batch > 1 {
 		// The batch's results share the bound: the record holds them all.
 		limit = max(limit/c.Batch, min(minBatchResult, limit))
 	}
+	// Capped before the after-call hooks too: they see the result the
+	// model will see, and a whole one near the max payload, with the
+	// call's arguments, made a hook message too large to publish (the
+	// round was skipped, a redacting hook's redaction with it).
+	res = f.capResult(ctx, sid, c, res, limit)
+	if after, replaced := f.afterHooks(ctx, sid, c, res); replaced {
+		return f.capResult(ctx, sid, c, after, limit)
+	}
+	return res
+}
+
+// capResult bounds res at limit bytes ([agent.FunctionResult.Capped]).
+func (f functions) capResult(ctx context.Context, sid string, c turn.Call, res agent.FunctionResult, limit int) agent.FunctionResult {
 	if capped, cut := res.Capped(limit); cut {
 		f.logger.InfoContext(ctx, "function result truncated", "session_id", sid, "function_id", c.FunctionID, "bytes", res.Size(), "limit", limit)
-		res = capped
+		return capped
 	}
 	return res
 }
@@ -289,7 +301,9 @@ func (f functions) Call(ctx context.Context, sid string, c turn.Call) agent.Func
 // minBatchResult is the least a result of a large batch may keep.
 const minBatchResult = 2 << 10
 
-func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res agent.FunctionResult) agent.FunctionResult {
+// afterHooks asks the after-call hooks about res; replaced says that one
+// answered another result.
+func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res agent.FunctionResult) (agent.FunctionResult, bool) {
 	out, err := hook.PublishCollect(ctx, f.e.Conn(), hook.Request{
 		Topic:        hook.TopicAfterCall,
 		Payload:      hook.AfterCall{SessionID: sid, FunctionCallID: c.ID, FunctionID: c.FunctionID, Args: args(c.Args), Result: res},
@@ -300,16 +314,16 @@ func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res 
 	if err != nil {
 		// The call ran: its result stands. Say so loudly.
 		f.logger.WarnContext(ctx, "after-call hooks could not be asked", "session_id", sid, "function_id", c.FunctionID, "error", err)
-		return res
+		return res, false
 	}
 	if out.Overflow {
 		// A partial round is not acted on, as one that failed to publish.
 		f.logger.WarnContext(ctx, "after-call hooks answered too many replies; they are ignored", "session_id", sid, "function_id", c.FunctionID, "max_replies", hook.MaxReplies, "max_bytes", hook.MaxReplyBytes)
-		return res
+		return res, false
 	}
 	raw, ok := out.Merged["result"]
 	if !ok {
-		return res
+		return res, false
 	}
 	var replaced agent.FunctionResult
 	b, err := json.Marshal(raw)
@@ -318,9 +332,9 @@ func (f functions) afterHooks(ctx context.Context, sid string, c turn.Call, res 
 	}
 	if err != nil || len(replaced.Content) == 0 {
 		f.logger.WarnContext(ctx, "an after-call hook answered a result that is not a FunctionResult; it is ignored", "session_id", sid, "function_id", c.FunctionID, "error", err)
-		return res
+		return res, false
 	}
-	return replaced
+	return replaced, true
 }
 
 // deny is the verdict for a call that does not run, with the SPEC §5
