@@ -308,13 +308,14 @@ func (h *Host) request(ctx context.Context, sid string, build func(seq uint64) a
 	if dl, ok := ctx.Deadline(); ok {
 		deadline = dl
 	}
-	for again := false; ; again = true {
+	for {
 		h.mu.Lock()
 		a, err := h.activate(sid)
 		if err != nil {
 			h.mu.Unlock()
-			// The stopped grain's name may outlive it for a moment.
-			if again && errors.Is(err, actor.ErrNameExists) && time.Until(deadline) > requestWatch {
+			// A grain that stopped on its own may keep its name a moment
+			// after it left h.grains.
+			if errors.Is(err, actor.ErrNameExists) && time.Until(deadline) > requestWatch {
 				time.Sleep(requestWatch)
 				continue
 			}
