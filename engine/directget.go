@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/iii-on-nats/iii/engine/wire"
 )
@@ -47,7 +48,7 @@ func DirectGetBatch(ctx context.Context, nc *nats.Conn, stream string, body []by
 		if end != nil {
 			return
 		}
-		if m.Header.Get("Status") == "" {
+		if !batchStatus(m) {
 			msgs = append(msgs, m)
 			return
 		}
@@ -80,4 +81,12 @@ func DirectGetBatch(ctx context.Context, nc *nats.Conn, stream string, body []by
 			stream, code, status.Header.Get("Description"))
 	}
 	return got, be, nil
+}
+
+// batchStatus reports whether m is the server's status that ends a batch
+// direct get, not one of its messages. A stored message may carry a
+// header of its own named "Status" (any client can publish one); only a
+// stored message carries its stream sequence.
+func batchStatus(m *nats.Msg) bool {
+	return m.Header.Get("Status") != "" && m.Header.Get(jetstream.SequenceHeader) == ""
 }

@@ -34,7 +34,7 @@ func SkillsBucketConfig() jetstream.KeyValueConfig {
 // PublishSkill stores markdown as the skill "<worker>/<function id>" in
 // the skills bucket (the directory's source). Any NATS client can do the
 // same with a KV put under [subjects.SkillKey]. An unchanged document is
-// not written again.
+// not written again. A bucket deleted under the engine is created again.
 func (e *Engine) PublishSkill(ctx context.Context, worker, functionID, markdown string) error {
 	key, err := subjects.SkillKey(worker, functionID)
 	if err != nil {
@@ -50,13 +50,27 @@ func (e *Engine) PublishSkill(ctx context.Context, worker, functionID, markdown 
 	if cur, err := kv.Get(ctx, key); err == nil && string(cur.Value()) == markdown {
 		return nil
 	}
-	if _, err := kv.Put(ctx, key, []byte(markdown)); err != nil {
+	_, err = kv.Put(ctx, key, []byte(markdown))
+	if StreamMissing(err) {
+		// The bucket was deleted under this engine (a put no stream
+		// answered stored nothing): without forgetting its handle, every
+		// later publication failed until restart.
+		e.mu.Lock()
+		e.skills = nil
+		e.mu.Unlock()
+		if kv, err = e.skillsKV(ctx); err != nil {
+			return err
+		}
+		_, err = kv.Put(ctx, key, []byte(markdown))
+	}
+	if err != nil {
 		return wire.Wrap(wire.CodeUnavailable, err, "publish skill %s", key)
 	}
 	return nil
 }
 
-// skillsKV opens the skills bucket once per engine.
+// skillsKV opens the skills bucket once per engine (again once
+// [Engine.PublishSkill] forgot it).
 func (e *Engine) skillsKV(ctx context.Context) (jetstream.KeyValue, error) {
 	e.mu.Lock()
 	kv := e.skills

@@ -200,3 +200,31 @@ func TestGeneratedSkillBounded(t *testing.T) {
 		t.Fatalf("skill %s not published: %v", key, err)
 	}
 }
+
+// The skills bucket deleted under a running engine (`nats kv rm
+// iii-skills`) is created again by the next publication: the engine kept
+// the bucket's handle, and every registration after the delete failed to
+// publish its skill until the process restarted.
+func TestPublishSkillAfterBucketDeleted(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	e := enginetest.NewEngine(t, ns)
+	ctx := context.Background()
+	if err := e.PublishSkill(ctx, "tools", "tools::a", "first\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.JetStream().DeleteKeyValue(ctx, subjects.SkillsBucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.PublishSkill(ctx, "tools", "tools::b", "second\n"); err != nil {
+		t.Fatalf("publish after the bucket was deleted: %v", err)
+	}
+	kv, err := e.JetStream().KeyValue(ctx, subjects.SkillsBucket)
+	if err != nil {
+		t.Fatalf("bucket not created again: %v", err)
+	}
+	key, _ := subjects.SkillKey("tools", "tools::b")
+	if got, err := kv.Get(ctx, key); err != nil || string(got.Value()) != "second\n" {
+		t.Fatalf("skill %q: %v %v", key, got, err)
+	}
+}
