@@ -15,9 +15,12 @@ const (
 	// MinEvery is the shortest "@every" interval: every tick costs one KV
 	// write per scheduler on the bus.
 	MinEvery = 100 * time.Millisecond
-	// searchYears bounds how far Next looks ahead. Eight years separate
-	// two Feb 29ths around 2100, so a valid expression always fires within it.
-	searchYears = 9
+	// searchYears bounds how far Next looks ahead. The Gregorian calendar,
+	// weekdays included, repeats every 400 years, so a day that ever
+	// matches matches within any 400 of them; a shorter window misses
+	// rare days such as Feb 29 on an even weekday ("0 0 29 2 */2": none
+	// from 2005 to 2019).
+	searchYears = 400
 )
 
 // Expression is a parsed cron expression. Its zero value is not usable; get
@@ -275,7 +278,9 @@ func (x *Expression) Location() *time.Location { return x.loc }
 func (x *Expression) Every() time.Duration { return x.every }
 
 // Next is the first tick strictly after after, in the expression's
-// location, or the zero time if there is none within nine years.
+// location, or the zero time if there is none (within 400 years, a whole
+// cycle of the calendar: only a wall time that daylight saving time
+// always skips is never reached).
 //
 // "@every d" ticks at the multiples of d counted from the zero time
 // (0001-01-01 UTC), not from when a scheduler started: every node computes

@@ -44,6 +44,16 @@ func TestNext(t *testing.T) {
 		{"0 0 31 * *", "2024-01-31T00:00:00Z", []string{"2024-03-31T00:00:00Z", "2024-05-31T00:00:00Z"}},
 		{"0 0 29 2 *", "2024-03-01T00:00:00Z", []string{"2028-02-29T00:00:00Z"}},
 		{"0 0 29 2 *", "2097-01-01T00:00:00Z", []string{"2104-02-29T00:00:00Z"}}, // 2100 is not a leap year
+		// Both day fields count when one is a stepped star: rare days, years
+		// apart (Feb 29 on Sun/Tue/Thu/Sat, Jan 1 on a Sunday).
+		{"0 0 29 2 */2", "2004-02-29T00:00:00Z", []string{"2020-02-29T00:00:00Z", "2024-02-29T00:00:00Z"}},
+		{"0 0 */31 1 */7", "2023-01-01T00:00:00Z", []string{"2034-01-01T00:00:00Z"}},
+		{"0 0 29 2 */7", "2004-02-29T00:00:00Z", []string{"2032-02-29T00:00:00Z"}},
+		{"0 0 29 2 */7", "2088-03-01T00:00:00Z", []string{"2128-02-29T00:00:00Z"}}, // 40 years: 2100 is no leap year
+		// Parsed although no tick falls in the decade after 2000 (Jan 1 on a
+		// Friday, Feb 1 on a Monday).
+		{"0 0 */31 1 FRI", "2024-01-01T00:00:00Z", []string{"2027-01-01T00:00:00Z"}},
+		{"0 0 */31 2 MON", "2010-02-01T00:00:00Z", []string{"2016-02-01T00:00:00Z"}},
 		// Both day fields restricted: either matches (the 13th, or a Friday).
 		{"0 0 13 * FRI", "2024-09-01T00:00:00Z", []string{"2024-09-06T00:00:00Z", "2024-09-13T00:00:00Z", "2024-09-20T00:00:00Z"}},
 		// One day field a star: both must match (Friday the 13th).
@@ -366,6 +376,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"* * * * *", "*/15 0-6,22 1,15 JAN-JUN MON-FRI", "0 0 29 2 *", "*/7 * * * * *",
 		"@every 1h30m", "@daily", "0 0 13 * FRI", "5/20 * * * *", "0 0 * * 7", "? ? ? ? ?", "@every 100ms",
+		"0 0 29 2 */2", "0 0 */31 1 FRI",
 	} {
 		f.Add(s, int64(1700000000), "UTC")
 		f.Add(s, int64(1710054000), "America/New_York")

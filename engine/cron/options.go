@@ -78,8 +78,9 @@ func WithLocation(loc *time.Location) Option {
 
 // WithMisfireGrace sets how late (by this node's clock) a scheduler may
 // still claim a tick, e.g. after a GC pause; later ticks are skipped. A
-// tick's lease lives twice as long, so nodes whose clocks differ by less
-// than the grace never fire one tick twice. At least one second.
+// tick's lease lives twice as long plus a second, so nodes whose clocks
+// differ by less than the grace never fire one tick twice. At least one
+// second.
 func WithMisfireGrace(d time.Duration) Option {
 	return func(o *options) error {
 		if d < time.Second {

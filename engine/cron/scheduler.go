@@ -104,8 +104,9 @@ func Start(ctx context.Context, e *engine.Engine, opts ...Option) (*Scheduler, e
 		return nil, wire.Wrap(wire.CodeUnavailable, ErrNoKeyTTL, "recreate bucket %s with LimitMarkerTTL", st.Bucket())
 	}
 	// A lease must outlive every attempt to claim its tick: attempts come at
-	// most grace late by each node's clock.
-	ttl := (2*o.grace + time.Second - 1).Truncate(time.Second)
+	// most grace late by each node's clock, clocks differ by less than the
+	// grace, and the second leaves room for the claims' round trips.
+	ttl := leaseTTL(o.grace)
 
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	base, stopFires := context.WithCancel(context.Background())
@@ -275,6 +276,12 @@ func (s *Scheduler) run(ctx context.Context, rj *runningJob) {
 		// that were on time.
 		next = rj.expr.Next(maxTime(next, now))
 	}
+}
+
+// leaseTTL is how long a tick's lease lives: twice the misfire grace plus
+// a second, rounded up to whole seconds (per-key TTLs are whole seconds).
+func leaseTTL(grace time.Duration) time.Duration {
+	return (2*grace + 2*time.Second - 1).Truncate(time.Second)
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -200,7 +200,7 @@ func TestLeasesExpire(t *testing.T) {
 	e := enginetest.NewEngine(t, ns)
 	var rec tickRecorder
 	rec.register(t, e, "test::tick")
-	// Grace 1s: leases live 2s.
+	// Grace 1s: leases live 3s, twice the grace plus a second.
 	s := start(t, e, cron.WithMisfireGrace(time.Second))
 	ctx := context.Background()
 	if err := s.Schedule(ctx, cron.Job{ID: "ttl", Expression: "@every 100ms", FunctionID: "test::tick"}); err != nil {
@@ -222,6 +222,17 @@ func TestLeasesExpire(t *testing.T) {
 	key := fmt.Sprintf("ttl.%d", tick)
 	if ent, err := kv.Get(ctx, key); err != nil || len(ent.Value()) == 0 {
 		t.Fatalf("lease %s: %v", key, err)
+	}
+	stream, err := e.JetStream().Stream(ctx, "KV_"+subjects.CronBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := stream.GetLastMsgForSubject(ctx, "$KV."+subjects.CronBucket+"."+key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := raw.Header.Get(jetstream.MsgTTLHeader); ttl != "3s" {
+		t.Fatalf("lease %s TTL = %q, want 3s", key, ttl)
 	}
 	if _, err := s.Unschedule(ctx, "ttl"); err != nil {
 		t.Fatal(err)
