@@ -11,7 +11,11 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
-	_ "time/tzdata" // every node parses cron time zones with the same rules
+	// Cron time zones resolve on a machine with no zoneinfo too. A node
+	// reads its system's zoneinfo first, so nodes whose system tzdata
+	// differ may compute different ticks for a zone whose rules changed
+	// (docs/OPERATIONS.md, cron).
+	_ "time/tzdata"
 
 	"github.com/iii-on-nats/iii/engine/wire"
 )
