@@ -210,7 +210,10 @@ func (w *Worker) newService() (micro.Service, error) {
 }
 
 // Register adds fn to the worker. The function is reachable as soon as
-// Register returns.
+// Register returns nil. An error from the last step, the round trip that
+// confirms the subscription (the connection is down), leaves fn
+// registered: nats.go sends its subscription when the connection is
+// back, and a second Register of it answers [ErrDuplicateFunction].
 func (w *Worker) Register(fn Function) error {
 	subj, err := subjects.FunctionSubject(fn.ID)
 	if err != nil {
