@@ -31,7 +31,9 @@
 //     key); never null. Without session_id it lists every copy of the
 //     bucket (see Session homes). When the list would not fit the server's
 //     max payload, the oldest that fit are listed and omitted counts the
-//     others (decide those, or list one session, to see them). A pending
+//     others (decide those, or list one session, to see them); a call too
+//     large to be listed even alone is passed over, counted in omitted and
+//     logged at Warn with its ids (decide it by its id). A pending
 //     record whose decision is taken (see Decision receipts) is not
 //     listed: the list writes that decision into it.
 //   - approval::settings::get {session_id} → {session_id, mode,

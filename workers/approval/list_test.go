@@ -214,3 +214,64 @@ func TestListPendingOverMaxPayload(t *testing.T) {
 		})
 	}
 }
+
+// A pending call too large to be listed even alone (its record fits a
+// message, its listing in msgpack does not) is passed over and counted in
+// omitted: the calls after it are listed. Before, the list stopped at it,
+// so an oldest call of that size hid every pending call, in every codec.
+func TestListPendingPassesOverCallTooLargeToList(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 64 << 10
+	ns := enginetest.RunServer(t, enginetest.WithMaxPayload(maxPayload))
+	e := enginetest.NewEngine(t, ns)
+	ctx := context.Background()
+	w := NewWorker()
+	if err := w.Start(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	approvals, err := e.EnsureKV(ctx, ApprovalsBucketConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fractions := make([]any, 10_000) // about 40 KiB of JSON, 90 KiB of msgpack
+	for i := range fractions {
+		fractions[i] = 0.5
+	}
+	park(t, approvals, record(t, "big", "c", "vec::upsert", map[string]any{"xs": fractions}, 1))
+	for i := range 3 {
+		park(t, approvals, record(t, "s"+strconv.Itoa(i), "c", "fs::write", map[string]any{"path": "/x"}, int64(10+i)))
+	}
+	nc := enginetest.Connect(t, ns)
+	subj := subjects.MustFunctionSubject(ListPendingFunction)
+	for _, tc := range []struct {
+		sid, want string
+		omitted   int
+	}{
+		{"", `["s0/c","s1/c","s2/c"]`, 1},
+		{"big", `[]`, 1},
+		{"s1", `["s1/c"]`, 0},
+	} {
+		for _, ct := range []string{wire.ContentJSON, wire.ContentMsgpack} {
+			codec := wire.ForContentType(ct)
+			body, err := codec.Marshal(ListPendingRequest{SessionID: tc.sid})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := nc.RequestMsg(&nats.Msg{Subject: subj, Data: body, Header: nats.Header{wire.HeaderContentType: {ct}}}, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if we := wire.Decode(m); we != nil {
+				t.Fatalf("%q %s: %v", tc.sid, ct, we)
+			}
+			var resp ListPendingResponse
+			if err := codec.Unmarshal(m.Data, &resp); err != nil {
+				t.Fatal(err)
+			}
+			if g := mustJSON(t, ids(resp.Pending)); g != tc.want || resp.Omitted != tc.omitted {
+				t.Errorf("%q %s: listed %s, omitted %d; want %s, omitted %d", tc.sid, ct, g, resp.Omitted, tc.want, tc.omitted)
+			}
+		}
+	}
+}

@@ -125,7 +125,9 @@ type Pending struct {
 // ListPendingResponse is the answer of approval::list_pending, oldest
 // first; Pending is never null. Omitted counts the newer pending calls left
 // out because the answer would not fit the server's max payload: decide
-// the listed ones, or list one session, to see them.
+// the listed ones, or list one session, to see them. It also counts any
+// call too large to be listed even alone, which is passed over (the newer
+// calls are listed): decide it by its id.
 type ListPendingResponse struct {
 	Pending []Pending `json:"pending"`
 	Omitted int       `json:"omitted,omitempty"`
@@ -239,7 +241,7 @@ const listPendingResponseSchema = `{
         "required": ["session_id", "function_call_id", "function_id", "args", "args_hash", "requested_at"]
       }
     },
-    "omitted": {"type": "integer", "description": "newer pending calls left out because the answer would exceed the server's max payload; absent when none"}
+    "omitted": {"type": "integer", "description": "pending calls left out because the answer would exceed the server's max payload (the newer ones, and any call too large to list alone); absent when none"}
   },
   "required": ["pending"]
 }`

@@ -148,7 +148,12 @@ func (s *Store) functions() []engine.Function {
 				if err != nil {
 					return ListPendingResponse{}, err
 				}
-				return fitPending(p, s.maxPayload()-answerRoom)
+				resp, tooLarge, err := fitPending(p, s.maxPayload()-answerRoom)
+				for _, c := range tooLarge {
+					s.logger.Warn("pending call too large to list, counted in omitted; decide it by its id (its approval_requested event, turn::get_state)",
+						"session_id", c.SessionID, "function_call_id", c.FunctionCallID, "function_id", c.FunctionID)
+				}
+				return resp, err
 			}),
 		},
 		{
@@ -180,22 +185,32 @@ const answerRoom = 1024
 // fitPending is the answer listing the oldest of pending that fit in limit
 // bytes in either codec (the caller's is not known here), and counting the
 // others in Omitted. Without it, more pending calls than one message holds
-// would make the answer fail as a whole, and no call could be listed.
-func fitPending(pending []Pending, limit int64) (ListPendingResponse, error) {
+// would make the answer fail as a whole, and no call could be listed. A
+// call too large to be listed even alone is passed over (and returned in
+// tooLarge): stopping at it would list nothing, this call or any newer,
+// however many calls fit.
+func fitPending(pending []Pending, limit int64) (resp ListPendingResponse, tooLarge []Pending, err error) {
+	listed := make([]Pending, 0, len(pending))
 	var size int64
 	for i, p := range pending {
 		j, err := wire.JSON.Marshal(p)
 		if err != nil {
-			return ListPendingResponse{}, wire.Wrap(wire.CodeInternal, err, "encode pending call")
+			return ListPendingResponse{}, nil, wire.Wrap(wire.CodeInternal, err, "encode pending call")
 		}
 		m, err := wire.Msgpack.Marshal(p)
 		if err != nil {
-			return ListPendingResponse{}, wire.Wrap(wire.CodeInternal, err, "encode pending call")
+			return ListPendingResponse{}, nil, wire.Wrap(wire.CodeInternal, err, "encode pending call")
 		}
-		size += int64(max(len(j), len(m))) + 1 // and a comma
-		if size > limit {
-			return ListPendingResponse{Pending: pending[:i], Omitted: len(pending) - i}, nil
+		n := int64(max(len(j), len(m))) + 1 // and a comma
+		if n > limit {
+			tooLarge = append(tooLarge, p)
+			continue
 		}
+		if size+n > limit {
+			return ListPendingResponse{Pending: listed, Omitted: len(tooLarge) + len(pending) - i}, tooLarge, nil
+		}
+		size += n
+		listed = append(listed, p)
 	}
-	return ListPendingResponse{Pending: pending}, nil
+	return ListPendingResponse{Pending: listed, Omitted: len(tooLarge)}, tooLarge, nil
 }
