@@ -52,7 +52,10 @@
 //   - 413 the body exceeds [WithMaxBodyBytes] (default 1 MiB) or the encoded
 //     request, with the trace headers it carries, exceeds the NATS max
 //     payload; nothing is sent;
-//   - 408 the body did not arrive within [WithBodyTimeout] (default 30 s);
+//   - 408 the body did not arrive within [WithBodyTimeout] (default 30 s),
+//     which also bounds the unread body of a request answered early (a
+//     404 waits for the body the client announced at most that long, then
+//     its connection is closed);
 //   - 400 a malformed path escape or query string, or a path, query or
 //     header value that is not UTF-8 once decoded;
 //   - the function's error code mapped by [StatusFor]: invalid_payload 400,
@@ -74,7 +77,9 @@
 //
 // Trace context: an incoming W3C traceparent/tracestate/baggage is the
 // parent of the gateway's server span, which the NATS request carries on to
-// the function.
+// the function, except the baggage members under "iii." (iii.session.id,
+// iii.message.id): they name the session whose sandbox and files a tool
+// works on (engine.SessionFromContext), which no HTTP client may choose.
 //
 // Lifecycle: New → serve HTTP → Close.
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -317,7 +319,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 // the status codes.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := g.e
-	ctx := e.Extract(r.Context(), nats.Header(r.Header))
+	ctx := untrustedBaggage(e.Extract(r.Context(), nats.Header(r.Header)))
 	ctx, span := e.Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 	defer span.End()
@@ -326,6 +328,28 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}
+}
+
+// reservedBaggage prefixes the baggage members the engine sets itself
+// (engine.AttrSessionID, engine.AttrMessageID).
+const reservedBaggage = "iii."
+
+// untrustedBaggage drops the engine's own members from the baggage an
+// HTTP client sent: they name the session whose resources a tool works on
+// (engine.SessionFromContext), which a client must not choose for the
+// function and the calls it makes. Other members pass.
+func untrustedBaggage(ctx context.Context) context.Context {
+	b := baggage.FromContext(ctx)
+	out := b
+	for _, m := range b.Members() {
+		if strings.HasPrefix(m.Key(), reservedBaggage) {
+			out = out.DeleteMember(m.Key())
+		}
+	}
+	if out.Len() == b.Len() {
+		return ctx
+	}
+	return baggage.ContextWithBaggage(ctx, out)
 }
 
 // serve handles the request and returns the status it wrote.
@@ -338,7 +362,18 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	// passes). ErrNotSupported (a ResponseWriter that is no connection):
 	// no deadline.
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Now().Add(g.opts.bodyTimeout + g.opts.timeout + g.opts.writeTimeout))
+	_ = rc.SetWriteDeadline(time.Now().Add(sumDurations(g.opts.bodyTimeout, g.opts.timeout, g.opts.writeTimeout)))
+	// The body timeout runs from now, also for a request answered before
+	// its body is read (404, 405, 413, ...): net/http then drains the
+	// unread body (up to 256 KiB) before it writes the answer, and after
+	// it, with no deadline of its own on a server without ReadTimeout, so
+	// a client that never sends the body it announced would hold the
+	// connection for ever without an answer. A request without a body
+	// sets no deadline (see readBody).
+	hasBody := r.Body != nil && r.Body != http.NoBody
+	if hasBody {
+		_ = rc.SetReadDeadline(time.Now().Add(g.opts.bodyTimeout))
+	}
 	startResponse := func() { _ = rc.SetWriteDeadline(time.Now().Add(g.opts.writeTimeout)) }
 	fail := func(status int, e *wire.Error) int {
 		startResponse()
@@ -376,7 +411,7 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	if r.ContentLength > g.opts.maxBody {
 		return tooLarge(r.ContentLength, g.opts.maxBody, "request body")
 	}
-	body, err := g.readBody(w, r)
+	body, err := g.readBody(w, rc, r, hasBody)
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return tooLarge(-1, g.opts.maxBody, "request body")
@@ -460,6 +495,20 @@ func (g *Gateway) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	return status
 }
 
+// sumDurations adds positive durations, saturating: timeouts as long as a
+// Duration holds (no limit, in effect) would wrap to a negative sum, a
+// deadline in the past.
+func sumDurations(ds ...time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		if d > math.MaxInt64-sum {
+			return math.MaxInt64
+		}
+		sum += d
+	}
+	return sum
+}
+
 // callHeaderBytes bounds the size of the NATS headers of the function call
 // made under ctx: the trace context and baggage the engine injects, plus a
 // fixed allowance for the status line, Content-Type and timeout headers.
@@ -470,19 +519,19 @@ func (g *Gateway) callHeaderBytes(ctx context.Context) int64 {
 }
 
 // readBody reads the request body up to the size limit, within the body
-// timeout. A request without a body sets no deadline: the server's
-// background read that notices a client going away is already waiting, and
-// a deadline would cancel the request when it passes.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
+// timeout serve set as the read deadline. A request without a body has no
+// deadline: the server's background read that notices a client going away
+// is already waiting, and a deadline would cancel the request when it
+// passes.
+func (g *Gateway) readBody(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, hasBody bool) ([]byte, error) {
+	if !hasBody {
 		return nil, nil
 	}
-	rc := http.NewResponseController(w)
-	// ErrNotSupported (a ResponseWriter that is no connection): no deadline.
-	_ = rc.SetReadDeadline(time.Now().Add(g.opts.bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.maxBody))
 	if err == nil {
 		// Read to the end; the function's time is bounded by WithTimeout.
+		// ErrNotSupported (a ResponseWriter that is no connection): no
+		// deadline was set.
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return body, err

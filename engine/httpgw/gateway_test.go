@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/iii-on-nats/iii/engine"
@@ -521,6 +522,36 @@ func TestTraceContextFromHTTP(t *testing.T) {
 	}
 	if id := <-got; id.String() != traceID {
 		t.Fatalf("function saw trace %s, want %s", id, traceID)
+	}
+}
+
+// TestClientBaggageCannotNameSession: the engine's own baggage members
+// (iii.session.id, iii.message.id) name the session whose resources a
+// tool works on (engine.SessionFromContext: a sandbox's files and shell),
+// so an HTTP client must not set them for the function and every call it
+// makes; its other baggage members pass.
+func TestClientBaggageCannotNameSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	type seen struct{ sid, mid, other string }
+	got := make(chan seen, 1)
+	f.register(t, "test::baggage", func(ctx context.Context, _ httpgw.Request) (httpgw.Response, error) {
+		sid, mid := engine.SessionFromContext(ctx)
+		got <- seen{sid, mid, baggage.FromContext(ctx).Member("tenant").Value()}
+		return httpgw.Response{}, nil
+	})
+	f.route(t, "GET", "/baggage", "test::baggage")
+	for _, bg := range []string{
+		"iii.session.id=victim,iii.message.id=m1,tenant=acme",
+		"tenant=acme,iii.session.id=victim;p=1,iii.message.id=m1",
+	} {
+		resp, b := do(t, "GET", f.srv.URL+"/baggage", "", nil, "baggage", bg)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		if s := <-got; s != (seen{other: "acme"}) {
+			t.Fatalf("baggage %q: function saw session %q message %q tenant %q, want only tenant acme", bg, s.sid, s.mid, s.other)
+		}
 	}
 }
 

@@ -449,3 +449,100 @@ func TestHandWrittenRoutes(t *testing.T) {
 		t.Fatalf("routes left: %+v", rs)
 	}
 }
+
+// TestEarlyAnswerWithUnreadBody: a request the gateway answers before
+// reading its body (404, 405, 413 by Content-Length, 400 malformed path)
+// from a client that never sends the body it announced is answered within
+// the body timeout, and its connection is closed: net/http drains an
+// unread body (up to 256 KiB) before writing the answer, with no read
+// deadline on a server without ReadTimeout (httptest's, iii up's).
+func TestEarlyAnswerWithUnreadBody(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, []httpgw.Option{httpgw.WithBodyTimeout(300 * time.Millisecond), httpgw.WithMaxBodyBytes(4)})
+	f.route(t, "POST", "/up", "test::echo")
+	for _, tc := range []struct{ name, req, want string }{
+		{"404 content-length", "POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n", "404"},
+		{"404 chunked", "POST /nope HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n", "404"},
+		{"404 expect 100-continue", "POST /nope HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n", "404"},
+		{"405", "PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab", "405"},
+		{"413 by content-length", "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n", "413"},
+		{"400 path", "POST /up/%ff HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n", "400"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write([]byte(tc.req)); err != nil {
+				t.Fatal(err)
+			}
+			// The answer, then the end of the connection: the server
+			// holds it no longer than the body timeout.
+			start := time.Now()
+			_ = conn.SetReadDeadline(start.Add(5 * time.Second))
+			got, err := io.ReadAll(conn)
+			if err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 "+tc.want) {
+				t.Fatalf("unsent body: %q, %v after %v, want %s and the connection closed", got, err, time.Since(start), tc.want)
+			}
+		})
+	}
+	if n := f.calls.Load(); n != 0 {
+		t.Fatalf("%d requests reached the function", n)
+	}
+}
+
+// TestHugeTimeouts: timeouts as long as a Duration holds (a caller's way
+// to say "no limit") do not add up past it: the write deadline before the
+// response was their sum, which wrapped to the past, so the 100 Continue
+// an Expect client waits for failed, and with it the connection's answer.
+func TestHugeTimeouts(t *testing.T) {
+	t.Parallel()
+	const forever = time.Duration(1<<63 - 1)
+	for _, tc := range []struct {
+		name string
+		opts []httpgw.Option
+	}{
+		{"timeout", []httpgw.Option{httpgw.WithTimeout(forever)}},
+		{"body timeout", []httpgw.Option{httpgw.WithBodyTimeout(forever)}},
+		{"write timeout", []httpgw.Option{httpgw.WithWriteTimeout(forever)}},
+		{"all", []httpgw.Option{httpgw.WithTimeout(forever), httpgw.WithBodyTimeout(forever), httpgw.WithWriteTimeout(forever)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, tc.opts)
+			f.register(t, "test::body", func(_ context.Context, r httpgw.Request) (httpgw.Response, error) {
+				return httpgw.Response{Body: r.Body}, nil
+			})
+			f.route(t, "POST", "/up", "test::body")
+			conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := conn.Write([]byte("POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(conn)
+			if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+				t.Fatalf("before the body: %q, %v, want 100 Continue", line, err)
+			}
+			if _, err := br.ReadString('\n'); err != nil { // the blank line after 100
+				t.Fatal(err)
+			}
+			if _, err := conn.Write([]byte("ok")); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
+				t.Fatalf("%d %q", resp.StatusCode, b)
+			}
+		})
+	}
+}

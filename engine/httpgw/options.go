@@ -64,11 +64,15 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithBodyTimeout bounds receiving a request body, from the moment the
-// gateway starts reading it: a client that sends it slower is answered 408
-// and nothing is sent to the function. It sets the connection's read
-// deadline (through [http.ResponseController]) for the body, in place of
-// the server's ReadTimeout; the server's ReadHeaderTimeout still has to
-// bound the headers.
+// gateway takes the request: a client that sends it slower is answered 408
+// and nothing is sent to the function. It also bounds the body of a
+// request answered before its body is read (404, 405, 413, 503), which
+// net/http reads on (up to 256 KiB) before it sends the answer: a client
+// that never sends that body gets the answer when it passes, and its
+// connection is closed. It sets the connection's read deadline (through
+// [http.ResponseController]) for the body, in place of the server's
+// ReadTimeout; the server's ReadHeaderTimeout still has to bound the
+// headers.
 func WithBodyTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
