@@ -26,13 +26,24 @@
 // tracing never holds up the traced code. Lost spans are logged at Warn,
 // the first at once, then at most once a minute with the counts since.
 // ForceFlush and Shutdown wait for the acknowledgements. Any process may export: the spans of every node
-// meet in the one stream.
+// meet in the one stream. A publish that finds no stream (deleted under a
+// running node) has the exporter create it again in the background, one
+// attempt at a time: at once, or, within 30 s of the last attempt, after
+// 250 ms doubling up to 30 s. The spans published meanwhile are lost and
+// counted.
 //
 // # The store
 //
 // [Open] (and the worker's Start) replays the stream from its first
 // message with an ordered consumer, then follows it live: a restarted store
-// rebuilds whatever the stream still keeps. The consumer pulls at most
+// rebuilds whatever the stream still keeps. When the stream is deleted
+// and created again (its creation time changes, checked when the consume
+// reports an error and every 30 s), the store follows the new stream from
+// its first message ([StoreStats.Restarts]): the ordered consumer alone
+// resumed after the old stream's last sequence, skipping as many new
+// messages. The spans held stay, as when the stream is purged; a stream
+// that is gone is waited for (checked with backoff, up to 30 s apart).
+// The consumer pulls at most
 // [MinReplayBytes] (8 MiB) or two max payloads of messages ahead of the
 // store, whichever is more. The store holds at most
 // [WithMaxSpans] spans (default 200,000) and [WithMaxBytes] bytes of them

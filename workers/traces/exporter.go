@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,11 @@ var _ sdktrace.SpanExporter = (*Exporter)(nil)
 // Warn at most once a minute with their counts. [Exporter.ForceFlush] and
 // [Exporter.Shutdown] wait for the acknowledgements.
 //
+// A publish that finds no stream (`nats stream rm III_SPANS` under a
+// running node) has the exporter create the stream again in the
+// background, one attempt at a time with backoff; the spans published
+// meanwhile are lost and counted.
+//
 // Use it behind a batch span processor ([NewSpanProcessor] also flushes the
 // acknowledgements on ForceFlush). It publishes on the engine's connection
 // and never closes it.
@@ -40,6 +46,22 @@ type Exporter struct {
 	js         jetstream.JetStream
 	maxPending int
 	losses     *lossLog
+	e          *engine.Engine
+	stream     jetstream.StreamConfig
+	logger     *slog.Logger
+
+	// life ends with Shutdown; it bounds the stream's re-creation.
+	life context.Context
+	end  context.CancelFunc
+
+	// recreating is the one re-creation of the stream running, if any;
+	// shut says Shutdown began (no more of them).
+	recMu      sync.Mutex
+	recreating chan struct{}
+	shut       bool
+	// Backoff of the re-creations, used by one at a time.
+	recDelay time.Duration
+	recLast  time.Time
 
 	stopped   atomic.Bool
 	published atomic.Uint64
@@ -69,7 +91,8 @@ type ExporterStats struct {
 
 // NewExporter creates [StreamName] on e's JetStream when it is missing
 // (limits from [WithStreamMaxAge] and [WithStreamMaxBytes], e's replicas)
-// and returns an exporter publishing to it on e's connection.
+// and returns an exporter publishing to it on e's connection; it creates
+// the stream again if it is deleted later.
 func NewExporter(ctx context.Context, e *engine.Engine, opts ...Option) (*Exporter, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -78,7 +101,12 @@ func NewExporter(ctx context.Context, e *engine.Engine, opts ...Option) (*Export
 	if _, err := e.EnsureStream(ctx, o.streamConfig(e)); err != nil {
 		return nil, err
 	}
-	x := &Exporter{maxPending: o.maxPending, losses: newLossLog(o.loggerFor(e), "spans not exported")}
+	logger := o.loggerFor(e)
+	x := &Exporter{
+		maxPending: o.maxPending, losses: newLossLog(logger, "spans not exported"),
+		e: e, stream: o.streamConfig(e), logger: logger,
+	}
+	x.life, x.end = context.WithCancel(context.Background())
 	// An own JetStream context: its async window is this exporter's alone.
 	x.js, err = jetstream.New(e.Conn(),
 		jetstream.WithPublishAsyncMaxPending(o.maxPending),
@@ -88,12 +116,97 @@ func NewExporter(ctx context.Context, e *engine.Engine, opts ...Option) (*Export
 			n := spanCount(m)
 			x.failed.Add(n)
 			x.losses.note(0, n, 0, err)
+			x.streamLost(err)
 		}),
 	)
 	if err != nil {
+		x.end()
 		return nil, fmt.Errorf("%w: %w", engine.ErrInvalidOption, err)
 	}
 	return x, nil
+}
+
+// Bounds of the stream's re-creation ([Exporter.streamLost]).
+const (
+	// recreateBase and recreateMax bound the wait before an attempt: none
+	// before the first of a while, recreateBase after a failure or for a
+	// loss soon after the last re-creation, doubling up to recreateMax.
+	recreateBase = 250 * time.Millisecond
+	recreateMax  = 30 * time.Second
+	// recreateAttempt bounds one attempt.
+	recreateAttempt = 10 * time.Second
+)
+
+// streamLost starts re-creating the stream when err says a publish found
+// none (`nats stream rm III_SPANS` under a running node): the stream was
+// ensured once, at NewExporter, and every later span failed until a
+// restart. It runs on nats.go's goroutine (the ack-timeout path holds the
+// publisher's lock), so it only starts the work: in the background, one
+// at a time, never in the way of ExportSpans.
+func (x *Exporter) streamLost(err error) {
+	if !engine.StreamMissing(err) {
+		return
+	}
+	x.recMu.Lock()
+	defer x.recMu.Unlock()
+	if x.shut || x.recreating != nil {
+		return
+	}
+	done := make(chan struct{})
+	x.recreating = done
+	go x.recreate(err, done)
+}
+
+// recreate creates the stream again, with backoff, until it is there or
+// Shutdown. The spans whose publish found no stream are lost (counted as
+// failed).
+func (x *Exporter) recreate(cause error, done chan struct{}) {
+	defer func() {
+		x.recMu.Lock()
+		x.recreating = nil
+		x.recMu.Unlock()
+		close(done)
+	}()
+	for said := false; ; {
+		// At once, unless the last attempt ended less than recreateMax
+		// ago: it failed, or something keeps deleting the stream, or
+		// cause is a publish that found no stream before the last
+		// re-creation.
+		if time.Since(x.recLast) < recreateMax {
+			x.recDelay = min(max(2*x.recDelay, recreateBase), recreateMax)
+			select {
+			case <-x.life.Done():
+				return
+			case <-time.After(x.recDelay):
+			}
+		} else {
+			x.recDelay = 0
+		}
+		ctx, cancel := context.WithTimeout(x.life, recreateAttempt)
+		gone, err := x.ensure(ctx, cause, !said)
+		cancel()
+		x.recLast = time.Now()
+		said = said || gone
+		if err == nil || x.life.Err() != nil || x.e.Conn().IsClosed() {
+			return
+		}
+		x.logger.Warn("span stream not created again; will retry", "stream", StreamName, "error", err)
+	}
+}
+
+// ensure creates the stream if it is not there; gone says it was not.
+func (x *Exporter) ensure(ctx context.Context, cause error, say bool) (gone bool, err error) {
+	_, err = x.js.Stream(ctx, StreamName)
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, err
+	}
+	if say {
+		x.logger.Warn("span stream missing; creating it again", "stream", StreamName, "error", cause)
+	}
+	// EnsureStream would answer with the handle it cached.
+	x.e.ForgetStream(StreamName, err)
+	_, err = x.e.EnsureStream(ctx, x.stream)
+	return true, err
 }
 
 // ExportSpans publishes spans without waiting for their acknowledgement.
@@ -220,10 +333,23 @@ func (x *Exporter) ForceFlush(ctx context.Context) error {
 	}
 }
 
-// Shutdown stops publishing (later spans are dropped) and waits for the
-// acknowledgements like [Exporter.ForceFlush]. It is idempotent.
+// Shutdown stops publishing (later spans are dropped) and re-creating
+// the stream, and waits for the acknowledgements like
+// [Exporter.ForceFlush]. It is idempotent.
 func (x *Exporter) Shutdown(ctx context.Context) error {
 	x.stopped.Store(true)
+	x.recMu.Lock()
+	x.shut = true
+	done := x.recreating
+	x.recMu.Unlock()
+	x.end()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return x.ForceFlush(ctx)
 }
 

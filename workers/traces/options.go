@@ -55,7 +55,8 @@ type options struct {
 	maxStore   int64
 	maxPending int
 	ackTimeout time.Duration
-	logger     *slog.Logger // nil: the engine's
+	checkEvery time.Duration // how often a store checks its stream
+	logger     *slog.Logger  // nil: the engine's
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -66,6 +67,7 @@ func buildOptions(opts []Option) (options, error) {
 		maxStore:   DefaultMaxBytes,
 		maxPending: DefaultMaxPending,
 		ackTimeout: DefaultAckTimeout,
+		checkEvery: streamCheckEvery,
 	}
 	for _, opt := range opts {
 		if opt == nil {

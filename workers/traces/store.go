@@ -3,9 +3,11 @@ package traces
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,8 +41,18 @@ type Store struct {
 	bytes  int64
 	stats  StoreStats
 
-	closeOnce sync.Once
+	// Following the stream (a store from Open). The supervisor alone
+	// replaces cc once Open returned; Close stops cc after the
+	// supervisor ended.
+	js        jetstream.JetStream
+	pullBytes int
+	check     time.Duration
 	cc        jetstream.ConsumeContext
+	gen       atomic.Uint64 // of cc: a replaced consume's messages are ignored
+	nudge     chan struct{}
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 type traceRec struct {
@@ -105,6 +117,10 @@ type StoreStats struct {
 	Trimmed uint64 `json:"trimmed"`
 	// LastSeq is the stream sequence of the last message consumed.
 	LastSeq uint64 `json:"last_seq"`
+	// Restarts counts the times the store started following the stream
+	// over from its first message: [StreamName] was deleted and created
+	// again.
+	Restarts uint64 `json:"restarts"`
 }
 
 // NewStore returns an empty store that follows nothing (for tests, and to
@@ -139,7 +155,9 @@ const defaultMaxPayload = 1 << 20
 // restarted store rebuilds what the stream still keeps), then receives
 // spans as they are published. The consumer pulls ahead at most
 // [MinReplayBytes] or two max payloads of messages, whichever is more.
-// [Store.Close] stops following.
+// A stream deleted and created again is followed from its first message
+// ([StoreStats.Restarts]); the spans held stay. [Store.Close] stops
+// following.
 func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -147,25 +165,162 @@ func Open(ctx context.Context, e *engine.Engine, opts ...Option) (*Store, error)
 	}
 	s := newStore(o, o.loggerFor(e))
 	s.maxPayload = e.Conn().MaxPayload
+	s.js, s.pullBytes, s.check = e.JetStream(), replayBytes(e.Conn().MaxPayload()), o.checkEvery
 	if _, err := e.EnsureStream(ctx, o.streamConfig(e)); err != nil {
 		return nil, err
 	}
-	cons, err := e.JetStream().OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
+	// The stream's creation time, asked (EnsureStream's handle may be one
+	// cached before a re-creation), before the consumer starts: a stream
+	// created again in between is then seen as new.
+	created, err := s.streamCreated(ctx)
+	if err != nil {
+		return nil, wire.Wrap(wire.CodeUnavailable, err, "stream %s", StreamName)
+	}
+	s.nudge, s.quit, s.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	if s.cc, err = s.follow(ctx); err != nil {
+		return nil, err
+	}
+	go s.supervise(created)
+	return s, nil
+}
+
+// streamCreated asks when the stream was created: a stream deleted and
+// created again has the same name and starts again at sequence 1.
+func (s *Store) streamCreated(ctx context.Context) (time.Time, error) {
+	st, err := s.js.Stream(ctx, StreamName)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return st.CachedInfo().Created, nil
+}
+
+// follow consumes the stream from its first message on a new ordered
+// consumer. A consume error wakes the supervisor.
+func (s *Store) follow(ctx context.Context) (jetstream.ConsumeContext, error) {
+	gen := s.gen.Load()
+	cons, err := s.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{SubjectPrefix + ">"},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "consumer on %s", StreamName)
 	}
-	s.cc, err = cons.Consume(s.consume,
-		jetstream.PullMaxBytes(replayBytes(e.Conn().MaxPayload())),
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if s.gen.Load() == gen {
+			s.consume(m)
+		}
+	},
+		jetstream.PullMaxBytes(s.pullBytes),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			s.logger.Debug("span consumer", slog.Any("error", err))
+			select {
+			case s.nudge <- struct{}{}:
+			default:
+			}
 		}))
 	if err != nil {
 		return nil, wire.Wrap(wire.CodeUnavailable, err, "consume %s", StreamName)
 	}
-	return s, nil
+	return cc, nil
+}
+
+const (
+	// streamCheckEvery is how often a store checks that its stream is
+	// the one it follows, besides when the consume reports an error.
+	streamCheckEvery = 30 * time.Second
+	// followBase and followMax bound the wait before the next check of a
+	// stream that is gone or did not answer, or the next restart of a
+	// consume that failed to start: doubling from followBase.
+	followBase = 250 * time.Millisecond
+	followMax  = 30 * time.Second
+	// followAttempt bounds one request of the supervisor.
+	followAttempt = 10 * time.Second
+)
+
+// supervise checks the stream when the consume reports an error (its
+// consumer deleted, the stream gone) and every s.check, until Close. The
+// ordered consumer survives a deleted stream by itself, but when the
+// stream is created again it resumes after the old stream's last sequence,
+// skipping as many messages of the new one; so a stream created since
+// (another creation time) is followed over from its first message. A
+// stream that is gone is waited for: the exporters create it again.
+func (s *Store) supervise(created time.Time) {
+	defer close(s.done)
+	life, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.quit:
+			cancel()
+		case <-life.Done():
+		}
+	}()
+	tick := time.NewTicker(s.check)
+	defer tick.Stop()
+	var delay time.Duration
+	for {
+		if delay == 0 {
+			select {
+			case <-s.quit:
+				return
+			case <-s.nudge:
+			case <-tick.C:
+			}
+		} else {
+			select {
+			case <-s.quit:
+				return
+			case <-time.After(delay):
+			}
+		}
+		ctx, cancelReq := context.WithTimeout(life, followAttempt)
+		now, err := s.streamCreated(ctx)
+		if err == nil && !now.Equal(created) {
+			err = s.restart(ctx)
+			if err == nil {
+				created = now
+			}
+		}
+		cancelReq()
+		if life.Err() != nil {
+			return
+		}
+		if err == nil {
+			delay = 0
+			continue
+		}
+		delay = min(max(2*delay, followBase), followMax)
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			s.logger.Warn("span stream not checked; will retry", "stream", StreamName, "retry_in", delay, "error", err)
+		}
+	}
+}
+
+// restart replaces the consume with one from the stream's first message.
+// The spans held stay (they are the traces they were; eviction ages them
+// out), as when the stream is purged.
+func (s *Store) restart(ctx context.Context) error {
+	old := s.cc
+	s.gen.Add(1) // what old still delivers is ignored
+	old.Stop()
+	select {
+	case <-old.Closed():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	s.stats.LastSeq = 0
+	s.mu.Unlock()
+	cc, err := s.follow(ctx)
+	if err != nil {
+		return err
+	}
+	s.cc = cc
+	s.mu.Lock()
+	s.stats.Restarts++
+	s.mu.Unlock()
+	s.logger.Warn("span stream created again; following it from its first message", "stream", StreamName)
+	return nil
 }
 
 // Bounds of the bytes the stream's consumer pulls ahead of the store
@@ -218,6 +373,10 @@ func (s *Store) consume(m jetstream.Msg) {
 // idempotent.
 func (s *Store) Close(context.Context) error {
 	s.closeOnce.Do(func() {
+		if s.quit != nil {
+			close(s.quit)
+			<-s.done
+		}
 		if s.cc != nil {
 			s.cc.Stop()
 			<-s.cc.Closed()
