@@ -87,7 +87,9 @@
 //
 // Errors: invalid_payload for bad ids, invalid entries (one carrying a
 // NaN or an infinity, which a msgpack request can but JSON cannot), an entry over the
-// size cap (256 KiB encoded, [WithMaxEntrySize]) or a compaction whose
+// size cap (256 KiB encoded, [WithMaxEntrySize]) or whose JSON would not
+// fit an answer of its own (the max payload less 2 KiB; JSON writes a
+// control character in 6 bytes, msgpack in 1), a compaction whose
 // first_kept_entry_id is not on its path, a fork (clone) into another
 // home region, or an after that is not an item of the answer it
 // continues or comes without leaf (session::tree takes no leaf);
@@ -140,7 +142,10 @@
 // another write passes it: the next append to a conversation then reads
 // neither (two round trips). A meta cached in the watch's lag is one read
 // a moment earlier: a missed append fails the publish's expectation and
-// the store reads again. An append with defer_meta leaves the meta
+// the store reads again. The watched bucket is checked every 5 s: one
+// deleted and created again (its revisions start over, and the old watch
+// stays silent) empties the cache, which then follows the new bucket.
+// An append with defer_meta leaves the meta
 // write for later, one per burst of appends (deferred.go; the store's own
 // reads and appends see it at once, other stores repair it as below),
 // and costs one round trip. A fork writes

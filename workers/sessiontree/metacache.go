@@ -2,6 +2,7 @@ package sessiontree
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,9 @@ type metaCache struct {
 	watcher jetstream.KeyWatcher
 	// nc is the connection kv is used over, set by start.
 	nc *nats.Conn
+	// created is when the bucket the watch follows was created: one
+	// created again has another time, and its revisions start over.
+	created time.Time
 }
 
 // cachedMeta is a meta and the revision it was read or written at.
@@ -81,6 +85,13 @@ func newMetaCache() *metaCache {
 func (c *metaCache) start(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, logger *slog.Logger) error {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.nc = nc
+	// Read before the watch opens: a bucket created again in between is
+	// then found replaced at the first check (a spare reopen).
+	created, _, err := bucketIdentity(ctx, kv)
+	if err != nil {
+		cancel()
+		return err
+	}
 	// New writes only: the subscription is in place when WatchKV
 	// returns, so every write from here on is delivered.
 	kw, err := engine.WatchKV(wctx, nc, kv, engine.KVWatchConfig{MetaOnly: true, UpdatesOnly: true})
@@ -89,7 +100,7 @@ func (c *metaCache) start(ctx context.Context, nc *nats.Conn, kv jetstream.KeyVa
 		return err
 	}
 	c.mu.Lock()
-	c.running, c.watcher = true, kw
+	c.running, c.watcher, c.created = true, kw, created
 	c.mu.Unlock()
 	c.cancel, c.done = cancel, make(chan struct{})
 	go c.follow(wctx, kv, kw, logger)
@@ -100,6 +111,53 @@ func (c *metaCache) start(ctx context.Context, nc *nats.Conn, kv jetstream.KeyVa
 // again after the watch ended.
 var metaRewatch = struct{ first, max time.Duration }{time.Second, 30 * time.Second}
 
+// metaBucketCheck is how often the watch's bucket is checked to be the
+// one it was opened on: a bucket deleted (`nats kv rm`) and created
+// again leaves the watch open but silent, or resumed at a revision the
+// new bucket has not reached, so that no later write dropped a cached
+// meta.
+var metaBucketCheck = engine.DefaultBucketCheck
+
+// bucketIdentity is when kv's stream was created and its last revision.
+func bucketIdentity(ctx context.Context, kv jetstream.KeyValue) (time.Time, uint64, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return time.Time{}, 0, errors.New("bucket status without stream info")
+	}
+	return bs.StreamInfo().Created, bs.StreamInfo().State.LastSeq, nil
+}
+
+// checkBucket stops kw once a check every metaBucketCheck finds its
+// bucket deleted, or created again (another creation time, or a last
+// revision behind one the watch delivered), until ctx ends. A failed
+// check (JetStream unreachable for a moment) changes nothing.
+func (c *metaCache) checkBucket(ctx context.Context, kv jetstream.KeyValue, kw jetstream.KeyWatcher) {
+	t := time.NewTicker(metaBucketCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		created, delivered := c.created, c.last
+		c.mu.Unlock()
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		at, last, err := bucketIdentity(sctx, kv)
+		cancel()
+		gone := errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
+		if gone || err == nil && (!at.Equal(created) || last < delivered) {
+			_ = kw.Stop()
+			return
+		}
+	}
+}
+
 // follow feeds the watch kw to the cache until ctx ends. A watch that ends
 // before (engine.WatchKV reopens it itself at a reconnect, and ends it
 // when it cannot: the connection closed, the bucket deleted or created
@@ -109,7 +167,10 @@ var metaRewatch = struct{ first, max time.Duration }{time.Second, 30 * time.Seco
 func (c *metaCache) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstream.KeyWatcher, logger *slog.Logger) {
 	defer close(c.done)
 	for {
+		cctx, stopCheck := context.WithCancel(ctx)
+		go c.checkBucket(cctx, kv, kw)
 		err := engine.FollowKV(ctx, kw, func(ent jetstream.KeyValueEntry) { c.saw(ent.Key(), ent.Revision()) }, nil)
+		stopCheck()
 		c.mu.Lock()
 		c.running = false
 		clear(c.metas)
@@ -128,7 +189,9 @@ func (c *metaCache) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstr
 // rewatch watches kv again, trying with a growing pause until ctx ends
 // (nil). The writes made while nothing watched are unknown, so a meta read
 // or written before the new watch began is not cached: the floor moves to
-// the bucket's last revision once the new watch is in place.
+// the bucket's last revision once the new watch is in place. A bucket
+// created again starts its revisions over: what was known of the old
+// one's is forgotten.
 func (c *metaCache) rewatch(ctx context.Context, kv jetstream.KeyValue) jetstream.KeyWatcher {
 	for pause := metaRewatch.first; ; pause = min(2*pause, metaRewatch.max) {
 		select {
@@ -136,18 +199,24 @@ func (c *metaCache) rewatch(ctx context.Context, kv jetstream.KeyValue) jetstrea
 			return nil
 		case <-time.After(pause):
 		}
+		created, _, err := bucketIdentity(ctx, kv)
+		if err != nil {
+			continue
+		}
 		kw, err := engine.WatchKV(ctx, c.nc, kv, engine.KVWatchConfig{MetaOnly: true, UpdatesOnly: true})
 		if err != nil {
 			continue
 		}
-		st, err := kv.Status(ctx)
-		bs, ok := st.(*jetstream.KeyValueBucketStatus)
-		if err != nil || !ok {
+		_, last, err := bucketIdentity(ctx, kv)
+		if err != nil {
 			_ = kw.Stop()
 			continue
 		}
-		last := bs.StreamInfo().State.LastSeq
 		c.mu.Lock()
+		if !created.Equal(c.created) {
+			clear(c.seen)
+			c.floor, c.last, c.created = last, last, created
+		}
 		c.running, c.watcher = true, kw
 		c.floor, c.last = max(c.floor, last), max(c.last, last)
 		c.mu.Unlock()

@@ -312,3 +312,66 @@ func waitUncachedIn(t *testing.T, c *metaCache, sid string) {
 		return nil
 	})
 }
+
+// TestMetaCacheBucketCreatedAgain: a meta bucket deleted and created
+// again (`nats kv rm`, `nats kv add`) under a running store leaves its
+// watch open but silent (resumed at a revision the new bucket has not
+// reached): the store's check of the bucket notices, drops what it
+// cached and watches the new bucket, so another store's rewind
+// (set_active_leaf) is seen and the next append goes under it. Before,
+// the store served the meta it had cached for good, and appended on the
+// branch the other store had left.
+func TestMetaCacheBucketCreatedAgain(t *testing.T) {
+	t.Parallel()
+	a, b := twoStores(t)
+	ctx := context.Background()
+	// Revisions the new bucket will not reach soon, some of them of a
+	// session (y) that goes on in the new bucket.
+	for i := range 5 {
+		if _, err := a.Create(ctx, CreateRequest{SessionID: fmt.Sprint("old", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Create(ctx, CreateRequest{SessionID: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		appendText(t, a, "y", "", fmt.Sprint("y", i))
+	}
+	enginetest.RecreateKV(t, a.js, MetaBucketConfig(1))
+	if _, err := a.Create(ctx, CreateRequest{SessionID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	e1 := appendText(t, a, "x", "", "one")
+	appendText(t, a, "x", "", "two")
+	if _, err := b.SetActiveLeaf(ctx, SetActiveLeafRequest{SessionID: "x", EntryID: e1}); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 4*metaBucketCheck, func() error {
+		if _, _, ok := a.meta.get("x"); ok {
+			return fmt.Errorf("the meta cached before another store's write is still served")
+		}
+		return nil
+	})
+	if m, err := a.Meta(ctx, "x"); err != nil || m.ActiveLeaf != e1 {
+		t.Fatalf("meta %+v (%v); want the active leaf %s", m, err, e1)
+	}
+	if p := parentOf(t, a, "x", appendText(t, a, "x", "", "three")); p != e1 {
+		t.Fatalf("appended under %s; want the rewound leaf %s", p, e1)
+	}
+	// The new bucket's metas are cached again, those of sessions the
+	// old bucket had written more often too (its meta rebuilt from the
+	// entries), and dropped by another store's write.
+	enginetest.Eventually(t, 4*metaBucketCheck, func() error {
+		if !a.meta.watching() {
+			return fmt.Errorf("not watching")
+		}
+		return nil
+	})
+	appendText(t, a, "y", "", "more")
+	if _, _, ok := a.meta.get("y"); !ok {
+		t.Fatal("the new bucket's meta is not cached")
+	}
+	appendText(t, b, "y", "", "from b")
+	waitUncached(t, a, "y")
+}

@@ -396,6 +396,9 @@ func (s *Store) appendChain(ctx context.Context, sid, parentID string, entries [
 		if len(b)+recordSlack > s.opts.maxEntrySize {
 			return nil, invalid("entry %d is %d bytes encoded (at most %d)", i, len(b), s.opts.maxEntrySize-recordSlack)
 		}
+		if err := s.fitsJSONAnswer(i, e, len(b)); err != nil {
+			return nil, err
+		}
 		if summary == "" {
 			summary = userSummary(recs[i])
 		}
@@ -479,6 +482,37 @@ func (s *Store) foldAfter(ctx context.Context, sid string, known *Meta, rev uint
 		s.opts.logger.Warn("session meta not updated after append", "session_id", sid, "entry_id", last.id(), "error", err)
 	}
 }
+
+// fitsJSONAnswer checks that entry i, as answered to a JSON caller, fits
+// an answer of its own (session::entries, session::messages): JSON
+// writes a control character as six bytes where msgpack takes one, so an
+// entry under the size cap can be several times larger in JSON. Stored,
+// one that does not fit would fail every JSON read of a path through it
+// with internal, for good (single deletes are denied).
+//
+// packed is the entry's msgpack size: JSON takes at most six bytes for
+// one of msgpack (a control character's escape; `false,` in an array),
+// so an entry small enough that eight times it fits is not encoded again
+// (a turn's appends, on its path).
+func (s *Store) fitsJSONAnswer(i int, e Entry, packed int) error {
+	room := s.replyLimit() - replyRoom - entryIDsJSON
+	if 8*packed <= room {
+		return nil
+	}
+	b, err := wire.MarshalJSON(e)
+	if err != nil {
+		return invalid("entries[%d]: %v", i, err)
+	}
+	// replyRoom more for the entry's ids and what a page wraps around
+	// it (a summary's prefix, the page's fields).
+	if len(b) > room {
+		return invalid("entry %d is %d bytes as JSON (at most %d, so that a JSON caller can read it: a control character takes 6 bytes)", i, len(b), room)
+	}
+	return nil
+}
+
+// entryIDsJSON bounds what an entry's id and parent id add to its JSON.
+const entryIDsJSON = len(`"id":"","parent_id":"",`) + 2*14
 
 // activeLeaf reads the active leaf of m, nil when it has none.
 func (s *Store) activeLeaf(ctx context.Context, m Meta) (*node, error) {
