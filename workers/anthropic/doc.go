@@ -55,7 +55,10 @@
 // functioncall_end and is left out of the message, stopped with length);
 // message_delta → usage (running totals) and stop; message_stop → done
 // {message} (a stream that ends after message_delta gave the stop reason
-// but before message_stop is done all the same: the answer is whole). A thinking block's
+// but before message_stop is done all the same: the answer is whole; a
+// block still open when the stop reason or message_stop comes ends there,
+// as its content_block_stop would end it). A token count below zero counts
+// as none. A thinking block's
 // signature_deltas make no event: the signature is the finished block's
 // Signature, in thinking_end's content and in the final message, so the
 // transcript can send the block back. A redacted_thinking block (thinking
@@ -102,9 +105,12 @@
 //
 // # Models
 //
-// provider::anthropic::models lists GET /v1/models page by page (at most
-// 10000 models), retried as a call before its first event is, and fails
-// with the same coded errors as complete. The idle timeout applies to each
+// provider::anthropic::models lists GET /v1/models page by page, retried
+// as a call before its first event is, and fails with the same coded
+// errors as complete. It lists [MaxModels] (4096, the most
+// models::reconcile takes) at most: a longer listing fails as permanent
+// (internal), naming the bound, with no page fetched past it, rather than
+// being cut (reconcile would mark the models past the cut missing). The idle timeout applies to each
 // page as to a stream: no response headers, or no byte of the body while
 // the provider waits for one, fails the attempt as transient. A page's
 // body is read up to [MaxModelsResponse] (8 MiB): a longer one fails the

@@ -55,8 +55,10 @@ type translator struct {
 // block is one content block being streamed.
 type block struct {
 	index int
-	typ   agent.ContentType
-	text  strings.Builder // text, thinking, or the tool input's JSON
+	// api is the block's index in the API's stream.
+	api  int64
+	typ  agent.ContentType
+	text strings.Builder // text, thinking, or the tool input's JSON
 	// sig is a thinking block's signature (its signature_deltas).
 	sig strings.Builder
 	// data is a redacted_thinking block's encrypted thinking; set, the
@@ -124,11 +126,14 @@ func (t *translator) event(ev *streamEvent, emit emitFunc) error {
 		}
 		return t.messageDelta(ev, emit)
 	case "message_stop":
-		if t.bad != nil {
-			return t.bad
-		}
 		if err := t.start(emit); err != nil {
 			return err
+		}
+		if err := t.endBlocks(emit); err != nil {
+			return err
+		}
+		if t.bad != nil {
+			return t.bad
 		}
 		msg := t.message(false)
 		if msg.StopReason == "" {
@@ -157,7 +162,7 @@ func (t *translator) blockStart(ev *streamEvent, emit emitFunc) error {
 	if _, dup := t.blocks[ev.Index]; dup {
 		return malformed("content block %d started twice", ev.Index)
 	}
-	b := &block{index: len(t.order)}
+	b := &block{index: len(t.order), api: ev.Index}
 	var initial string
 	e := &t.scratch
 	*e = agent.ModelEvent{Index: b.index}
@@ -309,10 +314,31 @@ func parseArguments(js string, initial map[string]any) (map[string]any, error) {
 	return args, nil
 }
 
+// endBlocks ends the blocks the stream left open, in their order, as
+// content_block_stop would: once the model stopped (message_delta gave the
+// stop reason, or message_stop came), a block without its stop is whole,
+// and a call left open would otherwise be missing from a message that
+// stops with function_call, after its functioncall_start went out.
+func (t *translator) endBlocks(emit emitFunc) error {
+	for _, b := range t.order {
+		if !b.ended {
+			if err := t.blockStop(&streamEvent{Type: "content_block_stop", Index: b.api}, emit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (t *translator) messageDelta(ev *streamEvent, emit emitFunc) error {
+	if ev.Delta.StopReason != "" {
+		if err := t.endBlocks(emit); err != nil {
+			return err
+		}
+	}
 	u := &ev.Usage
 	if u.OutputTokens != nil {
-		t.usage.OutputTokens = *u.OutputTokens
+		t.usage.OutputTokens = max(*u.OutputTokens, 0)
 	}
 	// Later API versions repeat the input counts here (cumulative).
 	if n := count(u.InputTokens); n > 0 {
@@ -346,12 +372,13 @@ func (t *translator) messageDelta(ev *streamEvent, emit emitFunc) error {
 	return emit(&agent.ModelEvent{Type: agent.ModelStop, StopReason: t.stop})
 }
 
-// count reads a token count the event may leave out.
+// count reads a token count the event may leave out; a negative one (a
+// broken proxy's) counts as none, as a missing one does.
 func count(n *int64) int64 {
 	if n == nil {
 		return 0
 	}
-	return *n
+	return max(*n, 0)
 }
 
 // stopReason maps the API's stop reason. A refusal ends the answer with the

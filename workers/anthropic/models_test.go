@@ -3,8 +3,10 @@ package anthropic_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"github.com/iii-on-nats/iii/engine"
 	"github.com/iii-on-nats/iii/engine/wire"
 	"github.com/iii-on-nats/iii/workers/anthropic"
+	"github.com/iii-on-nats/iii/workers/models"
 )
 
 // modelsPage is a page of GET /v1/models; more says whether another follows.
@@ -137,5 +140,66 @@ func TestModelsHugeBody(t *testing.T) {
 	}
 	if n := written.Load(); n >= 32<<20 {
 		t.Fatalf("the server wrote %d MiB: the provider read past the limit", n>>20)
+	}
+}
+
+// TestModelsBound: a listing of [anthropic.MaxModels] models (the most
+// models::reconcile takes, models.MaxProviderModels) is answered whole; a
+// longer one fails as permanent, naming the bound, with no page fetched
+// past it. Before, up to 10000 were fetched and a longer listing was cut
+// silently, which reconcile refused all the same.
+func TestModelsBound(t *testing.T) {
+	t.Parallel()
+	if anthropic.MaxModels != models.MaxProviderModels {
+		t.Fatalf("MaxModels %d, models.MaxProviderModels %d", anthropic.MaxModels, models.MaxProviderModels)
+	}
+	const perPage = 1000
+	for _, tc := range []struct {
+		name     string
+		total    int
+		requests int
+	}{
+		{"at the bound", anthropic.MaxModels, 5},
+		{"past it", 100000, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pages := func(w http.ResponseWriter, r *http.Request) {
+				first := 0
+				if after := r.URL.Query().Get("after_id"); after != "" {
+					first, _ = strconv.Atoi(strings.TrimPrefix(after, "m-"))
+					first++
+				}
+				last := min(first+perPage, tc.total) - 1
+				var b strings.Builder
+				b.WriteString(`{"data":[`)
+				for i := first; i <= last; i++ {
+					if i > first {
+						b.WriteByte(',')
+					}
+					fmt.Fprintf(&b, `{"type":"model","id":"m-%d","display_name":"M %d","created_at":"2025-09-29T00:00:00Z"}`, i, i)
+				}
+				fmt.Fprintf(&b, `],"has_more":%t,"first_id":"m-%d","last_id":"m-%d"}`, last < tc.total-1, first, last)
+				_, _ = io.WriteString(w, b.String())
+			}
+			api := newFakeAPI(t, response{status: 200, header: map[string]string{"Content-Type": "application/json"}, write: pages})
+			en := setup(t, api, config{})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			got, err := engine.Call[anthropic.ModelsResponse](ctx, en.e, anthropic.ModelsFunction, struct{}{})
+			if n := len(api.received()); n != tc.requests {
+				t.Fatalf("%d requests, want %d", n, tc.requests)
+			}
+			if tc.total <= anthropic.MaxModels {
+				if err != nil || len(got.Models) != tc.total || got.Models[tc.total-1].ID != fmt.Sprintf("m-%d", tc.total-1) {
+					t.Fatalf("%d models, error %v", len(got.Models), err)
+				}
+				return
+			}
+			var werr *wire.Error
+			if !errors.Is(err, wire.ErrInternal) || !errors.As(err, &werr) || werr.Details["kind"] != string(agent.ErrorPermanent) || !strings.Contains(werr.Message, "4096") {
+				t.Fatalf("%d models, error %v; want internal (permanent) naming the bound", len(got.Models), err)
+			}
+		})
 	}
 }

@@ -41,8 +41,12 @@ const oauthBeta = "oauth-2025-04-20"
 // context has ended.
 const failFrameTimeout = 2 * time.Second
 
-// maxModels bounds the models listed (and so the pages fetched).
-const maxModels = 10000
+// MaxModels bounds the models provider::anthropic::models lists (and so
+// the pages it fetches): models::reconcile takes no more
+// (models.MaxProviderModels). A longer listing fails rather than being
+// cut, since reconcile would read a cut one as the whole list and mark the
+// models past the cut missing.
+const MaxModels = 4096
 
 var (
 	// errReaderGone ends a stream whose reader cancelled the channel while
@@ -277,10 +281,10 @@ func (p *Provider) listModels(ctx context.Context, cred agent.Credential, models
 		if !mi.CreatedAt.IsZero() {
 			info.CreatedAt = mi.CreatedAt.UTC().Format(time.RFC3339)
 		}
-		models = append(models, info)
-		if len(models) >= maxModels {
-			break
+		if len(models) == MaxModels {
+			return models, &failure{kind: agent.ErrorPermanent, text: fmt.Sprintf("anthropic: GET /v1/models: the API lists more than %d models", MaxModels), status: http.StatusOK}
 		}
+		models = append(models, info)
 	}
 	err := pager.Err()
 	var tooLarge *httpbody.TooLargeError

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -756,5 +757,77 @@ func TestEndlessEvent(t *testing.T) {
 	<-filler.done
 	if w := filler.written.Load(); w > 2*anthropic.MaxStreamEvent {
 		t.Fatalf("the server wrote %d bytes", w)
+	}
+}
+
+// TestUnclosedBlocksEndWithTheMessage: a stream that stops (message_delta
+// with its stop reason, or message_stop) without a block's
+// content_block_stop ends that block as its stop would: a call left open
+// is in the final message with its end event (it was lost from a message
+// stopped with function_call, after its functioncall_start), and text
+// gets its text_end.
+func TestUnclosedBlocksEndWithTheMessage(t *testing.T) {
+	t.Parallel()
+	stop := func(i int) string {
+		return "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":" + strconv.Itoa(i) + "}\n\n"
+	}
+	tools := sse(t, "tools")
+	cases := []struct {
+		name  string
+		body  string
+		calls int
+	}{
+		{"last call", strings.Replace(tools, stop(2), "", 1), 2},
+		{"every block", strings.NewReplacer(stop(0), "", stop(1), "", stop(2), "").Replace(tools), 2},
+		{"no message_delta", strings.Replace(strings.Replace(tools, stop(2), "", 1),
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":89}}\n\n", "", 1), 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			en := setup(t, newFakeAPI(t, ok(tc.body)), config{})
+			req := userReq("What's the weather and the time in SF?")
+			req.Tools = weatherTools
+			res := en.stream(t, req, nil)
+			done := last(res.Events)
+			if done.Type != agent.ModelDone {
+				t.Fatalf("events %v", types(res.Events))
+			}
+			calls := done.Message.FunctionCalls()
+			if len(calls) != tc.calls || calls[1].FunctionID != "clock::now" || done.Message.StopReason != agent.StopFunctionCall {
+				t.Fatalf("calls %+v, stop %s", calls, done.Message.StopReason)
+			}
+			ends := map[agent.ModelEventType]int{}
+			for _, ev := range res.Events {
+				ends[ev.Type]++
+			}
+			if ends[agent.ModelTextEnd] != 1 || ends[agent.ModelFunctionCallEnd] != 2 {
+				t.Fatalf("events %v", types(res.Events))
+			}
+		})
+	}
+}
+
+// TestNegativeUsageCountsAsNone: a token count below zero (a broken
+// proxy's) is 0 in the usage events and the message, as a missing one is:
+// it would lower the token counters and a session's totals.
+func TestNegativeUsageCountsAsNone(t *testing.T) {
+	t.Parallel()
+	body := strings.NewReplacer(`"input_tokens": 25, "output_tokens": 1`, `"input_tokens": -25, "output_tokens": -1, "cache_read_input_tokens": -3`,
+		`"output_tokens": 15`, `"output_tokens": -15`).Replace(sse(t, "text"))
+	en := setup(t, newFakeAPI(t, ok(body)), config{})
+	res := en.stream(t, userReq("Hello"), nil)
+	done := last(res.Events)
+	if done.Type != agent.ModelDone {
+		t.Fatalf("events %v", types(res.Events))
+	}
+	for _, ev := range res.Events {
+		u := ev.Usage
+		if ev.Type == agent.ModelDone {
+			u = ev.Message.Usage
+		}
+		if u != nil && (u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0) {
+			t.Fatalf("%s event with usage %+v", ev.Type, *u)
+		}
 	}
 }

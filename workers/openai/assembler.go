@@ -126,9 +126,11 @@ func (a *assembler) chunk(c *chunk) error {
 	return nil
 }
 
+// setUsage takes the server's counts; a negative one (a broken server's)
+// counts as none.
 func (a *assembler) setUsage(u *chunkUsage) {
-	cached := u.cached()
-	a.usage = agent.Usage{InputTokens: max(u.PromptTokens-cached, 0), OutputTokens: u.CompletionTokens, CacheReadTokens: cached}
+	cached := max(u.cached(), 0)
+	a.usage = agent.Usage{InputTokens: max(u.PromptTokens-cached, 0), OutputTokens: max(u.CompletionTokens, 0), CacheReadTokens: cached}
 	a.hasUsage = true
 }
 

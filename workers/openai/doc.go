@@ -46,7 +46,8 @@
 // used starts a new call, as ollama gives every parallel call index 0)
 // and functioncall_end with the parsed arguments once the answer
 // finishes; then usage (input = prompt_tokens − cached, output =
-// completion_tokens, cache_read = cached), stop and done{message}. The
+// completion_tokens, cache_read = cached; a count below zero counts as
+// none), stop and done{message}. The
 // finish_reason maps to the stop reason: stop → end, length → length,
 // tool_calls → function_call, content_filter → end (logged). A call
 // whose arguments are not a JSON object fails the answer as permanent once

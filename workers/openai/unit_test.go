@@ -180,6 +180,9 @@ func TestUsageCached(t *testing.T) {
 		`{"prompt_tokens":100,"completion_tokens":7,"prompt_cache_hit_tokens":30}`:                 {InputTokens: 70, OutputTokens: 7, CacheReadTokens: 30},
 		`{"prompt_tokens":100,"completion_tokens":7,"cached_tokens":10}`:                           {InputTokens: 90, OutputTokens: 7, CacheReadTokens: 10},
 		`{"prompt_tokens":5,"completion_tokens":1,"cached_tokens":10}`:                             {InputTokens: 0, OutputTokens: 1, CacheReadTokens: 10},
+		// Negative counts (a broken server's) count as none.
+		`{"prompt_tokens":100,"completion_tokens":-7,"cached_tokens":-10}`: {InputTokens: 100, OutputTokens: 0, CacheReadTokens: 0},
+		`{"prompt_tokens":-100,"completion_tokens":7}`:                     {InputTokens: 0, OutputTokens: 7, CacheReadTokens: 0},
 	} {
 		var u chunkUsage
 		if err := json.Unmarshal([]byte(body), &u); err != nil {
