@@ -144,8 +144,11 @@ func (ms *metrics) model(ctx context.Context, provider, model string, usage *age
 		return
 	}
 	pm := []attribute.KeyValue{attribute.String("provider", provider), attribute.String("model", model)}
-	ms.tokens.Add(ctx, usage.InputTokens+usage.CacheReadTokens+usage.CacheWriteTokens, metric.WithAttributes(append(pm, attribute.String("type", "input"))...))
-	ms.tokens.Add(ctx, usage.OutputTokens, metric.WithAttributes(append(pm, attribute.String("type", "output"))...))
+	// A count below zero (a broken server or proxy) counts as none: the
+	// counter only goes up.
+	in := max(usage.InputTokens, 0) + max(usage.CacheReadTokens, 0) + max(usage.CacheWriteTokens, 0)
+	ms.tokens.Add(ctx, in, metric.WithAttributes(append(pm, attribute.String("type", "input"))...))
+	ms.tokens.Add(ctx, max(usage.OutputTokens, 0), metric.WithAttributes(append(pm, attribute.String("type", "output"))...))
 	if usage.CostUSD > 0 {
 		ms.cost.Add(ctx, usage.CostUSD, metric.WithAttributes(pm...))
 	}
