@@ -121,3 +121,47 @@ func TestReadDirStopsWithItsCaller(t *testing.T) {
 		t.Fatalf("readDir = %d entries, %v; want %d", len(entries), err, n)
 	}
 }
+
+// fs::grep bounds the work of an expression that costs its program size
+// per byte ("(?:\w+\s?){1000}z": about a minute per MiB of one line), since a match
+// cannot be stopped: it looks at its caller's clock between lines, and a
+// line too long for one bounded match leaves its file unsearched and
+// named. It matched whole files and lines, minutes past the deadline.
+func TestGrepCostBound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const costly = `(?:\w+\s?){1000}z`
+	// A line of 2000 bytes takes it some 40 ms (half a second under
+	// -race), 200 of them at once 11 s, and one of 64 KiB 4 s.
+	if n := progSize(costly, false); int64(2001*n) > maxMatchCost || int64(64<<10*n) <= maxMatchCost {
+		t.Fatalf("the expression's %d instructions no longer make 2000-byte lines cheap enough and 64 KiB ones too costly", n)
+	}
+	mustWrite(t, filepath.Join(f.root, "lines.txt"), strings.Repeat(strings.Repeat("a", 2000)+"\n", 200))
+	mustWrite(t, filepath.Join(f.root, "long.txt"), "z\n"+strings.Repeat("a", 64<<10)+"\nlast\n")
+
+	t.Run("deadline between lines", func(t *testing.T) {
+		err := callBy(t, f.fns[GrepFunction], GrepRequest{Pattern: costly, Path: "lines.txt"}, 200*time.Millisecond, 5*time.Second)
+		wantCode(t, err, wire.CodeTimeout)
+	})
+	t.Run("long line", func(t *testing.T) {
+		began := time.Now()
+		var res GrepResult
+		if err := f.call(t, GrepFunction, GrepRequest{Pattern: costly, Path: "long.txt"}, &res); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(began); took > 5*time.Second || !res.Truncated || res.SkippedFiles != 1 || len(res.Skipped) != 1 || res.Skipped[0] != "long.txt" {
+			t.Fatalf("after %v: %+v; want long.txt skipped", took, res)
+		}
+	})
+	t.Run("cheap expressions search it", func(t *testing.T) {
+		for _, p := range []string{"last", `^a+$`, `l[a-z]st`} {
+			var res GrepResult
+			if err := f.call(t, GrepFunction, GrepRequest{Pattern: p, Path: "long.txt"}, &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Truncated || res.SkippedFiles != 0 || len(res.Matches) != 1 {
+				t.Fatalf("%s: %+v; want one match, nothing skipped", p, res)
+			}
+		}
+	})
+}

@@ -69,12 +69,16 @@
 // (then names of skipped files), and truncated, rather than failing as
 // internal.
 // fs::grep does not search a text file over its size bound (or one that
-// grows while read, or cannot be read): it says truncated and names the
-// file in skipped (at most [MaxGrepSkipped] names, skipped_files counts
-// them all), so a missing match is never taken for a missing string.
-// Binary files are not searched, whatever their size, and not named.
-// Within the bounds a call also stops when its caller's time runs out,
-// in the middle of a line or of a directory.
+// grows while read, or cannot be read, or holds a line too long for its
+// expression: a match, which cannot be stopped, costs up to the
+// expression's program size per byte, and one match is bounded to about
+// half a second): it says truncated and names the file in skipped (at
+// most [MaxGrepSkipped] names, skipped_files counts them all), so a
+// missing match is never taken for a missing string. Binary files are
+// not searched, whatever their size, and not named. Within the bounds a
+// call also stops when its caller's time runs out, in the middle of a
+// line, between the lines fs::grep matches, or in a directory. A brace
+// pattern costs time linear in its groups.
 //
 // With [WithQuota], fs::write and fs::edit ask the [Quota] before a write
 // that grows the disk space the root takes (the sandbox worker holds the

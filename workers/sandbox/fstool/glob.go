@@ -81,8 +81,29 @@ func splitGlob(p string) []string {
 // literal brace, which path.Match then reads as '{'). Braces must
 // balance; a group without a comma ("{a}") expands to its body ("a").
 func expandBraces(p string) ([]string, error) {
-	open := -1
 	depth := 0
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '{':
+			depth++
+		case '}':
+			if depth == 0 {
+				return nil, invalid("pattern %.256q has an unbalanced '}'", p)
+			}
+			depth--
+		}
+	}
+	if depth != 0 {
+		return nil, invalid("pattern %.256q has an unbalanced '{'", p)
+	}
+	return expand(p)
+}
+
+// expand is expandBraces of a pattern whose braces balance.
+func expand(p string) ([]string, error) {
+	open, depth := -1, 0
 	for i := 0; i < len(p); i++ {
 		switch p[i] {
 		case '\\':
@@ -93,23 +114,22 @@ func expandBraces(p string) ([]string, error) {
 			}
 			depth++
 		case '}':
-			if depth == 0 {
-				return nil, invalid("pattern %.256q has an unbalanced '}'", p)
-			}
 			depth--
 			if depth == 0 {
 				return expandGroup(p, open, i)
 			}
 		}
 	}
-	if depth != 0 {
-		return nil, invalid("pattern %.256q has an unbalanced '{'", p)
-	}
 	return []string{p}, nil
 }
 
-// expandGroup expands the outermost group p[open:close+1] and recurses on
-// each result, which handles nested groups and later groups alike.
+// expandGroup expands p, whose first outermost group is p[open:close+1]:
+// the prefix before it, then each alternative of the group, then each
+// expansion of the suffix after it. The alternatives and the suffix
+// expand on their own (the braces of each balance) and are combined
+// after: expanding "prefix+alternative+suffix" whole would expand the
+// suffix again for every alternative, which is exponential in the number
+// of groups even when duplicates leave one pattern ("{a,a}{a,a}…").
 func expandGroup(p string, open, close int) ([]string, error) {
 	prefix, body, suffix := p[:open], p[open+1:close], p[close+1:]
 	var parts []string
@@ -130,22 +150,41 @@ func expandGroup(p string, open, close int) ([]string, error) {
 		}
 	}
 	parts = append(parts, body[start:])
-	var out []string
+	var heads []string
 	for _, part := range parts {
-		more, err := expandBraces(prefix + part + suffix)
+		more, err := expand(part)
 		if err != nil {
 			return nil, err
 		}
 		for _, m := range more {
-			if !contains(out, m) {
-				out = append(out, m)
+			if !contains(heads, m) {
+				heads = append(heads, m)
 			}
 		}
-		if len(out) > maxAlternatives {
-			return nil, invalid("pattern expands to more than %d alternatives", maxAlternatives)
+		if len(heads) > maxAlternatives {
+			return nil, tooManyAlternatives()
+		}
+	}
+	tails, err := expand(suffix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range heads {
+		for _, t := range tails {
+			if m := prefix + h + t; !contains(out, m) {
+				out = append(out, m)
+				if len(out) > maxAlternatives {
+					return nil, tooManyAlternatives()
+				}
+			}
 		}
 	}
 	return out, nil
+}
+
+func tooManyAlternatives() error {
+	return invalid("pattern expands to more than %d alternatives", maxAlternatives)
 }
 
 func contains(list []string, s string) bool {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 )
 
@@ -14,6 +15,10 @@ func (t *tools) grep(ctx context.Context, req GrepRequest) (GrepResult, error) {
 	re, err := compileRegexp(req.Pattern, req.IgnoreCase)
 	if err != nil {
 		return GrepResult{}, err
+	}
+	insts := 1 // a literal is found with a byte search
+	if _, complete := re.LiteralPrefix(); !complete {
+		insts = progSize(req.Pattern, req.IgnoreCase)
 	}
 	var filter *glob
 	if req.Glob != "" {
@@ -39,7 +44,7 @@ func (t *tools) grep(ctx context.Context, req GrepRequest) (GrepResult, error) {
 		if err != nil {
 			return GrepResult{}, err
 		}
-		s := &search{t: t, w: w, re: re, pre: pre, limit: limit, res: GrepResult{Matches: []GrepMatch{}}}
+		s := &search{t: t, w: w, re: re, pre: pre, insts: insts, limit: limit, res: GrepResult{Matches: []GrepMatch{}}}
 		if !info.IsDir() {
 			// One file, named explicitly: the glob does not apply.
 			if !info.Mode().IsRegular() {
@@ -98,12 +103,41 @@ func (t *tools) grep(ctx context.Context, req GrepRequest) (GrepResult, error) {
 	})
 }
 
+// Bounds of the matching work of fs::grep, in program instructions times
+// bytes (up to some 15 ns each): one match call, which cannot be stopped
+// (half a second at worst), and the work between two looks at the
+// caller's clock.
+const (
+	maxMatchCost = 1 << 25
+	ctxCheckCost = 1 << 22
+)
+
+// progSize is the number of instructions of pattern's program (what
+// compileRegexp accepted compiles), the cost per byte of a match at
+// worst.
+func progSize(pattern string, ignoreCase bool) int {
+	flags := syntax.Perl
+	if ignoreCase {
+		flags |= syntax.FoldCase
+	}
+	re, err := syntax.Parse(pattern, flags)
+	if err != nil {
+		return 1
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 1
+	}
+	return max(len(prog.Inst), 1)
+}
+
 // search is one fs::grep call's progress.
 type search struct {
 	t     *tools
 	w     *workdir
 	re    *regexp.Regexp
 	pre   *regexp.Regexp // nil: no whole-file pre-check
+	insts int            // the expression's program size: a match costs up to insts per byte
 	limit int
 	size  int
 	buf   []byte
@@ -149,15 +183,33 @@ func (s *search) file(ctx context.Context, rel string, info fs.FileInfo) (stop b
 		s.skip(rel)
 		return false, nil
 	}
-	if s.pre != nil && !s.pre.Match(data) {
+	// A match cannot be stopped, and an expression costs up to its
+	// program size per byte ("(?:\w+\s?){1000}z" takes a minute per MiB
+	// of one line): the whole-file pre-check runs only when it is cheap,
+	// the lines are matched with a look at the caller's clock between
+	// them, and a line too long to match within maxMatchCost leaves the
+	// file unsearched (named, as a file over the size bound).
+	if s.pre != nil && int64(len(data))*int64(s.insts) <= maxMatchCost && !s.pre.Match(data) {
 		return false, nil
 	}
+	var spent int64 // cost since the last look at the clock
 	for n := 1; len(data) > 0; n++ {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]
 		} else {
 			data = nil
+		}
+		work := int64(len(line)+1) * int64(s.insts)
+		if work > maxMatchCost {
+			s.skip(rel)
+			return false, nil
+		}
+		if spent += work; spent > ctxCheckCost {
+			if err := ctx.Err(); err != nil {
+				return true, err
+			}
+			spent = 0
 		}
 		if !s.re.Match(line) {
 			continue

@@ -271,9 +271,11 @@ type GrepResult struct {
 	// reached its bound, or a file was not searched (see Skipped).
 	Truncated bool `json:"truncated"`
 	// Skipped names text files that were not searched: larger than the
-	// file size bound ([WithMaxGrepFileBytes]), growing while read, or
-	// unreadable. At most [MaxGrepSkipped] are named; SkippedFiles counts
-	// them all. Binary files are never searched and never named.
+	// file size bound ([WithMaxGrepFileBytes]), growing while read,
+	// unreadable, or holding a line too long for the expression's cost
+	// bound (a match costs up to its program size per byte). At most
+	// [MaxGrepSkipped] are named; SkippedFiles counts them all. Binary
+	// files are never searched and never named.
 	Skipped []string `json:"skipped,omitempty"`
 	// SkippedFiles is the number of files not searched, named or not.
 	SkippedFiles int `json:"skipped_files,omitempty"`
