@@ -85,16 +85,28 @@ type ApprovalSettings struct {
 
 // ArgsHash is the hash an approval binds to: "sha256:" and the hex SHA-256
 // of the canonical JSON of [functionID, args] (object keys sorted, no
-// insignificant space; nil args hash like {}). Two calls hash equal exactly
-// when their function ids and JSON-equal arguments are.
+// insignificant space; nil args hash like {}), args taken as they read
+// back from JSON ([UnmarshalJSONExact]). Two calls hash equal exactly when
+// their function ids and JSON-equal arguments are, whichever codec carried
+// them and however often they were stored and read back: -0 hashes as 0,
+// which is what its JSON -0 reads back as.
 func ArgsHash(functionID string, args map[string]any) (string, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	// encoding/json sorts map keys and writes no spaces; numbers decoded
-	// from JSON are float64 and encode canonically.
-	b, err := json.Marshal([]any{functionID, args})
+	// encoding/json sorts map keys and writes no spaces. One round trip
+	// makes the text a fixed point: a call gated again after a crash has
+	// its arguments read back from the turn record, and a hash that
+	// changed there would replace its pending approval, decision and all.
+	b, err := json.Marshal(args)
 	if err != nil {
+		return "", fmt.Errorf("%w: arguments of %s do not encode: %v", ErrInvalidMessage, functionID, err)
+	}
+	var back map[string]any
+	if err := UnmarshalJSONExact(b, &back); err != nil {
+		return "", fmt.Errorf("%w: arguments of %s do not read back: %v", ErrInvalidMessage, functionID, err)
+	}
+	if b, err = json.Marshal([]any{functionID, back}); err != nil {
 		return "", fmt.Errorf("%w: arguments of %s do not encode: %v", ErrInvalidMessage, functionID, err)
 	}
 	sum := sha256.Sum256(b)
