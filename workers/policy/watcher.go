@@ -71,6 +71,7 @@ type Watcher struct {
 	pending     [sha256.Size]byte // a new digest seen once, applied when seen again
 	hasPending  bool
 	rejected    [sha256.Size]byte // the last digest that failed to parse
+	rejectedErr string            // and why
 	hasRejected bool
 	started     bool
 	closed      bool
@@ -219,7 +220,10 @@ func (w *Watcher) poll() {
 	case !w.hasPending || sum != w.pending:
 		w.pending, w.hasPending = sum, true
 	case w.hasRejected && sum == w.rejected:
-		// Already reported.
+		// Parsed and refused already: not again, but its error is shown
+		// again if a revert or a read error replaced it meanwhile
+		// (setError logs it only then).
+		w.setError(w.rejectedErr)
 	default:
 		_ = w.load(data, sum)
 	}
@@ -229,7 +233,7 @@ func (w *Watcher) poll() {
 func (w *Watcher) load(data []byte, sum [sha256.Size]byte) error {
 	p, err := parse(data, w.o)
 	if err != nil {
-		w.rejected, w.hasRejected, w.hasPending = sum, true, false
+		w.rejected, w.rejectedErr, w.hasRejected, w.hasPending = sum, err.Error(), true, false
 		w.setError(err.Error())
 		return err
 	}

@@ -395,3 +395,57 @@ func startFastWatcher(t *testing.T, content string, opts ...Option) (*Watcher, s
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	return w, path
 }
+
+// A broken version edited again after the error went away (the file was
+// reverted, or deleted) is reported again: its rejection was remembered,
+// and the polls took that memory for "already reported" while Status
+// showed no error (or "does not exist") for a file that does not parse.
+func TestWatcherRejectedVersionReportedAgain(t *testing.T) {
+	t.Parallel()
+	broken := v2 + "  - \"!fs::\"\n"
+	for _, tc := range []struct {
+		name  string
+		clear func(t *testing.T, path string)
+		want  string // LastError between the two broken edits
+		logs  int    // errors logged in all
+	}{
+		{"reverted", func(t *testing.T, path string) { writeAtomic(t, path, v1) }, "", 2},
+		{"deleted", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, "does not exist", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), DefaultFileName)
+			writeAtomic(t, path, v1)
+			logs := &logRecorder{}
+			w, err := NewWatcher(path, WithLogger(slog.New(logs)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeAtomic(t, path, broken)
+			w.poll()
+			w.poll()
+			first := w.Status().LastError
+			if !strings.Contains(first, "rules[2]") {
+				t.Fatalf("broken file: LastError %q", first)
+			}
+			tc.clear(t, path)
+			w.poll()
+			if st := w.Status(); !strings.Contains(st.LastError, tc.want) || (tc.want == "" && st.LastError != "") {
+				t.Fatalf("after %s: LastError %q, want %q", tc.name, st.LastError, tc.want)
+			}
+			writeAtomic(t, path, broken)
+			w.poll()
+			w.poll()
+			if st := w.Status(); st.LastError != first || st.Rules != 1 {
+				t.Fatalf("the same broken file again: %+v, want LastError %q", st, first)
+			}
+			if n := logs.count(slog.LevelError, "policy file rejected"); n != tc.logs {
+				t.Fatalf("%d errors logged, want %d", n, tc.logs)
+			}
+		})
+	}
+}
