@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/iii-on-nats/iii/engine"
 )
 
 const (
@@ -47,10 +49,7 @@ func (c *Consumer) supervise() {
 	log := c.e.Logger()
 	tick := time.NewTicker(c.checkEvery)
 	defer tick.Stop()
-	var (
-		delay    time.Duration // before the next attempt
-		restored time.Time     // when the consumer was last re-created
-	)
+	pace := engine.RecoveryPace{Base: recoverBase, Max: recoverMax}
 	for {
 		c.mu.Lock()
 		cc, f := c.cc, c.feed
@@ -90,11 +89,7 @@ func (c *Consumer) supervise() {
 		c.e.ForgetStream(c.stream, err)
 		log.Warn("queue consumer lost; re-creating it", "consumer", c.name, "stream", c.stream,
 			"consumer_gone", gone, "consume_ended", ended, "error", err)
-		if time.Since(restored) < recoverMax {
-			delay = min(max(2*delay, recoverBase), recoverMax)
-		} else {
-			delay = recoverBase
-		}
+		delay := pace.Lost()
 		for {
 			select {
 			case <-c.quit:
@@ -117,12 +112,12 @@ func (c *Consumer) supervise() {
 				return
 			default:
 			}
-			delay = min(2*delay, recoverMax)
+			delay = pace.Failed()
 			log.Warn("queue consumer could not be re-created; will retry", "consumer", c.name, "stream", c.stream,
 				"retry_in", delay, "error", err)
 		}
 		<-closed
-		restored = time.Now()
+		pace.Recovered()
 		log.Info("queue consumer re-created", "consumer", c.name, "stream", c.stream)
 	}
 }

@@ -74,10 +74,7 @@ func (s *Subscription) supervise() {
 	log := s.e.Logger()
 	tick := time.NewTicker(s.opts.checkEvery)
 	defer tick.Stop()
-	var (
-		delay    time.Duration // before the next attempt
-		restored time.Time     // when the consumer was last restored
-	)
+	pace := engine.RecoveryPace{Base: recoverBase, Max: recoverMax}
 	for {
 		closed := s.cc.Closed()
 		select {
@@ -104,11 +101,7 @@ func (s *Subscription) supervise() {
 		log.Warn("state trigger lost its consumer; re-creating it", "consumer", s.name, "function_id", s.trig.FunctionID,
 			"scope", s.trig.Scope, "key_pattern", s.trig.KeyPattern, "consumer_gone", gone, "consume_ended", ended)
 		s.cc.Stop()
-		if time.Since(restored) < recoverMax {
-			delay = min(max(2*delay, recoverBase), recoverMax)
-		} else {
-			delay = recoverBase
-		}
+		delay := pace.Lost()
 		for {
 			select {
 			case <-s.quit:
@@ -124,11 +117,11 @@ func (s *Subscription) supervise() {
 				return
 			default:
 			}
-			delay = min(2*delay, recoverMax)
+			delay = pace.Failed()
 			log.Warn("state trigger could not re-create its consumer; will retry", "consumer", s.name,
 				"function_id", s.trig.FunctionID, "retry_in", delay, "error", err)
 		}
-		restored = time.Now()
+		pace.Recovered()
 		log.Info("state trigger consumer re-created", "consumer", s.name, "function_id", s.trig.FunctionID)
 	}
 }
