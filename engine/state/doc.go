@@ -24,8 +24,12 @@
 // (about 510 KiB by default; [Store.MaxValueSize]), so that a reply or a
 // trigger event carrying the old and the new value fits in one message.
 // Larger values are refused with invalid_payload and nothing is written,
-// as are values whose arrays and objects nest more than 9997 deep (so that
-// every answer decodes with encoding/json's limit of 10000 levels).
+// as are values whose msgpack encoding (the codec of Go callers' replies)
+// exceeds that size by more than 8 bytes of headers: a float takes 9
+// bytes in msgpack and as few as 4 in a JSON array, so an array of many
+// short floats meets this limit at under half the JSON one. So are values
+// whose arrays and objects nest more than 9997 deep (so that every answer
+// decodes with encoding/json's limit of 10000 levels).
 //
 // # Writes
 //

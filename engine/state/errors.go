@@ -9,7 +9,9 @@ import "errors"
 // caller can also tell the reasons apart.
 var (
 	// ErrValueTooLarge: the JSON encoding of a value exceeds the store's
-	// maximum value size ([WithMaxValueSize]). Wrapped in invalid_payload.
+	// maximum value size ([WithMaxValueSize]), or its msgpack encoding
+	// exceeds it by more than a few header bytes. Wrapped in
+	// invalid_payload.
 	ErrValueTooLarge = errors.New("state: value too large")
 	// ErrInvalidValue: a value has no JSON encoding (NaN, infinity, a
 	// channel, ...). Wrapped in invalid_payload.

@@ -285,3 +285,64 @@ func TestFunctionsListPaging(t *testing.T) {
 		t.Fatalf("keys %s, want %s", got, want)
 	}
 }
+
+// TestFunctionsValueFitsBothCodecs: a stored value's every answer fits
+// in one message in both codecs. A float takes 9 bytes in msgpack and as
+// few as 4 in a JSON array, so a value well under the JSON limit was
+// stored, by a JSON caller or a Go one, and then answered internal (over
+// the max payload) to every msgpack caller's get.
+func TestFunctionsValueFitsBothCodecs(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, []enginetest.ServerOption{enginetest.WithMaxPayload(64 << 10)})
+	serve(t, v)
+	e := enginetest.NewEngine(t, v.ns) // msgpack, as Go callers are
+	nc := enginetest.Connect(t, v.ns)  // JSON
+	ctx := testCtx(t)
+	floats := func(n int) []any {
+		s := make([]any, n)
+		for i := range s {
+			s[i] = 0.1
+		}
+		return s
+	}
+	// JSON "0.1," is 4 bytes an element, msgpack 9.
+	tooMany := (v.store.MaxValueSize() - 1) / 4
+	if b, _ := json.Marshal(floats(tooMany)); len(b) > v.store.MaxValueSize() {
+		t.Fatalf("test value's JSON is %d bytes, over the limit", len(b))
+	}
+	before := v.msgs(t)
+	if _, _, err := v.store.Set(ctx, "s", "f", floats(tooMany)); !errors.Is(err, state.ErrValueTooLarge) {
+		t.Fatalf("Store.Set of %d floats = %v, want ErrValueTooLarge", tooMany, err)
+	}
+	if _, err := jsonReq(t, nc, "iii.fn.state.set", toJSON(t, map[string]any{"scope": "s", "key": "f", "value": floats(tooMany)})); !errors.Is(err, wire.ErrInvalidPayload) {
+		t.Fatalf("JSON set of %d floats = %v, want invalid_payload", tooMany, err)
+	}
+	if _, _, err := v.store.Update(ctx, "s", "f", []state.Op{state.Set("", floats(tooMany))}); !errors.Is(err, state.ErrValueTooLarge) {
+		t.Fatalf("Store.Update to %d floats = %v, want ErrValueTooLarge", tooMany, err)
+	}
+	if after := v.msgs(t); after != before {
+		t.Fatalf("refused values wrote %d messages", after-before)
+	}
+	// As many as fit: set, updated, read in both codecs.
+	fit := (v.store.MaxValueSize() - 3) / 9
+	set, err := engine.Call[state.ChangeResponse](ctx, e, state.FnSet, map[string]any{"scope": "s", "key": "f", "value": floats(fit - 1)})
+	if err != nil || len(set.NewValue.([]any)) != fit-1 {
+		t.Fatalf("msgpack set of %d floats = %v", fit-1, err)
+	}
+	upd, err := engine.Call[state.ChangeResponse](ctx, e, state.FnUpdate, map[string]any{"scope": "s", "key": "f",
+		"ops": []state.Op{state.Append("", 0.1)}})
+	if err != nil || len(upd.OldValue.([]any)) != fit-1 || len(upd.NewValue.([]any)) != fit {
+		t.Fatalf("msgpack update to %d floats = %v", fit, err)
+	}
+	get, err := engine.Call[state.GetResponse](ctx, e, state.FnGet, map[string]any{"scope": "s", "key": "f"})
+	if err != nil || len(get.Value.([]any)) != fit {
+		t.Fatalf("msgpack get = %v", err)
+	}
+	if _, err := jsonReq(t, nc, "iii.fn.state.get", `{"scope":"s","key":"f"}`); err != nil {
+		t.Fatalf("JSON get = %v", err)
+	}
+	if _, err := engine.Call[state.ChangeResponse](ctx, e, state.FnUpdate, map[string]any{"scope": "s", "key": "f",
+		"ops": []state.Op{state.Append("", 0.1)}}); !errors.Is(err, wire.ErrInvalidPayload) {
+		t.Fatalf("msgpack update past the limit = %v, want invalid_payload", err)
+	}
+}

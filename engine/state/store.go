@@ -242,6 +242,35 @@ func (s *Store) encodeChecked(v any) ([]byte, error) {
 	return b, nil
 }
 
+// msgpackSlack is how many bytes a value's msgpack encoding may exceed
+// the size limit by: a long string's or array's msgpack header takes up to
+// 5 bytes where JSON's quotes or brackets take 2, which the reply's
+// headroom holds.
+const msgpackSlack = 8
+
+// checkMsgpack refuses a value (in the decoded shape, as replies carry
+// it) whose msgpack encoding is larger than the size limit allows: a
+// float takes 9 bytes in msgpack and as few as 4 in a JSON array ("0.1,"),
+// so a value under the JSON limit could still make every msgpack reply
+// that carries it exceed the max payload. Only floats grow, at most 3
+// times (a lone "0.1"), so a value whose JSON is under a third of the
+// limit is not encoded again.
+func (s *Store) checkMsgpack(v any, jsonSize int) error {
+	max := s.MaxValueSize()
+	if jsonSize*3 <= max {
+		return nil
+	}
+	b, err := wire.Msgpack.Marshal(v)
+	if err != nil {
+		return wire.Wrap(wire.CodeInvalidPayload, fmt.Errorf("%w: %v", ErrInvalidValue, err), "")
+	}
+	if len(b) > max+msgpackSlack {
+		return wire.Wrap(wire.CodeInvalidPayload, ErrValueTooLarge, "%d bytes of msgpack (%d of JSON), at most %d", len(b), jsonSize, max).
+			WithDetails(map[string]any{"size": len(b), "max_value_size": max})
+	}
+	return nil
+}
+
 // Get returns the value of key in scope and its revision. A missing key is
 // an error matching wire.ErrNotFound (the state::get function answers
 // {value: null, revision: 0} instead). A value stored as JSON null is
@@ -307,6 +336,9 @@ func (s *Store) Set(ctx context.Context, scope, key string, value any) (oldValue
 	if !ok { // a json.Number or a MarshalJSON past float64's range
 		return nil, nil, wire.Wrap(wire.CodeInvalidPayload, ErrInvalidValue, "a number is beyond float64's range")
 	}
+	if err := s.checkMsgpack(newV, len(data)); err != nil {
+		return nil, nil, err
+	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	err = s.casLoop(ctx, kvkey, func(cur entry) error {
@@ -346,6 +378,9 @@ func (s *Store) Update(ctx context.Context, scope, key string, ops []Op) (oldVal
 		}
 		data, err := s.encodeChecked(next)
 		if err != nil {
+			return err
+		}
+		if err := s.checkMsgpack(next, len(data)); err != nil {
 			return err
 		}
 		if !unchanged(cur, next, data) {
