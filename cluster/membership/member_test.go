@@ -46,10 +46,11 @@ const (
 	testTTL       = 1500 * time.Millisecond
 	testHeartbeat = 300 * time.Millisecond
 	// crashSeen bounds crash detection: the entry expires at most a TTL
-	// after the crash, and the marker arrives at once; the second of slack
-	// over "TTL + 1 s" is for a loaded 2-core machine under -race (typical:
-	// 1.4-1.7 s).
-	crashSeen = testTTL + 2*time.Second
+	// after the crash, and the marker arrives at once (typical: 1.4-1.7 s).
+	// The slack is for a loaded 2-core machine under -race: a whole-suite
+	// run beside other work once took over TTL + 2 s. The lower bound is
+	// checked apart.
+	crashSeen = testTTL + 6*time.Second
 	// joinSeen bounds the start of child processes until all see them.
 	joinSeen = 10 * time.Second
 )
