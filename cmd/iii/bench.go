@@ -61,6 +61,15 @@ func newBenchTurnsCmd(g *globals) *cobra.Command {
   iii bench turns --sessions 50 --turns 5 --nodes 3 --replicas 1 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (rerr error) {
+			// The bench runs its own nodes and bounds a turn with
+			// --turn-timeout: the client commands' flags would change
+			// nothing.
+			if f := cmd.Flags().Lookup("nats"); f != nil && f.Changed {
+				return fmt.Errorf("--nats is for the client commands: iii bench turns runs its own nodes")
+			}
+			if err := refuseClientTimeout(cmd, "iii bench turns (--turn-timeout bounds a turn)"); err != nil {
+				return err
+			}
 			cfg.BusCalls = !localCalls
 			if err := checkHeapFloor(heapFloorMiB); err != nil {
 				return err

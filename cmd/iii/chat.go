@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -55,8 +56,9 @@ func newChatCmd(g *globals) *cobra.Command {
 		Short: "Chat with an agent in plain line mode",
 		Long: "Sends each line you type as a user message, streams the answer's tokens and the function calls as they\n" +
 			"happen, and waits for the turn to end. With no node reachable at --nats (the default address), it starts\n" +
-			"one in this process. The default model is the offline scripted \"echo\": it echoes text, and a line\n" +
-			"`/call FUNCTION_ID {json}` makes it call that function.\n\n" +
+			"one in this process (a server there that refuses chat's credentials is an error, not a reason to). The\n" +
+			"default model is the offline scripted \"echo\": it echoes text, and a line `/call FUNCTION_ID {json}`\n" +
+			"makes it call that function.\n\n" +
 			"A turn is durable: when the connection to the node is lost mid-turn (the node stopped, crashed or\n" +
 			"restarts), chat says so on stderr and waits up to --reconnect-wait for it to come back, then prints the\n" +
 			"rest of the turn, which the node finishes from its last record. A node that does not come back in time\n" +
@@ -103,7 +105,7 @@ func newChatCmd(g *globals) *cobra.Command {
 			cfg.notes, cfg.url = terminal(cmd.ErrOrStderr()), redactURL(g.natsURL)
 			e, done, err := g.connectFollowing()
 			if err != nil {
-				if !cfg.embedded {
+				if !cfg.embedded || !noNodeAnswers(err) {
 					return err
 				}
 				a, serr := startApp(ctx, upConfig{home: cfg.home, listen: "127.0.0.1:0", logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -171,6 +173,21 @@ func newChatCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&cfg.sandbox, "sandbox", false, "give every run a bubblewrap sandbox (fs::* and shell::exec work in it; it is destroyed when the run ends)")
 	cmd.Flags().StringVar(&cfg.home, "home", defaultHome(), "data directory of an embedded node")
 	return cmd
+}
+
+// noNodeAnswers reports whether err, chat's failed connection to --nats,
+// says that no server answered there (nothing listens, the host is
+// unreachable or unknown): only then does chat start a node of its own.
+// A server that answered and refused (credentials, TLS), a --nats that
+// does not parse or a --timeout the engine refuses is said instead: a
+// node started in their place took the user's lines to a store nobody
+// else reaches, and the error was never seen.
+func noNodeAnswers(err error) bool {
+	if errors.Is(err, nats.ErrNoServers) {
+		return true // connection refused
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial" // a timeout, no route, a name that does not resolve
 }
 
 // maxLine bounds a line of line mode's input (a node's largest message

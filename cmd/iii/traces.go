@@ -33,6 +33,11 @@ func newTracesCmd(g *globals) *cobra.Command {
 			if attr == "" {
 				return fmt.Errorf("--by %q: want session, message or function", by)
 			}
+			// A negative window (a sign typed by mistake) listed every
+			// trace, as 0 does, without a word.
+			if since < 0 {
+				return fmt.Errorf("--since %v: want 0 (all) or more", since)
+			}
 			req := map[string]any{"attribute": attr, "limit": limit}
 			if since > 0 {
 				req["since_ms"] = time.Now().Add(-since).UnixMilli()

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iii-on-nats/iii/engine/enginetest"
 	"github.com/iii-on-nats/iii/workers/traces"
 )
 
@@ -46,5 +47,16 @@ func TestPrintTreeSafeAndSaysTruncated(t *testing.T) {
 	terminalSafe(t, "iii traces show", b.String())
 	if !strings.Contains(b.String(), "7000 spans") || !strings.Contains(b.String(), "truncated") {
 		t.Fatalf("a cut tree does not say so:\n%s", b.String())
+	}
+}
+
+// A negative --since is refused before any call: it listed every trace,
+// as --since 0 does, without a word.
+func TestTracesFlagSinceNegative(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	out, err := runIII(t, "traces", "--since", "-5m", "--nats", ns.ClientURL())
+	if err == nil || !strings.Contains(err.Error(), "--since -5m0s: want 0 (all) or more") {
+		t.Fatalf("traces --since -5m: %v\n%s", err, out)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -431,11 +432,16 @@ const stopGrace = 15 * time.Second
 // stopBudget bounds a graceful stop: the orchestrator's drain
 // (orchestrator.drain_timeout) and then stopGrace for everything else. A
 // fixed budget smaller than the drain left a loaded node no time to close
-// its workers, and it exited with an error.
+// its workers, and it exited with an error. The sum saturates: a
+// drain_timeout near the largest duration wrapped it to a negative
+// budget, a stop with no time at all.
 func stopBudget(settings map[string]map[string]string) time.Duration {
 	drain := orchestrator.DefaultDrainTimeout
 	if d, err := time.ParseDuration(settings["orchestrator"][orchestrator.SettingDrainTimeout]); err == nil && d > 0 {
 		drain = d
+	}
+	if drain > math.MaxInt64-stopGrace {
+		return math.MaxInt64
 	}
 	return drain + stopGrace
 }

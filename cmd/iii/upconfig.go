@@ -208,12 +208,16 @@ func mergeFile(cmd *cobra.Command, cfg *upConfig, fc cluster.NodeFile, sets *[]s
 }
 
 // refuseIgnored refuses what `iii up` would otherwise accept and ignore,
-// given as a flag of cmd or a key of the --config file fc: --nats (the
-// client commands' server URL), the embedded server's settings with
-// --join, which embeds none, and --creds without it.
+// given as a flag of cmd or a key of the --config file fc: --nats and
+// --timeout (the client commands' server URL and call timeout), the
+// embedded server's settings with --join, which embeds none, and --creds
+// without it.
 func refuseIgnored(cmd *cobra.Command, fc cluster.NodeFile, t topology) error {
 	if f := cmd.Flags().Lookup("nats"); f != nil && f.Changed {
 		return fmt.Errorf("--nats is for the client commands: iii up runs its own server (--listen) or uses an existing one with --join URL")
+	}
+	if err := refuseClientTimeout(cmd, "iii up"); err != nil {
+		return err
 	}
 	// given names a flag as it was given: on the command line, else in
 	// the file ("" when neither).
@@ -248,8 +252,12 @@ func refuseIgnored(cmd *cobra.Command, fc cluster.NodeFile, t topology) error {
 		given("gateway", "gateway.gateways", len(fc.Gateway.Gateways) > 0),
 		given("gateway-user", "gateway.authorization", !fc.Gateway.Authorization.IsZero()),
 		given("gateway-password-file", "", false),
+		given("", "cluster.pool_size", fc.Cluster.PoolSize != 0),
 		given("leafnode-listen", "leafnodes.listen", fc.LeafNodes.Listen != ""),
+		given("", "leafnodes.advertise", fc.LeafNodes.Advertise != ""),
+		given("", "leafnodes.users", len(fc.LeafNodes.Users) > 0),
 		given("leaf", "leaf.urls", len(fc.Leaf.URLs) > 0),
+		given("", "leaf.user", fc.Leaf.User != "" || fc.Leaf.Password != ""),
 		given("leaf-creds", "leaf.credentials", fc.Leaf.Credentials != ""),
 	} {
 		if g != "" {
@@ -258,6 +266,17 @@ func refuseIgnored(cmd *cobra.Command, fc cluster.NodeFile, t topology) error {
 	}
 	if len(ignored) > 0 {
 		return fmt.Errorf("--join embeds no server, so %s would be ignored: set them on the NATS deployment, or drop --join", strings.Join(ignored, ", "))
+	}
+	return nil
+}
+
+// refuseClientTimeout refuses the global --timeout on cmd, a command
+// (named name) that makes no client call it would bound: the workers'
+// own timeouts are their settings (--set), so a --timeout given there
+// was accepted and changed nothing.
+func refuseClientTimeout(cmd *cobra.Command, name string) error {
+	if f := cmd.Flags().Lookup("timeout"); f != nil && f.Changed {
+		return fmt.Errorf("--timeout is the client commands' call timeout: %s makes no such call (a worker's timeouts are its settings, --set WORKER.KEY=VALUE)", name)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,6 +112,10 @@ func TestStopBudget(t *testing.T) {
 		{map[string]map[string]string{"orchestrator": {"drain_timeout": "2m"}}, 2*time.Minute + 15*time.Second},
 		{map[string]map[string]string{"orchestrator": {"drain_timeout": "bogus"}}, 25 * time.Second},
 		{map[string]map[string]string{"orchestrator": {"drain_timeout": "-1s"}}, 25 * time.Second},
+		// The largest duration: the sum saturates rather than wrapping
+		// to a negative budget (a stop with no time at all).
+		{map[string]map[string]string{"orchestrator": {"drain_timeout": time.Duration(math.MaxInt64).String()}}, math.MaxInt64},
+		{map[string]map[string]string{"orchestrator": {"drain_timeout": (time.Duration(math.MaxInt64) - time.Second).String()}}, math.MaxInt64},
 	} {
 		if got := stopBudget(tc.settings); got != tc.want {
 			t.Errorf("stopBudget(%v) = %v, want %v", tc.settings, got, tc.want)

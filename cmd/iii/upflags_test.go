@@ -101,6 +101,8 @@ func TestUpRefusesIgnoredFlags(t *testing.T) {
 	ns := enginetest.RunServer(t)
 	join := ns.ClientURL()
 	file := writeTemp(t, "join: "+join+"\nlisten: 127.0.0.1:0\nmonitor_port: 8222\n")
+	// Keys of the embedded server that have no flag.
+	fileNoFlag := writeTemp(t, "join: "+join+"\ncluster: {pool_size: 2}\nleafnodes: {advertise: 'edge:7422', users: [{user: a, password: b}]}\nleaf: {user: u, password: p}\n")
 	creds := writeTemp(t, "x")
 	for _, c := range []struct {
 		name string
@@ -114,6 +116,7 @@ func TestUpRefusesIgnoredFlags(t *testing.T) {
 		{"join peer auth", []string{"--join", join, "--cluster-user", "u", "--gateway-password-file", creds}, "--cluster-user, --gateway-password-file would be ignored"},
 		{"join several", []string{"--join", join, "--listen", "127.0.0.1:0", "--cluster", "c1"}, "--listen, --cluster would be ignored"},
 		{"join config", []string{"--config", file}, "listen (--config), monitor_port (--config) would be ignored"},
+		{"join config no flag", []string{"--config", fileNoFlag}, "cluster.pool_size (--config), leafnodes.advertise (--config), leafnodes.users (--config), leaf.user (--config) would be ignored"},
 		{"creds without join", []string{"--creds", creds, "--listen", "127.0.0.1:0"}, "--creds needs --join"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,6 +127,36 @@ func TestUpRefusesIgnoredFlags(t *testing.T) {
 			out, err := runIIIWithin(t, 15*time.Second, args...)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want %q\n%s", err, c.want, out)
+			}
+		})
+	}
+}
+
+// The client commands' --timeout (and --nats) on a command that makes no
+// client call is refused, naming it: `iii up --timeout 5m`, `iii worker
+// run --timeout`, `iii bench turns --timeout` (which has --turn-timeout)
+// accepted it and changed nothing.
+func TestClientFlagsRefusedElsewhere(t *testing.T) {
+	t.Parallel()
+	ns := enginetest.RunServer(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"up timeout", []string{"up", "--timeout", "5m", "--home", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "", "--workers", "traces"}, "--timeout is the client commands' call timeout: iii up"},
+		{"up join timeout", []string{"up", "--timeout", "5m", "--home", t.TempDir(), "--join", ns.ClientURL(), "--http", "", "--workers", "traces"}, "--timeout is the client commands' call timeout: iii up"},
+		{"worker run timeout", []string{"worker", "run", "traces", "--timeout", "5m", "--home", t.TempDir(), "--nats", ns.ClientURL()}, "--timeout is the client commands' call timeout: iii worker run"},
+		{"bench timeout", []string{"bench", "turns", "-q", "--sessions", "1", "--turns", "1", "--no-kv", "--no-floor", "--timeout", "5m", "--dir", t.TempDir()}, "--timeout is the client commands' call timeout: iii bench turns"},
+		{"bench nats", []string{"bench", "turns", "-q", "--sessions", "1", "--turns", "1", "--no-kv", "--no-floor", "--nats", ns.ClientURL(), "--dir", t.TempDir()}, "--nats is for the client commands"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			// Without the check the command runs until the context ends,
+			// or runs its bench.
+			out, err := runIIIWithin(t, 15*time.Second, append(c.args, "--log-level", "error")...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("iii %q: %v, want an error saying %q\n%s", c.args, err, c.want, out)
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -42,6 +41,9 @@ func newWorkerCmd(g *globals) *cobra.Command {
   iii worker run orchestrator --set orchestrator.max_turns=20`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, names []string) error {
+			if err := refuseClientTimeout(cmd, "iii worker run"); err != nil {
+				return err
+			}
 			// An unknown name fails before anything is connected or
 			// created (the spans stream, say).
 			for _, name := range names {
@@ -89,7 +91,9 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "running %v on %s; Ctrl-C to stop\n", running.Names(), redactURL(g.natsURL))
 			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			// The orchestrator's drain and then the rest, as in `iii up`:
+			// a fixed 15 s cut a longer drain_timeout short.
+			sctx, cancel := context.WithTimeout(context.Background(), stopBudget(settings))
 			defer cancel()
 			werr := running.Close(sctx)
 			if err := mods.close(sctx); err != nil && werr == nil {
