@@ -885,8 +885,17 @@ func (g *grain) drive() {
 	for !g.stopped {
 		if g.draining {
 			// Hand off once nothing runs: the model call or calls in
-			// flight finish and are recorded first.
+			// flight finish and are recorded first, and what the written
+			// record holds to deliver goes out (a run the drain let
+			// finish kept its answer, turn_end and agent_end in the
+			// record until another node activated the session).
 			if !g.running && len(g.gating) == 0 && len(turn.InFlight(g.rec)) == 0 {
+				if !g.unwritten && turn.Next(g.rec).Kind == turn.ActionDeliver {
+					if !g.deliver() {
+						return
+					}
+					continue
+				}
 				g.release()
 			}
 			return

@@ -58,6 +58,37 @@ func TestWorkerRunStopWaitsForDrain(t *testing.T) {
 	if state := turnState(t, a, "wr_drain"); state != "stopped" {
 		t.Fatalf("the turn record is in state %q after worker run stopped, want stopped", state)
 	}
+	// And its events are out: a client following the session sees the
+	// run end without waiting for another orchestrator.
+	if !hasEvent(t, a, "wr_drain", "agent_end") {
+		t.Fatal("no agent_end published for the turn the drain finished")
+	}
+}
+
+// hasEvent reports whether session sid's event stream holds an event of
+// type typ.
+func hasEvent(t *testing.T, a *app, sid, typ string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := a.e.JetStream().Stream(ctx, subjects.EventStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := st.CachedInfo()
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil || m.Subject != subjects.EventSubjectPrefix+sid {
+			continue
+		}
+		var ev struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(m.Data, &ev) == nil && ev.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // turnState is the state of session sid's turn record (iii-turn-state).
