@@ -172,7 +172,12 @@ func (p *Provider) start(clusterName string, self *Entry, publish func(cluster.M
 		p.writeMu.Lock()
 		p.writing = true
 		p.writeMu.Unlock()
-		if err := p.writeSelf(ctx); err != nil {
+		// The first entry is tried again while the bucket's stream has no
+		// leader to answer (a cluster whose nodes restart one after
+		// another): that failed the node's start (TestClusterChaos).
+		if err := engine.Retry(ctx, bucketAttempt, p.writeSelf, func(err error) bool {
+			return engine.TransientJS(err) || errors.Is(err, jetstream.ErrNoStreamResponse)
+		}); err != nil {
 			return err
 		}
 	}
