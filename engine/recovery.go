@@ -32,5 +32,19 @@ func (p *RecoveryPace) Failed() time.Duration {
 	return p.delay
 }
 
+// LostConsumerPace is the pacing of a JetStream consumer re-created
+// after it was lost (deleted, or with its stream): half a second before
+// the first attempt, up to 30 s. Never at once: the server tells the pull
+// requests of a deleted consumer before it removes the consumer's files,
+// and a consumer created again under the same name meanwhile loses its
+// files to that removal.
+func LostConsumerPace() RecoveryPace {
+	return RecoveryPace{Base: 500 * time.Millisecond, Max: 30 * time.Second}
+}
+
+// ConsumerCheckEvery is how often a supervised consumer asks for its
+// state, to notice a deletion its consume did not report.
+const ConsumerCheckEvery = 30 * time.Second
+
 // Recovered records a recovery: a loss soon after waits longer.
 func (p *RecoveryPace) Recovered() { p.restored = time.Now() }

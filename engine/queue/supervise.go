@@ -14,18 +14,9 @@ const (
 	// setupAttempt bounds one request about the consumer or its stream: a
 	// request sent while the stream elects a leader is never answered.
 	setupAttempt = 5 * time.Second
-	// recoverBase and recoverMax bound the wait before an attempt to
-	// re-create a lost consumer: recoverBase before the first, doubling
-	// after each failure and for a loss that follows the previous one
-	// closely. Never at once: the server tells the pull requests of a
-	// deleted consumer before it removes the consumer's files, and a
-	// consumer created again under the same name meanwhile loses its files
-	// to that removal.
-	recoverBase = 500 * time.Millisecond
-	recoverMax  = 30 * time.Second
 	// defaultCheckEvery is how often a running Consumer asks for its
 	// JetStream consumer's state, to notice a deletion nobody reported.
-	defaultCheckEvery = 30 * time.Second
+	defaultCheckEvery = engine.ConsumerCheckEvery
 )
 
 // supervise watches the consume until Stop or Drain. When the JetStream
@@ -49,7 +40,7 @@ func (c *Consumer) supervise() {
 	log := c.e.Logger()
 	tick := time.NewTicker(c.checkEvery)
 	defer tick.Stop()
-	pace := engine.RecoveryPace{Base: recoverBase, Max: recoverMax}
+	pace := engine.LostConsumerPace()
 	for {
 		c.mu.Lock()
 		cc, f := c.cc, c.feed

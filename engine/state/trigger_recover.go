@@ -17,19 +17,10 @@ const (
 	// consumer; a request sent while the stream elects a leader is never
 	// answered, and only the next attempt reaches the new one.
 	setupAttempt = 5 * time.Second
-	// recoverBase and recoverMax bound the wait before an attempt to
-	// re-create a lost consumer: recoverBase before the first, doubling
-	// after each failure and for a loss that follows the previous one
-	// closely (a consumer deleted again and again). Never at once: the
-	// server tells the pull requests of a deleted consumer before it
-	// removes the consumer's files, and a consumer created again under
-	// the same name meanwhile loses its files to that removal.
-	recoverBase = 500 * time.Millisecond
-	recoverMax  = 30 * time.Second
 	// defaultCheckEvery is how often a running trigger asks for its
 	// consumer's state: to learn its ack floor, and to notice a deletion
 	// the consume did not report.
-	defaultCheckEvery = 30 * time.Second
+	defaultCheckEvery = engine.ConsumerCheckEvery
 )
 
 // ensureConsumer creates the trigger's consumer from cfg or binds the
@@ -74,7 +65,7 @@ func (s *Subscription) supervise() {
 	log := s.e.Logger()
 	tick := time.NewTicker(s.opts.checkEvery)
 	defer tick.Stop()
-	pace := engine.RecoveryPace{Base: recoverBase, Max: recoverMax}
+	pace := engine.LostConsumerPace()
 	for {
 		closed := s.cc.Closed()
 		select {
